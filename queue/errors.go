@@ -1,0 +1,101 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors for the expected outcomes callers branch on. The edge (api package)
+// maps each to a stable code.
+var (
+	ErrQueueNotFound   = errors.New("queue not found")
+	ErrReceiptStale    = errors.New("receipt is stale: the lease it names has ended (expired, settled, redelivered, or the queue was recreated)")
+	ErrQueueFull       = errors.New("queue is full")
+	ErrMessageTooLarge = errors.New("message too large")
+	ErrInvalidDelay    = errors.New("invalid delay")
+	ErrMessageNotFound = errors.New("message not found")
+	ErrTaskNotFound    = errors.New("redrive task not found")
+	ErrTaskFinished    = errors.New("redrive task already finished")
+	ErrNoDeadLetter    = errors.New("queue has no dead-letter queue")
+	ErrQueueInUse      = errors.New("queue is in use")
+	ErrInvalidMessage  = errors.New("invalid message")
+)
+
+// NameError reports a queue name outside the naming rule.
+type NameError struct{ Name string }
+
+func (e *NameError) Error() string {
+	return fmt.Sprintf("invalid queue name %q: a name is %s", e.Name, nameRule)
+}
+
+// ConfigError reports a configuration field out of range.
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return e.Field + ": " + e.Reason }
+
+// CycleError reports a dead-letter chain that would loop.
+type CycleError struct {
+	Queue string
+	Chain []string
+}
+
+func (e *CycleError) Error() string {
+	return fmt.Sprintf("dead-letter queues of %q would form a cycle: %s", e.Queue, strings.Join(e.Chain, " -> "))
+}
+
+// InUseError reports a queue that cannot be deleted because others use it as their DLQ.
+type InUseError struct {
+	Queue string
+	By    []string
+}
+
+func (e *InUseError) Error() string {
+	return fmt.Sprintf("queue %q is the dead-letter queue of %s; change their dead_letter_queue first or delete with force", e.Queue, strings.Join(e.By, ", "))
+}
+
+func (e *InUseError) Unwrap() error { return ErrQueueInUse }
+
+// FullError reports a send refused by backpressure (max_messages or max_bytes).
+type FullError struct {
+	Queue string
+	Limit string // "max_messages" or "max_bytes"
+	Value int64
+}
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("queue %q is full (%s = %d): retry later or consume faster", e.Queue, e.Limit, e.Value)
+}
+
+func (e *FullError) Unwrap() error { return ErrQueueFull }
+
+// TooLargeError reports a message over the queue's max_message_size.
+type TooLargeError struct {
+	Size, Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("message is %d bytes (body plus attribute names, types and values); the queue allows at most %d", e.Size, e.Limit)
+}
+
+func (e *TooLargeError) Unwrap() error { return ErrMessageTooLarge }
+
+// InvalidError reports a malformed message field (group, dedup id, attribute, reason).
+type InvalidError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Reason }
+
+func (e *InvalidError) Unwrap() error { return ErrInvalidMessage }
+
+// DelayError reports a delay out of range.
+type DelayError struct{ Reason string }
+
+func (e *DelayError) Error() string { return "invalid delay: " + e.Reason }
+
+func (e *DelayError) Unwrap() error { return ErrInvalidDelay }

@@ -1,0 +1,1018 @@
+package queue
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// idTimeShift: a message id is (enqueue time in ms) << 22 | counter, so ids sort by time,
+// stay unique across restarts (the last id is logged) and encode the enqueue time.
+const idTimeShift = 22
+
+// Options tune a Machine. The zero value gives the defaults.
+type Options struct {
+	// CacheBytes bounds the payload bytes kept in memory; payloads beyond it are read back
+	// from the log. Defaults to 256 MiB. Negative caches nothing.
+	CacheBytes int64
+	// DedupCap bounds dedup entries per queue; the oldest are evicted early beyond it
+	// (counted as DedupEvictedEarly). Defaults to 1,000,000.
+	DedupCap int
+	// MaxTasks bounds finished redrive tasks kept for listing. Defaults to 100.
+	MaxTasks int
+}
+
+func (o *Options) withDefaults() Options {
+	c := *o
+	if c.CacheBytes == 0 {
+		c.CacheBytes = 256 << 20
+	}
+	if c.DedupCap == 0 {
+		c.DedupCap = 1_000_000
+	}
+	if c.MaxTasks == 0 {
+		c.MaxTasks = 100
+	}
+	return c
+}
+
+// Machine is the queue semantics of a whole broker: every queue, every message's state,
+// dedup windows and redrive tasks. It does no I/O, starts no goroutines and takes no
+// locks; the caller serialises calls. Commands take the current time and a Sink, emit the
+// records that describe their outcome and apply them; Apply replays records. The state
+// after replay equals the state built live.
+type Machine struct {
+	opts    Options
+	queues  map[string]*queueState
+	byID    map[uint64]*queueState
+	tasks   map[uint64]*Task
+	events  eventHeap
+	segs    map[uint32]*SegmentUsage
+	now     int64
+	lastID  uint64
+	lastQID uint64
+	lastTID uint64
+	cached  int64
+}
+
+// SegmentUsage counts the live messages whose payload record lies in one log segment.
+type SegmentUsage struct {
+	Messages int64
+	Bytes    int64
+}
+
+type queueState struct {
+	id        uint64
+	name      string
+	cfg       Config
+	createdAt int64
+	updatedAt int64
+	msgs      seqIndex
+	ready     readyHeap
+	timers    timerHeap
+	pending   []pendingDL
+	groups    map[string]*group
+	dedup     dedupTable
+	nextSeq   uint64
+	nReady    int64
+	nDelayed  int64
+	nInFlight int64
+	bytes     int64
+	stats     Counters
+	evIdx     int
+	retCursor uint64 // seqs at or below are known past retention (only in-flight ones remain)
+}
+
+type pendingDL struct {
+	m      *message
+	reason string
+}
+
+// New returns an empty machine.
+func New(opts Options) *Machine {
+	return &Machine{
+		opts:   opts.withDefaults(),
+		queues: make(map[string]*queueState),
+		byID:   make(map[uint64]*queueState),
+		tasks:  make(map[uint64]*Task),
+		segs:   make(map[uint32]*SegmentUsage),
+	}
+}
+
+// Now is the latest logged time the machine has seen.
+func (m *Machine) Now() int64 { return m.now }
+
+func (m *Machine) clock(now int64) int64 {
+	if now < m.now {
+		return m.now
+	}
+	return now
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+func (m *Machine) nextID(now int64) uint64 {
+	id := uint64(now) << idTimeShift
+	if id <= m.lastID {
+		id = m.lastID + 1
+	}
+	return id
+}
+
+func (m *Machine) queue(name string) (*queueState, error) {
+	q, ok := m.queues[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrQueueNotFound, name)
+	}
+	return q, nil
+}
+
+// emit hands r to the sink and applies it. A failure to apply a record the machine just
+// made is a bug, never an input error.
+func (m *Machine) emit(sink Sink, r Record) {
+	loc := sink.Emit(r)
+	if err := m.apply(r, loc); err != nil {
+		panic(fmt.Sprintf("queue: applying own %s record: %v", r.Kind(), err))
+	}
+}
+
+// ---------------------------------------------------------------------------------------
+// Time
+
+// advance brings q to time now: the in-memory transitions (settle), then records for
+// what time did that must be logged: leases that ended into a dead letter, retention.
+func (m *Machine) advance(sink Sink, q *queueState, now int64) {
+	m.settle(q, now)
+	due := m.sweepRetention(q, now)
+	if len(q.pending) > 0 || len(due) > 0 {
+		due = append(due, q.pending...)
+		m.deadLetterAll(sink, q, now, due, "")
+		if len(q.pending) > 0 {
+			panic("queue: dead-letter records did not clear pending")
+		}
+	}
+	m.reschedule(q)
+}
+
+// settle applies the transitions that time alone causes and that replay reproduces
+// without records: delayed messages becoming visible, and leases ending. A lease that
+// ends into a dead letter (max_deliveries reached, or past retention) is set aside in
+// q.pending; its dead-letter record follows.
+func (m *Machine) settle(q *queueState, now int64) {
+	for {
+		x := q.timers.peek()
+		if x == nil || x.at > now {
+			return
+		}
+		q.timers.remove(x)
+		switch x.state {
+		case StateDelayed:
+			q.nDelayed--
+			m.makeReady(q, x)
+		case StateInFlight:
+			q.nInFlight--
+			if x.grp != nil {
+				x.grp.leased--
+			}
+			if reason := q.mustDeadLetter(x, now); reason != "" {
+				x.state = statePending
+				q.pending = append(q.pending, pendingDL{x, reason})
+				m.maybeReadyGroup(q, x.grp)
+				continue
+			}
+			m.makeReady(q, x)
+		}
+	}
+}
+
+// mustDeadLetter says whether a lease that just ended (without an ack) sends its message
+// to the dead letters, and why.
+func (q *queueState) mustDeadLetter(x *message, now int64) string {
+	if q.cfg.MaxDeliveries > 0 && x.deliv >= uint32(q.cfg.MaxDeliveries) {
+		return ReasonMaxDeliveries
+	}
+	if r := ms(q.cfg.Retention); r > 0 && x.entered+r <= now {
+		return ReasonExpired
+	}
+	return ""
+}
+
+// deadLetterAll dead-letters a set of messages of q in arrival (seq) order — so a group's
+// messages keep their order in the dead-letter queue, and the outcome does not depend on
+// when time was last applied — with one record per run of equal reasons.
+func (m *Machine) deadLetterAll(sink Sink, q *queueState, now int64, dl []pendingDL, desc string) {
+	sort.Slice(dl, func(i, j int) bool { return dl[i].m.seq < dl[j].m.seq })
+	for len(dl) > 0 {
+		n := 1
+		for n < len(dl) && dl[n].reason == dl[0].reason {
+			n++
+		}
+		seqs := make([]uint64, n)
+		for i := range seqs {
+			seqs[i] = dl[i].m.seq
+		}
+		m.deadLetter(sink, q, now, seqs, dl[0].reason, desc)
+		dl = dl[n:]
+	}
+}
+
+// sweepRetention returns messages that are not leased and have been in the queue longer
+// than its retention. A leased message is left to its lease: retention never cuts a live
+// lease short (CONTRACT.md).
+func (m *Machine) sweepRetention(q *queueState, now int64) []pendingDL {
+	r := ms(q.cfg.Retention)
+	if r <= 0 {
+		return nil
+	}
+	var due []pendingDL
+	q.msgs.each(q.retCursor, func(x *message) bool {
+		if x.entered+r > now {
+			return false
+		}
+		q.retCursor = x.seq
+		if x.state != StateInFlight && x.state != statePending {
+			due = append(due, pendingDL{x, ReasonExpired})
+		}
+		return true
+	})
+	return due
+}
+
+// deadLetter moves seqs of q to q's dead-letter queue (creating it if it is missing), or
+// removes them when q has none (only reachable for expiry).
+func (m *Machine) deadLetter(sink Sink, q *queueState, now int64, seqs []uint64, reason, desc string) {
+	target := uint64(0)
+	if dlq := q.cfg.DeadLetterQueue; dlq != NoDeadLetterQueue {
+		t := m.ensureDLQ(sink, q, now)
+		target = t.id
+	}
+	m.emit(sink, &DeadLetterRecord{Now: now, QueueID: q.id, Target: target, Reason: reason, Description: desc, Seqs: seqs})
+}
+
+// ensureDLQ returns q's dead-letter queue, creating it with dead-letter defaults if it
+// does not exist (it may have been deleted with force).
+func (m *Machine) ensureDLQ(sink Sink, q *queueState, now int64) *queueState {
+	name := q.cfg.DeadLetterQueue
+	if t, ok := m.queues[name]; ok {
+		return t
+	}
+	m.emit(sink, &QueuePutRecord{Now: now, QueueID: m.lastQID + 1, Name: name, Config: DeadLetterConfig(q.cfg)})
+	return m.queues[name]
+}
+
+// NextEvent returns the earliest time at which some queue has time-driven work (a delay
+// ending, a lease ending, retention), and false if there is none.
+func (m *Machine) NextEvent() (int64, bool) {
+	if len(m.events) == 0 {
+		return 0, false
+	}
+	return m.events[0].key, true
+}
+
+// Tick advances every queue whose next event is due at now. It returns the names of
+// queues that have deliverable messages after the tick, so the caller can wake waiting
+// receivers.
+func (m *Machine) Tick(now int64, sink Sink) []string {
+	now = m.clock(now)
+	var woke []string
+	for len(m.events) > 0 && m.events[0].key <= now {
+		q := m.events[0].q
+		before := len(q.ready)
+		m.advance(sink, q, now)
+		if len(q.ready) > before {
+			woke = append(woke, q.name)
+		}
+		// advance rescheduled q past now (or removed it); guard against a stuck entry.
+		if len(m.events) > 0 && m.events[0].q == q && m.events[0].key <= now {
+			m.events.remove(q)
+		}
+	}
+	return woke
+}
+
+// nextEvent of one queue: the earliest timer, or the retention expiry of the oldest
+// message not yet known to be past retention.
+func (q *queueState) nextEvent() (int64, bool) {
+	if len(q.pending) > 0 {
+		return 0, true // dead letters waiting for their record: due at once
+	}
+	var t int64
+	ok := false
+	if x := q.timers.peek(); x != nil {
+		t, ok = x.at, true
+	}
+	if r := ms(q.cfg.Retention); r > 0 {
+		var first *message
+		q.msgs.each(q.retCursor, func(x *message) bool { first = x; return false })
+		if first != nil {
+			if e := first.entered + r; !ok || e < t {
+				t, ok = e, true
+			}
+		}
+	}
+	return t, ok
+}
+
+func (m *Machine) reschedule(q *queueState) {
+	if t, ok := q.nextEvent(); ok {
+		m.events.set(q, t)
+	} else {
+		m.events.remove(q)
+	}
+}
+
+// ---------------------------------------------------------------------------------------
+// State transitions shared by commands and replay
+
+// makeReady marks x deliverable and, if it may be delivered now, puts it in the ready heap.
+func (m *Machine) makeReady(q *queueState, x *message) {
+	x.state = StateReady
+	x.at = 0
+	q.nReady++
+	if x.grp == nil || !q.cfg.OrderedGroups {
+		q.ready.push(x)
+		return
+	}
+	m.maybeReadyGroup(q, x.grp)
+}
+
+// maybeReadyGroup puts g's head in the ready heap if g may be delivered: nothing leased
+// and its head ready.
+func (m *Machine) maybeReadyGroup(q *queueState, g *group) {
+	if g == nil || !q.cfg.OrderedGroups || g.leased > 0 {
+		return
+	}
+	if h := g.head(); h != nil && h.state == StateReady && h.readyIdx < 0 {
+		q.ready.push(h)
+	}
+}
+
+// add puts a new arrival into q at the tail, visible at visibleAt.
+func (m *Machine) add(q *queueState, x *message, visibleAt int64, now int64) {
+	q.nextSeq++
+	x.seq = q.nextSeq
+	x.entered = now
+	x.readyIdx, x.timerIdx = -1, -1
+	q.msgs.add(x)
+	q.bytes += x.size
+	if g := x.grp; g != nil {
+		g.msgs = append(g.msgs, x)
+	}
+	if visibleAt > now {
+		x.state = StateDelayed
+		x.at = visibleAt
+		q.nDelayed++
+		q.timers.push(x)
+	} else {
+		m.makeReady(q, x)
+	}
+	m.segAdd(x.loc, x.size)
+}
+
+func (m *Machine) attachGroup(q *queueState, x *message, key string) {
+	if key == "" {
+		return
+	}
+	if q.groups == nil {
+		q.groups = make(map[string]*group)
+	}
+	g := q.groups[key]
+	if g == nil {
+		g = &group{key: key}
+		q.groups[key] = g
+	}
+	x.grp = g
+}
+
+// detach removes x from q entirely (settled, dead-lettered away, deleted, purged).
+func (m *Machine) detach(q *queueState, x *message) {
+	switch x.state {
+	case StateReady:
+		q.nReady--
+		q.ready.remove(x)
+	case StateDelayed:
+		q.nDelayed--
+		q.timers.remove(x)
+	case StateInFlight:
+		q.nInFlight--
+		q.timers.remove(x)
+		if x.grp != nil {
+			x.grp.leased--
+		}
+	case statePending:
+		for i, p := range q.pending {
+			if p.m == x {
+				q.pending = append(q.pending[:i], q.pending[i+1:]...)
+				break
+			}
+		}
+	}
+	q.msgs.remove(x.seq)
+	q.bytes -= x.size
+	if g := x.grp; g != nil {
+		g.remove(x)
+		if len(g.msgs) == 0 {
+			delete(q.groups, g.key)
+		} else {
+			// The head may have changed, or the last lease of the group may have ended.
+			m.maybeReadyGroup(q, g)
+		}
+	}
+	x.grp = nil
+	m.segRemove(x.loc, x.size)
+}
+
+// uncache drops x's payload from the cache accounting.
+func (m *Machine) uncache(x *message) {
+	if x.payload != nil {
+		m.cached -= x.size
+		x.payload = nil
+	}
+}
+
+func (m *Machine) maybeCache(x *message, p *Payload) {
+	if m.opts.CacheBytes < 0 || m.cached+x.size > m.opts.CacheBytes {
+		return
+	}
+	x.payload = p
+	m.cached += x.size
+}
+
+func (m *Machine) segAdd(l Loc, size int64) {
+	s := m.segs[l.Segment()]
+	if s == nil {
+		s = &SegmentUsage{}
+		m.segs[l.Segment()] = s
+	}
+	s.Messages++
+	s.Bytes += size
+}
+
+func (m *Machine) segRemove(l Loc, size int64) {
+	s := m.segs[l.Segment()]
+	if s == nil {
+		return
+	}
+	s.Messages--
+	s.Bytes -= size
+	if s.Messages <= 0 {
+		delete(m.segs, l.Segment())
+	}
+}
+
+// SegmentUsage returns the live messages per log segment that holds payloads.
+func (m *Machine) SegmentUsage() map[uint32]SegmentUsage {
+	out := make(map[uint32]SegmentUsage, len(m.segs))
+	for k, v := range m.segs {
+		out[k] = *v
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------------------
+// Queue commands
+
+// PutQueue creates the queue name with cfg, or replaces its configuration. It creates the
+// configured dead-letter queue if it does not exist. It reports whether the queue was created.
+func (m *Machine) PutQueue(now int64, sink Sink, name string, cfg Config) (bool, error) {
+	now = m.clock(now)
+	if err := ValidateName(name); err != nil {
+		return false, err
+	}
+	cfg = cfg.Clone()
+	if err := cfg.Validate(name); err != nil {
+		return false, err
+	}
+	existing := m.queues[name]
+	if existing != nil && existing.cfg.OrderedGroups != cfg.OrderedGroups {
+		return false, &ConfigError{Field: "ordered_groups", Reason: "cannot change after the queue is created"}
+	}
+	if err := m.checkCycle(name, cfg.DeadLetterQueue); err != nil {
+		return false, err
+	}
+	if existing != nil && existing.cfg.Equal(cfg) {
+		return false, nil
+	}
+	if dlq := cfg.DeadLetterQueue; dlq != NoDeadLetterQueue && m.queues[dlq] == nil {
+		m.emit(sink, &QueuePutRecord{Now: now, QueueID: m.lastQID + 1, Name: dlq, Config: DeadLetterConfig(cfg)})
+	}
+	id := m.lastQID + 1
+	if existing != nil {
+		id = existing.id
+		m.advance(sink, existing, now)
+	}
+	m.emit(sink, &QueuePutRecord{Now: now, QueueID: id, Name: name, Config: cfg})
+	return existing == nil, nil
+}
+
+// checkCycle follows dead-letter links from dlq and fails if they lead back to name.
+func (m *Machine) checkCycle(name, dlq string) error {
+	chain := []string{name}
+	seen := map[string]bool{name: true}
+	for dlq != NoDeadLetterQueue && dlq != "" {
+		chain = append(chain, dlq)
+		if seen[dlq] {
+			return &CycleError{Queue: name, Chain: chain}
+		}
+		seen[dlq] = true
+		t := m.queues[dlq]
+		if t == nil {
+			return nil // will be created with no DLQ of its own
+		}
+		dlq = t.cfg.DeadLetterQueue
+	}
+	return nil
+}
+
+// DeleteQueue deletes a queue and its messages. A queue that others use as their
+// dead-letter queue is refused unless force; with force their DLQ is recreated when next
+// needed. Running redrive tasks that read from or write to the queue fail.
+func (m *Machine) DeleteQueue(now int64, sink Sink, name string, force bool) error {
+	now = m.clock(now)
+	q, err := m.queue(name)
+	if err != nil {
+		return err
+	}
+	if by := m.deadLetterSources(name); len(by) > 0 && !force {
+		return &InUseError{Queue: name, By: by}
+	}
+	m.emit(sink, &QueueDeleteRecord{Now: now, QueueID: q.id})
+	return nil
+}
+
+func (m *Machine) deadLetterSources(name string) []string {
+	var by []string
+	for _, o := range m.queues {
+		if o.name != name && o.cfg.DeadLetterQueue == name {
+			by = append(by, o.name)
+		}
+	}
+	sort.Strings(by)
+	return by
+}
+
+// Purge removes every message of a queue (ready, delayed and in flight). Dedup entries
+// stay (CONTRACT.md "Dedup").
+func (m *Machine) Purge(now int64, sink Sink, name string) (int64, error) {
+	now = m.clock(now)
+	q, err := m.queue(name)
+	if err != nil {
+		return 0, err
+	}
+	m.advance(sink, q, now)
+	n := int64(q.msgs.live)
+	m.emit(sink, &PurgeRecord{Now: now, QueueID: q.id})
+	return n, nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Message commands
+
+// Send enqueues msgs into queue. Each message gets its own result; a rejected message
+// records nothing. A duplicate (same dedup key within the window) returns the first
+// message's id with Duplicate set and enqueues nothing.
+func (m *Machine) Send(now int64, sink Sink, queue string, msgs []SendInput) ([]SendResult, error) {
+	now = m.clock(now)
+	q, err := m.queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	m.advance(sink, q, now)
+	out := make([]SendResult, len(msgs))
+	for i := range msgs {
+		out[i] = m.sendOne(now, sink, q, &msgs[i])
+	}
+	m.reschedule(q)
+	return out, nil
+}
+
+// ValidatePayload checks a payload's fields and size against q's configuration.
+func ValidatePayload(p *Payload, cfg *Config) error {
+	if size := p.Size(); size > cfg.MaxMessageSize {
+		return &TooLargeError{Size: size, Limit: cfg.MaxMessageSize}
+	}
+	if len(p.Group) > MaxGroupLen || !printable(p.Group) {
+		return &InvalidError{Field: "group", Reason: fmt.Sprintf("must be at most %d printable ASCII characters", MaxGroupLen)}
+	}
+	if len(p.DedupID) > MaxDedupIDLen || !printable(p.DedupID) {
+		return &InvalidError{Field: "dedup_id", Reason: fmt.Sprintf("must be at most %d printable ASCII characters", MaxDedupIDLen)}
+	}
+	if len(p.Attrs) > MaxAttrs {
+		return &InvalidError{Field: "headers", Reason: fmt.Sprintf("at most %d attributes, got %d", MaxAttrs, len(p.Attrs))}
+	}
+	seen := make(map[string]bool, len(p.Attrs))
+	for _, a := range p.Attrs {
+		if a.Name == "" || len(a.Name) > MaxAttrNameLen || !printable(a.Name) {
+			return &InvalidError{Field: "headers", Reason: fmt.Sprintf("attribute name %q must be 1..%d printable ASCII characters", a.Name, MaxAttrNameLen)}
+		}
+		if seen[a.Name] {
+			return &InvalidError{Field: "headers", Reason: fmt.Sprintf("attribute %q appears twice", a.Name)}
+		}
+		seen[a.Name] = true
+		base, _, _ := strings.Cut(a.Type, ".")
+		if base != "String" && base != "Number" && base != "Binary" {
+			return &InvalidError{Field: "headers", Reason: fmt.Sprintf("attribute %q has type %q; types are String, Number or Binary, optionally with a .suffix", a.Name, a.Type)}
+		}
+	}
+	return nil
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func (q *queueState) dedupKey(p *Payload) string {
+	id := p.DedupID
+	if id == "" && q.cfg.ContentDedup {
+		sum := sha256.Sum256(p.Body)
+		id = hex.EncodeToString(sum[:])
+	}
+	if id == "" || q.cfg.DedupWindow <= 0 {
+		return ""
+	}
+	if q.cfg.DedupScope == DedupGroup {
+		return p.Group + "\x00" + id
+	}
+	return id
+}
+
+func (m *Machine) sendOne(now int64, sink Sink, q *queueState, in *SendInput) SendResult {
+	p := &in.Payload
+	if err := ValidatePayload(p, &q.cfg); err != nil {
+		return SendResult{Err: err}
+	}
+	delay := in.Delay
+	if delay < 0 {
+		delay = ms(q.cfg.Delay)
+	}
+	if delay > ms(MaxDelay) {
+		return SendResult{Err: &DelayError{Reason: fmt.Sprintf("at most 168h (7 days), got %v", time.Duration(delay)*time.Millisecond)}}
+	}
+	if r := ms(q.cfg.Retention); r > 0 && delay >= r {
+		return SendResult{Err: &DelayError{Reason: fmt.Sprintf("must be shorter than the queue's retention (%v)", q.cfg.Retention)}}
+	}
+	if key := q.dedupKey(p); key != "" {
+		if id, ok := q.dedup.lookup(key, now); ok {
+			return SendResult{ID: id, Duplicate: true}
+		}
+	}
+	size := p.Size()
+	if q.cfg.MaxMessages > 0 && int64(q.msgs.live)+1 > q.cfg.MaxMessages {
+		return SendResult{Err: &FullError{Queue: q.name, Limit: "max_messages", Value: q.cfg.MaxMessages}}
+	}
+	if q.cfg.MaxBytes > 0 && q.bytes+size > q.cfg.MaxBytes {
+		return SendResult{Err: &FullError{Queue: q.name, Limit: "max_bytes", Value: q.cfg.MaxBytes}}
+	}
+	id := m.nextID(now)
+	m.emit(sink, &SendRecord{Now: now, QueueID: q.id, MsgID: id, VisibleAt: now + delay, Payload: *p})
+	return SendResult{ID: id, Seq: q.nextSeq}
+}
+
+// Receive leases up to max messages of queue for visibility milliseconds (negative: the
+// queue's visibility timeout). maxBytes caps the payload bytes returned (0: no cap); at
+// least one message is returned if any is deliverable. Messages of an ordered group are
+// taken from its head, consecutively, and only when none of the group is leased.
+func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibility int64, maxBytes int64) ([]Delivery, error) {
+	now = m.clock(now)
+	q, err := m.queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	m.advance(sink, q, now)
+	if visibility < 0 {
+		visibility = ms(q.cfg.VisibilityTimeout)
+	}
+	var taken []*message
+	var bytes int64
+	full := func(x *message) bool {
+		return len(taken) >= max || (maxBytes > 0 && len(taken) > 0 && bytes+x.size > maxBytes)
+	}
+	for len(taken) < max {
+		x := q.ready.pop()
+		if x == nil {
+			break
+		}
+		if full(x) {
+			q.ready.push(x)
+			break
+		}
+		taken = append(taken, x)
+		bytes += x.size
+		if g := x.grp; g != nil && q.cfg.OrderedGroups {
+			for _, y := range g.msgs[1:] {
+				if y.state != StateReady || full(y) {
+					break
+				}
+				taken = append(taken, y)
+				bytes += y.size
+			}
+		}
+	}
+	if len(taken) == 0 {
+		m.reschedule(q)
+		return nil, nil
+	}
+	seqs := make([]uint64, len(taken))
+	for i, x := range taken {
+		seqs[i] = x.seq
+	}
+	deadline := now + visibility
+	m.emit(sink, &DeliverRecord{Now: now, QueueID: q.id, Deadline: deadline, Seqs: seqs})
+	out := make([]Delivery, len(taken))
+	for i, x := range taken {
+		out[i] = m.delivery(q, x)
+	}
+	m.reschedule(q)
+	return out, nil
+}
+
+func (m *Machine) delivery(q *queueState, x *message) Delivery {
+	d := Delivery{
+		Lease:          Lease{QueueID: q.id, Seq: x.seq, MsgID: x.id, Epoch: x.deliv},
+		Deadline:       x.at,
+		EnqueuedAt:     x.enqueuedAt(),
+		FirstDelivered: x.firstRecv,
+		Loc:            x.loc,
+		Payload:        x.payload,
+		Dead:           x.dead,
+	}
+	if x.grp != nil {
+		d.Group = x.grp.key
+	}
+	return d
+}
+
+// lease finds the in-flight message a lease names, or reports it stale.
+func (q *queueState) lease(l Lease, now int64) (*message, error) {
+	if l.QueueID != q.id {
+		return nil, ErrReceiptStale
+	}
+	x := q.msgs.get(l.Seq)
+	if x == nil || x.id != l.MsgID || x.state != StateInFlight || x.deliv != l.Epoch || x.at <= now {
+		return nil, ErrReceiptStale
+	}
+	return x, nil
+}
+
+// Ack settles leased messages. Each lease gets its own result: nil or ErrReceiptStale.
+func (m *Machine) Ack(now int64, sink Sink, queue string, leases []Lease) ([]error, error) {
+	now = m.clock(now)
+	q, err := m.queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	m.advance(sink, q, now)
+	out := make([]error, len(leases))
+	var seqs []uint64
+	seen := make(map[uint64]bool, len(leases))
+	for i, l := range leases {
+		x, err := q.lease(l, now)
+		if err == nil && seen[x.seq] {
+			err = ErrReceiptStale
+		}
+		if err != nil {
+			out[i] = err
+			continue
+		}
+		seen[x.seq] = true
+		seqs = append(seqs, x.seq)
+	}
+	if len(seqs) > 0 {
+		m.emit(sink, &AckRecord{Now: now, QueueID: q.id, Seqs: seqs})
+	}
+	m.reschedule(q)
+	return out, nil
+}
+
+// Backoff returns the retry delay for a message nacked after its deliveries-th delivery:
+// full jitter over [0, min(max, base·2^(deliveries-1))], chosen by jitter.
+func Backoff(cfg *Config, deliveries uint32, jitter uint64) int64 {
+	base, max := ms(cfg.BackoffBase), ms(cfg.BackoffMax)
+	if base <= 0 || max <= 0 {
+		return 0
+	}
+	ceil := base
+	for i := uint32(1); i < deliveries && ceil < max; i++ {
+		ceil *= 2
+	}
+	if ceil > max {
+		ceil = max
+	}
+	return int64(jitter % uint64(ceil+1))
+}
+
+// Nack ends leases early. A message whose delivery count has reached max_deliveries, or
+// that is past retention, is dead-lettered instead (eagerly, CONTRACT.md).
+func (m *Machine) Nack(now int64, sink Sink, queue string, items []NackInput) ([]error, error) {
+	now = m.clock(now)
+	q, err := m.queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	m.advance(sink, q, now)
+	out := make([]error, len(items))
+	var nacks []SeqTime
+	var dead []pendingDL
+	seen := make(map[uint64]bool, len(items))
+	for i, it := range items {
+		x, err := q.lease(it.Lease, now)
+		if err == nil && seen[x.seq] {
+			err = ErrReceiptStale
+		}
+		if err == nil && it.Delay > ms(MaxDelay) {
+			err = &DelayError{Reason: "at most 168h (7 days)"}
+		}
+		if err != nil {
+			out[i] = err
+			continue
+		}
+		seen[x.seq] = true
+		if reason := q.mustDeadLetter(x, now); reason != "" {
+			dead = append(dead, pendingDL{x, reason})
+			continue
+		}
+		delay := it.Delay
+		if delay < 0 {
+			delay = Backoff(&q.cfg, x.deliv, it.Jitter)
+		}
+		nacks = append(nacks, SeqTime{Seq: x.seq, Time: now + delay})
+	}
+	if len(nacks) > 0 {
+		m.emit(sink, &NackRecord{Now: now, QueueID: q.id, Items: nacks})
+	}
+	m.deadLetterAll(sink, q, now, dead, "")
+	m.reschedule(q)
+	return out, nil
+}
+
+// Extend sets leases' deadlines to now + visibility. Visibility 0 ends the lease now.
+func (m *Machine) Extend(now int64, sink Sink, queue string, items []ExtendInput) ([]error, error) {
+	now = m.clock(now)
+	q, err := m.queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	m.advance(sink, q, now)
+	out := make([]error, len(items))
+	var ext []SeqTime
+	seen := make(map[uint64]bool, len(items))
+	for i, it := range items {
+		x, err := q.lease(it.Lease, now)
+		if err == nil && seen[x.seq] {
+			err = ErrReceiptStale
+		}
+		if err == nil && (it.Visibility < 0 || it.Visibility > ms(MaxVisibilityTimeout)) {
+			err = &ConfigError{Field: "visibility", Reason: "must be between 0 and 12h"}
+		}
+		if err != nil {
+			out[i] = err
+			continue
+		}
+		seen[x.seq] = true
+		ext = append(ext, SeqTime{Seq: x.seq, Time: now + it.Visibility})
+	}
+	if len(ext) > 0 {
+		m.emit(sink, &ExtendRecord{Now: now, QueueID: q.id, Items: ext})
+	}
+	m.reschedule(q)
+	return out, nil
+}
+
+// DeadLetter moves leased messages to the queue's dead-letter queue with a reason.
+func (m *Machine) DeadLetter(now int64, sink Sink, queue string, leases []Lease, reason, desc string) ([]error, error) {
+	now = m.clock(now)
+	q, err := m.queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	if reason == "" || len(reason) > MaxReasonLen || !printable(reason) {
+		return nil, &InvalidError{Field: "reason", Reason: fmt.Sprintf("must be 1..%d printable ASCII characters", MaxReasonLen)}
+	}
+	if len(desc) > MaxDescriptionLen {
+		return nil, &InvalidError{Field: "description", Reason: fmt.Sprintf("at most %d bytes", MaxDescriptionLen)}
+	}
+	if q.cfg.DeadLetterQueue == NoDeadLetterQueue {
+		return nil, fmt.Errorf("%w: %q has dead_letter_queue none; ack, nack, or configure a dead-letter queue", ErrNoDeadLetter, q.name)
+	}
+	m.advance(sink, q, now)
+	out := make([]error, len(leases))
+	var seqs []uint64
+	seen := make(map[uint64]bool, len(leases))
+	for i, l := range leases {
+		x, err := q.lease(l, now)
+		if err == nil && seen[x.seq] {
+			err = ErrReceiptStale
+		}
+		if err != nil {
+			out[i] = err
+			continue
+		}
+		seen[x.seq] = true
+		seqs = append(seqs, x.seq)
+	}
+	if len(seqs) > 0 {
+		slices.Sort(seqs)
+		m.deadLetter(sink, q, now, seqs, reason, desc)
+	}
+	m.reschedule(q)
+	return out, nil
+}
+
+// DeleteMessage removes one message by id, in whatever state. Its receipts become stale.
+func (m *Machine) DeleteMessage(now int64, sink Sink, queue string, id uint64) error {
+	now = m.clock(now)
+	q, err := m.queue(queue)
+	if err != nil {
+		return err
+	}
+	m.advance(sink, q, now)
+	x := q.find(id)
+	if x == nil {
+		return fmt.Errorf("%w: %s in %q", ErrMessageNotFound, FormatID(id), q.name)
+	}
+	m.emit(sink, &RemoveRecord{Now: now, QueueID: q.id, Seqs: []uint64{x.seq}})
+	m.reschedule(q)
+	return nil
+}
+
+func (q *queueState) find(id uint64) *message {
+	var found *message
+	q.msgs.each(0, func(x *message) bool {
+		if x.id == id {
+			found = x
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// FormatID prints a message id as 16 lower-case hex digits, so ids sort as strings.
+func FormatID(id uint64) string { return fmt.Sprintf("%016x", id) }
+
+// Relocate rewrites a live message's payload at the head of the log if it still lives at
+// from. It reports whether it did.
+func (m *Machine) Relocate(now int64, sink Sink, queueID, seq, msgID uint64, from Loc, p Payload) bool {
+	now = m.clock(now)
+	q := m.byID[queueID]
+	if q == nil {
+		return false
+	}
+	x := q.msgs.get(seq)
+	if x == nil || x.id != msgID || x.loc != from {
+		return false
+	}
+	m.emit(sink, &RelocateRecord{Now: now, QueueID: queueID, Seq: seq, MsgID: msgID, Payload: p})
+	return true
+}
+
+// LiveMessage names a message whose payload lies in a given log segment.
+type LiveMessage struct {
+	QueueID uint64
+	Seq     uint64
+	MsgID   uint64
+	Loc     Loc
+}
+
+// LiveAt lists the messages whose payload is in segment, for compaction.
+func (m *Machine) LiveAt(segment uint32) []LiveMessage {
+	var out []LiveMessage
+	if m.segs[segment] == nil {
+		return nil
+	}
+	for _, q := range m.byID {
+		q.msgs.each(0, func(x *message) bool {
+			if x.loc.Segment() == segment {
+				out = append(out, LiveMessage{QueueID: q.id, Seq: x.seq, MsgID: x.id, Loc: x.loc})
+			}
+			return true
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Loc < out[j].Loc })
+	return out
+}
+
+// AdvanceAll brings every queue to now, emitting what time made due. The broker calls it
+// once after recovery, before serving.
+func (m *Machine) AdvanceAll(now int64, sink Sink) {
+	now = m.clock(now)
+	ids := make([]uint64, 0, len(m.byID))
+	for id := range m.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if q := m.byID[id]; q != nil {
+			m.advance(sink, q, now)
+		}
+	}
+}

@@ -1,0 +1,874 @@
+package queue
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// This file checks the machine against a deliberately naive reference model: every
+// operation is a linear scan over plain slices, written from CONTRACT.md rather than
+// from the machine's code. Random sequences of commands, clock advances and restarts
+// must give identical results, and the invariants below must hold after every step.
+
+// logSink keeps every record's bytes, checks that each decodes back to the same bytes,
+// and hands out increasing locations across small pretend segments.
+type logSink struct {
+	t    *rapid.T
+	recs [][]byte
+	locs []Loc
+	off  uint64
+}
+
+func (s *logSink) Emit(r Record) Loc {
+	b := r.AppendTo(nil)
+	d, err := DecodeRecord(b)
+	if err != nil {
+		s.t.Fatalf("decode own %s record: %v", r.Kind(), err)
+	}
+	if !bytes.Equal(d.AppendTo(nil), b) {
+		s.t.Fatalf("%s record does not round-trip", r.Kind())
+	}
+	loc := Loc((s.off/4096+1)<<32 | s.off%4096)
+	s.off += uint64(len(b))
+	s.recs = append(s.recs, b)
+	s.locs = append(s.locs, loc)
+	return loc
+}
+
+type mmsg struct {
+	id         uint64
+	seq        uint64
+	group      string
+	state      State
+	at         int64
+	deliv      uint32
+	entered    int64
+	deadReason string
+	deadDeliv  uint32
+	moves      int // dead-letters and redrives: a move restarts the delivery count
+}
+
+type mqueue struct {
+	name    string
+	cfg     Config
+	msgs    []*mmsg
+	nextSeq uint64
+	dedup   map[string]dedupEntry
+}
+
+type mtask struct {
+	id     uint64
+	cursor uint64
+	maxSeq uint64
+	reason string
+}
+
+type model struct {
+	now    int64
+	lastID uint64
+	q, dlq *mqueue
+	acked  map[uint64]bool
+	gone   map[uint64]bool // purged or deleted
+	task   *mtask
+}
+
+func (md *model) add(q *mqueue, x *mmsg, visibleAt int64) {
+	q.nextSeq++
+	x.seq = q.nextSeq
+	x.entered = md.now
+	x.state = StateReady
+	if visibleAt > md.now {
+		x.state, x.at = StateDelayed, visibleAt
+	}
+	q.msgs = append(q.msgs, x)
+}
+
+func (md *model) remove(q *mqueue, x *mmsg) {
+	i := slices.Index(q.msgs, x)
+	q.msgs = slices.Delete(q.msgs, i, i+1)
+}
+
+func (md *model) deadLetter(x *mmsg, reason string) {
+	md.remove(md.q, x)
+	if md.dlq.name == "" { // no DLQ: only expiry gets here, and removes with a record
+		md.gone[x.id] = true
+		return
+	}
+	x.moves++
+	x.deadReason, x.deadDeliv = reason, x.deliv
+	x.deliv, x.at = 0, 0
+	md.add(md.dlq, x, md.now)
+}
+
+func (md *model) mustDL(x *mmsg) string {
+	cfg := md.q.cfg
+	if cfg.MaxDeliveries > 0 && x.deliv >= uint32(cfg.MaxDeliveries) {
+		return ReasonMaxDeliveries
+	}
+	if r := cfg.Retention.Milliseconds(); r > 0 && x.entered+r <= md.now {
+		return ReasonExpired
+	}
+	return ""
+}
+
+// advance: delays end; ended leases become ready or dead letters in (deadline, seq)
+// order; then messages past retention that are not leased are dead-lettered in seq order.
+func (md *model) advance() {
+	q := md.q
+	var ended []*mmsg
+	for _, x := range q.msgs {
+		if x.state == StateDelayed && x.at <= md.now {
+			x.state, x.at = StateReady, 0
+		}
+		if x.state == StateInFlight && x.at <= md.now {
+			ended = append(ended, x)
+		}
+	}
+	sort.SliceStable(ended, func(i, j int) bool {
+		if ended[i].at != ended[j].at {
+			return ended[i].at < ended[j].at
+		}
+		return ended[i].seq < ended[j].seq
+	})
+	var dls []*mmsg
+	reasons := map[*mmsg]string{}
+	for _, x := range ended {
+		if r := md.mustDL(x); r != "" {
+			dls = append(dls, x)
+			reasons[x] = r
+		} else {
+			x.state, x.at = StateReady, 0
+		}
+	}
+	if r := q.cfg.Retention.Milliseconds(); r > 0 {
+		for _, x := range q.msgs {
+			if x.entered+r <= md.now && x.state != StateInFlight {
+				dls = append(dls, x)
+				reasons[x] = ReasonExpired
+			}
+		}
+	}
+	md.deadLetterSorted(dls, func(x *mmsg) string { return reasons[x] })
+}
+
+// deadLetterSorted dead-letters xs in arrival order, as the contract wants.
+func (md *model) deadLetterSorted(xs []*mmsg, reason func(*mmsg) string) {
+	sort.Slice(xs, func(i, j int) bool { return xs[i].seq < xs[j].seq })
+	for _, x := range xs {
+		md.deadLetter(x, reason(x))
+	}
+}
+
+func (md *model) send(in []SendInput) []SendResult {
+	md.advance()
+	q := md.q
+	out := make([]SendResult, len(in))
+	for i, s := range in {
+		delay := s.Delay
+		if delay < 0 {
+			delay = q.cfg.Delay.Milliseconds()
+		}
+		if r := q.cfg.Retention.Milliseconds(); r > 0 && delay >= r {
+			out[i] = SendResult{Err: ErrInvalidDelay}
+			continue
+		}
+		key := s.Payload.DedupID
+		if q.cfg.DedupWindow <= 0 {
+			key = ""
+		}
+		if e, ok := q.dedup[key]; key != "" && ok && e.expires > md.now {
+			out[i] = SendResult{ID: e.id, Duplicate: true}
+			continue
+		}
+		if q.cfg.MaxMessages > 0 && int64(len(q.msgs))+1 > q.cfg.MaxMessages {
+			out[i] = SendResult{Err: ErrQueueFull}
+			continue
+		}
+		id := uint64(md.now) << idTimeShift
+		if id <= md.lastID {
+			id = md.lastID + 1
+		}
+		md.lastID = id
+		md.add(q, &mmsg{id: id, group: s.Payload.Group}, md.now+delay)
+		if key != "" {
+			q.dedup[key] = dedupEntry{id: id, expires: md.now + q.cfg.DedupWindow.Milliseconds()}
+		}
+		out[i] = SendResult{ID: id, Seq: q.nextSeq}
+	}
+	return out
+}
+
+func (md *model) receive(max int, vis int64) []*mmsg {
+	md.advance()
+	q := md.q
+	locked := map[string]bool{}
+	head := map[string]*mmsg{}
+	for _, x := range q.msgs {
+		if x.group == "" {
+			continue
+		}
+		if head[x.group] == nil {
+			head[x.group] = x
+		}
+		if x.state == StateInFlight {
+			locked[x.group] = true
+		}
+	}
+	var taken []*mmsg
+	took := map[*mmsg]bool{}
+	for i, x := range q.msgs {
+		if len(taken) >= max {
+			break
+		}
+		if took[x] || x.state != StateReady {
+			continue
+		}
+		if x.group == "" {
+			taken = append(taken, x)
+			took[x] = true
+			continue
+		}
+		if locked[x.group] || head[x.group] != x {
+			continue
+		}
+		locked[x.group] = true
+		taken = append(taken, x)
+		took[x] = true
+		for _, y := range q.msgs[i+1:] {
+			if y.group != x.group {
+				continue
+			}
+			if len(taken) >= max || y.state != StateReady {
+				break
+			}
+			taken = append(taken, y)
+			took[y] = true
+		}
+	}
+	for _, x := range taken {
+		x.state = StateInFlight
+		x.deliv++
+		x.at = md.now + vis
+	}
+	return taken
+}
+
+func (md *model) lease(l Lease) *mmsg {
+	for _, x := range md.q.msgs {
+		if x.seq == l.Seq && x.id == l.MsgID && x.state == StateInFlight && x.deliv == l.Epoch && x.at > md.now {
+			return x
+		}
+	}
+	return nil
+}
+
+func backoffModel(cfg Config, deliv uint32, jitter uint64) int64 {
+	ceil := cfg.BackoffBase.Milliseconds()
+	for i := uint32(1); i < deliv; i++ {
+		ceil *= 2
+		if ceil >= cfg.BackoffMax.Milliseconds() {
+			break
+		}
+	}
+	ceil = min(ceil, cfg.BackoffMax.Milliseconds())
+	return int64(jitter % uint64(ceil+1))
+}
+
+func (md *model) find(id uint64) (*mqueue, *mmsg) {
+	for _, q := range []*mqueue{md.q, md.dlq} {
+		for _, x := range q.msgs {
+			if x.id == id {
+				return q, x
+			}
+		}
+	}
+	return nil, nil
+}
+
+type seenKey struct {
+	id    uint64
+	moves int
+}
+
+type harness struct {
+	t     *rapid.T
+	m     *Machine
+	md    *model
+	sink  *logSink
+	ids   []uint64
+	lease []Lease
+	seen  map[seenKey]uint32 // last observed delivery count per message and move
+}
+
+func sameErr(got, want error) bool {
+	if want == nil || got == nil {
+		return got == want
+	}
+	return errors.Is(got, want)
+}
+
+func TestMachineMatchesModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := DefaultConfig("q")
+		cfg.VisibilityTimeout = time.Second
+		cfg.MaxDeliveries = rapid.IntRange(0, 4).Draw(t, "maxDeliveries")
+		cfg.Retention = time.Duration(rapid.SampledFrom([]int64{0, 6000, 20000}).Draw(t, "retention")) * time.Millisecond
+		cfg.DedupWindow = time.Duration(rapid.SampledFrom([]int64{0, 2000}).Draw(t, "dedup")) * time.Millisecond
+		cfg.BackoffBase = 100 * time.Millisecond
+		cfg.BackoffMax = time.Second
+		cfg.MaxMessages = rapid.SampledFrom([]int64{0, 6}).Draw(t, "maxMessages")
+		if rapid.Bool().Draw(t, "dlqNone") && cfg.MaxDeliveries == 0 {
+			cfg.DeadLetterQueue = NoDeadLetterQueue
+		}
+		h := &harness{t: t, m: New(Options{CacheBytes: 64}), sink: &logSink{t: t}, seen: map[seenKey]uint32{}}
+		h.md = &model{now: 1_700_000_000_000, acked: map[uint64]bool{}, gone: map[uint64]bool{},
+			q:   &mqueue{name: "q", cfg: cfg, dedup: map[string]dedupEntry{}},
+			dlq: &mqueue{name: cfg.DeadLetterQueue, cfg: DeadLetterConfig(cfg), dedup: map[string]dedupEntry{}}}
+		created, err := h.m.PutQueue(h.md.now, h.sink, "q", cfg)
+		if err != nil || !created {
+			t.Fatalf("PutQueue: %v %v", created, err)
+		}
+		hasDLQ := cfg.DeadLetterQueue != NoDeadLetterQueue
+		if !hasDLQ {
+			h.md.dlq.name = ""
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"send":       h.send,
+			"receive":    h.receive,
+			"ack":        h.ack,
+			"nack":       h.nack,
+			"extend":     h.extend,
+			"deadletter": func(t *rapid.T) { h.deadLetter(t, hasDLQ) },
+			"clock":      h.clock,
+			"restart":    h.restart,
+			"redrive": func(t *rapid.T) {
+				if hasDLQ {
+					h.redrive(t)
+				}
+			},
+			"delete": h.deleteMsg,
+			"purge":  h.purge,
+			"":       h.check,
+		})
+	})
+}
+
+func (h *harness) send(t *rapid.T) {
+	n := rapid.IntRange(1, 3).Draw(t, "n")
+	in := make([]SendInput, n)
+	for i := range in {
+		in[i] = SendInput{
+			Payload: Payload{
+				Body:    []byte(rapid.StringN(0, 40, -1).Draw(t, "body")),
+				Group:   rapid.SampledFrom([]string{"", "", "a", "b"}).Draw(t, "group"),
+				DedupID: rapid.SampledFrom([]string{"", "", "", "d1", "d2"}).Draw(t, "dedup"),
+			},
+			Delay: rapid.SampledFrom([]int64{-1, 0, 500, 2500}).Draw(t, "delay"),
+		}
+	}
+	got, err := h.m.Send(h.md.now, h.sink, "q", in)
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	want := h.md.send(in)
+	for i := range want {
+		if !sameErr(got[i].Err, want[i].Err) || got[i].ID != want[i].ID || got[i].Duplicate != want[i].Duplicate {
+			t.Fatalf("send %d: got %+v, want %+v", i, got[i], want[i])
+		}
+		if want[i].Err == nil && !want[i].Duplicate {
+			h.ids = append(h.ids, want[i].ID)
+		}
+	}
+}
+
+func (h *harness) receive(t *rapid.T) {
+	max := rapid.IntRange(1, 4).Draw(t, "max")
+	vis := rapid.SampledFrom([]int64{-1, 0, 300, 2000}).Draw(t, "vis")
+	got, err := h.m.Receive(h.md.now, h.sink, "q", max, vis, 0)
+	if err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	if vis < 0 {
+		vis = h.md.q.cfg.VisibilityTimeout.Milliseconds()
+	}
+	want := h.md.receive(max, vis)
+	if len(got) != len(want) {
+		t.Fatalf("receive: got %d messages %v, want %d %v", len(got), deliveryIDs(got), len(want), modelIDs(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.MsgID != w.id || g.Epoch != w.deliv || g.Seq != w.seq || g.Deadline != w.at || g.Group != w.group {
+			t.Fatalf("receive %d: got %+v, want id %d epoch %d seq %d", i, g.Lease, w.id, w.deliv, w.seq)
+		}
+		h.lease = append(h.lease, g.Lease)
+	}
+}
+
+func deliveryIDs(ds []Delivery) []uint64 {
+	var ids []uint64
+	for _, d := range ds {
+		ids = append(ids, d.MsgID)
+	}
+	return ids
+}
+
+func modelIDs(xs []*mmsg) []uint64 {
+	var ids []uint64
+	for _, x := range xs {
+		ids = append(ids, x.id)
+	}
+	return ids
+}
+
+func (h *harness) pickLeases(t *rapid.T) []Lease {
+	if len(h.lease) == 0 {
+		return nil
+	}
+	n := rapid.IntRange(1, 3).Draw(t, "leases")
+	out := make([]Lease, n)
+	for i := range out {
+		out[i] = rapid.SampledFrom(h.lease).Draw(t, "lease")
+	}
+	return out
+}
+
+func (h *harness) ack(t *rapid.T) {
+	ls := h.pickLeases(t)
+	if ls == nil {
+		t.Skip("no leases")
+	}
+	got, err := h.m.Ack(h.md.now, h.sink, "q", ls)
+	if err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	h.md.advance()
+	for i, l := range ls {
+		x := h.md.lease(l)
+		var want error
+		if x == nil {
+			want = ErrReceiptStale
+		} else {
+			h.md.remove(h.md.q, x)
+			h.md.acked[x.id] = true
+		}
+		if !sameErr(got[i], want) {
+			t.Fatalf("ack %d %+v: got %v, want %v", i, l, got[i], want)
+		}
+	}
+}
+
+func (h *harness) nack(t *rapid.T) {
+	ls := h.pickLeases(t)
+	if ls == nil {
+		t.Skip("no leases")
+	}
+	in := make([]NackInput, len(ls))
+	for i, l := range ls {
+		in[i] = NackInput{Lease: l, Delay: rapid.SampledFrom([]int64{-1, 0, 700}).Draw(t, "delay"), Jitter: rapid.Uint64().Draw(t, "jitter")}
+	}
+	got, err := h.m.Nack(h.md.now, h.sink, "q", in)
+	if err != nil {
+		t.Fatalf("Nack: %v", err)
+	}
+	h.md.advance()
+	var dead []*mmsg
+	var reasons []string
+	done := map[*mmsg]bool{}
+	for i, it := range in {
+		x := h.md.lease(it.Lease)
+		if done[x] {
+			x = nil
+		}
+		var want error
+		if x == nil {
+			want = ErrReceiptStale
+		} else if r := h.md.mustDL(x); r != "" {
+			done[x] = true
+			dead = append(dead, x)
+			reasons = append(reasons, r)
+		} else {
+			done[x] = true
+			delay := it.Delay
+			if delay < 0 {
+				delay = backoffModel(h.md.q.cfg, x.deliv, it.Jitter)
+			}
+			x.state, x.at = StateReady, 0
+			if delay > 0 {
+				x.state, x.at = StateDelayed, h.md.now+delay
+			}
+		}
+		if !sameErr(got[i], want) {
+			t.Fatalf("nack %d: got %v, want %v", i, got[i], want)
+		}
+	}
+	rs := map[*mmsg]string{}
+	for i, x := range dead {
+		rs[x] = reasons[i]
+	}
+	h.md.deadLetterSorted(dead, func(x *mmsg) string { return rs[x] })
+}
+
+func (h *harness) extend(t *rapid.T) {
+	ls := h.pickLeases(t)
+	if ls == nil {
+		t.Skip("no leases")
+	}
+	in := make([]ExtendInput, len(ls))
+	for i, l := range ls {
+		in[i] = ExtendInput{Lease: l, Visibility: rapid.SampledFrom([]int64{0, 400, 3000}).Draw(t, "vis")}
+	}
+	got, err := h.m.Extend(h.md.now, h.sink, "q", in)
+	if err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	h.md.advance()
+	done := map[*mmsg]bool{}
+	for i, it := range in {
+		x := h.md.lease(it.Lease)
+		if done[x] {
+			x = nil
+		}
+		var want error
+		if x == nil {
+			want = ErrReceiptStale
+		} else {
+			done[x] = true
+			x.at = h.md.now + it.Visibility
+		}
+		if !sameErr(got[i], want) {
+			t.Fatalf("extend %d: got %v, want %v", i, got[i], want)
+		}
+	}
+}
+
+func (h *harness) deadLetter(t *rapid.T, hasDLQ bool) {
+	ls := h.pickLeases(t)
+	if ls == nil {
+		t.Skip("no leases")
+	}
+	got, err := h.m.DeadLetter(h.md.now, h.sink, "q", ls, "poison", "bad input")
+	if !hasDLQ {
+		if !errors.Is(err, ErrNoDeadLetter) {
+			t.Fatalf("DeadLetter without DLQ: got %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("DeadLetter: %v", err)
+	}
+	h.md.advance()
+	var dead []*mmsg
+	for i, l := range ls {
+		x := h.md.lease(l)
+		if slices.Contains(dead, x) {
+			x = nil
+		}
+		var want error
+		if x == nil {
+			want = ErrReceiptStale
+		} else {
+			dead = append(dead, x)
+		}
+		if !sameErr(got[i], want) {
+			t.Fatalf("deadletter %d: got %v, want %v", i, got[i], want)
+		}
+	}
+	h.md.deadLetterSorted(dead, func(*mmsg) string { return "poison" })
+}
+
+func (h *harness) clock(t *rapid.T) {
+	h.md.now += rapid.SampledFrom([]int64{1, 10, 150, 500, 1000, 2600, 7000}).Draw(t, "dt")
+	h.m.Tick(h.md.now, h.sink)
+	h.md.advance()
+}
+
+func (h *harness) deleteMsg(t *rapid.T) {
+	if len(h.ids) == 0 {
+		t.Skip("no ids")
+	}
+	id := rapid.SampledFrom(h.ids).Draw(t, "id")
+	err := h.m.DeleteMessage(h.md.now, h.sink, "q", id)
+	h.md.advance()
+	q, x := h.md.find(id)
+	if q != h.md.q {
+		if !errors.Is(err, ErrMessageNotFound) {
+			t.Fatalf("delete %d not in q: got %v", id, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	h.md.remove(q, x)
+	h.md.gone[id] = true
+}
+
+func (h *harness) purge(t *rapid.T) {
+	if rapid.IntRange(0, 4).Draw(t, "rarely") != 0 {
+		t.Skip("purge is rare")
+	}
+	if _, err := h.m.Purge(h.md.now, h.sink, "q"); err != nil {
+		t.Fatalf("purge: %v", err)
+	}
+	h.md.advance()
+	for _, x := range h.md.q.msgs {
+		h.md.gone[x.id] = true
+	}
+	h.md.q.msgs = nil
+}
+
+func (h *harness) redrive(t *rapid.T) {
+	md := h.md
+	if md.task == nil {
+		reason := rapid.SampledFrom([]string{"", ReasonMaxDeliveries, "poison"}).Draw(t, "reason")
+		target := rapid.SampledFrom([]string{"", "q"}).Draw(t, "target")
+		task, err := h.m.StartRedrive(md.now, h.sink, RedriveSpec{Source: md.dlq.name, Target: target, Filter: RedriveFilter{Reason: reason}})
+		if err != nil {
+			t.Fatalf("StartRedrive: %v", err)
+		}
+		md.task = &mtask{id: task.ID, maxSeq: md.dlq.nextSeq, reason: reason}
+		var total int64
+		for _, x := range md.dlq.msgs {
+			if reason == "" || x.deadReason == reason {
+				total++
+			}
+		}
+		if task.Total != total {
+			t.Fatalf("redrive total: got %d, want %d", task.Total, total)
+		}
+		return
+	}
+	got, err := h.m.RedriveStep(md.now, h.sink, md.task.id, 3)
+	if err != nil {
+		t.Fatalf("RedriveStep: %v", err)
+	}
+	var items []*mmsg
+	end, paused, scanned := true, false, 0
+	cursor := md.task.cursor
+	for _, x := range md.dlq.msgs {
+		if x.seq <= md.task.cursor {
+			continue
+		}
+		if x.seq > md.task.maxSeq {
+			break
+		}
+		if len(items) >= 3 || scanned >= 48 {
+			end = false
+			break
+		}
+		scanned++
+		if md.task.reason != "" && x.deadReason != md.task.reason {
+			cursor = x.seq
+			continue
+		}
+		if md.q.cfg.MaxMessages > 0 && int64(len(md.q.msgs)+len(items))+1 > md.q.cfg.MaxMessages {
+			paused, end = true, false
+			break
+		}
+		items = append(items, x)
+		cursor = x.seq
+	}
+	md.task.cursor = cursor
+	for _, x := range items {
+		md.remove(md.dlq, x)
+		x.deadReason, x.deadDeliv, x.deliv, x.at = "", 0, 0, 0
+		x.moves++
+		md.add(md.q, x, md.now)
+	}
+	if len(items) > 0 {
+		md.advance() // the machine brings a target queue up to date after moving into it
+	}
+	if got.Moved != len(items) || got.Done != end || got.Paused != paused {
+		t.Fatalf("redrive step: got %+v, want moved %d done %v paused %v", got, len(items), end, paused)
+	}
+	if end {
+		md.task = nil
+	}
+}
+
+// restart replays the whole log into a fresh machine and restores a snapshot, and checks
+// that both equal the live machine; then carries on with one of them.
+func (h *harness) restart(t *rapid.T) {
+	raw := h.m.AppendSnapshot(nil)
+	live := h.settledSnapshot(raw)
+	replayed := New(Options{CacheBytes: 64})
+	for i, b := range h.sink.recs {
+		r, err := DecodeRecord(b)
+		if err != nil {
+			t.Fatalf("decode record %d: %v", i, err)
+		}
+		if err := replayed.Apply(r, h.sink.locs[i]); err != nil {
+			t.Fatalf("replay record %d (%s): %v", i, r.Kind(), err)
+		}
+	}
+	if got := h.settledSnapshot(replayed.AppendSnapshot(nil)); !bytes.Equal(got, live) {
+		t.Fatalf("replayed state differs from live state")
+	}
+	restored, err := Restore(raw, Options{CacheBytes: 64})
+	if err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if got := restored.AppendSnapshot(nil); !bytes.Equal(got, raw) {
+		t.Fatalf("restored state differs from live state")
+	}
+	if !equalUsage(restored.SegmentUsage(), h.m.SegmentUsage()) {
+		t.Fatalf("segment usage differs after restore: %v vs %v", restored.SegmentUsage(), h.m.SegmentUsage())
+	}
+	if rapid.Bool().Draw(t, "useReplayed") {
+		h.m = replayed
+	} else {
+		h.m = restored
+	}
+}
+
+// settledSnapshot restores a copy of a snapshot, settles every queue at the model's clock
+// (the pure, in-memory transitions the next command would make anyway) and snapshots it
+// again, so that a live machine that ticked without records and a replayed one compare
+// equal. The machines under test are not touched.
+func (h *harness) settledSnapshot(snap []byte) []byte {
+	m, err := Restore(snap, Options{CacheBytes: 64})
+	if err != nil {
+		h.t.Fatalf("Restore: %v", err)
+	}
+	for _, q := range m.byID {
+		m.settle(q, h.md.now)
+	}
+	return m.AppendSnapshot(nil)
+}
+
+func equalUsage(a, b map[uint32]SegmentUsage) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// snapshotAt settles every queue at the model's clock (pure, in-memory transitions that
+// the next command would make anyway) and returns the snapshot, so that a live machine
+// that ticked without records and a replayed one compare equal.
+func (h *harness) snapshotAt(m *Machine) []byte {
+	for _, q := range m.byID {
+		m.settle(q, h.md.now)
+	}
+	return m.AppendSnapshot(nil)
+}
+
+// check compares every message's observable state with the model and checks invariants.
+func (h *harness) check(t *rapid.T) {
+	md := h.md
+	for _, mq := range []*mqueue{md.q, md.dlq} {
+		if mq.name == "" {
+			continue
+		}
+		got, err := h.m.Peek(md.now, mq.name, 0, 1<<20)
+		if err != nil {
+			t.Fatalf("peek %s: %v", mq.name, err)
+		}
+		if len(got) != len(mq.msgs) {
+			t.Fatalf("%s holds %d messages %v, model %d %v", mq.name, len(got), infoIDs(got), len(mq.msgs), modelIDs(mq.msgs))
+		}
+		for i, x := range mq.msgs {
+			g := got[i]
+			st := x.state
+			if (st == StateDelayed || st == StateInFlight) && x.at <= md.now {
+				st = StateReady
+			}
+			reason := ""
+			if g.Dead != nil {
+				reason = g.Dead.Reason
+			}
+			if g.ID != x.id || g.Seq != x.seq || g.State != st || g.Deliveries != x.deliv || g.Group != x.group || reason != x.deadReason {
+				t.Fatalf("%s[%d]: got id %d seq %d %s deliv %d group %q reason %q; want id %d seq %d %s deliv %d group %q reason %q",
+					mq.name, i, g.ID, g.Seq, g.State, g.Deliveries, g.Group, reason, x.id, x.seq, st, x.deliv, x.group, x.deadReason)
+			}
+			if g.Dead != nil && g.Dead.Deliveries != x.deadDeliv {
+				t.Fatalf("%s[%d]: dead-letter delivery count %d, want %d", mq.name, i, g.Dead.Deliveries, x.deadDeliv)
+			}
+			// Delivery counts only grow while a message stays in a queue.
+			key := seenKey{x.id, x.moves}
+			if prev, ok := h.seen[key]; ok && g.Deliveries < prev {
+				t.Fatalf("message %d: delivery count went from %d to %d", x.id, prev, g.Deliveries)
+			}
+			h.seen[key] = g.Deliveries
+		}
+	}
+	// Every message sent is in exactly one place: a queue, acked, or removed.
+	place := map[uint64]string{}
+	for _, mq := range []*mqueue{md.q, md.dlq} {
+		for _, x := range mq.msgs {
+			if p, dup := place[x.id]; dup {
+				t.Fatalf("message %d in %s and %s", x.id, p, mq.name)
+			}
+			place[x.id] = mq.name
+		}
+	}
+	for _, id := range h.ids {
+		n := 0
+		if place[id] != "" {
+			n++
+		}
+		if md.acked[id] {
+			n++
+		}
+		if md.gone[id] {
+			n++
+		}
+		if n == 0 {
+			t.Fatalf("message %d is nowhere (not queued, acked, or removed)", id)
+		}
+		if n > 1 {
+			t.Fatalf("message %d is in %d places", id, n)
+		}
+	}
+	// No message has two live leases: at most one in-flight entry per id.
+	infl := map[uint64]int{}
+	got, _ := h.m.Peek(md.now, "q", 0, 1<<20, StateInFlight)
+	for _, g := range got {
+		infl[g.ID]++
+		if infl[g.ID] > 1 {
+			t.Fatalf("message %d leased twice", g.ID)
+		}
+	}
+}
+
+func infoIDs(xs []MessageInfo) []uint64 {
+	var ids []uint64
+	for _, x := range xs {
+		ids = append(ids, x.ID)
+	}
+	return ids
+}
+
+func TestBackoffMatchesModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := DefaultConfig("q")
+		cfg.BackoffBase = time.Duration(rapid.Int64Range(0, 5000).Draw(t, "base")) * time.Millisecond
+		cfg.BackoffMax = cfg.BackoffBase + time.Duration(rapid.Int64Range(0, 600000).Draw(t, "extra"))*time.Millisecond
+		deliv := rapid.Uint32Range(1, 80).Draw(t, "deliv")
+		jitter := rapid.Uint64().Draw(t, "jitter")
+		got := Backoff(&cfg, deliv, jitter)
+		if cfg.BackoffBase == 0 {
+			if got != 0 {
+				t.Fatalf("zero base gave %d", got)
+			}
+			return
+		}
+		if want := backoffModel(cfg, deliv, jitter); got != want {
+			t.Fatalf("Backoff(%v, %v, %d, %d) = %d, want %d", cfg.BackoffBase, cfg.BackoffMax, deliv, jitter, got, want)
+		}
+		if got < 0 || got > cfg.BackoffMax.Milliseconds() {
+			t.Fatalf("backoff %d outside [0, %d]", got, cfg.BackoffMax.Milliseconds())
+		}
+	})
+}

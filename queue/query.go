@@ -1,0 +1,198 @@
+package queue
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Queue describes one queue with its stats.
+func (m *Machine) Queue(name string) (QueueInfo, error) {
+	q, err := m.queue(name)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	return m.info(q), nil
+}
+
+// QueueByID returns the name of a queue id, if it exists.
+func (m *Machine) QueueByID(id uint64) (string, bool) {
+	q := m.byID[id]
+	if q == nil {
+		return "", false
+	}
+	return q.name, true
+}
+
+// Queues lists queues whose name starts with prefix, sorted by name.
+func (m *Machine) Queues(prefix string) []QueueInfo {
+	names := make([]string, 0, len(m.queues))
+	for n := range m.queues {
+		if strings.HasPrefix(n, prefix) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	out := make([]QueueInfo, len(names))
+	for i, n := range names {
+		out[i] = m.info(m.queues[n])
+	}
+	return out
+}
+
+// QueueCount is the number of queues.
+func (m *Machine) QueueCount() int { return len(m.queues) }
+
+func (m *Machine) info(q *queueState) QueueInfo {
+	return QueueInfo{
+		ID: q.id, Name: q.name, Config: q.cfg.Clone(), CreatedAt: q.createdAt,
+		UpdatedAt: q.updatedAt, Stats: q.snapshotStats(m.now), DeadLetterSources: m.deadLetterSources(q.name),
+	}
+}
+
+func (q *queueState) snapshotStats(now int64) Stats {
+	s := Stats{
+		Counters: q.stats, Ready: q.nReady, Delayed: q.nDelayed, InFlight: q.nInFlight,
+		Bytes: q.bytes, Groups: len(q.groups), DedupIDs: q.dedup.len(),
+	}
+	if len(q.stats.ByReason) > 0 {
+		s.ByReason = make(map[string]uint64, len(q.stats.ByReason))
+		for k, v := range q.stats.ByReason {
+			s.ByReason[k] = v
+		}
+	}
+	// The oldest ready message: scan from the oldest arrival, bounded so that stats stay
+	// cheap when the head of a queue is all in flight.
+	n := 0
+	q.msgs.each(0, func(x *message) bool {
+		n++
+		if effectiveState(x, now) == StateReady {
+			s.OldestReady = x.entered
+			return false
+		}
+		return n < 10000
+	})
+	return s
+}
+
+// ReadyCount is the number of deliverable messages of a queue right now (0 if unknown):
+// what a long-polling receiver waits for.
+func (m *Machine) ReadyCount(name string) int {
+	q := m.queues[name]
+	if q == nil {
+		return 0
+	}
+	return len(q.ready)
+}
+
+// Peek lists up to limit messages of queue with seq > after, in arrival order, without
+// leasing them. States are as of now: a delay or lease that has ended shows as ready even
+// if no command has settled it yet. states filters by state (empty: all).
+func (m *Machine) Peek(now int64, queue string, after uint64, limit int, states ...State) ([]MessageInfo, error) {
+	q, err := m.queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	now = m.clock(now)
+	var out []MessageInfo
+	q.msgs.each(after, func(x *message) bool {
+		st := effectiveState(x, now)
+		if len(states) > 0 && !containsState(states, st) {
+			return true
+		}
+		out = append(out, q.messageInfo(x, st))
+		return len(out) < limit
+	})
+	return out, nil
+}
+
+func effectiveState(x *message, now int64) State {
+	switch {
+	case x.state == statePending:
+		return StateReady
+	case (x.state == StateInFlight || x.state == StateDelayed) && x.at <= now:
+		return StateReady
+	}
+	return x.state
+}
+
+func containsState(states []State, s State) bool {
+	for _, x := range states {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (q *queueState) messageInfo(x *message, st State) MessageInfo {
+	mi := MessageInfo{
+		ID: x.id, Seq: x.seq, State: st, Deliveries: x.deliv, EnqueuedAt: x.enqueuedAt(),
+		EnteredAt: x.entered, FirstDelivered: x.firstRecv, Size: x.size, Loc: x.loc,
+		Payload: x.payload, Dead: x.dead,
+	}
+	if st == StateDelayed || st == StateInFlight {
+		mi.VisibleAt = x.at
+	}
+	if x.grp != nil {
+		mi.Group = x.grp.key
+	}
+	return mi
+}
+
+// Message returns one message by id, its state as of now.
+func (m *Machine) Message(now int64, queue string, id uint64) (MessageInfo, error) {
+	q, err := m.queue(queue)
+	if err != nil {
+		return MessageInfo{}, err
+	}
+	x := q.find(id)
+	if x == nil {
+		return MessageInfo{}, fmt.Errorf("%w: %s in %q", ErrMessageNotFound, FormatID(id), q.name)
+	}
+	return q.messageInfo(x, effectiveState(x, m.clock(now))), nil
+}
+
+// Tasks lists redrive tasks, newest first.
+func (m *Machine) Tasks() []Task {
+	out := make([]Task, 0, len(m.tasks))
+	for _, t := range m.tasks {
+		out = append(out, m.taskCopy(t))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	return out
+}
+
+// Task returns one redrive task.
+func (m *Machine) Task(id uint64) (Task, error) {
+	t := m.tasks[id]
+	if t == nil {
+		return Task{}, fmt.Errorf("%w: %d", ErrTaskNotFound, id)
+	}
+	return m.taskCopy(t), nil
+}
+
+// RunningTasks lists the ids of running redrive tasks in creation order.
+func (m *Machine) RunningTasks() []uint64 {
+	var ids []uint64
+	for id, t := range m.tasks {
+		if t.State == TaskRunning {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+func (m *Machine) taskCopy(t *Task) Task {
+	c := *t
+	c.Filter.IDs = append([]uint64(nil), t.Filter.IDs...)
+	// Names may have changed meaning if a queue was deleted; report current names.
+	if q := m.byID[t.Source]; q != nil {
+		c.SourceName = q.name
+	}
+	if q := m.byID[t.Target]; q != nil {
+		c.TargetName = q.name
+	}
+	return c
+}

@@ -1,0 +1,190 @@
+package queue
+
+import (
+	"fmt"
+	"slices"
+)
+
+// RedriveSpec asks to move messages out of Source.
+type RedriveSpec struct {
+	Source string
+	// Target receives the messages; empty sends each back to the queue it was
+	// dead-lettered from.
+	Target string
+	Filter RedriveFilter
+	// Rate caps messages per second; 0 moves as fast as batches commit.
+	Rate int
+}
+
+// StartRedrive records a redrive task. Only messages in Source when the task starts are
+// considered. The caller drives the task with RedriveStep until it reports done.
+func (m *Machine) StartRedrive(now int64, sink Sink, spec RedriveSpec) (Task, error) {
+	now = m.clock(now)
+	src, err := m.queue(spec.Source)
+	if err != nil {
+		return Task{}, err
+	}
+	var target uint64
+	if spec.Target != "" {
+		dst, err := m.queue(spec.Target)
+		if err != nil {
+			return Task{}, err
+		}
+		if dst == src {
+			return Task{}, &ConfigError{Field: "to", Reason: "a queue cannot be redriven into itself"}
+		}
+		target = dst.id
+	}
+	if len(spec.Filter.Reason) > MaxReasonLen {
+		return Task{}, &InvalidError{Field: "reason", Reason: fmt.Sprintf("at most %d characters", MaxReasonLen)}
+	}
+	if spec.Filter.OlderThan < 0 {
+		return Task{}, &ConfigError{Field: "older_than", Reason: "must not be negative"}
+	}
+	if spec.Rate < 0 {
+		return Task{}, &ConfigError{Field: "rate", Reason: "must not be negative"}
+	}
+	m.advance(sink, src, now)
+	f := newFilter(spec.Filter)
+	var total int64
+	src.msgs.each(0, func(x *message) bool {
+		if f.match(x, now) {
+			total++
+		}
+		return true
+	})
+	id := m.lastTID + 1
+	m.emit(sink, &TaskCreateRecord{Now: now, TaskID: id, Source: src.id, Target: target, Filter: spec.Filter, MaxSeq: src.nextSeq, Total: total, Rate: spec.Rate})
+	return m.Task(id)
+}
+
+type filter struct {
+	RedriveFilter
+	ids map[uint64]bool
+}
+
+func newFilter(f RedriveFilter) filter {
+	c := filter{RedriveFilter: f}
+	if len(f.IDs) > 0 {
+		c.ids = make(map[uint64]bool, len(f.IDs))
+		for _, id := range f.IDs {
+			c.ids[id] = true
+		}
+	}
+	return c
+}
+
+func (f *filter) match(x *message, now int64) bool {
+	if f.Reason != "" && (x.dead == nil || x.dead.Reason != f.Reason) {
+		return false
+	}
+	if f.Group != "" && (x.grp == nil || x.grp.key != f.Group) {
+		return false
+	}
+	if f.OlderThan > 0 && now-x.enqueuedAt() < f.OlderThan {
+		return false
+	}
+	if f.ids != nil && !f.ids[x.id] {
+		return false
+	}
+	return true
+}
+
+// StepResult tells the driver of a redrive task what to do next.
+type StepResult struct {
+	Moved  int
+	Done   bool // the task has ended
+	Paused bool // a target queue is full: try again later
+}
+
+// RedriveStep moves up to max messages of a running task in one committed batch. Leased
+// messages are skipped (their consumer holds them), as are messages whose recorded source
+// no longer exists; both are counted. A full target pauses the task.
+func (m *Machine) RedriveStep(now int64, sink Sink, id uint64, max int) (StepResult, error) {
+	now = m.clock(now)
+	t := m.tasks[id]
+	if t == nil {
+		return StepResult{}, fmt.Errorf("%w: %d", ErrTaskNotFound, id)
+	}
+	if t.State != TaskRunning {
+		return StepResult{Done: true}, nil
+	}
+	src := m.byID[t.Source]
+	if src == nil {
+		m.emit(sink, &TaskEndRecord{Now: now, TaskID: id, State: TaskFailed, Message: "source queue was deleted"})
+		return StepResult{Done: true}, nil
+	}
+	m.advance(sink, src, now)
+	f := newFilter(t.Filter)
+	var items []SeqTarget
+	var skipped int64
+	cursor := t.Cursor
+	added := map[uint64]int64{}
+	addedBytes := map[uint64]int64{}
+	paused, end := false, true
+	scanned := 0
+	src.msgs.each(t.Cursor, func(x *message) bool {
+		if x.seq > t.MaxSeq {
+			return false
+		}
+		if len(items) >= max || scanned >= 16*max {
+			end = false
+			return false
+		}
+		scanned++
+		if !f.match(x, now) {
+			cursor = x.seq
+			return true
+		}
+		target := t.Target
+		if target == 0 && x.dead != nil {
+			target = x.dead.Source
+		}
+		dst := m.byID[target]
+		if x.state == StateInFlight || x.state == statePending || dst == nil || dst == src {
+			skipped++
+			cursor = x.seq
+			return true
+		}
+		if (dst.cfg.MaxMessages > 0 && int64(dst.msgs.live)+added[target]+1 > dst.cfg.MaxMessages) ||
+			(dst.cfg.MaxBytes > 0 && dst.bytes+addedBytes[target]+x.size > dst.cfg.MaxBytes) {
+			paused, end = true, false
+			return false
+		}
+		added[target]++
+		addedBytes[target] += x.size
+		items = append(items, SeqTarget{Seq: x.seq, Target: target})
+		cursor = x.seq
+		return true
+	})
+	if len(items) > 0 || skipped > 0 || cursor != t.Cursor {
+		m.emit(sink, &TaskMoveRecord{Now: now, TaskID: id, Cursor: cursor, Skipped: skipped, Items: items})
+	}
+	targets := make([]uint64, 0, len(added))
+	for target := range added {
+		targets = append(targets, target)
+	}
+	slices.Sort(targets)
+	for _, target := range targets {
+		m.advance(sink, m.byID[target], now)
+	}
+	m.reschedule(src)
+	if end {
+		m.emit(sink, &TaskEndRecord{Now: now, TaskID: id, State: TaskCompleted})
+	}
+	return StepResult{Moved: len(items), Done: end, Paused: paused}, nil
+}
+
+// CancelRedrive stops a running task; messages already moved stay moved.
+func (m *Machine) CancelRedrive(now int64, sink Sink, id uint64) (Task, error) {
+	now = m.clock(now)
+	t := m.tasks[id]
+	if t == nil {
+		return Task{}, fmt.Errorf("%w: %d", ErrTaskNotFound, id)
+	}
+	if t.State != TaskRunning {
+		return Task{}, fmt.Errorf("%w: task %d is %s", ErrTaskFinished, id, t.State)
+	}
+	m.emit(sink, &TaskEndRecord{Now: now, TaskID: id, State: TaskCancelled})
+	return m.Task(id)
+}

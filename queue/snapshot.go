@@ -1,0 +1,317 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Snapshot format: a versioned, deterministic binary image of the machine — equal states
+// give equal bytes, which the tests use to compare live and replayed machines. Payloads
+// are not included (they stay in the log at each message's Loc); dedup entries are (a
+// restart never forgets them, CONTRACT.md).
+const (
+	snapshotMagic   = "OKQS"
+	snapshotVersion = 1
+)
+
+// ErrSnapshotVersion is returned for a snapshot written by a newer okiba.
+var ErrSnapshotVersion = errors.New("snapshot was written by a newer okiba")
+
+// AppendSnapshot appends the machine's state to b.
+func (m *Machine) AppendSnapshot(b []byte) []byte {
+	b = append(b, snapshotMagic...)
+	b = appendUvarint(b, snapshotVersion)
+	b = appendVarint(b, m.now)
+	b = appendUvarint(b, m.lastID)
+	b = appendUvarint(b, m.lastQID)
+	b = appendUvarint(b, m.lastTID)
+
+	ids := make([]uint64, 0, len(m.byID))
+	for id := range m.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	b = appendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = m.byID[id].appendSnapshot(b, m.now)
+	}
+
+	tids := make([]uint64, 0, len(m.tasks))
+	for id := range m.tasks {
+		tids = append(tids, id)
+	}
+	slices.Sort(tids)
+	b = appendUvarint(b, uint64(len(tids)))
+	for _, id := range tids {
+		t := m.tasks[id]
+		b = appendUvarint(b, t.ID)
+		b = appendUvarint(b, t.Source)
+		b = appendUvarint(b, t.Target)
+		b = appendFilter(b, &t.Filter)
+		b = appendUvarint(b, t.MaxSeq)
+		b = appendUvarint(b, t.Cursor)
+		b = append(b, byte(t.State))
+		b = appendVarint(b, t.Total)
+		b = appendVarint(b, t.Moved)
+		b = appendVarint(b, t.Skipped)
+		b = appendVarint(b, int64(t.Rate))
+		b = appendVarint(b, t.CreatedAt)
+		b = appendVarint(b, t.UpdatedAt)
+		b = appendString(b, t.Message)
+	}
+	return b
+}
+
+func appendCounters(b []byte, c *Counters) []byte {
+	for _, v := range []uint64{c.Sent, c.Acked, c.Nacked, c.Delivered, c.Redelivered, c.Extended,
+		c.DeadLettered, c.Expired, c.DeadLetteredIn, c.Overflow, c.RedrivenIn, c.RedrivenOut,
+		c.Purged, c.Deleted, c.WaitSum, c.WaitCount, c.SojournSum, c.SojournCount, c.DedupEvictedEarly} {
+		b = appendUvarint(b, v)
+	}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range c.ByReason {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	b = appendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = appendString(b, k)
+		b = appendUvarint(b, c.ByReason[k])
+	}
+	return b
+}
+
+func (d *decoder) counters() Counters {
+	var c Counters
+	for _, p := range []*uint64{&c.Sent, &c.Acked, &c.Nacked, &c.Delivered, &c.Redelivered, &c.Extended,
+		&c.DeadLettered, &c.Expired, &c.DeadLetteredIn, &c.Overflow, &c.RedrivenIn, &c.RedrivenOut,
+		&c.Purged, &c.Deleted, &c.WaitSum, &c.WaitCount, &c.SojournSum, &c.SojournCount, &c.DedupEvictedEarly} {
+		*p = d.uvarint()
+	}
+	if n := d.count(); n > 0 {
+		c.ByReason = make(map[string]uint64, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			k := d.string()
+			c.ByReason[k] = d.uvarint()
+		}
+	}
+	return c
+}
+
+func (q *queueState) appendSnapshot(b []byte, now int64) []byte {
+	b = appendUvarint(b, q.id)
+	b = appendString(b, q.name)
+	b = appendConfig(b, &q.cfg)
+	b = appendVarint(b, q.createdAt)
+	b = appendVarint(b, q.updatedAt)
+	b = appendUvarint(b, q.nextSeq)
+	b = appendCounters(b, &q.stats)
+
+	pendingReason := make(map[*message]string, len(q.pending))
+	for _, p := range q.pending {
+		pendingReason[p.m] = p.reason
+	}
+	b = appendUvarint(b, uint64(q.msgs.live))
+	q.msgs.each(0, func(x *message) bool {
+		b = appendUvarint(b, x.id)
+		b = appendUvarint(b, x.seq)
+		b = appendVarint(b, x.entered)
+		b = appendVarint(b, x.at)
+		b = appendVarint(b, x.firstRecv)
+		b = appendVarint(b, x.size)
+		b = appendUvarint(b, uint64(x.loc))
+		b = appendUvarint(b, uint64(x.deliv))
+		b = append(b, byte(x.state))
+		if x.state == statePending {
+			b = appendString(b, pendingReason[x])
+		}
+		key := ""
+		if x.grp != nil {
+			key = x.grp.key
+		}
+		b = appendString(b, key)
+		b = appendBool(b, x.dead != nil)
+		if x.dead != nil {
+			b = appendUvarint(b, x.dead.Source)
+			b = appendString(b, x.dead.SourceName)
+			b = appendString(b, x.dead.Reason)
+			b = appendString(b, x.dead.Description)
+			b = appendVarint(b, x.dead.At)
+			b = appendUvarint(b, uint64(x.dead.Deliveries))
+		}
+		return true
+	})
+
+	// Dedup entries still inside their window, oldest first.
+	var keys []string
+	seen := map[string]bool{}
+	for _, k := range q.dedup.order[q.dedup.head:] {
+		if e, ok := q.dedup.m[k]; ok && e.expires > now && !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	b = appendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		e := q.dedup.m[k]
+		b = appendString(b, k)
+		b = appendUvarint(b, e.id)
+		b = appendVarint(b, e.expires)
+	}
+	return b
+}
+
+// Restore rebuilds a machine from a snapshot made by AppendSnapshot.
+func Restore(b []byte, opts Options) (*Machine, error) {
+	if len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != snapshotMagic {
+		return nil, errors.New("restore: not a queue snapshot (bad magic)")
+	}
+	d := &decoder{b: b[len(snapshotMagic):]}
+	if v := d.uvarint(); d.err == nil && v != snapshotVersion {
+		if v > snapshotVersion {
+			return nil, fmt.Errorf("restore: %w (format v%d; this binary reads v%d)", ErrSnapshotVersion, v, snapshotVersion)
+		}
+		return nil, fmt.Errorf("restore: unknown snapshot version %d", v)
+	}
+	m := New(opts)
+	m.now = d.varint()
+	m.lastID = d.uvarint()
+	m.lastQID = d.uvarint()
+	m.lastTID = d.uvarint()
+	nq := d.count()
+	for i := 0; i < nq && d.err == nil; i++ {
+		q := m.restoreQueue(d)
+		if d.err != nil {
+			break
+		}
+		if m.byID[q.id] != nil || m.queues[q.name] != nil {
+			return nil, fmt.Errorf("restore: duplicate queue %q", q.name)
+		}
+		m.byID[q.id] = q
+		m.queues[q.name] = q
+	}
+	nt := d.count()
+	for i := 0; i < nt && d.err == nil; i++ {
+		t := &Task{}
+		t.ID = d.uvarint()
+		t.Source = d.uvarint()
+		t.Target = d.uvarint()
+		t.Filter = d.filter()
+		t.MaxSeq = d.uvarint()
+		t.Cursor = d.uvarint()
+		t.State = TaskState(d.byte())
+		t.Total = d.varint()
+		t.Moved = d.varint()
+		t.Skipped = d.varint()
+		t.Rate = d.int()
+		t.CreatedAt = d.varint()
+		t.UpdatedAt = d.varint()
+		t.Message = d.string()
+		if q := m.byID[t.Source]; q != nil {
+			t.SourceName = q.name
+		}
+		if q := m.byID[t.Target]; q != nil {
+			t.TargetName = q.name
+		}
+		m.tasks[t.ID] = t
+	}
+	if err := d.finish(); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	for _, q := range m.byID {
+		m.reschedule(q)
+	}
+	return m, nil
+}
+
+func (m *Machine) restoreQueue(d *decoder) *queueState {
+	q := &queueState{evIdx: -1}
+	q.id = d.uvarint()
+	q.name = d.string()
+	q.cfg = d.config()
+	q.createdAt = d.varint()
+	q.updatedAt = d.varint()
+	q.nextSeq = d.uvarint()
+	q.stats = d.counters()
+	n := d.count()
+	lastSeq := uint64(0)
+	for i := 0; i < n && d.err == nil; i++ {
+		x := &message{readyIdx: -1, timerIdx: -1}
+		x.id = d.uvarint()
+		x.seq = d.uvarint()
+		x.entered = d.varint()
+		x.at = d.varint()
+		x.firstRecv = d.varint()
+		x.size = d.varint()
+		x.loc = Loc(d.uvarint())
+		x.deliv = uint32(d.uvarint())
+		x.state = State(d.byte())
+		reason := ""
+		if x.state == statePending {
+			reason = d.string()
+		}
+		key := d.string()
+		if d.bool() {
+			x.dead = &DeadInfo{}
+			x.dead.Source = d.uvarint()
+			x.dead.SourceName = d.string()
+			x.dead.Reason = d.string()
+			x.dead.Description = d.string()
+			x.dead.At = d.varint()
+			x.dead.Deliveries = uint32(d.uvarint())
+		}
+		if d.err != nil {
+			break
+		}
+		if x.seq <= lastSeq || x.seq > q.nextSeq {
+			d.fail(fmt.Errorf("queue %q: message seq %d out of order", q.name, x.seq))
+			break
+		}
+		lastSeq = x.seq
+		m.attachGroup(q, x, key)
+		q.msgs.add(x)
+		q.bytes += x.size
+		if x.grp != nil {
+			x.grp.msgs = append(x.grp.msgs, x)
+		}
+		m.segAdd(x.loc, x.size)
+		switch x.state {
+		case StateReady:
+			q.nReady++
+			if x.grp == nil || !q.cfg.OrderedGroups {
+				q.ready.push(x)
+			}
+		case StateDelayed:
+			q.nDelayed++
+			q.timers.push(x)
+		case StateInFlight:
+			q.nInFlight++
+			q.timers.push(x)
+			if x.grp != nil {
+				x.grp.leased++
+			}
+		case statePending:
+			q.pending = append(q.pending, pendingDL{x, reason})
+		default:
+			d.fail(fmt.Errorf("queue %q: message seq %d has unknown state %d", q.name, x.seq, x.state))
+		}
+	}
+	for _, g := range q.groups {
+		m.maybeReadyGroup(q, g)
+	}
+	nd := d.count()
+	for i := 0; i < nd && d.err == nil; i++ {
+		k := d.string()
+		id := d.uvarint()
+		exp := d.varint()
+		if q.dedup.m == nil {
+			q.dedup.m = make(map[string]dedupEntry, nd)
+		}
+		q.dedup.m[k] = dedupEntry{id: id, expires: exp}
+		q.dedup.order = append(q.dedup.order, k)
+	}
+	return q
+}

@@ -1,0 +1,261 @@
+package queue
+
+// Loc is where a record lives in the log: segment index << 32 | byte offset. The machine
+// only uses it to count live payload bytes per segment (for garbage collection) and hands
+// it back to the broker, which reads bodies from it.
+type Loc uint64
+
+// Segment returns the log segment index.
+func (l Loc) Segment() uint32 { return uint32(l >> 32) }
+
+// Sink receives each record the machine emits and returns where it was placed. The
+// broker appends to the write-ahead log; tests may just collect. Records must be stored
+// in the order they are emitted.
+type Sink interface {
+	Emit(Record) Loc
+}
+
+// Attr is a typed message attribute. Type is "String", "Number" or "Binary", optionally
+// with a custom suffix (for example "Number.float"), as in SQS. Native headers are String
+// attributes.
+type Attr struct {
+	Name  string
+	Type  string
+	Value []byte
+}
+
+// Payload is what a producer sent. It is stored in the log and, within the cache budget,
+// in memory.
+type Payload struct {
+	Body    []byte
+	Attrs   []Attr
+	Group   string
+	DedupID string
+}
+
+// Size is the size counted against max_message_size and max_bytes: body plus attribute
+// names, types and values.
+func (p *Payload) Size() int64 {
+	n := int64(len(p.Body))
+	for _, a := range p.Attrs {
+		n += int64(len(a.Name) + len(a.Type) + len(a.Value))
+	}
+	return n
+}
+
+// State of a message within its queue.
+type State uint8
+
+const (
+	StateReady    State = 1
+	StateDelayed  State = 2
+	StateInFlight State = 3
+	// statePending marks a message whose lease ended while it must be dead-lettered; it is
+	// transient (the dead-letter record follows in the same critical section).
+	statePending State = 4
+)
+
+func (s State) String() string {
+	switch s {
+	case StateReady:
+		return "ready"
+	case StateDelayed:
+		return "delayed"
+	case StateInFlight:
+		return "in_flight"
+	case statePending:
+		return "pending"
+	}
+	return "unknown"
+}
+
+// Reasons the machine itself uses for dead letters.
+const (
+	ReasonMaxDeliveries = "max_deliveries"
+	ReasonExpired       = "expired"
+)
+
+// DeadInfo records why and from where a message was dead-lettered.
+type DeadInfo struct {
+	Source      uint64 // queue id
+	SourceName  string
+	Reason      string
+	Description string
+	At          int64
+	Deliveries  uint32 // delivery count when it was dead-lettered
+}
+
+// SendInput is one message to send.
+type SendInput struct {
+	Payload Payload
+	// Delay in milliseconds; negative means the queue's default delay.
+	Delay int64
+}
+
+// SendResult is the outcome of one SendInput.
+type SendResult struct {
+	ID        uint64
+	Seq       uint64
+	Duplicate bool
+	Err       error
+}
+
+// Lease identifies one delivery of one message: what a receipt encodes.
+type Lease struct {
+	QueueID uint64
+	Seq     uint64
+	MsgID   uint64
+	Epoch   uint32 // the delivery count of this lease
+}
+
+// Delivery is a leased message handed to a consumer.
+type Delivery struct {
+	Lease
+	Deadline       int64
+	EnqueuedAt     int64
+	FirstDelivered int64
+	Loc            Loc
+	// Payload is nil when the body is not cached: read it from Loc.
+	Payload *Payload
+	Group   string
+	Dead    *DeadInfo
+}
+
+// NackInput ends one lease early.
+type NackInput struct {
+	Lease Lease
+	// Delay in milliseconds before the message is visible again; negative means the
+	// queue's exponential backoff.
+	Delay int64
+	// Jitter is a random value chosen by the caller (outside the machine, so that the
+	// machine stays deterministic) that picks the backoff within its range.
+	Jitter uint64
+}
+
+// ExtendInput changes one lease's deadline to now + Visibility (milliseconds).
+type ExtendInput struct {
+	Lease      Lease
+	Visibility int64
+}
+
+// MessageInfo describes a message for peek and operators.
+type MessageInfo struct {
+	ID             uint64
+	Seq            uint64
+	State          State
+	Deliveries     uint32
+	EnqueuedAt     int64
+	EnteredAt      int64
+	VisibleAt      int64 // for delayed and in-flight: when it becomes visible
+	FirstDelivered int64
+	Size           int64
+	Group          string
+	Loc            Loc
+	Payload        *Payload
+	Dead           *DeadInfo
+}
+
+// RedriveFilter selects messages for a redrive. Zero fields select everything.
+type RedriveFilter struct {
+	Reason    string
+	Group     string
+	OlderThan int64 // milliseconds since the original enqueue
+	IDs       []uint64
+}
+
+// TaskState is the state of a redrive task.
+type TaskState uint8
+
+const (
+	TaskRunning   TaskState = 1
+	TaskCompleted TaskState = 2
+	TaskCancelled TaskState = 3
+	TaskFailed    TaskState = 4
+)
+
+func (s TaskState) String() string {
+	switch s {
+	case TaskRunning:
+		return "running"
+	case TaskCompleted:
+		return "completed"
+	case TaskCancelled:
+		return "cancelled"
+	case TaskFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// Task is a redrive task: a durable, resumable move of messages out of a queue.
+type Task struct {
+	ID         uint64
+	Source     uint64
+	SourceName string
+	Target     uint64 // 0: back to each message's recorded source
+	TargetName string
+	Filter     RedriveFilter
+	MaxSeq     uint64
+	Cursor     uint64
+	State      TaskState
+	Total      int64
+	Moved      int64
+	Skipped    int64
+	Rate       int
+	CreatedAt  int64
+	UpdatedAt  int64
+	Message    string
+}
+
+// Counters are the durable per-queue totals. They are rebuilt exactly by replay.
+type Counters struct {
+	Sent           uint64
+	Acked          uint64
+	Nacked         uint64
+	Delivered      uint64
+	Redelivered    uint64
+	Extended       uint64
+	DeadLettered   uint64 // moved out of this queue as dead letters (every reason)
+	Expired        uint64 // reached retention (dead-lettered or, without DLQ, removed)
+	DeadLetteredIn uint64 // dead letters received by this queue
+	Overflow       uint64 // dead letters received beyond max_messages/max_bytes
+	RedrivenIn     uint64
+	RedrivenOut    uint64
+	Purged         uint64
+	Deleted        uint64
+	// WaitSum/WaitCount: enqueue → first delivery, in ms (Little's law, "waiting").
+	WaitSum   uint64
+	WaitCount uint64
+	// SojournSum/SojournCount: enqueue → ack, in ms (Little's law, "in system").
+	SojournSum   uint64
+	SojournCount uint64
+	// ByReason counts dead letters out of this queue per reason.
+	ByReason map[string]uint64
+	// DedupEvictedEarly counts dedup entries dropped before their window ended because
+	// the per-queue cap was reached.
+	DedupEvictedEarly uint64
+}
+
+// Stats is a point-in-time view of one queue.
+type Stats struct {
+	Counters
+	Ready       int64
+	Delayed     int64
+	InFlight    int64
+	Bytes       int64
+	OldestReady int64 // enqueue time of the oldest ready message, 0 if none
+	Groups      int
+	DedupIDs    int
+}
+
+// QueueInfo describes a queue.
+type QueueInfo struct {
+	ID        uint64
+	Name      string
+	Config    Config
+	CreatedAt int64
+	UpdatedAt int64
+	Stats     Stats
+	// DeadLetterSources names the queues that use this queue as their DLQ.
+	DeadLetterSources []string
+}
