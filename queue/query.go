@@ -196,3 +196,12 @@ func (m *Machine) taskCopy(t *Task) Task {
 	}
 	return c
 }
+
+// AllCounters returns every queue's durable counters by name (cheap: for samplers).
+func (m *Machine) AllCounters() map[string]Counters {
+	out := make(map[string]Counters, len(m.queues))
+	for name, q := range m.queues {
+		out[name] = q.stats // ByReason is shared: callers must not modify it
+	}
+	return out
+}

@@ -190,6 +190,15 @@ func Restore(b []byte, opts Options) (*Machine, error) {
 		if m.byID[q.id] != nil || m.queues[q.name] != nil {
 			return nil, fmt.Errorf("restore: duplicate queue %q", q.name)
 		}
+		if q.id == 0 || q.id > m.lastQID {
+			return nil, fmt.Errorf("restore: queue %q has id %d beyond the last issued %d", q.name, q.id, m.lastQID)
+		}
+		if err := ValidateName(q.name); err != nil {
+			return nil, fmt.Errorf("restore: %w", err)
+		}
+		if err := q.cfg.Validate(q.name); err != nil {
+			return nil, fmt.Errorf("restore: queue %q: %w", q.name, err)
+		}
 		m.byID[q.id] = q
 		m.queues[q.name] = q
 	}
@@ -215,6 +224,10 @@ func Restore(b []byte, opts Options) (*Machine, error) {
 		}
 		if q := m.byID[t.Target]; q != nil {
 			t.TargetName = q.name
+		}
+		if t.ID == 0 || t.ID > m.lastTID || m.tasks[t.ID] != nil || t.State < TaskRunning || t.State > TaskFailed ||
+			(t.State == TaskRunning && m.byID[t.Source] == nil) {
+			return nil, fmt.Errorf("restore: task %d is inconsistent", t.ID)
 		}
 		m.tasks[t.ID] = t
 	}
@@ -268,6 +281,10 @@ func (m *Machine) restoreQueue(d *decoder) *queueState {
 		}
 		if x.seq <= lastSeq || x.seq > q.nextSeq {
 			d.fail(fmt.Errorf("queue %q: message seq %d out of order", q.name, x.seq))
+			break
+		}
+		if x.id > m.lastID || x.size < 0 {
+			d.fail(fmt.Errorf("queue %q: message seq %d is inconsistent", q.name, x.seq))
 			break
 		}
 		lastSeq = x.seq

@@ -1,0 +1,363 @@
+// Package api holds the wire types of okiba's native HTTP/JSON API and its error codes,
+// shared by the server and the Go client so that the client never imports the server.
+// It holds no logic beyond encoding. docs/api.md documents every type and code.
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Error codes. They are stable: clients branch on them.
+const (
+	CodeInvalidRequest  = "invalid_request"      // malformed JSON, unknown field, bad parameter
+	CodeInvalidName     = "invalid_name"         // queue name outside the naming rule
+	CodeInvalidConfig   = "invalid_config"       // a queue configuration field out of range
+	CodeInvalidMessage  = "invalid_message"      // bad group, dedup id or header
+	CodeInvalidBody     = "invalid_body"         // both or neither of body/body_base64, bad base64
+	CodeInvalidDelay    = "invalid_delay"        // delay out of range or beyond retention
+	CodeInvalidReceipt  = "invalid_receipt"      // malformed, forged, or another queue's receipt
+	CodeInvalidID       = "invalid_id"           // malformed message or task id
+	CodeMessageTooLarge = "message_too_large"    // over the queue's max_message_size
+	CodeBatchTooLarge   = "batch_too_large"      // too many entries in one request
+	CodeRequestTooLarge = "request_too_large"    // request body over the limit
+	CodeQueueNotFound   = "queue_not_found"      //
+	CodeMessageNotFound = "message_not_found"    //
+	CodeTaskNotFound    = "task_not_found"       //
+	CodeNotFound        = "not_found"            // no such route
+	CodeMethod          = "method_not_allowed"   //
+	CodeReceiptStale    = "receipt_stale"        // the lease ended; nothing changed
+	CodeQueueInUse      = "queue_in_use"         // the queue is another queue's DLQ
+	CodeDLQCycle        = "dlq_cycle"            // dead-letter queues would form a cycle
+	CodeNoDeadLetter    = "no_dead_letter_queue" // dead-letter on a queue with dead_letter_queue none
+	CodeTaskFinished    = "task_finished"        // cancel of a finished redrive
+	CodeQueueFull       = "queue_full"           // backpressure: max_messages/max_bytes
+	CodeStorageFailed   = "storage_failed"       // a write or fsync failed; restart the broker
+	CodeUnavailable     = "unavailable"          // shutting down
+	CodeUnauthorized    = "unauthorized"         // missing or wrong bearer token
+	CodeInternal        = "internal"             //
+)
+
+// Status maps each code to its HTTP status.
+var Status = map[string]int{
+	CodeInvalidRequest: 400, CodeInvalidName: 400, CodeInvalidConfig: 400, CodeInvalidMessage: 400,
+	CodeInvalidBody: 400, CodeInvalidDelay: 400, CodeInvalidReceipt: 400, CodeInvalidID: 400,
+	CodeMessageTooLarge: 413, CodeBatchTooLarge: 400, CodeRequestTooLarge: 413,
+	CodeQueueNotFound: 404, CodeMessageNotFound: 404, CodeTaskNotFound: 404, CodeNotFound: 404,
+	CodeMethod: 405, CodeReceiptStale: 409, CodeQueueInUse: 409, CodeDLQCycle: 409,
+	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
+	CodeUnavailable: 503, CodeUnauthorized: 401, CodeInternal: 500,
+}
+
+// Error is the error object of every failed request and every failed batch item:
+// {"error":{"code":"…","message":"…"}}. It implements error, so the Go client returns it
+// and callers can branch on Code.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// RetryAfter is set on queue_full: when to try again (also the Retry-After header).
+	RetryAfter *Duration `json:"retry_after,omitempty"`
+	// Status is the HTTP status the error came with (client side only).
+	Status int `json:"-"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// ErrorBody wraps an Error for the response body.
+type ErrorBody struct {
+	Error *Error `json:"error"`
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string ("30s", "250ms",
+// "1h30m"). On input it also accepts a number of seconds.
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Ptr returns a pointer to Duration(d).
+func Ptr(d time.Duration) *Duration { x := Duration(d); return &x }
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if strings.HasPrefix(s, `"`) {
+		var str string
+		if err := json.Unmarshal(b, &str); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(str)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (examples: \"30s\", \"250ms\", \"1h30m\")", str)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("%s is not a duration: give a string such as \"30s\" or a number of seconds", s)
+	}
+	if secs > 1e9 || secs < -1e9 {
+		return fmt.Errorf("%s seconds is out of range", s)
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
+// QueueConfig is a queue's configuration. On PUT every field is optional: a missing
+// field keeps its current value, or okiba's default when the queue is created. Responses
+// carry every field.
+type QueueConfig struct {
+	VisibilityTimeout *Duration         `json:"visibility_timeout,omitempty"`
+	MaxDeliveries     *int              `json:"max_deliveries,omitempty"`
+	DeadLetterQueue   *string           `json:"dead_letter_queue,omitempty"`
+	BackoffBase       *Duration         `json:"backoff_base,omitempty"`
+	BackoffMax        *Duration         `json:"backoff_max,omitempty"`
+	Delay             *Duration         `json:"delay,omitempty"`
+	Retention         *Duration         `json:"retention,omitempty"`
+	DedupWindow       *Duration         `json:"dedup_window,omitempty"`
+	DedupScope        *string           `json:"dedup_scope,omitempty"`
+	ContentDedup      *bool             `json:"content_dedup,omitempty"`
+	MaxMessages       *int64            `json:"max_messages,omitempty"`
+	MaxBytes          *int64            `json:"max_bytes,omitempty"`
+	MaxMessageSize    *int64            `json:"max_message_size,omitempty"`
+	ReceiveWait       *Duration         `json:"receive_wait,omitempty"`
+	OrderedGroups     *bool             `json:"ordered_groups,omitempty"`
+	Tags              map[string]string `json:"tags,omitempty"`
+}
+
+// Queue is a queue with its configuration and statistics.
+type Queue struct {
+	Name              string      `json:"name"`
+	CreatedAt         time.Time   `json:"created_at"`
+	UpdatedAt         time.Time   `json:"updated_at"`
+	Config            QueueConfig `json:"config"`
+	Stats             Stats       `json:"stats"`
+	DeadLetterSources []string    `json:"dead_letter_sources,omitempty"`
+}
+
+// Stats are a queue's statistics. Times are in milliseconds.
+type Stats struct {
+	Ready       int64 `json:"ready"`
+	Delayed     int64 `json:"delayed"`
+	InFlight    int64 `json:"in_flight"`
+	Bytes       int64 `json:"bytes"`
+	DeadLetters int64 `json:"dead_letters"` // messages in this queue's dead-letter queue
+	Groups      int   `json:"groups"`
+	// OldestReadyAgeMS is the age of the oldest ready message, 0 when none.
+	OldestReadyAgeMS int64 `json:"oldest_ready_age_ms"`
+
+	Sent              uint64            `json:"sent"`
+	Acked             uint64            `json:"acked"`
+	Nacked            uint64            `json:"nacked"`
+	Delivered         uint64            `json:"delivered"`
+	Redelivered       uint64            `json:"redelivered"`
+	Extended          uint64            `json:"extended"`
+	DeadLettered      uint64            `json:"dead_lettered"`
+	DeadLetteredBy    map[string]uint64 `json:"dead_lettered_by_reason,omitempty"`
+	DeadLetteredIn    uint64            `json:"dead_lettered_in"`
+	Expired           uint64            `json:"expired"`
+	RedrivenIn        uint64            `json:"redriven_in"`
+	RedrivenOut       uint64            `json:"redriven_out"`
+	Purged            uint64            `json:"purged"`
+	Deleted           uint64            `json:"deleted"`
+	Overflow          uint64            `json:"overflow"`
+	DedupHits         uint64            `json:"dedup_hits"`
+	Refused           uint64            `json:"refused"`
+	DedupEvictedEarly uint64            `json:"dedup_evicted_early"`
+
+	// Rates per second over the last minute (RateWindowMS says how much was covered).
+	Rates Rates `json:"rates"`
+	// Little's law, L = λW, for waiting (ready → first delivery) and in system
+	// (enqueue → ack): W measured over the last minute and estimated as L/λ.
+	Waiting  LittlesLaw `json:"waiting"`
+	InSystem LittlesLaw `json:"in_system"`
+}
+
+// Rates are per-second rates over the last minute.
+type Rates struct {
+	WindowMS     int64   `json:"window_ms"`
+	Sent         float64 `json:"sent"`
+	Acked        float64 `json:"acked"`
+	Nacked       float64 `json:"nacked"`
+	Delivered    float64 `json:"delivered"`
+	DeadLettered float64 `json:"dead_lettered"`
+	Expired      float64 `json:"expired"`
+}
+
+// LittlesLaw reports L, λ and W two ways.
+type LittlesLaw struct {
+	L           int64   `json:"l"`
+	Lambda      float64 `json:"lambda"`
+	MeasuredMS  float64 `json:"measured_ms"`
+	EstimatedMS float64 `json:"estimated_ms"`
+}
+
+// QueueList is the answer to GET /v1/queues.
+type QueueList struct {
+	Queues []Queue `json:"queues"`
+}
+
+// SendMessage is one message to send. Exactly one of Body (UTF-8 text) and BodyBase64
+// must be given.
+type SendMessage struct {
+	Body       *string           `json:"body,omitempty"`
+	BodyBase64 *string           `json:"body_base64,omitempty"`
+	Group      string            `json:"group,omitempty"`
+	DedupID    string            `json:"dedup_id,omitempty"`
+	Delay      *Duration         `json:"delay,omitempty"`
+	Headers    map[string]string `json:"headers,omitempty"`
+}
+
+// SendRequest is the body of POST /v1/queues/{name}/messages. A single SendMessage object
+// (without "messages") is accepted too.
+type SendRequest struct {
+	Messages []SendMessage `json:"messages"`
+}
+
+// SendResult is the outcome of one message of a send.
+type SendResult struct {
+	ID        string `json:"id,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Error     *Error `json:"error,omitempty"`
+}
+
+// SendResponse answers a send, one result per message in request order.
+type SendResponse struct {
+	Results []SendResult `json:"results"`
+	// Error repeats the common error when every message failed with the same code (the
+	// HTTP status is then that error's).
+	Error *Error `json:"error,omitempty"`
+}
+
+// ReceiveRequest is the body of POST /v1/queues/{name}/receive.
+type ReceiveRequest struct {
+	Max        int       `json:"max,omitempty"`        // 1..1000, default 1
+	Wait       *Duration `json:"wait,omitempty"`       // long-poll wait up to 60s, default the queue's receive_wait
+	Visibility *Duration `json:"visibility,omitempty"` // lease length, default the queue's visibility_timeout
+}
+
+// Message is a received or peeked message. The body is in Body when it is valid UTF-8,
+// otherwise in BodyBase64.
+type Message struct {
+	ID               string            `json:"id"`
+	Receipt          string            `json:"receipt,omitempty"`
+	Body             *string           `json:"body,omitempty"`
+	BodyBase64       *string           `json:"body_base64,omitempty"`
+	Group            string            `json:"group,omitempty"`
+	DedupID          string            `json:"dedup_id,omitempty"`
+	Headers          map[string]string `json:"headers,omitempty"`
+	Deliveries       uint32            `json:"deliveries"`
+	State            string            `json:"state,omitempty"` // peek only
+	Seq              uint64            `json:"seq,omitempty"`
+	EnqueuedAt       time.Time         `json:"enqueued_at"`
+	FirstDeliveredAt *time.Time        `json:"first_delivered_at,omitempty"`
+	VisibleAt        *time.Time        `json:"visible_at,omitempty"` // lease deadline or end of delay
+	DeadLetter       *DeadLetter       `json:"dead_letter,omitempty"`
+}
+
+// DeadLetter says why and from where a message was dead-lettered.
+type DeadLetter struct {
+	Source      string    `json:"source"`
+	Reason      string    `json:"reason"`
+	Description string    `json:"description,omitempty"`
+	At          time.Time `json:"at"`
+	Deliveries  uint32    `json:"deliveries"`
+}
+
+// ReceiveResponse answers a receive (an empty list when nothing arrived in time).
+type ReceiveResponse struct {
+	Messages []Message `json:"messages"`
+}
+
+// ReceiptsRequest is the body of ack, nack, extend and deadletter.
+type ReceiptsRequest struct {
+	Receipts []string `json:"receipts"`
+	// Delay (nack): when the message becomes visible again; default the queue's backoff.
+	Delay *Duration `json:"delay,omitempty"`
+	// Visibility (extend, required): the lease's new length from now.
+	Visibility *Duration `json:"visibility,omitempty"`
+	// Reason and Description (deadletter).
+	Reason      string `json:"reason,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// ItemResult is the outcome of one receipt.
+type ItemResult struct {
+	OK    bool   `json:"ok"`
+	Error *Error `json:"error,omitempty"`
+}
+
+// ReceiptsResponse answers ack, nack, extend and deadletter, one result per receipt.
+type ReceiptsResponse struct {
+	Results []ItemResult `json:"results"`
+	Error   *Error       `json:"error,omitempty"`
+}
+
+// PeekResponse answers GET /v1/queues/{name}/messages. Next is the cursor for the next
+// page (pass it as after=), empty at the end.
+type PeekResponse struct {
+	Messages []Message `json:"messages"`
+	Next     string    `json:"next,omitempty"`
+}
+
+// PurgeResponse answers a purge.
+type PurgeResponse struct {
+	Purged int64 `json:"purged"`
+}
+
+// RedriveRequest is the body of POST /v1/queues/{name}/redrive, where name is the queue
+// to move messages out of (usually a dead-letter queue).
+type RedriveRequest struct {
+	// To is the destination; empty sends each message back to the queue it was
+	// dead-lettered from.
+	To        string    `json:"to,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Group     string    `json:"group,omitempty"`
+	IDs       []string  `json:"ids,omitempty"`
+	OlderThan *Duration `json:"older_than,omitempty"`
+	// Rate caps messages per second; 0 is as fast as possible.
+	Rate int `json:"rate,omitempty"`
+}
+
+// RedriveTask is a redrive's state and progress.
+type RedriveTask struct {
+	ID        string    `json:"id"`
+	Source    string    `json:"source"`
+	To        string    `json:"to,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Group     string    `json:"group,omitempty"`
+	IDs       []string  `json:"ids,omitempty"`
+	OlderThan *Duration `json:"older_than,omitempty"`
+	Rate      int       `json:"rate,omitempty"`
+	State     string    `json:"state"` // running, completed, cancelled, failed
+	Total     int64     `json:"total"`
+	Moved     int64     `json:"moved"`
+	Skipped   int64     `json:"skipped"`
+	Message   string    `json:"message,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// RedriveList answers GET /v1/redrives.
+type RedriveList struct {
+	Tasks []RedriveTask `json:"tasks"`
+}
+
+// Health answers GET /healthz.
+type Health struct {
+	Status string `json:"status"` // "ok" or "failed"
+	Error  string `json:"error,omitempty"`
+}
+
+// Limits of the native API.
+const (
+	MaxBatch       = 1000     // entries in one send, receive, ack, nack, extend or deadletter
+	MaxRequestBody = 16 << 20 // bytes in one request body
+	MaxWait        = 60 * time.Second
+)

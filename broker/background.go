@@ -1,0 +1,287 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"math"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/wal"
+)
+
+// tickLoop runs the machine's time-driven work (delays ending, leases ending, dead
+// letters for max_deliveries and retention) when it is due, and wakes receivers.
+func (b *Broker) tickLoop(ctx context.Context) {
+	for {
+		b.mu.Lock()
+		if b.usableLocked() != nil {
+			b.mu.Unlock()
+			b.nextTick.Store(math.MaxInt64)
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.kickTick:
+				continue
+			}
+		}
+		now := b.nowLocked()
+		next, ok := b.m.NextEvent()
+		if ok && next <= now {
+			b.sink.n, b.sink.err = 0, nil
+			b.m.Tick(now, &b.sink)
+			if b.sink.n > 0 {
+				b.lastTicket = b.sink.last
+			}
+			b.afterLocked()
+			next, ok = b.m.NextEvent()
+		}
+		if !ok {
+			next = math.MaxInt64
+		}
+		b.nextTick.Store(next)
+		b.mu.Unlock()
+
+		var timer <-chan time.Time
+		var t interface{ Stop() bool }
+		if ok {
+			tm := b.clock.NewTimer(time.Duration(next-now) * time.Millisecond)
+			timer, t = tm.C(), tm
+		}
+		select {
+		case <-ctx.Done():
+		case <-b.kickTick:
+		case <-timer:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// redriveLoop drives running redrive tasks in committed batches: a task survives a
+// restart because its cursor is logged with each batch.
+func (b *Broker) redriveLoop(ctx context.Context) {
+	for {
+		b.mu.Lock()
+		ids := b.m.RunningTasks()
+		b.mu.Unlock()
+		if len(ids) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.kickRedrive:
+				continue
+			}
+		}
+		pause := time.Duration(0)
+		for _, id := range ids {
+			d, err := b.redriveStep(ctx, id)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				b.logger.Error("redrive step failed", "task", id, "error", err)
+				d = time.Second
+			}
+			if d > pause {
+				pause = d
+			}
+		}
+		if pause > 0 {
+			t := b.clock.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-b.kickRedrive:
+			case <-t.C():
+			}
+			t.Stop()
+		}
+	}
+}
+
+// redriveStep moves one batch of a task and says how long to wait before the next.
+func (b *Broker) redriveStep(ctx context.Context, id uint64) (time.Duration, error) {
+	var res queue.StepResult
+	var task queue.Task
+	err := b.do(ctx, func(now int64) error {
+		t, err := b.m.Task(id)
+		if err != nil {
+			return err
+		}
+		batch := b.cfg.RedriveBatch
+		if t.Rate > 0 {
+			batch = min(batch, max(1, t.Rate/10)) // ten steps a second at the configured rate
+		}
+		res, err = b.m.RedriveStep(now, &b.sink, id, batch)
+		task, _ = b.m.Task(id)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if res.Done {
+		b.logger.Info("redrive finished", "task", id, "state", task.State.String(), "moved", task.Moved, "skipped", task.Skipped)
+		return 0, nil
+	}
+	switch {
+	case res.Paused:
+		return 200 * time.Millisecond, nil
+	case task.Rate > 0:
+		return time.Duration(float64(res.Moved) / float64(task.Rate) * float64(time.Second)), nil
+	}
+	return 0, nil
+}
+
+// checkpointLoop takes checkpoints when enough log has accumulated, then deletes and
+// compacts old segments.
+func (b *Broker) checkpointLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.kickCkpt:
+		}
+		if err := b.checkpoint(ctx, false); err != nil && ctx.Err() == nil {
+			b.logger.Error("checkpoint failed", "error", err)
+		}
+	}
+}
+
+// Checkpoint takes a checkpoint now and collects old segments. The broker does this by
+// itself; tests and operators may force it.
+func (b *Broker) Checkpoint(ctx context.Context) error { return b.checkpoint(ctx, false) }
+
+// checkpoint writes the machine's state as of the current end of the log, once the log
+// is durable up to there, then deletes segments no live message needs and compacts
+// sparse ones. final skips compaction (used at Close).
+func (b *Broker) checkpoint(ctx context.Context, final bool) error {
+	b.ckptMu.Lock() // one checkpoint at a time: the checkpointer, Checkpoint and Close
+	defer b.ckptMu.Unlock()
+	start := time.Now()
+	b.mu.Lock()
+	if err := b.log.Err(); err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	snap := b.m.AppendSnapshot(nil)
+	pos := b.log.End()
+	t := b.lastTicket
+	b.mu.Unlock()
+	if err := t.Wait(ctx); err != nil {
+		return err
+	}
+	if err := wal.SaveCheckpoint(b.fs, filepath.Join(b.cfg.Dir, "checkpoints"), pos, snap); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.ckptPos = pos
+	usage := b.m.SegmentUsage()
+	b.mu.Unlock()
+	removed := b.collect(pos, usage)
+	b.logger.Debug("checkpoint", "pos", pos.String(), "bytes", len(snap), "segments_removed", removed, "duration", time.Since(start))
+	if final {
+		return nil
+	}
+	if n := b.compact(ctx, pos, usage); n > 0 {
+		kick(b.kickCkpt) // the next checkpoint covers the rewrites and frees the old segments
+	}
+	return nil
+}
+
+// collect removes the segments that lie before the checkpoint and hold no live payload.
+func (b *Broker) collect(ckpt wal.Pos, usage map[uint32]queue.SegmentUsage) int {
+	removed := 0
+	for _, s := range b.log.Segments() {
+		if s.Index >= ckpt.Segment() {
+			break
+		}
+		if usage[s.Index].Messages > 0 {
+			continue
+		}
+		b.gcMu.Lock()
+		err := b.log.Remove(s.Index)
+		b.gcMu.Unlock()
+		if err != nil {
+			b.logger.Warn("segment removal failed", "segment", s.Name, "error", err)
+			break
+		}
+		removed++
+	}
+	return removed
+}
+
+// compact rewrites the live messages of sparse segments before the checkpoint at the
+// head of the log, oldest segment first, so that those segments can be deleted. It
+// returns how many messages it moved.
+func (b *Broker) compact(ctx context.Context, ckpt wal.Pos, usage map[uint32]queue.SegmentUsage) int {
+	var segs []uint32
+	for idx, u := range usage {
+		if idx < ckpt.Segment() && float64(u.Bytes) < b.cfg.CompactRatio*float64(b.cfg.SegmentSize) {
+			segs = append(segs, idx)
+		}
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i] < segs[j] })
+	moved := 0
+	for _, idx := range segs {
+		b.mu.Lock()
+		live := b.m.LiveAt(idx)
+		b.mu.Unlock()
+		for _, lm := range live {
+			if ctx.Err() != nil {
+				return moved
+			}
+			raw, err := b.log.ReadAt(wal.Pos(lm.Loc))
+			if err != nil {
+				b.logger.Error("compaction read failed", "pos", wal.Pos(lm.Loc).String(), "error", err)
+				return moved
+			}
+			id, p, err := queue.DecodePayload(raw)
+			if err != nil || id != lm.MsgID {
+				b.logger.Error("compaction found an unexpected record", "pos", wal.Pos(lm.Loc).String(), "error", err)
+				return moved
+			}
+			err = b.do(ctx, func(now int64) error {
+				if b.m.Relocate(now, &b.sink, lm.QueueID, lm.Seq, lm.MsgID, lm.Loc, p) {
+					moved++
+				}
+				return nil
+			})
+			if err != nil {
+				if !errors.Is(err, context.Canceled) {
+					b.logger.Error("compaction failed", "error", err)
+				}
+				return moved
+			}
+		}
+	}
+	if moved > 0 {
+		b.logger.Debug("compacted", "segments", len(segs), "messages", moved)
+	}
+	return moved
+}
+
+// sampleLoop records per-queue counters once a second, for rates over the last minute.
+func (b *Broker) sampleLoop(ctx context.Context) {
+	for {
+		t := b.clock.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		b.mu.Lock()
+		now := b.nowLocked()
+		cs := b.m.AllCounters()
+		b.mu.Unlock()
+		b.rates.record(cs, now)
+	}
+}

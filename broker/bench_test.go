@@ -1,0 +1,130 @@
+package broker
+
+import (
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/queue"
+)
+
+// Benchmarks of the broker in-process (no HTTP), on the real file system, every send
+// fsynced before it returns. docs/benchmarks.md records their results.
+
+func benchBroker(b *testing.B) *Broker {
+	br, err := Open(Config{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { br.Close() })
+	if _, _, err := br.PutQueue(ctx, "bench", nil); err != nil {
+		b.Fatal(err)
+	}
+	return br
+}
+
+func reportFsyncs(b *testing.B, br *Broker, msgs int64) {
+	st := br.log.Stats()
+	b.ReportMetric(float64(msgs)/b.Elapsed().Seconds(), "msgs/s")
+	if msgs > 0 {
+		b.ReportMetric(float64(st.Syncs)/float64(msgs), "fsyncs/msg")
+	}
+}
+
+// BenchmarkSend: concurrent producers each sending one 1 KiB message per call and waiting
+// for it to be durable; group commit shares fsyncs among them.
+func BenchmarkSend(b *testing.B) {
+	for _, size := range []int{128, 1024} {
+		b.Run(byteSize(size), func(b *testing.B) {
+			br := benchBroker(b)
+			body := make([]byte, size)
+			b.SetParallelism(16) // 16 × GOMAXPROCS producers
+			var n atomic.Int64
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				in := []queue.SendInput{{Payload: queue.Payload{Body: body}, Delay: -1}}
+				for pb.Next() {
+					if res, err := br.Send(ctx, "bench", in); err != nil || res[0].Err != nil {
+						b.Fatal(err, res)
+					}
+					n.Add(1)
+				}
+			})
+			reportFsyncs(b, br, n.Load())
+		})
+	}
+}
+
+// BenchmarkSendBatch: producers sending batches of 64.
+func BenchmarkSendBatch(b *testing.B) {
+	br := benchBroker(b)
+	body := make([]byte, 1024)
+	b.SetParallelism(4)
+	var n atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		in := make([]queue.SendInput, 64)
+		for i := range in {
+			in[i] = queue.SendInput{Payload: queue.Payload{Body: body}, Delay: -1}
+		}
+		for pb.Next() {
+			if _, err := br.Send(ctx, "bench", in); err != nil {
+				b.Fatal(err)
+			}
+			n.Add(64)
+		}
+	})
+	reportFsyncs(b, br, n.Load())
+}
+
+// BenchmarkReceiveAck: consumers draining a pre-filled queue, 64 messages per receive,
+// one ack call per batch. One op = one message.
+func BenchmarkReceiveAck(b *testing.B) {
+	br := benchBroker(b)
+	body := make([]byte, 1024)
+	in := make([]queue.SendInput, 256)
+	for i := range in {
+		in[i] = queue.SendInput{Payload: queue.Payload{Body: body}, Delay: -1}
+	}
+	for sent := 0; sent < b.N+64*8; sent += len(in) {
+		if _, err := br.Send(ctx, "bench", in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetParallelism(2)
+	var n atomic.Int64
+	syncs := br.log.Stats().Syncs
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			ms, err := br.Receive(ctx, "bench", ReceiveOptions{Max: 64, Visibility: time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rs := make([]string, len(ms))
+			for i, m := range ms {
+				rs[i] = m.Receipt
+			}
+			if len(rs) > 0 {
+				if _, err := br.Ack(ctx, "bench", rs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n.Add(int64(len(ms)))
+			for i := 1; i < len(ms) && pb.Next(); i++ {
+			}
+		}
+	})
+	b.ReportMetric(float64(n.Load())/b.Elapsed().Seconds(), "msgs/s")
+	if n.Load() > 0 {
+		b.ReportMetric(float64(br.log.Stats().Syncs-syncs)/float64(n.Load()), "fsyncs/msg")
+	}
+}
+
+func byteSize(n int) string {
+	if n >= 1024 {
+		return strconv.Itoa(n/1024) + "KiB"
+	}
+	return strconv.Itoa(n) + "B"
+}

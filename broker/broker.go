@@ -1,0 +1,562 @@
+// Package broker owns okiba's queues and their log: it applies commands to the queue
+// state machine, appends the records the machine emits to the write-ahead log, answers
+// callers only once their records are durable, and runs the background work that time
+// and storage need (lease expiry, redrive, checkpoints, segment garbage collection).
+//
+// A Broker is usable in-process as a library, "like an SQLite of queues": the HTTP server
+// is one adapter over it, and okibatest gives users one on a temporary directory.
+//
+// Locking: one mutex (mu) guards the machine, the sink and everything else mutable that
+// commands touch; records are appended to the log under it, so log order is the order in
+// which the machine applied them. Waiting for fsync happens outside it. gcMu keeps a
+// segment from being deleted while a body is read from it; take it (read side) only
+// while holding mu or with no other lock; the collector takes it (write side) with no
+// other lock held.
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/receipt"
+	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/wal"
+)
+
+// Errors callers branch on, beyond those of package queue.
+var (
+	// ErrStorageFailed: a write or fsync failed; the broker refuses every mutating call
+	// until it is restarted (CONTRACT.md "Durability").
+	ErrStorageFailed = errors.New("storage failed: the broker stopped accepting writes; restart it to recover from what is durable on disk")
+	// ErrInvalidReceipt: a receipt that is malformed, forged, or belongs to another queue.
+	ErrInvalidReceipt = errors.New("invalid receipt")
+	// ErrClosed: the broker is shut down.
+	ErrClosed = errors.New("broker is closed")
+	// ErrNewerFormat: the data directory was written by a newer okiba.
+	ErrNewerFormat = errors.New("data directory was written by a newer okiba")
+	// ErrLocked: another process holds the data directory.
+	ErrLocked = errors.New("data directory is in use by another okiba process")
+)
+
+// FormatVersion is the data directory format this binary writes and reads.
+const FormatVersion = 1
+
+const formatFile = "FORMAT"
+
+// Config configures a Broker. The zero value of every field but Dir means its default.
+type Config struct {
+	// Dir is the data directory. Required; created if missing.
+	Dir string
+	// FS is the file system. Defaults to vfs.OS.
+	FS vfs.FS
+	// Clock tells the time. Defaults to clock.Real.
+	Clock clock.Clock
+	// Logger receives structured events. Defaults to discarding them.
+	Logger *slog.Logger
+	// SegmentSize is the size of log segment files. Defaults to 64 MiB; at least 2 MiB
+	// (a segment must hold the largest message).
+	SegmentSize int64
+	// CheckpointBytes: a checkpoint is taken after this many bytes of log. Defaults to
+	// 64 MiB. Restart replays at most about this much.
+	CheckpointBytes int64
+	// CompactRatio: an old segment whose live payload bytes are below this fraction of
+	// its size is compacted (its live messages are rewritten at the head of the log) so
+	// that it can be deleted. Defaults to 0.25.
+	CompactRatio float64
+	// CacheBytes bounds message payloads kept in memory; the rest are read from the log.
+	// Defaults to 256 MiB.
+	CacheBytes int64
+	// DedupCap bounds dedup ids remembered per queue. Defaults to 1,000,000.
+	DedupCap int
+	// MaxReceiveBytes caps the payload bytes of one receive. Defaults to 16 MiB.
+	MaxReceiveBytes int64
+	// RedriveBatch is the number of messages a redrive moves per committed step.
+	// Defaults to 256.
+	RedriveBatch int
+	// NoPrecreate turns off creating log segments ahead of need (deterministic file
+	// operations for crash tests).
+	NoPrecreate bool
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Dir == "" {
+		return c, errors.New("broker: Config.Dir is required")
+	}
+	if c.FS == nil {
+		c.FS = vfs.OS
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.SegmentSize == 0 {
+		c.SegmentSize = wal.DefaultSegmentSize
+	}
+	if c.SegmentSize < 2<<20 {
+		return c, fmt.Errorf("broker: SegmentSize %d is below 2 MiB", c.SegmentSize)
+	}
+	if c.CheckpointBytes == 0 {
+		c.CheckpointBytes = 64 << 20
+	}
+	if c.CompactRatio == 0 {
+		c.CompactRatio = 0.25
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = 256 << 20
+	}
+	if c.MaxReceiveBytes == 0 {
+		c.MaxReceiveBytes = 16 << 20
+	}
+	if c.RedriveBatch == 0 {
+		c.RedriveBatch = 256
+	}
+	return c, nil
+}
+
+// Broker is a running okiba broker over one data directory.
+type Broker struct {
+	cfg      Config
+	fs       vfs.FS
+	log      *wal.Log
+	receipts *receipt.Codec
+	dirLock  io.Closer
+	clock    clock.Clock
+	logger   *slog.Logger
+
+	mu         sync.Mutex
+	m          *queue.Machine
+	sink       sink
+	waiters    map[string]chan struct{}
+	rng        *mrand.Rand
+	lastTicket wal.Ticket
+	ckptPos    wal.Pos
+	volatile   map[string]*Volatile
+	closed     bool
+
+	gcMu   sync.RWMutex
+	ckptMu sync.Mutex
+
+	nextTick    atomic.Int64 // when the ticker will next run (Unix ms); MaxInt64 if idle
+	kickTick    chan struct{}
+	kickRedrive chan struct{}
+	kickCkpt    chan struct{}
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	rates       *rates
+	recovery    Recovery
+}
+
+// Volatile counts events that leave no record (so they restart from zero): dedup hits
+// and backpressure refusals.
+type Volatile struct {
+	DedupHits uint64
+	Refused   uint64
+}
+
+// Recovery summarises what Open found.
+type Recovery struct {
+	Queues     int
+	Messages   int64
+	Records    int64
+	Checkpoint bool
+	Duration   time.Duration
+}
+
+// sink appends the machine's records to the log in emission order and remembers the
+// last ticket of the current command.
+type sink struct {
+	log     *wal.Log
+	scratch []byte
+	last    wal.Ticket
+	n       int
+	err     error
+}
+
+func (s *sink) Emit(r queue.Record) queue.Loc {
+	s.scratch = r.AppendTo(s.scratch[:0])
+	pos, t, err := s.log.Append(s.scratch)
+	if err != nil {
+		if s.err == nil {
+			s.err = err
+		}
+		return 0
+	}
+	s.last = t
+	s.n++
+	if cap(s.scratch) > 1<<20 {
+		s.scratch = nil
+	}
+	return queue.Loc(pos)
+}
+
+// Open opens (creating if needed) the data directory, recovers the state from the latest
+// checkpoint and the log after it, and starts the background work.
+func Open(cfg Config) (*Broker, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	fs := cfg.FS
+	if err := fs.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	lock, err := fs.Lock(filepath.Join(cfg.Dir, "LOCK"))
+	if err != nil {
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, cfg.Dir)
+		}
+		return nil, fmt.Errorf("lock data directory: %w", err)
+	}
+	b := &Broker{
+		cfg: cfg, fs: fs, dirLock: lock, clock: cfg.Clock, logger: cfg.Logger,
+		waiters:     make(map[string]chan struct{}),
+		volatile:    make(map[string]*Volatile),
+		kickTick:    make(chan struct{}, 1),
+		kickRedrive: make(chan struct{}, 1),
+		kickCkpt:    make(chan struct{}, 1),
+		rng:         mrand.New(mrand.NewPCG(seed(), seed())),
+	}
+	if err := b.open(start); err != nil {
+		if b.log != nil {
+			b.log.Close()
+		}
+		lock.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func seed() uint64 {
+	var buf [8]byte
+	_, _ = rand.Read(buf[:])
+	var v uint64
+	for _, c := range buf {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}
+
+func (b *Broker) open(start time.Time) error {
+	if err := b.checkFormat(); err != nil {
+		return err
+	}
+	secret, err := b.loadSecret()
+	if err != nil {
+		return err
+	}
+	if b.receipts, err = receipt.New(secret); err != nil {
+		return err
+	}
+	mopts := queue.Options{CacheBytes: b.cfg.CacheBytes, DedupCap: b.cfg.DedupCap}
+	ckptDir := filepath.Join(b.cfg.Dir, "checkpoints")
+	if err := b.fs.MkdirAll(ckptDir, 0o755); err != nil {
+		return fmt.Errorf("create checkpoint directory: %w", err)
+	}
+	pos, snap, ok, err := wal.LoadCheckpoint(b.fs, ckptDir)
+	if err != nil {
+		return fmt.Errorf("load checkpoint: %w", err)
+	}
+	if ok {
+		if b.m, err = queue.Restore(snap, mopts); err != nil {
+			return fmt.Errorf("restore checkpoint at %v: %w", pos, err)
+		}
+		b.ckptPos = pos
+		b.recovery.Checkpoint = true
+	} else {
+		b.m = queue.New(mopts)
+	}
+	var records int64
+	b.log, err = wal.Open(wal.Options{
+		FS: b.fs, Dir: filepath.Join(b.cfg.Dir, "wal"), SegmentSize: b.cfg.SegmentSize,
+		Logger: b.logger, NoPrecreate: b.cfg.NoPrecreate,
+	}, pos, func(p wal.Pos, payload []byte) error {
+		r, err := queue.DecodeRecord(payload)
+		if err != nil {
+			return fmt.Errorf("record at %v: %w", p, err)
+		}
+		if err := b.m.Apply(r, queue.Loc(p)); err != nil {
+			return fmt.Errorf("record at %v (%s): %w", p, r.Kind(), err)
+		}
+		records++
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("recover log: %w", err)
+	}
+	b.sink.log = b.log
+	b.mu.Lock()
+	b.m.AdvanceAll(b.nowLocked(), &b.sink)
+	b.lastTicket = b.sink.last
+	t, serr := b.lastTicket, b.sink.err
+	infos := b.m.Queues("")
+	b.mu.Unlock()
+	if serr != nil {
+		return fmt.Errorf("recover: %w", serr)
+	}
+	if err := t.Wait(context.Background()); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	b.recovery.Queues = len(infos)
+	for _, qi := range infos {
+		b.recovery.Messages += qi.Stats.Ready + qi.Stats.Delayed + qi.Stats.InFlight
+	}
+	b.recovery.Records = records
+	b.recovery.Duration = time.Since(start)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	b.rates = newRates()
+	b.nextTick.Store(0)
+	b.goBackground(ctx, b.tickLoop)
+	b.goBackground(ctx, b.redriveLoop)
+	b.goBackground(ctx, b.checkpointLoop)
+	b.goBackground(ctx, b.sampleLoop)
+	b.logger.Info("recovered", "queues", b.recovery.Queues, "messages", b.recovery.Messages,
+		"records_replayed", records, "from_checkpoint", b.recovery.Checkpoint, "duration", b.recovery.Duration)
+	return nil
+}
+
+func (b *Broker) goBackground(ctx context.Context, fn func(context.Context)) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		fn(ctx)
+	}()
+}
+
+// Recovery reports what Open found.
+func (b *Broker) Recovery() Recovery { return b.recovery }
+
+func (b *Broker) checkFormat() error {
+	path := filepath.Join(b.cfg.Dir, formatFile)
+	data, err := readAll(b.fs, path)
+	if errors.Is(err, os.ErrNotExist) {
+		return writeDurably(b.fs, path, []byte(fmt.Sprintf("okiba data directory format %d\n", FormatVersion)))
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return fmt.Errorf("%s is not an okiba format file", path)
+	}
+	v, err := strconv.Atoi(fields[len(fields)-1])
+	if err != nil {
+		return fmt.Errorf("%s is not an okiba format file", path)
+	}
+	if v > FormatVersion {
+		return fmt.Errorf("%w: %s says format %d; this okiba reads format %d: upgrade okiba", ErrNewerFormat, path, v, FormatVersion)
+	}
+	return nil
+}
+
+func (b *Broker) loadSecret() ([]byte, error) {
+	path := filepath.Join(b.cfg.Dir, "secret")
+	data, err := readAll(b.fs, path)
+	if err == nil && len(data) >= 32 {
+		return data, nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read receipt secret: %w", err)
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	if err := writeDurably(b.fs, path, secret); err != nil {
+		return nil, fmt.Errorf("write receipt secret: %w", err)
+	}
+	return secret, nil
+}
+
+func readAll(fs vfs.FS, path string) ([]byte, error) {
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// writeDurably writes a small file by the rule for new files: temp file, fsync, rename,
+// directory fsync.
+func writeDurably(fs vfs.FS, path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, path); err != nil {
+		return err
+	}
+	return fs.SyncDir(filepath.Dir(path))
+}
+
+// Close stops the background work, takes a final checkpoint (so the next start is quick)
+// and closes the log. In-flight leases stay in flight; they are restored on restart.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	for name, ch := range b.waiters {
+		close(ch)
+		delete(b.waiters, name)
+	}
+	b.mu.Unlock()
+	b.cancel()
+	b.wg.Wait()
+	var errs []error
+	if b.log.Err() == nil {
+		if err := b.checkpoint(context.Background(), true); err != nil {
+			errs = append(errs, fmt.Errorf("final checkpoint: %w", err))
+		}
+	}
+	errs = append(errs, b.log.Close(), b.dirLock.Close())
+	return errors.Join(errs...)
+}
+
+// Healthy returns nil while the broker accepts writes, and the storage failure otherwise.
+func (b *Broker) Healthy() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.usableLocked()
+}
+
+func (b *Broker) usableLocked() error {
+	if b.closed {
+		return ErrClosed
+	}
+	if err := b.log.Err(); err != nil {
+		return fmt.Errorf("%w (%v)", ErrStorageFailed, err)
+	}
+	return nil
+}
+
+// nowLocked is the time commands run at, in Unix milliseconds: never earlier than the
+// latest logged time, so a wall clock that steps back stalls nothing (CONTRACT.md "Time").
+func (b *Broker) nowLocked() int64 {
+	now := b.clock.Now().UnixMilli()
+	if mnow := b.m.Now(); mnow > now {
+		return mnow
+	}
+	return now
+}
+
+// do runs one command under the lock and waits, outside it, until its records (or, if it
+// wrote none, everything it could have observed) are durable.
+func (b *Broker) do(ctx context.Context, fn func(now int64) error) error {
+	b.mu.Lock()
+	if err := b.usableLocked(); err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	b.sink.n, b.sink.err = 0, nil
+	err := fn(b.nowLocked())
+	if b.sink.n > 0 {
+		b.lastTicket = b.sink.last
+	}
+	t, serr := b.lastTicket, b.sink.err
+	b.afterLocked()
+	b.mu.Unlock()
+	if serr != nil {
+		return fmt.Errorf("%w (%v)", ErrStorageFailed, serr)
+	}
+	if werr := t.Wait(ctx); werr != nil {
+		if errors.Is(werr, wal.ErrFailed) {
+			return fmt.Errorf("%w (%v)", ErrStorageFailed, werr)
+		}
+		return werr
+	}
+	return err
+}
+
+// afterLocked runs after every command: wake receivers that can now get messages, move
+// the ticker earlier if the command created an earlier deadline, and ask for a
+// checkpoint when enough log has accumulated.
+func (b *Broker) afterLocked() {
+	for name, ch := range b.waiters {
+		if b.m.ReadyCount(name) > 0 {
+			close(ch)
+			delete(b.waiters, name)
+		} else if _, err := b.m.Queue(name); err != nil {
+			close(ch) // deleted: let waiters see queue_not_found
+			delete(b.waiters, name)
+		}
+	}
+	if next, ok := b.m.NextEvent(); ok && next < b.nextTick.Load() {
+		kick(b.kickTick)
+	}
+	if b.sink.n > 0 && b.logBytesSince(b.ckptPos) >= b.cfg.CheckpointBytes {
+		kick(b.kickCkpt)
+	}
+}
+
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (b *Broker) logBytesSince(p wal.Pos) int64 {
+	end := b.log.End()
+	return int64(end.Segment()-p.Segment())*b.cfg.SegmentSize + int64(end.Offset()) - int64(p.Offset())
+}
+
+func (b *Broker) volatileLocked(name string) *Volatile {
+	v := b.volatile[name]
+	if v == nil {
+		v = &Volatile{}
+		b.volatile[name] = v
+	}
+	return v
+}
+
+// waiterLocked returns a channel closed when queue name may have deliverable messages.
+func (b *Broker) waiterLocked(name string) chan struct{} {
+	ch := b.waiters[name]
+	if ch == nil {
+		ch = make(chan struct{})
+		b.waiters[name] = ch
+	}
+	return ch
+}

@@ -1,0 +1,548 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/wal"
+)
+
+// PutQueue creates queue name or updates its configuration. edit receives the current
+// configuration (okiba's defaults if the queue does not exist, with exists false) and
+// changes it; returning an error aborts without change. It reports whether the queue was
+// created.
+func (b *Broker) PutQueue(ctx context.Context, name string, edit func(cfg *queue.Config, exists bool) error) (queue.QueueInfo, bool, error) {
+	var info queue.QueueInfo
+	var created bool
+	err := b.do(ctx, func(now int64) error {
+		if err := queue.ValidateName(name); err != nil {
+			return err
+		}
+		cur, err := b.m.Queue(name)
+		exists := err == nil
+		cfg := queue.DefaultConfig(name)
+		if exists {
+			cfg = cur.Config
+		}
+		if edit != nil {
+			if err := edit(&cfg, exists); err != nil {
+				return err
+			}
+		}
+		created, err = b.m.PutQueue(now, &b.sink, name, cfg)
+		if err != nil {
+			return err
+		}
+		info, err = b.m.Queue(name)
+		if err == nil && created {
+			b.logger.Info("queue created", "queue", name, "dead_letter_queue", cfg.DeadLetterQueue)
+		}
+		return err
+	})
+	return info, created, err
+}
+
+// DeleteQueue deletes a queue and its messages. See queue.Machine.DeleteQueue for force.
+func (b *Broker) DeleteQueue(ctx context.Context, name string, force bool) error {
+	return b.do(ctx, func(now int64) error {
+		if err := b.m.DeleteQueue(now, &b.sink, name, force); err != nil {
+			return err
+		}
+		delete(b.volatile, name)
+		b.logger.Info("queue deleted", "queue", name, "force", force)
+		return nil
+	})
+}
+
+// QueueInfo is a queue with its live statistics.
+type QueueInfo struct {
+	queue.QueueInfo
+	Volatile     Volatile
+	Rates        Rates
+	DeadLetters  int64 // messages in this queue's dead-letter queue
+	WaitMeasured time.Duration
+	WaitEstimate time.Duration
+	SysMeasured  time.Duration
+	SysEstimate  time.Duration
+	OldestAge    time.Duration
+}
+
+// Queue returns one queue with its statistics.
+func (b *Broker) Queue(name string) (QueueInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	qi, err := b.m.Queue(name)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	return b.decorateLocked(qi), nil
+}
+
+// Queues lists queues whose name starts with prefix, with statistics, sorted by name.
+func (b *Broker) Queues(prefix string) []QueueInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	qs := b.m.Queues(prefix)
+	out := make([]QueueInfo, len(qs))
+	for i, qi := range qs {
+		out[i] = b.decorateLocked(qi)
+	}
+	return out
+}
+
+func (b *Broker) decorateLocked(qi queue.QueueInfo) QueueInfo {
+	now := b.nowLocked()
+	out := QueueInfo{QueueInfo: qi}
+	if v := b.volatile[qi.Name]; v != nil {
+		out.Volatile = *v
+	}
+	if dlq := qi.Config.DeadLetterQueue; dlq != queue.NoDeadLetterQueue {
+		if d, err := b.m.Queue(dlq); err == nil {
+			out.DeadLetters = d.Stats.Ready + d.Stats.Delayed + d.Stats.InFlight
+		}
+	}
+	if qi.Stats.OldestReady > 0 {
+		out.OldestAge = time.Duration(now-qi.Stats.OldestReady) * time.Millisecond
+	}
+	r := b.rates.get(qi.Name, qi.Stats.Counters, now)
+	out.Rates = r
+	out.WaitMeasured, out.SysMeasured = r.WaitMean, r.SojournMean
+	if r.Sent > 0 {
+		out.WaitEstimate = time.Duration(float64(qi.Stats.Ready) / r.Sent * float64(time.Second))
+		out.SysEstimate = time.Duration(float64(qi.Stats.Ready+qi.Stats.InFlight) / r.Sent * float64(time.Second))
+	}
+	return out
+}
+
+// Send enqueues messages; each gets its own result. The broker keeps the payload slices:
+// the caller must not modify them afterwards. A duplicate returns once the original is
+// durable.
+func (b *Broker) Send(ctx context.Context, name string, msgs []queue.SendInput) ([]queue.SendResult, error) {
+	var res []queue.SendResult
+	err := b.do(ctx, func(now int64) error {
+		var err error
+		res, err = b.m.Send(now, &b.sink, name, msgs)
+		if err != nil {
+			return err
+		}
+		v := b.volatileLocked(name)
+		for _, r := range res {
+			switch {
+			case r.Duplicate:
+				v.DedupHits++
+			case errors.Is(r.Err, queue.ErrQueueFull):
+				v.Refused++
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+// ReceiveOptions shape one receive.
+type ReceiveOptions struct {
+	// Max messages to return, 1..1000.
+	Max int
+	// Wait is the long-poll wait, up to 60s; negative means the queue's receive_wait.
+	Wait time.Duration
+	// Visibility is the lease length; negative means the queue's visibility_timeout.
+	Visibility time.Duration
+}
+
+// Message is a leased message.
+type Message struct {
+	ID             uint64
+	Seq            uint64
+	Receipt        string
+	Payload        queue.Payload
+	Deliveries     uint32
+	EnqueuedAt     time.Time
+	FirstDelivered time.Time
+	LeaseDeadline  time.Time
+	Dead           *queue.DeadInfo
+}
+
+// Receive leases up to opts.Max messages, waiting up to opts.Wait for some to be
+// deliverable. It returns no messages (and no error) when the wait ends empty or ctx is
+// done while waiting.
+func (b *Broker) Receive(ctx context.Context, name string, opts ReceiveOptions) ([]Message, error) {
+	if opts.Max < 1 || opts.Max > 1000 {
+		return nil, &queue.ConfigError{Field: "max", Reason: fmt.Sprintf("must be between 1 and 1000, got %d", opts.Max)}
+	}
+	if opts.Wait > queue.MaxReceiveWait {
+		return nil, &queue.ConfigError{Field: "wait", Reason: "must be at most 60s"}
+	}
+	if opts.Visibility > queue.MaxVisibilityTimeout {
+		return nil, &queue.ConfigError{Field: "visibility", Reason: "must be between 0 and 12h"}
+	}
+	var deadline time.Time
+	for first := true; ; first = false {
+		var ds []queue.Delivery
+		var wake chan struct{}
+		var reading bool
+		err := b.do(ctx, func(now int64) error {
+			if first {
+				wait := opts.Wait
+				if wait < 0 {
+					qi, err := b.m.Queue(name)
+					if err != nil {
+						return err
+					}
+					wait = qi.Config.ReceiveWait
+				}
+				deadline = b.clock.Now().Add(wait)
+			}
+			vis := int64(-1)
+			if opts.Visibility >= 0 {
+				vis = opts.Visibility.Milliseconds()
+			}
+			var err error
+			ds, err = b.m.Receive(now, &b.sink, name, opts.Max, vis, b.cfg.MaxReceiveBytes)
+			if err != nil {
+				return err
+			}
+			if len(ds) == 0 && b.clock.Now().Before(deadline) {
+				wake = b.waiterLocked(name)
+			}
+			reading = needsRead(ds)
+			if reading {
+				b.gcMu.RLock() // released after the bodies are read
+			}
+			return nil
+		})
+		if err != nil {
+			if reading {
+				b.gcMu.RUnlock()
+			}
+			return nil, err
+		}
+		if len(ds) > 0 {
+			return b.messages(ds, reading)
+		}
+		if wake == nil {
+			return nil, nil
+		}
+		if err := b.sleep(ctx, wake, deadline); err != nil {
+			return nil, nil
+		}
+	}
+}
+
+// sleep waits for wake, the deadline, or ctx. It returns an error when the wait is over.
+func (b *Broker) sleep(ctx context.Context, wake chan struct{}, deadline time.Time) error {
+	d := deadline.Sub(b.clock.Now())
+	if d <= 0 {
+		return context.DeadlineExceeded
+	}
+	t := b.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-wake:
+		return nil
+	case <-t.C():
+		return context.DeadlineExceeded
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func needsRead(ds []queue.Delivery) bool {
+	for i := range ds {
+		if ds[i].Payload == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// messages resolves payloads (reading uncached ones from the log; the caller holds
+// gcMu's read side if reading) and makes receipts.
+func (b *Broker) messages(ds []queue.Delivery, reading bool) ([]Message, error) {
+	if reading {
+		defer b.gcMu.RUnlock()
+	}
+	out := make([]Message, len(ds))
+	for i := range ds {
+		d := &ds[i]
+		p, err := b.payload(d.Payload, d.Loc, d.MsgID)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = Message{
+			ID: d.MsgID, Seq: d.Seq, Receipt: b.receipts.Encode(d.Lease), Payload: p,
+			Deliveries: d.Epoch, EnqueuedAt: time.UnixMilli(d.EnqueuedAt),
+			LeaseDeadline: time.UnixMilli(d.Deadline), Dead: d.Dead,
+		}
+		if d.FirstDelivered > 0 {
+			out[i].FirstDelivered = time.UnixMilli(d.FirstDelivered)
+		}
+	}
+	return out, nil
+}
+
+// payload returns a cached payload or reads it from the log at loc.
+func (b *Broker) payload(cached *queue.Payload, loc queue.Loc, id uint64) (queue.Payload, error) {
+	if cached != nil {
+		return *cached, nil
+	}
+	raw, err := b.log.ReadAt(wal.Pos(loc))
+	if err != nil {
+		return queue.Payload{}, fmt.Errorf("read message %s at %v: %w", queue.FormatID(id), wal.Pos(loc), err)
+	}
+	got, p, err := queue.DecodePayload(raw)
+	if err != nil {
+		return queue.Payload{}, fmt.Errorf("read message %s at %v: %w", queue.FormatID(id), wal.Pos(loc), err)
+	}
+	if got != id {
+		return queue.Payload{}, fmt.Errorf("read message %s at %v: found message %s there", queue.FormatID(id), wal.Pos(loc), queue.FormatID(got))
+	}
+	return p, nil
+}
+
+// leases decodes receipts for queue name. Receipts that do not decode, or that belong
+// to another existing queue, get ErrInvalidReceipt in errs; the rest are returned with
+// their index.
+func (b *Broker) leasesLocked(name string, receipts []string, errs []error) ([]queue.Lease, []int, error) {
+	qi, err := b.m.Queue(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	ls := make([]queue.Lease, 0, len(receipts))
+	idx := make([]int, 0, len(receipts))
+	for i, r := range receipts {
+		l, err := b.receipts.Decode(r)
+		if err != nil {
+			errs[i] = fmt.Errorf("%w: %v", ErrInvalidReceipt, err)
+			continue
+		}
+		if l.QueueID != qi.ID {
+			if other, ok := b.m.QueueByID(l.QueueID); ok {
+				errs[i] = fmt.Errorf("%w: it belongs to queue %q", ErrInvalidReceipt, other)
+				continue
+			}
+		}
+		ls = append(ls, l)
+		idx = append(idx, i)
+	}
+	return ls, idx, nil
+}
+
+// settle runs one receipt-based command and spreads its per-lease results back over
+// the receipts.
+func (b *Broker) settle(ctx context.Context, name string, receipts []string, fn func(now int64, ls []queue.Lease, idx []int) ([]error, error)) ([]error, error) {
+	errs := make([]error, len(receipts))
+	err := b.do(ctx, func(now int64) error {
+		ls, idx, err := b.leasesLocked(name, receipts, errs)
+		if err != nil {
+			return err
+		}
+		if len(ls) == 0 {
+			return nil
+		}
+		res, err := fn(now, ls, idx)
+		if err != nil {
+			return err
+		}
+		for j, e := range res {
+			errs[idx[j]] = e
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// Ack settles leased messages. Each receipt gets nil, ErrInvalidReceipt or
+// queue.ErrReceiptStale.
+func (b *Broker) Ack(ctx context.Context, name string, receipts []string) ([]error, error) {
+	return b.settle(ctx, name, receipts, func(now int64, ls []queue.Lease, _ []int) ([]error, error) {
+		return b.m.Ack(now, &b.sink, name, ls)
+	})
+}
+
+// Nack makes leased messages visible again after delay, or after the queue's backoff if
+// delay is negative.
+func (b *Broker) Nack(ctx context.Context, name string, receipts []string, delay time.Duration) ([]error, error) {
+	return b.settle(ctx, name, receipts, func(now int64, ls []queue.Lease, _ []int) ([]error, error) {
+		in := make([]queue.NackInput, len(ls))
+		for i, l := range ls {
+			in[i] = queue.NackInput{Lease: l, Delay: -1, Jitter: b.rng.Uint64()}
+			if delay >= 0 {
+				in[i].Delay = delay.Milliseconds()
+			}
+		}
+		return b.m.Nack(now, &b.sink, name, in)
+	})
+}
+
+// Extend sets leases to end visibility from now (0 ends them now).
+func (b *Broker) Extend(ctx context.Context, name string, receipts []string, visibility time.Duration) ([]error, error) {
+	if visibility < 0 || visibility > queue.MaxVisibilityTimeout {
+		return nil, &queue.ConfigError{Field: "visibility", Reason: "must be between 0 and 12h"}
+	}
+	return b.settle(ctx, name, receipts, func(now int64, ls []queue.Lease, _ []int) ([]error, error) {
+		in := make([]queue.ExtendInput, len(ls))
+		for i, l := range ls {
+			in[i] = queue.ExtendInput{Lease: l, Visibility: visibility.Milliseconds()}
+		}
+		return b.m.Extend(now, &b.sink, name, in)
+	})
+}
+
+// DeadLetter moves leased messages to the queue's dead-letter queue with a reason.
+func (b *Broker) DeadLetter(ctx context.Context, name string, receipts []string, reason, description string) ([]error, error) {
+	return b.settle(ctx, name, receipts, func(now int64, ls []queue.Lease, _ []int) ([]error, error) {
+		res, err := b.m.DeadLetter(now, &b.sink, name, ls, reason, description)
+		if err == nil {
+			n := 0
+			for _, e := range res {
+				if e == nil {
+					n++
+				}
+			}
+			if n > 0 {
+				b.logger.Info("dead-lettered", "queue", name, "messages", n, "reason", reason)
+			}
+		}
+		return res, err
+	})
+}
+
+// PeekedMessage is a message seen without a lease.
+type PeekedMessage struct {
+	queue.MessageInfo
+	Payload queue.Payload
+}
+
+// Peek lists messages in arrival order after seq after, without leasing them.
+func (b *Broker) Peek(ctx context.Context, name string, after uint64, limit int, states ...queue.State) ([]PeekedMessage, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, &queue.ConfigError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and 1000, got %d", limit)}
+	}
+	var infos []queue.MessageInfo
+	err := b.readLocked(ctx, func(now int64) error {
+		var err error
+		infos, err = b.m.Peek(now, name, after, limit, states...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer b.gcMu.RUnlock()
+	return b.peeked(infos)
+}
+
+// readLocked runs fn like do and, if it succeeds, returns holding gcMu's read side, so
+// that the bodies fn found can be read before a collector deletes their segment.
+func (b *Broker) readLocked(ctx context.Context, fn func(now int64) error) error {
+	locked := false
+	err := b.do(ctx, func(now int64) error {
+		if err := fn(now); err != nil {
+			return err
+		}
+		b.gcMu.RLock()
+		locked = true
+		return nil
+	})
+	if err != nil && locked {
+		b.gcMu.RUnlock()
+	}
+	return err
+}
+
+func (b *Broker) peeked(infos []queue.MessageInfo) ([]PeekedMessage, error) {
+	out := make([]PeekedMessage, len(infos))
+	for i, mi := range infos {
+		p, err := b.payload(mi.Payload, mi.Loc, mi.ID)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = PeekedMessage{MessageInfo: mi, Payload: p}
+	}
+	return out, nil
+}
+
+// GetMessage returns one message by id without leasing it.
+func (b *Broker) GetMessage(ctx context.Context, name string, id uint64) (PeekedMessage, error) {
+	var mi queue.MessageInfo
+	err := b.readLocked(ctx, func(now int64) error {
+		var err error
+		mi, err = b.m.Message(now, name, id)
+		return err
+	})
+	if err != nil {
+		return PeekedMessage{}, err
+	}
+	defer b.gcMu.RUnlock()
+	out, err := b.peeked([]queue.MessageInfo{mi})
+	if err != nil {
+		return PeekedMessage{}, err
+	}
+	return out[0], nil
+}
+
+// DeleteMessage removes one message by id, whatever its state.
+func (b *Broker) DeleteMessage(ctx context.Context, name string, id uint64) error {
+	return b.do(ctx, func(now int64) error {
+		return b.m.DeleteMessage(now, &b.sink, name, id)
+	})
+}
+
+// Purge removes every message of a queue and reports how many.
+func (b *Broker) Purge(ctx context.Context, name string) (int64, error) {
+	var n int64
+	err := b.do(ctx, func(now int64) error {
+		var err error
+		n, err = b.m.Purge(now, &b.sink, name)
+		if err == nil {
+			b.logger.Info("queue purged", "queue", name, "messages", n)
+		}
+		return err
+	})
+	return n, err
+}
+
+// StartRedrive records a redrive task and returns it; the task runs in the background.
+func (b *Broker) StartRedrive(ctx context.Context, spec queue.RedriveSpec) (queue.Task, error) {
+	var t queue.Task
+	err := b.do(ctx, func(now int64) error {
+		var err error
+		t, err = b.m.StartRedrive(now, &b.sink, spec)
+		return err
+	})
+	if err == nil {
+		b.logger.Info("redrive started", "task", t.ID, "source", t.SourceName, "to", t.TargetName, "total", t.Total)
+		kick(b.kickRedrive)
+	}
+	return t, err
+}
+
+// Tasks lists redrive tasks, newest first.
+func (b *Broker) Tasks() []queue.Task {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.m.Tasks()
+}
+
+// Task returns one redrive task.
+func (b *Broker) Task(id uint64) (queue.Task, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.m.Task(id)
+}
+
+// CancelRedrive stops a running redrive task.
+func (b *Broker) CancelRedrive(ctx context.Context, id uint64) (queue.Task, error) {
+	var t queue.Task
+	err := b.do(ctx, func(now int64) error {
+		var err error
+		t, err = b.m.CancelRedrive(now, &b.sink, id)
+		return err
+	})
+	return t, err
+}

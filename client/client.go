@@ -1,0 +1,470 @@
+// Package client is the Go client of okiba's native HTTP API: queue management, send and
+// batch send, receive, ack / nack / extend / dead-letter, peek and redrive, plus a
+// batching Producer and a consumer runtime (Consume) that handles leases, retries and
+// dead letters for you.
+//
+// Every call returns *api.Error for an error the server reported, so callers can branch
+// on its Code (api.CodeReceiptStale, api.CodeQueueFull, …).
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/okiba/okiba/api"
+)
+
+// DefaultServer is the broker address used when none is given.
+const DefaultServer = "http://127.0.0.1:7070"
+
+// Options configure a Client. The zero value means the defaults.
+type Options struct {
+	// Token is sent as a bearer token when set.
+	Token string
+	// HTTPClient does the requests. Defaults to a client with no overall timeout (long
+	// polls last up to 60s; pass a context to bound a call).
+	HTTPClient *http.Client
+}
+
+// Client talks to one okiba server. It is safe for concurrent use.
+type Client struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+// New returns a client for the server at base (for example "http://127.0.0.1:7070").
+func New(base string, opts Options) (*Client, error) {
+	if base == "" {
+		base = DefaultServer
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: server address %q must look like http://host:port", base)
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: &http.Transport{
+			Proxy:               nil,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	return &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc}, nil
+}
+
+// Server returns the base URL.
+func (c *Client) Server() string { return c.base }
+
+// do sends a JSON request and decodes a JSON answer into out. For batch endpoints that
+// answer with per-item results even on error statuses, out receives the body and the
+// error is still returned when the body carries a top-level error.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var eb api.ErrorBody
+		if json.Unmarshal(data, &eb) != nil || eb.Error == nil {
+			return &api.Error{Code: api.CodeInternal, Status: resp.StatusCode, Message: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))}
+		}
+		eb.Error.Status = resp.StatusCode
+		if out != nil {
+			_ = json.Unmarshal(data, out) // per-item results travel with the error
+		}
+		return eb.Error
+	}
+	if out == nil || len(data) == 0 {
+		return nil
+	}
+	return json.Unmarshal(data, out)
+}
+
+func qpath(name string, rest ...string) string {
+	p := "/v1/queues/" + url.PathEscape(name)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+// ---------------------------------------------------------------------------------------
+// Queues
+
+// PutQueue creates a queue or updates the fields set in cfg (nil fields keep their value,
+// or okiba's default on creation).
+func (c *Client) PutQueue(ctx context.Context, name string, cfg api.QueueConfig) (*api.Queue, error) {
+	var q api.Queue
+	if err := c.do(ctx, "PUT", qpath(name), cfg, &q); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// Queue returns a queue with its statistics.
+func (c *Client) Queue(ctx context.Context, name string) (*api.Queue, error) {
+	var q api.Queue
+	if err := c.do(ctx, "GET", qpath(name), nil, &q); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// Queues lists queues whose name starts with prefix.
+func (c *Client) Queues(ctx context.Context, prefix string) ([]api.Queue, error) {
+	var l api.QueueList
+	p := "/v1/queues"
+	if prefix != "" {
+		p += "?prefix=" + url.QueryEscape(prefix)
+	}
+	if err := c.do(ctx, "GET", p, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Queues, nil
+}
+
+// DeleteQueue deletes a queue; force deletes it even if it is another queue's DLQ.
+func (c *Client) DeleteQueue(ctx context.Context, name string, force bool) error {
+	p := qpath(name)
+	if force {
+		p += "?force=true"
+	}
+	return c.do(ctx, "DELETE", p, nil, nil)
+}
+
+// Purge removes every message of a queue and returns how many.
+func (c *Client) Purge(ctx context.Context, name string) (int64, error) {
+	var r api.PurgeResponse
+	err := c.do(ctx, "POST", qpath(name, "purge"), nil, &r)
+	return r.Purged, err
+}
+
+// Health checks /healthz.
+func (c *Client) Health(ctx context.Context) error {
+	var h api.Health
+	return c.do(ctx, "GET", "/healthz", nil, &h)
+}
+
+// ---------------------------------------------------------------------------------------
+// Messages
+
+// Message is a message to send.
+type Message struct {
+	Body    []byte
+	Group   string
+	DedupID string
+	// Delay before the message becomes visible; nil means the queue's delay.
+	Delay   *time.Duration
+	Headers map[string]string
+}
+
+// SendResult is the outcome of one sent message: its id, or Err.
+type SendResult struct {
+	ID        string
+	Duplicate bool
+	Err       error
+}
+
+func wireSend(m Message) api.SendMessage {
+	out := api.SendMessage{Group: m.Group, DedupID: m.DedupID, Headers: m.Headers}
+	if utf8.Valid(m.Body) {
+		s := string(m.Body)
+		out.Body = &s
+	} else {
+		s := base64.StdEncoding.EncodeToString(m.Body)
+		out.BodyBase64 = &s
+	}
+	if m.Delay != nil {
+		out.Delay = api.Ptr(*m.Delay)
+	}
+	return out
+}
+
+// Send sends one message and returns its id.
+func (c *Client) Send(ctx context.Context, queue string, m Message) (SendResult, error) {
+	res, err := c.SendBatch(ctx, queue, []Message{m})
+	if len(res) == 1 && res[0].Err != nil {
+		return res[0], res[0].Err
+	}
+	if err != nil {
+		return SendResult{}, err
+	}
+	return res[0], nil
+}
+
+// SendBatch sends up to 1000 messages in one request. A request-level failure returns
+// an error; per-message failures (queue_full, message_too_large, …) are in the results.
+func (c *Client) SendBatch(ctx context.Context, queue string, msgs []Message) ([]SendResult, error) {
+	wire := make([]api.SendMessage, len(msgs))
+	for i, m := range msgs {
+		wire[i] = wireSend(m)
+	}
+	return c.sendWire(ctx, queue, wire)
+}
+
+// sendWire sends messages already in wire form (the Producer encodes them in the
+// senders' goroutines).
+func (c *Client) sendWire(ctx context.Context, queue string, msgs []api.SendMessage) ([]SendResult, error) {
+	var resp api.SendResponse
+	err := c.do(ctx, "POST", qpath(queue, "messages"), api.SendRequest{Messages: msgs}, &resp)
+	if len(resp.Results) != len(msgs) {
+		if err == nil {
+			err = fmt.Errorf("client: server answered %d results for %d messages", len(resp.Results), len(msgs))
+		}
+		return nil, err
+	}
+	out := make([]SendResult, len(msgs))
+	for i, r := range resp.Results {
+		out[i] = SendResult{ID: r.ID, Duplicate: r.Duplicate}
+		if r.Error != nil {
+			out[i].Err = r.Error
+		}
+	}
+	return out, nil
+}
+
+// Delivery is a received, leased message.
+type Delivery struct {
+	Queue            string
+	ID               string
+	Receipt          string
+	Body             []byte
+	Group            string
+	DedupID          string
+	Headers          map[string]string
+	Deliveries       uint32
+	EnqueuedAt       time.Time
+	FirstDeliveredAt time.Time
+	LeaseDeadline    time.Time
+	DeadLetter       *api.DeadLetter
+}
+
+// ReceiveOptions shape a receive. Zero values mean: 1 message, the queue's receive_wait
+// and visibility_timeout.
+type ReceiveOptions struct {
+	Max        int
+	Wait       *time.Duration
+	Visibility *time.Duration
+}
+
+// Receive leases up to opts.Max messages, long-polling up to opts.Wait.
+func (c *Client) Receive(ctx context.Context, queue string, opts ReceiveOptions) ([]Delivery, error) {
+	req := api.ReceiveRequest{Max: opts.Max}
+	if opts.Wait != nil {
+		req.Wait = api.Ptr(*opts.Wait)
+	}
+	if opts.Visibility != nil {
+		req.Visibility = api.Ptr(*opts.Visibility)
+	}
+	var resp api.ReceiveResponse
+	if err := c.do(ctx, "POST", qpath(queue, "receive"), req, &resp); err != nil {
+		return nil, err
+	}
+	out := make([]Delivery, len(resp.Messages))
+	for i, m := range resp.Messages {
+		d, err := delivery(queue, m)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// Body returns a wire message's body bytes.
+func Body(m api.Message) ([]byte, error) {
+	switch {
+	case m.Body != nil:
+		return []byte(*m.Body), nil
+	case m.BodyBase64 != nil:
+		return base64.StdEncoding.DecodeString(*m.BodyBase64)
+	}
+	return []byte{}, nil
+}
+
+func delivery(queue string, m api.Message) (Delivery, error) {
+	body, err := Body(m)
+	if err != nil {
+		return Delivery{}, fmt.Errorf("client: message %s has a bad body_base64: %w", m.ID, err)
+	}
+	d := Delivery{
+		Queue: queue, ID: m.ID, Receipt: m.Receipt, Body: body, Group: m.Group, DedupID: m.DedupID,
+		Headers: m.Headers, Deliveries: m.Deliveries, EnqueuedAt: m.EnqueuedAt, DeadLetter: m.DeadLetter,
+	}
+	if m.FirstDeliveredAt != nil {
+		d.FirstDeliveredAt = *m.FirstDeliveredAt
+	}
+	if m.VisibleAt != nil {
+		d.LeaseDeadline = *m.VisibleAt
+	}
+	return d, nil
+}
+
+// receipts posts a receipts request and returns per-receipt errors (nil for success).
+func (c *Client) receipts(ctx context.Context, queue, op string, req api.ReceiptsRequest) ([]error, error) {
+	var resp api.ReceiptsResponse
+	err := c.do(ctx, "POST", qpath(queue, op), req, &resp)
+	if len(resp.Results) != len(req.Receipts) {
+		if err == nil {
+			err = fmt.Errorf("client: server answered %d results for %d receipts", len(resp.Results), len(req.Receipts))
+		}
+		return nil, err
+	}
+	out := make([]error, len(resp.Results))
+	for i, r := range resp.Results {
+		if r.Error != nil {
+			out[i] = r.Error
+		}
+	}
+	return out, nil
+}
+
+// first turns per-item results of a one-receipt call into a single error.
+func first(errs []error, err error) error {
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// Ack settles messages; each receipt gets nil or its error (receipt_stale, …).
+func (c *Client) Ack(ctx context.Context, queue string, receipts ...string) ([]error, error) {
+	return c.receipts(ctx, queue, "ack", api.ReceiptsRequest{Receipts: receipts})
+}
+
+// AckOne acks one receipt.
+func (c *Client) AckOne(ctx context.Context, queue, receipt string) error {
+	return first(c.Ack(ctx, queue, receipt))
+}
+
+// Nack makes messages visible again after delay, or after the queue's backoff if delay
+// is nil.
+func (c *Client) Nack(ctx context.Context, queue string, delay *time.Duration, receipts ...string) ([]error, error) {
+	req := api.ReceiptsRequest{Receipts: receipts}
+	if delay != nil {
+		req.Delay = api.Ptr(*delay)
+	}
+	return c.receipts(ctx, queue, "nack", req)
+}
+
+// Extend sets leases to end visibility from now.
+func (c *Client) Extend(ctx context.Context, queue string, visibility time.Duration, receipts ...string) ([]error, error) {
+	return c.receipts(ctx, queue, "extend", api.ReceiptsRequest{Receipts: receipts, Visibility: api.Ptr(visibility)})
+}
+
+// DeadLetter moves messages to the queue's dead-letter queue with a reason.
+func (c *Client) DeadLetter(ctx context.Context, queue, reason, description string, receipts ...string) ([]error, error) {
+	return c.receipts(ctx, queue, "deadletter", api.ReceiptsRequest{Receipts: receipts, Reason: reason, Description: description})
+}
+
+// PeekOptions page through a queue without leasing.
+type PeekOptions struct {
+	After  string   // the Next cursor of the previous page
+	Limit  int      // 1..1000, default 100
+	States []string // ready, delayed, in_flight
+}
+
+// Peek lists messages in arrival order without leasing them.
+func (c *Client) Peek(ctx context.Context, queue string, opts PeekOptions) (*api.PeekResponse, error) {
+	v := url.Values{}
+	if opts.After != "" {
+		v.Set("after", opts.After)
+	}
+	if opts.Limit > 0 {
+		v.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	for _, s := range opts.States {
+		v.Add("state", s)
+	}
+	p := qpath(queue, "messages")
+	if len(v) > 0 {
+		p += "?" + v.Encode()
+	}
+	var r api.PeekResponse
+	if err := c.do(ctx, "GET", p, nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// DeleteMessage removes one message by id.
+func (c *Client) DeleteMessage(ctx context.Context, queue, id string) error {
+	return c.do(ctx, "DELETE", qpath(queue, "messages", url.PathEscape(id)), nil, nil)
+}
+
+// Redrive starts moving messages out of queue (usually a DLQ); see api.RedriveRequest.
+func (c *Client) Redrive(ctx context.Context, queue string, req api.RedriveRequest) (*api.RedriveTask, error) {
+	var t api.RedriveTask
+	if err := c.do(ctx, "POST", qpath(queue, "redrive"), req, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// RedriveTask returns a redrive task's progress.
+func (c *Client) RedriveTask(ctx context.Context, id string) (*api.RedriveTask, error) {
+	var t api.RedriveTask
+	if err := c.do(ctx, "GET", "/v1/redrives/"+url.PathEscape(id), nil, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// RedriveTasks lists redrive tasks, newest first.
+func (c *Client) RedriveTasks(ctx context.Context) ([]api.RedriveTask, error) {
+	var l api.RedriveList
+	if err := c.do(ctx, "GET", "/v1/redrives", nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Tasks, nil
+}
+
+// CancelRedrive stops a running redrive task.
+func (c *Client) CancelRedrive(ctx context.Context, id string) (*api.RedriveTask, error) {
+	var t api.RedriveTask
+	if err := c.do(ctx, "DELETE", "/v1/redrives/"+url.PathEscape(id), nil, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// IsCode reports whether err is an *api.Error with the given code.
+func IsCode(err error, code string) bool {
+	var e *api.Error
+	return errors.As(err, &e) && e.Code == code
+}

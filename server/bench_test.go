@@ -1,0 +1,113 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/okibatest"
+)
+
+// HTTP benchmarks through the Go client against a real server on loopback: JSON over
+// HTTP/1.1, every send fsynced before its answer. docs/benchmarks.md records results.
+
+// BenchmarkHTTPSend: 16 concurrent producers, one 1 KiB message per request.
+func BenchmarkHTTPSend(b *testing.B) {
+	srv := okibatest.New(b, okibatest.Options{})
+	srv.CreateQueue(b, "bench")
+	body := []byte(strings.Repeat("x", 1024))
+	ctx := context.Background()
+	b.SetParallelism(8) // 8 × GOMAXPROCS (2 here) = 16 producers
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := srv.Client.Send(ctx, "bench", client.Message{Body: body}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkHTTPSendBatch: 16 concurrent producers, batches of 64 messages of 1 KiB.
+func BenchmarkHTTPSendBatch(b *testing.B) {
+	srv := okibatest.New(b, okibatest.Options{})
+	srv.CreateQueue(b, "bench")
+	body := []byte(strings.Repeat("x", 1024))
+	ctx := context.Background()
+	batch := make([]client.Message, 64)
+	for i := range batch {
+		batch[i] = client.Message{Body: body}
+	}
+	var n atomic.Int64
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := srv.Client.SendBatch(ctx, "bench", batch); err != nil {
+				b.Fatal(err)
+			}
+			n.Add(int64(len(batch)))
+		}
+	})
+	b.ReportMetric(float64(n.Load())/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkHTTPEndToEnd: 4 producers sending batches of 16 and 4 consumers receiving up
+// to 64 and acking each batch, 1 KiB messages; one op = one message sent, received and
+// acked.
+func BenchmarkHTTPEndToEnd(b *testing.B) {
+	srv := okibatest.New(b, okibatest.Options{})
+	srv.CreateQueue(b, "bench")
+	body := []byte(strings.Repeat("x", 1024))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	total := int64(b.N)
+	var sent, acked atomic.Int64
+	done := make(chan struct{})
+	b.ResetTimer()
+	for p := 0; p < 4; p++ {
+		go func() {
+			batch := make([]client.Message, 16)
+			for i := range batch {
+				batch[i] = client.Message{Body: body}
+			}
+			for sent.Add(16) <= total+15 {
+				if _, err := srv.Client.SendBatch(ctx, "bench", batch); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wait := 100 * time.Millisecond
+	for c := 0; c < 4; c++ {
+		go func() {
+			for ctx.Err() == nil {
+				ds, err := srv.Client.Receive(ctx, "bench", client.ReceiveOptions{Max: 64, Wait: &wait})
+				if err != nil || len(ds) == 0 {
+					continue
+				}
+				rs := make([]string, len(ds))
+				for i, d := range ds {
+					rs[i] = d.Receipt
+				}
+				if _, err := srv.Client.Ack(ctx, "bench", rs...); err != nil {
+					return
+				}
+				if acked.Add(int64(len(ds))) >= total {
+					select {
+					case <-done:
+					default:
+						close(done)
+					}
+				}
+			}
+		}()
+	}
+	<-done
+	b.StopTimer()
+	b.ReportMetric(float64(acked.Load())/b.Elapsed().Seconds(), "msgs/s")
+}

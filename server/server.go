@@ -1,0 +1,286 @@
+// Package server is okiba's HTTP transport: the native JSON API under /v1 and /healthz.
+// It translates requests into broker calls and broker errors into stable codes
+// (package api); it holds no queue semantics of its own.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/queue"
+)
+
+// Options configure a Server. The zero value means the defaults.
+type Options struct {
+	// AuthToken, when set, must be presented as "Authorization: Bearer <token>" on every
+	// /v1 request. /healthz stays open.
+	AuthToken string
+	// Logger receives request errors. Defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Server serves the native API over a broker.
+type Server struct {
+	b    *broker.Broker
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// New returns a server for b.
+func New(b *broker.Broker, opts Options) *Server {
+	s := &Server{b: b, opts: opts, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.mux = http.NewServeMux()
+	s.routes()
+	return s
+}
+
+// Handle adds another handler (for example the SQS front or the console) on the same
+// listener, behind the same authentication.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.AuthToken != "" && strings.HasPrefix(r.URL.Path, "/v1/") {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.AuthToken)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="okiba"`)
+			writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "missing or wrong bearer token: send Authorization: Bearer <token>"})
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// methods dispatches one path by method, answering 405 in JSON for the others.
+type methods map[string]http.HandlerFunc
+
+func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h, ok := m[r.Method]; ok {
+		h(w, r)
+		return
+	}
+	allowed := make([]string, 0, len(m))
+	for k := range m {
+		allowed = append(allowed, k)
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeError(w, &api.Error{Code: api.CodeMethod, Message: fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
+}
+
+func (s *Server) routes() {
+	s.mux.Handle("/healthz", methods{"GET": s.health})
+	s.mux.Handle("/v1/queues", methods{"GET": s.listQueues})
+	s.mux.Handle("/v1/queues/{name}", methods{"PUT": s.putQueue, "GET": s.getQueue, "DELETE": s.deleteQueue})
+	s.mux.Handle("/v1/queues/{name}/messages", methods{"POST": s.send, "GET": s.peek})
+	s.mux.Handle("/v1/queues/{name}/messages/{id}", methods{"GET": s.getMessage, "DELETE": s.deleteMessage})
+	s.mux.Handle("/v1/queues/{name}/receive", methods{"POST": s.receive})
+	s.mux.Handle("/v1/queues/{name}/ack", methods{"POST": s.ack})
+	s.mux.Handle("/v1/queues/{name}/nack", methods{"POST": s.nack})
+	s.mux.Handle("/v1/queues/{name}/extend", methods{"POST": s.extend})
+	s.mux.Handle("/v1/queues/{name}/deadletter", methods{"POST": s.deadLetter})
+	s.mux.Handle("/v1/queues/{name}/purge", methods{"POST": s.purge})
+	s.mux.Handle("/v1/queues/{name}/redrive", methods{"POST": s.redrive})
+	s.mux.Handle("/v1/redrives", methods{"GET": s.listRedrives})
+	s.mux.Handle("/v1/redrives/{id}", methods{"GET": s.getRedrive, "DELETE": s.cancelRedrive})
+	s.mux.Handle("/v1/stats", methods{"GET": s.listQueues})
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no route for %s %s; see docs/api.md", r.Method, r.URL.Path)})
+	})
+}
+
+// HTTPServer returns an *http.Server with okiba's timeouts against slow clients; long
+// polls (up to 60s) fit inside the write timeout.
+func HTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      90 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// Serve runs h on ln until ctx is done, then shuts down gracefully (waiting up to grace
+// for requests in progress, long polls included).
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger, grace time.Duration) error {
+	srv := HTTPServer(h, logger)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-errc
+	return err
+}
+
+// ---------------------------------------------------------------------------------------
+// Encoding helpers
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *api.Error) {
+	status := api.Status[e.Code]
+	if status == 0 {
+		status = 500
+	}
+	if e.RetryAfter != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(e.RetryAfter.D().Round(time.Second)/time.Second))))
+	}
+	writeJSON(w, status, api.ErrorBody{Error: e})
+}
+
+func invalid(format string, args ...any) *api.Error {
+	return &api.Error{Code: api.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// decode reads exactly one JSON value into v, refusing unknown fields and oversized
+// bodies. An empty body leaves v untouched when allowEmpty.
+func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) *api.Error {
+	body := http.MaxBytesReader(w, r.Body, api.MaxRequestBody)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &api.Error{Code: api.CodeRequestTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", api.MaxRequestBody)}
+		}
+		return invalid("cannot read request body: %v", err)
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return invalid("request body is empty; send a JSON object (see docs/api.md)")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalid("malformed JSON: %s", jsonError(err))
+	}
+	if dec.More() {
+		return invalid("malformed JSON: unexpected data after the object")
+	}
+	return nil
+}
+
+func jsonError(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("syntax error at byte %d: %v", se.Offset, se)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// errorOf maps a broker or queue error to its wire error.
+func (s *Server) errorOf(err error) *api.Error {
+	code := api.CodeInternal
+	var (
+		ne *queue.NameError
+		ce *queue.ConfigError
+		cy *queue.CycleError
+		fe *queue.FullError
+	)
+	switch {
+	case errors.As(err, &ne):
+		code = api.CodeInvalidName
+	case errors.As(err, &cy):
+		code = api.CodeDLQCycle
+	case errors.As(err, &ce):
+		code = api.CodeInvalidConfig
+	case errors.As(err, &fe):
+		return &api.Error{Code: api.CodeQueueFull, Message: err.Error(), RetryAfter: api.Ptr(time.Second)}
+	case errors.Is(err, queue.ErrQueueNotFound):
+		code = api.CodeQueueNotFound
+	case errors.Is(err, queue.ErrReceiptStale):
+		code = api.CodeReceiptStale
+	case errors.Is(err, queue.ErrQueueInUse):
+		code = api.CodeQueueInUse
+	case errors.Is(err, queue.ErrMessageTooLarge):
+		code = api.CodeMessageTooLarge
+	case errors.Is(err, queue.ErrInvalidDelay):
+		code = api.CodeInvalidDelay
+	case errors.Is(err, queue.ErrInvalidMessage):
+		code = api.CodeInvalidMessage
+	case errors.Is(err, queue.ErrMessageNotFound):
+		code = api.CodeMessageNotFound
+	case errors.Is(err, queue.ErrTaskNotFound):
+		code = api.CodeTaskNotFound
+	case errors.Is(err, queue.ErrTaskFinished):
+		code = api.CodeTaskFinished
+	case errors.Is(err, queue.ErrNoDeadLetter):
+		code = api.CodeNoDeadLetter
+	case errors.Is(err, broker.ErrInvalidReceipt):
+		code = api.CodeInvalidReceipt
+	case errors.Is(err, broker.ErrStorageFailed):
+		code = api.CodeStorageFailed
+	case errors.Is(err, broker.ErrClosed), errors.Is(err, context.Canceled):
+		code = api.CodeUnavailable
+	}
+	if code == api.CodeInternal {
+		s.log.Error("internal error", "error", err)
+		return &api.Error{Code: code, Message: "internal error; the server log has the details"}
+	}
+	return &api.Error{Code: code, Message: err.Error()}
+}
+
+func (s *Server) fail(w http.ResponseWriter, err error) { writeError(w, s.errorOf(err)) }
+
+// commonError returns the error shared by every item, if every item failed with the
+// same code: the response then carries that error's status.
+func commonError(errs []*api.Error) *api.Error {
+	if len(errs) == 0 {
+		return nil
+	}
+	first := errs[0]
+	for _, e := range errs {
+		if e == nil || e.Code != first.Code {
+			return nil
+		}
+	}
+	return first
+}
+
+func writeBatch(w http.ResponseWriter, common *api.Error, v any) {
+	status := http.StatusOK
+	if common != nil {
+		status = api.Status[common.Code]
+		if common.RetryAfter != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(common.RetryAfter.D()/time.Second))))
+		}
+	}
+	writeJSON(w, status, v)
+}

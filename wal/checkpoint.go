@@ -1,0 +1,212 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/okiba/okiba/vfs"
+)
+
+const (
+	checkpointMagic      = "OKIBACKP"
+	checkpointPrefix     = "checkpoint-"
+	checkpointExt        = ".ckpt"
+	checkpointHeaderSize = 40
+)
+
+// checkpointName is "checkpoint-<pos as 16 hex digits>.ckpt": names sort by
+// position, and the name alone says which is newest.
+func checkpointName(pos Pos) string {
+	return fmt.Sprintf("%s%016x%s", checkpointPrefix, uint64(pos), checkpointExt)
+}
+
+func parseCheckpointName(name string) (Pos, bool) {
+	hex, ok := strings.CutPrefix(name, checkpointPrefix)
+	if !ok {
+		return 0, false
+	}
+	if hex, ok = strings.CutSuffix(hex, checkpointExt); !ok || len(hex) != 16 || strings.ToLower(hex) != hex {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		return 0, false
+	}
+	return Pos(v), true
+}
+
+// SaveCheckpoint writes payload as the checkpoint covering the log up to
+// pos: pos is the position of the first record the checkpoint does not
+// cover (typically Log.End read under the same lock as the state the
+// payload captures), and Open(start = pos) replays exactly the records
+// from pos on. The write is durable and atomic: a temporary file is written and fsynced,
+// renamed to its final name, and the directory fsynced. Only then are
+// older checkpoints (and leftover temporary files) removed, so a crash at
+// any point leaves the previous checkpoint or the new one, both valid.
+//
+// If removing the older files fails, the error is returned but the new
+// checkpoint is already durable. Calls must not run concurrently on one
+// directory. The caller must make sure every record before pos is durable
+// first (wait on the ticket of the last one, or see Log.Durable() >= pos),
+// or the checkpoint may cover records a crash takes back.
+func SaveCheckpoint(fsys vfs.FS, dir string, pos Pos, payload []byte) error {
+	if fsys == nil {
+		fsys = vfs.OS
+	}
+	path := filepath.Join(dir, checkpointName(pos))
+	tmp := path + tmpExt
+	data := make([]byte, checkpointHeaderSize+len(payload))
+	copy(data, checkpointMagic)
+	binary.LittleEndian.PutUint32(data[8:], FormatVersion)
+	binary.LittleEndian.PutUint32(data[12:], 0) // flags
+	binary.LittleEndian.PutUint64(data[16:], uint64(pos))
+	binary.LittleEndian.PutUint64(data[24:], uint64(len(payload)))
+	binary.LittleEndian.PutUint32(data[32:], crc32.Checksum(payload, castagnoli))
+	binary.LittleEndian.PutUint32(data[36:], crc32.Checksum(data[:36], castagnoli))
+	copy(data[checkpointHeaderSize:], payload)
+
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("wal: save checkpoint: %w", err)
+	}
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("wal: save checkpoint: %w", err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("wal: save checkpoint %s: write: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("wal: save checkpoint %s: sync: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("wal: save checkpoint %s: close: %w", tmp, err)
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		return fmt.Errorf("wal: save checkpoint: %w", err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("wal: save checkpoint %s: sync directory: %w", path, err)
+	}
+
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("wal: checkpoint %s saved, but listing older ones failed: %w", path, err)
+	}
+	var errs []error
+	for _, name := range names {
+		stale := false
+		if p, ok := parseCheckpointName(name); ok && p < pos {
+			stale = true
+		} else if base, ok := strings.CutSuffix(name, tmpExt); ok {
+			_, stale = parseCheckpointName(base)
+		}
+		if stale {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("wal: checkpoint %s saved, but removing older ones failed: %w", path, err)
+	}
+	return nil
+}
+
+// LoadCheckpoint returns the newest checkpoint in dir, by position, and ok
+// false if there is none (or no dir). A newest checkpoint that does not
+// verify is an error naming the file (a *CorruptionError, or ErrNewerFormat):
+// LoadCheckpoint never falls back to an older checkpoint or to replaying
+// from the beginning on its own, because the segments those would need may
+// have been removed already.
+func LoadCheckpoint(fsys vfs.FS, dir string) (pos Pos, payload []byte, ok bool, err error) {
+	if fsys == nil {
+		fsys = vfs.OS
+	}
+	names, err := fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil, false, nil
+	}
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("wal: load checkpoint: %w", err)
+	}
+	found := false
+	for _, name := range names {
+		if p, ok := parseCheckpointName(name); ok && (!found || p > pos) {
+			pos, found = p, true
+		}
+	}
+	if !found {
+		return 0, nil, false, nil
+	}
+	path := filepath.Join(dir, checkpointName(pos))
+	data, err := readFile(fsys, path)
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("wal: load checkpoint: %w", err)
+	}
+	payload, err = decodeCheckpoint(data, path, pos)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	return pos, payload, true, nil
+}
+
+// decodeCheckpoint verifies a checkpoint file and returns its payload.
+func decodeCheckpoint(data []byte, path string, pos Pos) ([]byte, error) {
+	corrupt := func(off int64, format string, args ...any) error {
+		return &CorruptionError{File: path, Offset: off, Reason: fmt.Sprintf(format, args...)}
+	}
+	if len(data) < checkpointHeaderSize {
+		return nil, corrupt(0, "file is %d bytes, shorter than the %d-byte header", len(data), checkpointHeaderSize)
+	}
+	if string(data[:8]) != checkpointMagic {
+		return nil, corrupt(0, "bad magic %q, want %q", data[:8], checkpointMagic)
+	}
+	if v := binary.LittleEndian.Uint32(data[8:]); v > FormatVersion {
+		return nil, fmt.Errorf("%w: %s has format version %d, this binary supports up to version %d", ErrNewerFormat, path, v, FormatVersion)
+	} else if crc, want := binary.LittleEndian.Uint32(data[36:]), crc32.Checksum(data[:36], castagnoli); crc != want {
+		return nil, corrupt(0, "header checksum %#08x, want %#08x", crc, want)
+	} else if v == 0 {
+		return nil, corrupt(8, "format version 0")
+	}
+	if flags := binary.LittleEndian.Uint32(data[12:]); flags != 0 {
+		return nil, fmt.Errorf("%w: %s has flags %#x, which format version %d does not define", ErrNewerFormat, path, flags, FormatVersion)
+	}
+	if p := Pos(binary.LittleEndian.Uint64(data[16:])); p != pos {
+		return nil, corrupt(16, "header says position %v, the file name %v", p, pos)
+	}
+	if n := binary.LittleEndian.Uint64(data[24:]); n != uint64(len(data)-checkpointHeaderSize) {
+		return nil, corrupt(24, "header says %d payload bytes, the file holds %d", n, len(data)-checkpointHeaderSize)
+	}
+	payload := data[checkpointHeaderSize:]
+	if crc, want := binary.LittleEndian.Uint32(data[32:]), crc32.Checksum(payload, castagnoli); crc != want {
+		return nil, corrupt(checkpointHeaderSize, "payload checksum %#08x, want %#08x", crc, want)
+	}
+	return payload, nil
+}
+
+func readFile(fsys vfs.FS, path string) ([]byte, error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, size)
+	if n, err := f.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && int64(n) == size) {
+		return nil, err
+	}
+	return data, nil
+}

@@ -1,0 +1,208 @@
+package wal
+
+import (
+	"fmt"
+	"os"
+)
+
+// flushLoop is the group committer, the one goroutine that writes
+// segments. Each cycle takes everything appended since the last one (the
+// appenders meanwhile fill a fresh batch), writes it at its offsets, fsyncs
+// once, publishes the new durable position and wakes every waiter of the
+// batch by closing one channel. With nothing pending it sleeps on l.wake:
+// no timers, so a lone record is committed at once and a crowd shares one
+// fsync.
+//
+// Any I/O error fails the log for good (see ErrFailed) and ends the loop.
+func (l *Log) flushLoop() {
+	defer close(l.flusherDone)
+	for {
+		l.mu.Lock()
+		for l.pending.records == 0 && !l.closed && l.prepErr == nil {
+			l.wake.Wait()
+		}
+		if l.prepErr != nil {
+			l.failLocked(l.prepErr, nil)
+			l.mu.Unlock()
+			return
+		}
+		if l.pending.records == 0 { // closed, and nothing left to write
+			l.mu.Unlock()
+			return
+		}
+		b := l.pending
+		l.pending = l.newBatchLocked()
+		l.inflight = b
+		l.mu.Unlock()
+
+		err := l.commit(b)
+
+		l.mu.Lock()
+		l.inflight = nil
+		if err != nil {
+			l.failLocked(err, b)
+			l.mu.Unlock()
+			return
+		}
+		l.durable = b.end
+		for _, sp := range b.spans {
+			if s := l.segments[sp.seg]; s != nil {
+				s.used = sp.off + int64(sp.hi-sp.lo)
+			}
+		}
+		if cap(b.buf) <= maxSpare && l.spare == nil {
+			l.spare = b.buf[:0]
+		}
+		b.buf, b.spans = nil, nil
+		l.mu.Unlock()
+		close(b.done)
+	}
+}
+
+// failLocked makes the log failed for good and fails the batches that will
+// now never be durable: b (the one being written, if any) and the pending
+// one.
+func (l *Log) failLocked(cause error, b *batch) {
+	l.failed = fmt.Errorf("%w: %w", ErrFailed, cause)
+	l.logger.Error("wal: log failed; every later append fails until the log is reopened", "err", cause)
+	for _, x := range []*batch{b, l.pending} {
+		if x != nil {
+			x.err = l.failed
+			close(x.done)
+		}
+	}
+}
+
+// commit writes b and fsyncs it. A batch crossing into a new segment first
+// fsyncs the old one: recovery treats any damage in a segment that has a
+// successor as corruption, which is only sound if a segment is complete on
+// disk before its successor receives anything.
+func (l *Log) commit(b *batch) error {
+	for _, sp := range b.spans {
+		if sp.seg != l.w.idx {
+			if err := l.roll(sp.seg); err != nil {
+				return err
+			}
+		}
+		if _, err := l.w.f.WriteAt(b.buf[sp.lo:sp.hi], sp.off); err != nil {
+			return fmt.Errorf("write %s at offset %d: %w", l.w.path, sp.off, err)
+		}
+		l.wDirty = true
+	}
+	if err := l.syncW(); err != nil {
+		return err
+	}
+	l.stats.batches.Add(1)
+	l.stats.records.Add(uint64(b.records))
+	l.stats.bytes.Add(uint64(len(b.buf)))
+	return nil
+}
+
+func (l *Log) syncW() error {
+	if !l.wDirty {
+		return nil
+	}
+	if err := l.w.f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", l.w.path, err)
+	}
+	l.wDirty = false
+	l.stats.syncs.Add(1)
+	return nil
+}
+
+// roll moves the flusher to segment idx, the successor of the current one.
+func (l *Log) roll(idx uint32) error {
+	if idx != l.w.idx+1 {
+		return fmt.Errorf("internal error: roll from segment %d to %d", l.w.idx, idx)
+	}
+	if err := l.syncW(); err != nil {
+		return err
+	}
+	var seg *segment
+	if p := l.prep; p != nil && p.idx == idx {
+		<-p.done
+		l.prep = nil
+		if p.err != nil {
+			return p.err
+		}
+		seg = p.seg
+	} else {
+		var err error
+		if seg, err = l.createSegment(idx); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	l.segments[idx] = seg
+	l.mu.Unlock()
+	l.w = seg
+	if !l.noPrecreate {
+		l.startPrepare(idx + 1)
+	}
+	return nil
+}
+
+// startPrepare creates segment idx in the background. A failure is
+// reported to the flusher, which fails the log: a file system that cannot
+// create a segment now will not hold the next roll either, and failing
+// early is what lets the broker report it.
+func (l *Log) startPrepare(idx uint32) {
+	p := &prepared{idx: idx, done: make(chan struct{})}
+	l.prep = p
+	l.preparers.Add(1)
+	go func() {
+		defer l.preparers.Done()
+		p.seg, p.err = l.createSegment(idx)
+		close(p.done)
+		if p.err != nil {
+			l.mu.Lock()
+			if l.prepErr == nil {
+				l.prepErr = p.err
+			}
+			l.wake.Signal()
+			l.mu.Unlock()
+		}
+	}()
+}
+
+// createSegment makes segment idx durable before anything is written to
+// it: a temporary file is preallocated, given its header, fsynced, renamed
+// to its final name, and the directory fsynced. A crash at any point leaves
+// either no segment (a leftover .tmp, which Open removes) or a valid empty
+// one, never a named segment with a bad header.
+func (l *Log) createSegment(idx uint32) (*segment, error) {
+	path := segmentPath(l.dir, idx)
+	tmp := path + tmpExt
+	f, err := l.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create segment %s: %w", tmp, err)
+	}
+	fail := func(op string, err error) (*segment, error) {
+		f.Close()
+		return nil, fmt.Errorf("create segment %s: %s: %w", tmp, op, err)
+	}
+	if err := f.Preallocate(l.segSize); err != nil {
+		return fail("preallocate", err)
+	}
+	if _, err := f.WriteAt(encodeSegmentHeader(idx), 0); err != nil {
+		return fail("write header", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail("sync", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("create segment %s: close: %w", tmp, err)
+	}
+	if err := l.fs.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("create segment %s: %w", path, err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return nil, fmt.Errorf("create segment %s: sync directory: %w", path, err)
+	}
+	// Reopen under the final name, so that the file's operations carry
+	// its real name (in errors, logs and fault-injection hooks).
+	if f, err = l.fs.OpenFile(path, os.O_RDWR, 0); err != nil {
+		return nil, fmt.Errorf("create segment %s: reopen: %w", path, err)
+	}
+	return &segment{idx: idx, path: path, capacity: l.segSize, used: headerSize, f: f}, nil
+}

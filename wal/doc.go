@@ -1,0 +1,146 @@
+// Package wal is okiba's write-ahead log: one durable, segmented,
+// group-committed log shared by all queues. Records are opaque byte slices
+// here; what they mean is the caller's business.
+//
+// # Using it
+//
+// [Open] recovers the log (replaying records from a checkpoint's position
+// on) and starts one flusher goroutine. [Log.Append] copies a record into
+// the pending batch and returns its [Pos] and a [Ticket] at once; the flusher
+// writes each batch with one fsync; [Ticket.Wait] returns when the record's
+// batch is durable. [Log.ReadAt] reads a record back by position.
+// [SaveCheckpoint] and [LoadCheckpoint] store the caller's checkpoint next to
+// the log, and [Log.Remove] deletes segments the checkpoint made
+// unnecessary.
+//
+// # Directory layout
+//
+//	wal.lock                         flock held by the open Log
+//	00000001.wal, 00000002.wal, ...  segments, by index (8 lowercase hex digits)
+//	00000003.wal.tmp                 a segment being created (removed by Open)
+//	checkpoint-<16 hex>.ckpt         the latest checkpoint, named by position
+//
+// # Segment format (version 1)
+//
+// Every integer is little-endian; every checksum is CRC-32C (Castagnoli).
+// A segment file is created at its full size (Options.SegmentSize,
+// preallocated with zeros) and starts with a 32-byte header:
+//
+//	 0       8       12      16              24      28      32
+//	+-------+-------+-------+---------------+-------+-------+
+//	| magic |version| flags | segment index |reservd|  crc  |
+//	+-------+-------+-------+---------------+-------+-------+
+//	 "OKIBALOG" u32=1  u32=0      u64         zero    u32: CRC of bytes [0, 28)
+//
+// Frames follow from offset 32, each starting at an 8-byte-aligned offset:
+//
+//	+---------+---------+------------------------+-----------------+
+//	| len u32 | crc u32 | payload (len bytes)    | zero padding    |
+//	+---------+---------+------------------------+-----------------+
+//	 crc = CRC-32C of the 4 len bytes followed by the payload
+//	 padding brings the frame to a multiple of 8 bytes
+//
+// len is never zero for a record (Append rejects empty payloads), so a zero
+// length word followed by nothing but zeros marks the end of the used part
+// of a segment. A segment ends when the next frame does not fit; the rest of
+// the file stays zero and the next record starts the next segment at offset
+// 32. A Pos is the segment index and the frame's offset in the file.
+//
+// A reader refuses a file whose version is newer than [FormatVersion], or
+// whose flags it does not know, with [ErrNewerFormat]: flags are reserved for
+// incompatible features.
+//
+// # Checkpoint format (version 1)
+//
+// A checkpoint file has a 40-byte header followed by the payload:
+//
+//	 0       8       12      16              24              32      36      40
+//	+-------+-------+-------+---------------+---------------+-------+-------+
+//	| magic |version| flags |      pos      |  payload len  |pay crc|hdr crc|
+//	+-------+-------+-------+---------------+---------------+-------+-------+
+//	 "OKIBACKP" u32=1  u32=0      u64             u64          u32     u32: CRC of [0, 36)
+//
+// # Durability protocol
+//
+//   - A segment is created as <name>.tmp, preallocated, given its header,
+//     fsynced, renamed, and the directory fsynced, all before any record is
+//     written into it. The flusher creates the next segment in the
+//     background ahead of need (see Options.NoPrecreate).
+//   - A batch is written with positioned writes and made durable with one
+//     fdatasync. A batch that crosses into a new segment fsyncs the old one
+//     before its first write to the new one, so every segment that has a
+//     successor is complete on disk.
+//   - Any failed write, fsync or segment creation fails the log for good:
+//     waiters of every batch not yet durable, and every later call, get an
+//     error wrapping [ErrFailed]. An fsync is never retried: after a failure
+//     Linux may have dropped the dirty pages and a second fsync would
+//     "succeed" without them (https://wiki.postgresql.org/wiki/Fsync_Errors).
+//     Reopening the log replays what is really on disk.
+//   - Checkpoints are written to a temporary file, fsynced, renamed and the
+//     directory fsynced, and only then are older checkpoints removed.
+//
+// # Recovery rules (Open)
+//
+//   - Leftover <segment>.tmp files are removed. A missing segment between
+//     two present ones fails with [ErrMissingSegment]. An empty directory
+//     gets segment 1.
+//   - Every segment's header is checked; a bad magic, checksum or index is a
+//     [*CorruptionError], a newer version [ErrNewerFormat]. (One exception: a
+//     segment after the last one holding records, that holds nothing but
+//     zeros past its header, is unused and is dropped whatever its header.)
+//   - Segments before the start position's are not scanned. From the start
+//     segment on, frames are read in order and every valid one from the
+//     start position on is passed to replay. The start position must be a
+//     frame boundary within the valid log ([ErrBadStart]).
+//   - A zero length word ends a segment only if every remaining byte of the
+//     segment is zero. Otherwise, and for a length running past the end of
+//     the segment, a checksum mismatch or non-zero padding, the frame at
+//     that offset X is bad, and one of the next three rules applies.
+//   - Bad frame, and a later segment holds anything: the bad frame is in a
+//     segment that was complete and synced before its successor was
+//     written, so this is corruption, refused with a *CorruptionError
+//     naming the file and X.
+//   - Bad frame in the last segment holding anything, and a valid frame
+//     starts at a later 8-byte-aligned offset of it: corruption in the
+//     middle of the log, refused the same way.
+//   - Bad frame in the last segment holding anything, and nothing valid
+//     after it: the torn tail of a write that never completed (and so was
+//     never acknowledged). Open logs a warning, overwrites the bytes from X
+//     up to the last non-zero byte with zeros, fsyncs, and resumes
+//     appending at X.
+//   - An empty segment followed by one holding records means records are
+//     missing: refused. Empty segments after the last one holding records
+//     (created ahead of need) are fine; Open keeps the first as the next
+//     segment and removes any others.
+//   - Before returning, Open fsyncs the last segment and the directory: a
+//     previous process may have died with writes it never synced, and
+//     nothing may be built on them until they are durable.
+//
+// One consequence to know: the rules assume a torn write leaves a prefix of
+// what was written. If the device persisted a later part of an unsynced
+// batch but not an earlier one, Open sees a valid frame after a bad one and
+// refuses; truncating at the reported offset (below) then loses only records
+// that were never acknowledged, but telling that case apart from real
+// corruption is left to the operator.
+//
+// # Salvage
+//
+// When Open refuses with a *CorruptionError, the error names the file and the
+// offset. Copy the whole directory first. Then, in order of preference:
+//
+//  1. Restore the named file from a backup or replica, if there is one.
+//  2. Truncate the named file at the reported offset (truncate -s OFFSET
+//     FILE). A segment ends where its file ends, so Open then accepts it;
+//     every record from that offset to the end of that file is lost. Records
+//     in later segments are kept, so state rebuilt from the log will miss
+//     only the truncated ones, which may leave it inconsistent: prefer
+//     restoring a backup when the lost records matter. If the latest
+//     checkpoint's position lies beyond the truncation, Open reports
+//     ErrBadStart; remove the checkpoint too and replay from 0, which needs
+//     every segment since the first.
+//  3. For a corrupt checkpoint: restore it, or remove it and open the log
+//     from position 0 if no segment has been removed since the log began.
+//
+// A missing segment (ErrMissingSegment) can only be restored; an ErrNewerFormat
+// needs a newer binary.
+package wal

@@ -1,0 +1,297 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// recover implements Open's scan; see the package documentation for the
+// rules. On error the caller closes whatever l.segments holds.
+func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
+	names, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("wal: list %s: %w", l.dir, err)
+	}
+	var idxs []uint32
+	for _, name := range names {
+		if base, ok := strings.CutSuffix(name, tmpExt); ok {
+			if _, ok := parseSegmentName(base); ok {
+				// A segment whose creation never reached its rename.
+				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
+					return fmt.Errorf("wal: remove leftover %s: %w", name, err)
+				}
+			}
+			continue
+		}
+		if idx, ok := parseSegmentName(name); ok {
+			idxs = append(idxs, idx)
+		}
+	}
+	slices.Sort(idxs)
+	// From the start segment on, the log must be contiguous: those segments are replayed.
+	// Before it, segments hold only payloads of live messages, and the caller removes the
+	// ones nothing needs any more, in any order, so gaps there are expected.
+	for i := 1; i < len(idxs); i++ {
+		if idxs[i] > start.Segment() && idxs[i] != idxs[i-1]+1 && (start == 0 || idxs[i-1] >= start.Segment()) {
+			return fmt.Errorf("%w: %s is missing from %s (it lies between %s and %s); restore it from a backup",
+				ErrMissingSegment, segmentName(idxs[i-1]+1), l.dir, segmentName(idxs[i-1]), segmentName(idxs[i]))
+		}
+	}
+
+	if len(idxs) == 0 {
+		if start != 0 {
+			return fmt.Errorf("%w: start position %v, but %s holds no segments", ErrMissingSegment, start, l.dir)
+		}
+		seg, err := l.createSegment(1)
+		if err != nil {
+			return fmt.Errorf("wal: %w", err)
+		}
+		l.segments[1] = seg
+		l.w = seg
+		l.end, l.durable, l.curCap = MakePos(1, headerSize), MakePos(1, headerSize), seg.capacity
+		return nil
+	}
+
+	first, last := idxs[0], idxs[len(idxs)-1]
+	s0 := first
+	if start != 0 {
+		s0 = start.Segment()
+		if s0 == 0 || start.Offset() < headerSize {
+			return fmt.Errorf("%w: %v is not a record position", ErrBadStart, start)
+		}
+		if !slices.Contains(idxs, s0) {
+			return fmt.Errorf("%w: start position %v is in %s, but %s holds %s to %s without it",
+				ErrMissingSegment, start, segmentName(s0), l.dir, segmentName(first), segmentName(last))
+		}
+	}
+	for _, idx := range idxs {
+		path := segmentPath(l.dir, idx)
+		f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("wal: open %s: %w", path, err)
+		}
+		size, err := f.Size()
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("wal: size of %s: %w", path, err)
+		}
+		if size > MaxSegmentSize {
+			f.Close()
+			return &CorruptionError{File: path, Offset: MaxSegmentSize, Reason: fmt.Sprintf("file is %d bytes, more than a segment can be", size)}
+		}
+		l.segments[idx] = &segment{idx: idx, path: path, capacity: size, used: size, f: f}
+	}
+
+	// Segments before the start: check the header only.
+	for _, idx := range idxs {
+		if idx >= s0 {
+			break
+		}
+		seg := l.segments[idx]
+		hdr := make([]byte, headerSize)
+		if _, err := seg.f.ReadAt(hdr, 0); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("wal: read %s: %w", seg.path, err)
+		}
+		if err := checkSegmentHeader(hdr[:min(seg.capacity, headerSize)], seg.path, idx); err != nil {
+			return err
+		}
+	}
+
+	// Segments from the start on: scan and replay.
+	var (
+		buf      []byte
+		tail     = s0                     // last segment holding records, or s0
+		tailEnd  = int64(headerSize)      // where appending resumes in tail
+		emptyRun []uint32                 // empty segments since the last one with records
+		repairAt int64               = -1 // torn tail to zero in tail, from repairAt to repairTo
+		repairTo int64
+	)
+	for idx := s0; idx <= last; idx++ {
+		seg := l.segments[idx]
+		data, err := l.readSegment(seg, &buf)
+		if err != nil {
+			return err
+		}
+		if err := checkSegmentHeader(data, seg.path, idx); err != nil {
+			if !errors.Is(err, ErrNewerFormat) && idx > s0 {
+				if empty, err2 := l.emptyFrom(idx, last, &buf); err2 != nil {
+					return err2
+				} else if empty {
+					// Created ahead of need and never used; Open drops
+					// it below. Its header cannot matter.
+					l.logger.Warn("wal: ignoring unused segment with a damaged header", "file", seg.path, "err", err)
+					break
+				}
+			}
+			return err
+		}
+		atStart := start != 0 && idx == s0
+		startSeen := !atStart || int64(start.Offset()) == headerSize
+		firstSize := int64(0) // frame size of the segment's first record
+		end, reason, err := scanFrames(data, headerSize, func(off int64, payload []byte) error {
+			pos := MakePos(idx, uint32(off))
+			if off == headerSize {
+				firstSize = frameSize(len(payload))
+			}
+			if atStart {
+				if pos == start {
+					startSeen = true
+				}
+				if pos < start {
+					return nil
+				}
+			}
+			if err := replay(pos, payload); err != nil {
+				return fmt.Errorf("wal: replaying record %v: %w", pos, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if atStart && !startSeen && int64(start.Offset()) != end {
+			if int64(start.Offset()) > end {
+				return fmt.Errorf("%w: start position %v lies beyond the last valid record of %s, which ends at offset %d",
+					ErrBadStart, start, seg.path, end)
+			}
+			return fmt.Errorf("%w: start position %v is not a record boundary in %s", ErrBadStart, start, seg.path)
+		}
+		// The log rolls to a new segment only when a frame does not fit
+		// in the current one, so an empty segment followed by records is
+		// fine only if the first of those records would not have fit in
+		// it either (a segment left too small by a truncation, say).
+		// Otherwise it lost its records.
+		if end > headerSize {
+			for _, e := range emptyRun {
+				if es := l.segments[e]; es.capacity-headerSize >= firstSize {
+					return &CorruptionError{File: es.path, Offset: headerSize, Reason: fmt.Sprintf(
+						"segment holds no records, but the first record of the later %s would have fit in it: records are missing",
+						segmentName(idx))}
+				}
+			}
+			emptyRun = nil
+		} else if reason == "" {
+			emptyRun = append(emptyRun, idx)
+		}
+		if reason == "" {
+			seg.used = end
+			if end > headerSize || idx == s0 {
+				tail, tailEnd = idx, end
+			}
+			continue
+		}
+
+		// A bad frame at end. It is a torn tail only if nothing valid
+		// follows it: not in a later segment, not later in this one.
+		if empty, err := l.emptyFrom(idx+1, last, &buf); err != nil {
+			return err
+		} else if !empty {
+			return &CorruptionError{File: seg.path, Offset: end,
+				Reason: reason + "; later segments hold records, so this segment was complete and synced"}
+		}
+		if idx < last { // emptyFrom reused buf
+			if data, err = l.readSegment(seg, &buf); err != nil {
+				return err
+			}
+		}
+		if off, ok := validFrameAfter(data, end); ok {
+			return &CorruptionError{File: seg.path, Offset: end,
+				Reason: fmt.Sprintf("%s; a valid record follows at offset %d, so this is not the torn end of an interrupted write", reason, off)}
+		}
+		tail, tailEnd = idx, end
+		repairAt, repairTo = end, lastNonZero(data, end)
+		seg.used = end
+		l.logger.Warn("wal: discarding torn tail left by an interrupted write",
+			"file", seg.path, "offset", end, "bytes", repairTo-end, "reason", reason)
+		break
+	}
+
+	// Segments after the tail hold no records. Keep the next one as the
+	// prepared segment if it is exactly what the flusher would create;
+	// drop the others, highest first so a crash cannot leave a gap.
+	for idx := last; idx > tail; idx-- {
+		seg := l.segments[idx]
+		keep := false
+		if idx == tail+1 && seg.capacity == l.segSize {
+			hdr := make([]byte, headerSize)
+			_, err := seg.f.ReadAt(hdr, 0)
+			keep = err == nil && checkSegmentHeader(hdr, seg.path, idx) == nil
+		}
+		delete(l.segments, idx)
+		if keep {
+			seg.used = headerSize
+			p := &prepared{idx: idx, done: make(chan struct{}), seg: seg}
+			close(p.done)
+			l.prep = p
+			continue
+		}
+		seg.f.Close()
+		seg.f = nil
+		if err := l.fs.Remove(seg.path); err != nil {
+			return fmt.Errorf("wal: remove unused segment %s: %w", seg.path, err)
+		}
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("wal: sync %s: %w", l.dir, err)
+		}
+	}
+
+	ts := l.segments[tail]
+	if repairAt >= 0 && repairTo > repairAt {
+		zeros := make([]byte, min(repairTo-repairAt, 1<<20))
+		for off := repairAt; off < repairTo; {
+			n := min(int64(len(zeros)), repairTo-off)
+			if _, err := ts.f.WriteAt(zeros[:n], off); err != nil {
+				return fmt.Errorf("wal: repair torn tail of %s: %w", ts.path, err)
+			}
+			off += n
+		}
+	}
+	// The previous process may have died with writes it never managed to
+	// sync: make what Open just read durable before anything depends on
+	// it, and the directory entries with it.
+	if err := ts.f.Sync(); err != nil {
+		return fmt.Errorf("wal: sync %s: %w", ts.path, err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("wal: sync %s: %w", l.dir, err)
+	}
+	l.w = ts
+	l.end = MakePos(tail, uint32(tailEnd))
+	l.durable = l.end
+	l.curCap = ts.capacity
+	return nil
+}
+
+// readSegment reads seg's whole file into *buf, growing it as needed.
+func (l *Log) readSegment(seg *segment, buf *[]byte) ([]byte, error) {
+	if int64(cap(*buf)) < seg.capacity {
+		*buf = make([]byte, seg.capacity)
+	}
+	data := (*buf)[:seg.capacity]
+	n, err := seg.f.ReadAt(data, 0)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(n) == seg.capacity) {
+		return nil, fmt.Errorf("wal: read %s: %w", seg.path, err)
+	}
+	return data, nil
+}
+
+// emptyFrom reports whether segments from..to hold nothing past their
+// header: all zero bytes, so no record and no trace of one.
+func (l *Log) emptyFrom(from, to uint32, buf *[]byte) (bool, error) {
+	for idx := from; idx <= to && idx >= from; idx++ {
+		seg := l.segments[idx]
+		data, err := l.readSegment(seg, buf)
+		if err != nil {
+			return false, err
+		}
+		if int64(len(data)) > headerSize && !allZero(data[headerSize:]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
