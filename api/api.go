@@ -6,6 +6,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -74,6 +75,8 @@ type ErrorBody struct {
 // "1h30m"). On input it also accepts a number of seconds.
 type Duration time.Duration
 
+var durationType = reflect.TypeFor[Duration]()
+
 // D returns the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
@@ -93,17 +96,15 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		}
 		v, err := time.ParseDuration(str)
 		if err != nil {
-			return fmt.Errorf("%q is not a duration (examples: \"30s\", \"250ms\", \"1h30m\")", str)
+			// An UnmarshalTypeError lets encoding/json add the field's name.
+			return &json.UnmarshalTypeError{Value: fmt.Sprintf("%q", str), Type: durationType}
 		}
 		*d = Duration(v)
 		return nil
 	}
 	var secs float64
-	if err := json.Unmarshal(b, &secs); err != nil {
-		return fmt.Errorf("%s is not a duration: give a string such as \"30s\" or a number of seconds", s)
-	}
-	if secs > 1e9 || secs < -1e9 {
-		return fmt.Errorf("%s seconds is out of range", s)
+	if err := json.Unmarshal(b, &secs); err != nil || secs > 1e9 || secs < -1e9 {
+		return &json.UnmarshalTypeError{Value: s, Type: durationType}
 	}
 	*d = Duration(secs * float64(time.Second))
 	return nil
@@ -316,7 +317,10 @@ type PurgeResponse struct {
 type RedriveRequest struct {
 	// To is the destination; empty sends each message back to the queue it was
 	// dead-lettered from.
-	To        string    `json:"to,omitempty"`
+	To string `json:"to,omitempty"`
+	// From selects only messages dead-lettered from this queue (for a DLQ shared by
+	// several queues).
+	From      string    `json:"from,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	Group     string    `json:"group,omitempty"`
 	IDs       []string  `json:"ids,omitempty"`
@@ -330,6 +334,7 @@ type RedriveTask struct {
 	ID        string    `json:"id"`
 	Source    string    `json:"source"`
 	To        string    `json:"to,omitempty"`
+	From      string    `json:"from,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	Group     string    `json:"group,omitempty"`
 	IDs       []string  `json:"ids,omitempty"`

@@ -43,7 +43,7 @@ var (
 	// until it is restarted (CONTRACT.md "Durability").
 	ErrStorageFailed = errors.New("storage failed: the broker stopped accepting writes; restart it to recover from what is durable on disk")
 	// ErrInvalidReceipt: a receipt that is malformed, forged, or belongs to another queue.
-	ErrInvalidReceipt = errors.New("invalid receipt")
+	ErrInvalidReceipt = receipt.ErrInvalid
 	// ErrClosed: the broker is shut down.
 	ErrClosed = errors.New("broker is closed")
 	// ErrNewerFormat: the data directory was written by a newer okiba.
@@ -328,7 +328,7 @@ func (b *Broker) open(start time.Time) error {
 	b.goBackground(ctx, b.redriveLoop)
 	b.goBackground(ctx, b.checkpointLoop)
 	b.goBackground(ctx, b.sampleLoop)
-	b.logger.Info("recovered", "queues", b.recovery.Queues, "messages", b.recovery.Messages,
+	b.logger.Debug("recovered", "queues", b.recovery.Queues, "messages", b.recovery.Messages,
 		"records_replayed", records, "from_checkpoint", b.recovery.Checkpoint, "duration", b.recovery.Duration)
 	return nil
 }

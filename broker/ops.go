@@ -315,7 +315,7 @@ func (b *Broker) leasesLocked(name string, receipts []string, errs []error) ([]q
 	for i, r := range receipts {
 		l, err := b.receipts.Decode(r)
 		if err != nil {
-			errs[i] = fmt.Errorf("%w: %v", ErrInvalidReceipt, err)
+			errs[i] = err // wraps ErrInvalidReceipt and says what is wrong
 			continue
 		}
 		if l.QueueID != qi.ID {
@@ -396,6 +396,12 @@ func (b *Broker) Extend(ctx context.Context, name string, receipts []string, vis
 
 // DeadLetter moves leased messages to the queue's dead-letter queue with a reason.
 func (b *Broker) DeadLetter(ctx context.Context, name string, receipts []string, reason, description string) ([]error, error) {
+	b.mu.Lock()
+	err := b.m.CheckDeadLetter(name, reason, description)
+	b.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	return b.settle(ctx, name, receipts, func(now int64, ls []queue.Lease, _ []int) ([]error, error) {
 		res, err := b.m.DeadLetter(now, &b.sink, name, ls, reason, description)
 		if err == nil {

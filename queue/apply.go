@@ -285,18 +285,18 @@ func (m *Machine) applyDeadLetter(r *DeadLetterRecord) error {
 		}
 		deliv := x.deliv
 		m.detach(q, x)
+		if r.Reason == ReasonExpired {
+			q.stats.Expired++
+		}
+		if t == nil { // no DLQ: expiry removes the message, with this record as its trace
+			m.uncache(x)
+			continue
+		}
 		q.stats.DeadLettered++
 		if q.stats.ByReason == nil {
 			q.stats.ByReason = make(map[string]uint64)
 		}
 		q.stats.ByReason[r.Reason]++
-		if r.Reason == ReasonExpired {
-			q.stats.Expired++
-		}
-		if t == nil {
-			m.uncache(x)
-			continue
-		}
 		if (t.cfg.MaxMessages > 0 && int64(t.msgs.live) >= t.cfg.MaxMessages) || (t.cfg.MaxBytes > 0 && t.bytes+x.size > t.cfg.MaxBytes) {
 			t.stats.Overflow++
 		}

@@ -70,8 +70,9 @@ type Config struct {
 	// MaxDeliveries: after this many deliveries that end without an ack, the message is
 	// dead-lettered with reason max_deliveries. 0 = never.
 	MaxDeliveries int
-	// DeadLetterQueue names the queue that receives dead letters, or "none".
-	// A named queue that does not exist is created when first needed.
+	// DeadLetterQueue names the queue that receives dead letters, or "none". A named
+	// queue that does not exist is created with the queue (with DeadLetterConfig), and
+	// again when a dead letter needs it if it was deleted since.
 	DeadLetterQueue string
 	// BackoffBase and BackoffMax shape the retry delay of a nack without its own delay:
 	// a uniform random delay in [0, min(BackoffMax, BackoffBase·2^(deliveries-1))].

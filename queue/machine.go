@@ -831,6 +831,9 @@ func (m *Machine) Nack(now int64, sink Sink, queue string, items []NackInput) ([
 		if err == nil && it.Delay > ms(MaxDelay) {
 			err = &DelayError{Reason: "at most 168h (7 days)"}
 		}
+		if r := ms(q.cfg.Retention); err == nil && r > 0 && it.Delay >= r {
+			err = &DelayError{Reason: fmt.Sprintf("must be shorter than the queue's retention (%v)", q.cfg.Retention)}
+		}
 		if err != nil {
 			out[i] = err
 			continue
@@ -890,19 +893,10 @@ func (m *Machine) Extend(now int64, sink Sink, queue string, items []ExtendInput
 // DeadLetter moves leased messages to the queue's dead-letter queue with a reason.
 func (m *Machine) DeadLetter(now int64, sink Sink, queue string, leases []Lease, reason, desc string) ([]error, error) {
 	now = m.clock(now)
-	q, err := m.queue(queue)
-	if err != nil {
+	if err := m.CheckDeadLetter(queue, reason, desc); err != nil {
 		return nil, err
 	}
-	if reason == "" || len(reason) > MaxReasonLen || !printable(reason) {
-		return nil, &InvalidError{Field: "reason", Reason: fmt.Sprintf("must be 1..%d printable ASCII characters", MaxReasonLen)}
-	}
-	if len(desc) > MaxDescriptionLen {
-		return nil, &InvalidError{Field: "description", Reason: fmt.Sprintf("at most %d bytes", MaxDescriptionLen)}
-	}
-	if q.cfg.DeadLetterQueue == NoDeadLetterQueue {
-		return nil, fmt.Errorf("%w: %q has dead_letter_queue none; ack, nack, or configure a dead-letter queue", ErrNoDeadLetter, q.name)
-	}
+	q := m.queues[queue]
 	m.advance(sink, q, now)
 	out := make([]error, len(leases))
 	var seqs []uint64
@@ -925,6 +919,25 @@ func (m *Machine) DeadLetter(now int64, sink Sink, queue string, leases []Lease,
 	}
 	m.reschedule(q)
 	return out, nil
+}
+
+// CheckDeadLetter validates a dead-letter request's queue, reason and description,
+// before any receipt is looked at.
+func (m *Machine) CheckDeadLetter(queue, reason, desc string) error {
+	q, err := m.queue(queue)
+	if err != nil {
+		return err
+	}
+	if reason == "" || len(reason) > MaxReasonLen || !printable(reason) {
+		return &InvalidError{Field: "reason", Reason: fmt.Sprintf("must be 1..%d printable ASCII characters", MaxReasonLen)}
+	}
+	if len(desc) > MaxDescriptionLen {
+		return &InvalidError{Field: "description", Reason: fmt.Sprintf("at most %d bytes", MaxDescriptionLen)}
+	}
+	if q.cfg.DeadLetterQueue == NoDeadLetterQueue {
+		return fmt.Errorf("%w: %q has dead_letter_queue none; ack, nack, or configure a dead-letter queue", ErrNoDeadLetter, q.name)
+	}
+	return nil
 }
 
 // DeleteMessage removes one message by id, in whatever state. Its receipts become stale.

@@ -194,6 +194,9 @@ func (m *Machine) taskCopy(t *Task) Task {
 	if q := m.byID[t.Target]; q != nil {
 		c.TargetName = q.name
 	}
+	if q := m.byID[t.Filter.From]; q != nil {
+		c.FromName = q.name
+	}
 	return c
 }
 

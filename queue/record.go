@@ -5,6 +5,20 @@ import (
 	"time"
 )
 
+// Record encoding (version 1; each record is one payload of a wal frame, whose length
+// and CRC the wal package adds):
+//
+//	+------+-----------+---------------------------------------------+
+//	| kind | now       | fields, in the order of the record's struct  |
+//	| u8   | varint ms |                                             |
+//	+------+-----------+---------------------------------------------+
+//
+// Integers are varints (zig-zag for signed), times after "now" are deltas from it,
+// strings and byte slices are a uvarint length then the bytes, lists a uvarint count then
+// the elements, sequence lists delta-encoded, maps as sorted key/value pairs. A decoder
+// refuses unknown kinds, truncated input and trailing bytes. New fields go into new record
+// kinds (or a new format version), never into existing ones.
+
 // Kind identifies a record type. Values are part of the on-disk format: never reuse one.
 type Kind uint8
 
@@ -412,6 +426,7 @@ func (r *PurgeRecord) AppendTo(b []byte) []byte {
 }
 
 func appendFilter(b []byte, f *RedriveFilter) []byte {
+	b = appendUvarint(b, f.From)
 	b = appendString(b, f.Reason)
 	b = appendString(b, f.Group)
 	b = appendVarint(b, f.OlderThan)
@@ -424,6 +439,7 @@ func appendFilter(b []byte, f *RedriveFilter) []byte {
 
 func (d *decoder) filter() RedriveFilter {
 	var f RedriveFilter
+	f.From = d.uvarint()
 	f.Reason = d.string()
 	f.Group = d.string()
 	f.OlderThan = d.varint()

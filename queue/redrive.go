@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // RedriveSpec asks to move messages out of Source.
@@ -11,6 +12,8 @@ type RedriveSpec struct {
 	// Target receives the messages; empty sends each back to the queue it was
 	// dead-lettered from.
 	Target string
+	// From selects only dead letters from this source queue (empty: any).
+	From   string
 	Filter RedriveFilter
 	// Rate caps messages per second; 0 moves as fast as batches commit.
 	Rate int
@@ -33,7 +36,17 @@ func (m *Machine) StartRedrive(now int64, sink Sink, spec RedriveSpec) (Task, er
 		if dst == src {
 			return Task{}, &ConfigError{Field: "to", Reason: "a queue cannot be redriven into itself"}
 		}
+		if strings.HasSuffix(dst.name, ".fifo") != strings.HasSuffix(src.name, ".fifo") {
+			return Task{}, &ConfigError{Field: "to", Reason: fmt.Sprintf("redrive moves messages between queues of the same kind: %q and %q are not both FIFO or both standard", src.name, dst.name)}
+		}
 		target = dst.id
+	}
+	if spec.From != "" {
+		from, err := m.queue(spec.From)
+		if err != nil {
+			return Task{}, err
+		}
+		spec.Filter.From = from.id
 	}
 	if len(spec.Filter.Reason) > MaxReasonLen {
 		return Task{}, &InvalidError{Field: "reason", Reason: fmt.Sprintf("at most %d characters", MaxReasonLen)}
@@ -75,6 +88,9 @@ func newFilter(f RedriveFilter) filter {
 }
 
 func (f *filter) match(x *message, now int64) bool {
+	if f.From != 0 && (x.dead == nil || x.dead.Source != f.From) {
+		return false
+	}
 	if f.Reason != "" && (x.dead == nil || x.dead.Reason != f.Reason) {
 		return false
 	}

@@ -157,6 +157,8 @@ type MessageInfo struct {
 
 // RedriveFilter selects messages for a redrive. Zero fields select everything.
 type RedriveFilter struct {
+	// From selects dead letters from one source queue (by id; 0 = any).
+	From      uint64
 	Reason    string
 	Group     string
 	OlderThan int64 // milliseconds since the original enqueue
@@ -194,6 +196,7 @@ type Task struct {
 	SourceName string
 	Target     uint64 // 0: back to each message's recorded source
 	TargetName string
+	FromName   string // name of Filter.From
 	Filter     RedriveFilter
 	MaxSeq     uint64
 	Cursor     uint64

@@ -600,7 +600,7 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	spec := queue.RedriveSpec{Source: r.PathValue("name"), Target: in.To, Rate: in.Rate,
+	spec := queue.RedriveSpec{Source: r.PathValue("name"), Target: in.To, From: in.From, Rate: in.Rate,
 		Filter: queue.RedriveFilter{Reason: in.Reason, Group: in.Group}}
 	if in.OlderThan != nil {
 		if in.OlderThan.D() < 0 {
@@ -636,7 +636,7 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 
 func wireTask(t queue.Task) api.RedriveTask {
 	out := api.RedriveTask{
-		ID: strconv.FormatUint(t.ID, 10), Source: t.SourceName, To: t.TargetName,
+		ID: strconv.FormatUint(t.ID, 10), Source: t.SourceName, To: t.TargetName, From: t.FromName,
 		Reason: t.Filter.Reason, Group: t.Filter.Group, Rate: t.Rate, State: t.State.String(),
 		Total: t.Total, Moved: t.Moved, Skipped: t.Skipped, Message: t.Message,
 		CreatedAt: time.UnixMilli(t.CreatedAt).UTC(), UpdatedAt: time.UnixMilli(t.UpdatedAt).UTC(),

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -13,9 +14,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
@@ -25,7 +29,7 @@ import (
 // Options configure a Server. The zero value means the defaults.
 type Options struct {
 	// AuthToken, when set, must be presented as "Authorization: Bearer <token>" on every
-	// /v1 request. /healthz stays open.
+	// request (handlers added with Handle included) but /healthz.
 	AuthToken string
 	// Logger receives request errors. Defaults to discarding.
 	Logger *slog.Logger
@@ -58,9 +62,9 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.opts.AuthToken != "" && strings.HasPrefix(r.URL.Path, "/v1/") {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.AuthToken)) != 1 {
+	if s.opts.AuthToken != "" && r.URL.Path != "/healthz" {
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.AuthToken)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="okiba"`)
 			writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "missing or wrong bearer token: send Authorization: Bearer <token>"})
 			return
@@ -81,6 +85,7 @@ func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k := range m {
 		allowed = append(allowed, k)
 	}
+	slices.Sort(allowed)
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
 	writeError(w, &api.Error{Code: api.CodeMethod, Message: fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
 }
@@ -109,6 +114,9 @@ func (s *Server) routes() {
 // HTTPServer returns an *http.Server with okiba's timeouts against slow clients; long
 // polls (up to 60s) fit inside the write timeout.
 func HTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -134,6 +142,11 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Lo
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := srv.Shutdown(sctx)
+	if err != nil {
+		// Grace is over: cut the requests still running rather than let them race the
+		// broker's shutdown. Their callers get a broken connection, never a false answer.
+		srv.Close()
+	}
 	<-errc
 	return err
 }
@@ -154,10 +167,15 @@ func writeError(w http.ResponseWriter, e *api.Error) {
 	if status == 0 {
 		status = 500
 	}
+	setRetryAfter(w, e)
+	writeJSON(w, status, api.ErrorBody{Error: e})
+}
+
+// setRetryAfter sets the Retry-After header (whole seconds, at least 1) of a retryable error.
+func setRetryAfter(w http.ResponseWriter, e *api.Error) {
 	if e.RetryAfter != nil {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(e.RetryAfter.D().Round(time.Second)/time.Second))))
 	}
-	writeJSON(w, status, api.ErrorBody{Error: e})
 }
 
 func invalid(format string, args ...any) *api.Error {
@@ -176,13 +194,16 @@ func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) *api
 		}
 		return invalid("cannot read request body: %v", err)
 	}
-	if len(strings.TrimSpace(string(data))) == 0 {
+	if len(bytes.TrimSpace(data)) == 0 {
 		if allowEmpty {
 			return nil
 		}
 		return invalid("request body is empty; send a JSON object (see docs/api.md)")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	if !utf8.Valid(data) {
+		return invalid("request body is not valid UTF-8; send binary message bodies base64-encoded in body_base64")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return invalid("malformed JSON: %s", jsonError(err))
@@ -199,10 +220,33 @@ func jsonError(err error) string {
 	switch {
 	case errors.As(err, &se):
 		return fmt.Sprintf("syntax error at byte %d: %v", se.Offset, se)
+	case errors.As(err, &te) && te.Field == "":
+		return "the request body must be a JSON object"
+	case errors.As(err, &te) && te.Type == reflect.TypeFor[api.Duration]():
+		return fmt.Sprintf("field %q: %s is not a duration; give a string such as \"30s\", \"250ms\" or \"1h30m\", or a number of seconds", te.Field, te.Value)
 	case errors.As(err, &te):
-		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+		return fmt.Sprintf("field %q must be %s, not %s", te.Field, jsonType(te.Type), te.Value)
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonType names a Go type the way a JSON user thinks of it.
+func jsonType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint64, reflect.Uint32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonType(t.Elem())
+	}
+	return t.String()
 }
 
 // errorOf maps a broker or queue error to its wire error.
@@ -278,9 +322,7 @@ func writeBatch(w http.ResponseWriter, common *api.Error, v any) {
 	status := http.StatusOK
 	if common != nil {
 		status = api.Status[common.Code]
-		if common.RetryAfter != nil {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(common.RetryAfter.D()/time.Second))))
-		}
+		setRetryAfter(w, common)
 	}
 	writeJSON(w, status, v)
 }

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise it comes
+// from the module's build information.
+var version = ""
+
+// app is the command line with its streams and environment. They are fields so that
+// tests run commands in-process.
+type app struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	Stdin  io.Reader
+	Getenv func(string) string
+	// StdinTTY and StderrTTY say whether Stdin and Stderr are terminals: purge asks for
+	// confirmation only on a terminal, and redrive progress is redrawn in place only there.
+	StdinTTY  bool
+	StderrTTY bool
+}
+
+func newOSApp() *app {
+	return &app{
+		Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Getenv: os.Getenv,
+		StdinTTY: isTerminal(os.Stdin), StderrTTY: isTerminal(os.Stderr),
+	}
+}
+
+// command is one okiba command (or group of subcommands).
+type command interface {
+	Run(ctx context.Context, args []string) error
+}
+
+// entry names a command in a table of commands.
+type entry struct {
+	name    string
+	summary string
+	new     func(a *app, name string) command
+}
+
+func (a *app) commands() []entry {
+	return []entry{
+		{"serve", "run a broker on a data directory", func(a *app, _ string) command { return &serveCmd{app: a} }},
+		{"queue", "create, update, inspect, list, purge and delete queues", func(a *app, _ string) command { return queueGroup(a) }},
+		{"send", "send a message", func(a *app, _ string) command { return &sendCmd{app: a} }},
+		{"recv", "receive (lease) messages", func(a *app, _ string) command { return &recvCmd{app: a} }},
+		{"ack", "settle received messages", newSettle},
+		{"nack", "release received messages for redelivery", newSettle},
+		{"extend", "lengthen the leases of received messages", newSettle},
+		{"deadletter", "move received messages to the dead-letter queue", newSettle},
+		{"dlq", "list dead letters and redrive them", func(a *app, _ string) command { return dlqGroup(a) }},
+		{"stats", "queue statistics, rates and Little's law", func(a *app, _ string) command { return &statsCmd{app: a} }},
+		{"version", "print the version", func(a *app, _ string) command { return &versionCmd{app: a} }},
+		{"help", "show help for a command", func(a *app, _ string) command { return &helpCmd{app: a} }},
+	}
+}
+
+const overview = `okiba is a durable message broker: one process, one data directory, an HTTP API.
+
+Usage: okiba COMMAND [ARGUMENTS] [FLAGS]
+
+Commands:
+%s
+Run 'okiba help COMMAND' or 'okiba COMMAND -h' for a command's flags and examples.
+Flags may come before or after arguments; "--" ends the flags.
+Exit status: 0 on success, 1 on errors (the server's error code and message are printed
+on stderr), 2 on usage errors, 130 when interrupted.
+
+Start a broker and try it:
+  okiba serve --data ./okiba-data &
+  okiba queue create orders
+  okiba send orders 'hello'
+  okiba recv orders --ack
+`
+
+func (a *app) printOverview(w io.Writer) {
+	var b strings.Builder
+	for _, e := range a.commands() {
+		fmt.Fprintf(&b, "  %-11s %s\n", e.name, e.summary)
+	}
+	fmt.Fprintf(w, overview, b.String())
+}
+
+// run runs the command line args (without the program name) and returns the exit status.
+func (a *app) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		a.printOverview(a.Stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		a.printOverview(a.Stdout)
+		return 0
+	case "-v", "-version", "--version":
+		name = "version"
+	}
+	for _, e := range a.commands() {
+		if e.name == name {
+			return a.exit(ctx, name, e.new(a, name).Run(ctx, args[1:]))
+		}
+	}
+	return a.exit(ctx, "", &usageError{msg: fmt.Sprintf("unknown command %q; run 'okiba help' for the list", name)})
+}
+
+// exit reports err on stderr and returns the exit status for it.
+func (a *app) exit(ctx context.Context, cmd string, err error) int {
+	var (
+		ue *usageError
+		ee *exitError
+		ae *api.Error
+		oe *net.OpError
+		ce *cmdError
+	)
+	if errors.As(err, &ce) {
+		cmd = ce.cmd
+	}
+	prefix := "okiba: "
+	if cmd != "" {
+		prefix = "okiba " + cmd + ": "
+	}
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &ue):
+		if ue.cmd == "" {
+			fmt.Fprintf(a.Stderr, "okiba: %s\n", ue.msg)
+		} else {
+			fmt.Fprintf(a.Stderr, "okiba %s: %s\nRun 'okiba %s -h' for usage.\n", ue.cmd, ue.msg, ue.cmd)
+		}
+		return 2
+	case errors.As(err, &ee):
+		return ee.code
+	case interrupted(ctx, err):
+		fmt.Fprintln(a.Stderr, prefix+"interrupted")
+		return 130
+	case errors.As(err, &ae):
+		msg := err.Error() // the code and message, with any hint wrapped around them
+		if ae.Code == api.CodeUnauthorized {
+			msg += " (give the server's token with --token or OKIBA_TOKEN)"
+		}
+		fmt.Fprintln(a.Stderr, prefix+msg)
+	case errors.As(err, &oe) && oe.Op == "dial":
+		fmt.Fprintf(a.Stderr, "%scannot reach the okiba server: %v\n(is 'okiba serve' running there? point --server or OKIBA_SERVER at it)\n", prefix, oe)
+	default:
+		fmt.Fprintln(a.Stderr, prefix+err.Error())
+	}
+	return 1
+}
+
+// ---------------------------------------------------------------------------------------
+// Groups of subcommands (queue, dlq)
+
+type group struct {
+	app   *app
+	name  string
+	usage string
+	subs  []entry
+}
+
+func (g *group) printUsage(w io.Writer) {
+	var b strings.Builder
+	for _, e := range g.subs {
+		fmt.Fprintf(&b, "  %-9s %s\n", e.name, e.summary)
+	}
+	fmt.Fprintf(w, "%s\n\nSubcommands:\n%s\nRun 'okiba %s SUBCOMMAND -h' for its flags and examples.\n",
+		strings.TrimSpace(g.usage), b.String(), g.name)
+}
+
+func (g *group) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		g.printUsage(g.app.Stderr)
+		return &exitError{code: 2}
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			return g.Run(ctx, []string{args[1], "-h"})
+		}
+		g.printUsage(g.app.Stdout)
+		return nil
+	}
+	for _, e := range g.subs {
+		if e.name == args[0] {
+			name := g.name + " " + e.name
+			if err := e.new(g.app, name).Run(ctx, args[1:]); err != nil {
+				return &cmdError{cmd: name, err: err}
+			}
+			return nil
+		}
+	}
+	return &usageError{cmd: g.name, msg: fmt.Sprintf("unknown subcommand %q", args[0])}
+}
+
+// cmdError names the subcommand that failed, for the "okiba queue create: …" prefix.
+type cmdError struct {
+	cmd string
+	err error
+}
+
+func (e *cmdError) Error() string { return e.err.Error() }
+func (e *cmdError) Unwrap() error { return e.err }
+
+// ---------------------------------------------------------------------------------------
+// help and version
+
+type helpCmd struct{ app *app }
+
+func (c *helpCmd) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		c.app.printOverview(c.app.Stdout)
+		return nil
+	}
+	for _, e := range c.app.commands() {
+		if e.name == args[0] {
+			// Every command prints its help on -h; a group passes a subcommand on.
+			return e.new(c.app, e.name).Run(ctx, append(args[1:len(args):len(args)], "-h"))
+		}
+	}
+	return &usageError{cmd: "help", msg: fmt.Sprintf("unknown command %q; run 'okiba help' for the list", args[0])}
+}
+
+type versionCmd struct{ app *app }
+
+func (c *versionCmd) Run(ctx context.Context, args []string) error {
+	f := c.app.flags("version", "Usage: okiba version\n\nPrints okiba's version, commit, data format and Go version.", "okiba version")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.args(pos, 0, 0, ""); err != nil {
+		return err
+	}
+	v, commit := version, ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				commit = s.Value[:12]
+			}
+		}
+	}
+	if v == "" || v == "(devel)" {
+		v = "devel"
+	}
+	if commit != "" {
+		v += " commit " + commit
+	}
+	fmt.Fprintf(c.app.Stdout, "okiba %s (data format %d, %s %s/%s)\n", v, broker.FormatVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return nil
+}

@@ -1,0 +1,402 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/okiba/okiba/client"
+)
+
+// This file holds what every command shares: the flag set that accepts flags after
+// positional arguments, the flag types, the client flags with their environment
+// fall-backs, and output helpers.
+
+// errHelp reports that a command printed its help on request; the exit status is 0.
+var errHelp = errors.New("help requested")
+
+// usageError is a mistake in the command line: exit status 2, with a pointer to -h.
+type usageError struct {
+	cmd string // "queue create"
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// exitError ends a command with a status after it has already reported why (for example
+// the per-receipt failures of ack).
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// flags is a command's flag set together with its help text. parse accepts flags before,
+// between and after positional arguments (okiba send orders hello --group g); "--" ends
+// the flags, so a positional argument may start with a dash.
+type flags struct {
+	*flag.FlagSet
+	app      *app
+	cmd      string // the command's name after "okiba", such as "queue create"
+	usage    string // synopsis and description, printed before the flags
+	examples string // printed after the flags
+}
+
+func (a *app) flags(cmd, usage, examples string) *flags {
+	fs := flag.NewFlagSet("okiba "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by the caller, help by printHelp
+	return &flags{FlagSet: fs, app: a, cmd: cmd, usage: usage, examples: examples}
+}
+
+// parse parses args and returns the positional arguments. On -h or --help it prints the
+// help to stdout and returns errHelp.
+func (f *flags) parse(args []string) ([]string, error) {
+	var pos []string
+	for {
+		err := f.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			f.printHelp(f.app.Stdout)
+			return nil, errHelp
+		}
+		if err != nil {
+			return nil, f.fail("%v", err)
+		}
+		rest := f.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// given reports which flags were set on the command line.
+func (f *flags) given() map[string]bool {
+	set := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	return set
+}
+
+// fail returns a usage error for this command.
+func (f *flags) fail(format string, args ...any) error {
+	return &usageError{cmd: f.cmd, msg: fmt.Sprintf(format, args...)}
+}
+
+// args checks the number of positional arguments against the synopsis.
+func (f *flags) args(pos []string, min, max int, synopsis string) error {
+	switch {
+	case len(pos) < min:
+		return f.fail("missing arguments: okiba %s %s", f.cmd, synopsis)
+	case max >= 0 && len(pos) > max:
+		return f.fail("unexpected argument %q: okiba %s %s", pos[max], f.cmd, synopsis)
+	}
+	return nil
+}
+
+func (f *flags) printHelp(w io.Writer) {
+	fmt.Fprint(w, strings.TrimSpace(f.usage)+"\n")
+	var names []string
+	f.VisitAll(func(fl *flag.Flag) { names = append(names, fl.Name) })
+	if len(names) > 0 {
+		fmt.Fprint(w, "\nFlags:\n")
+		sort.Strings(names)
+		for _, n := range names {
+			fl := f.Lookup(n)
+			arg, usage := flag.UnquoteUsage(fl)
+			switch arg {
+			case "duration":
+				arg = "DURATION"
+			case "int", "int64", "uint":
+				arg = "N"
+			case "string", "value":
+				arg = "VALUE"
+			}
+			if _, ok := fl.Value.(interface{ IsBoolFlag() bool }); ok {
+				arg = ""
+			}
+			head := "  --" + n
+			if arg != "" {
+				head += " " + arg
+			}
+			if showDefault(fl.DefValue) && !strings.Contains(usage, "(default") {
+				usage += " (default " + fl.DefValue + ")"
+			}
+			fmt.Fprintf(w, "%s\n        %s\n", head, usage)
+		}
+	}
+	if ex := strings.TrimSpace(f.examples); ex != "" {
+		fmt.Fprint(w, "\nExamples:\n"+indent(ex, "  ")+"\n")
+	}
+}
+
+func showDefault(v string) bool {
+	switch v {
+	case "", "0", "false", "0s", "0B":
+		return false
+	}
+	return true
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if l = strings.TrimSpace(l); l != "" {
+			lines[i] = prefix + l
+		} else {
+			lines[i] = ""
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ---------------------------------------------------------------------------------------
+// Environment and the client
+
+// env returns the value of an environment variable through the app's Getenv.
+func (a *app) env(name string) string {
+	if a.Getenv == nil {
+		return ""
+	}
+	return a.Getenv(name)
+}
+
+// pick returns the flag value if given, else the environment variable, else def: flags
+// win over the environment.
+func (a *app) pick(flagValue, envName, def string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if v := a.env(envName); v != "" {
+		return v
+	}
+	return def
+}
+
+// clientFlags are the flags of every command that talks to a server.
+type clientFlags struct {
+	server string
+	token  string
+}
+
+const clientHelp = `
+
+Every command that talks to a server takes --server (env OKIBA_SERVER, default
+http://127.0.0.1:7070) and --token (env OKIBA_TOKEN) for a server that requires one.`
+
+func (c *clientFlags) register(f *flags) {
+	f.StringVar(&c.server, "server", "", "okiba server `URL` (default "+client.DefaultServer+"; env OKIBA_SERVER)")
+	f.StringVar(&c.token, "token", "", "bearer `TOKEN` for a server started with an auth token (env OKIBA_TOKEN)")
+}
+
+// client returns a client for the server chosen by the flags and the environment.
+func (c *clientFlags) client(f *flags) (*client.Client, error) {
+	a := f.app
+	server := a.pick(c.server, "OKIBA_SERVER", client.DefaultServer)
+	cl, err := client.New(server, client.Options{Token: a.pick(c.token, "OKIBA_TOKEN", "")})
+	if err != nil {
+		return nil, f.fail("--server %q must look like http://host:port", server)
+	}
+	return cl, nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Flag types
+
+// kvFlag collects repeated KEY=VALUE flags (--header, --tag).
+type kvFlag struct{ m map[string]string }
+
+func (k *kvFlag) String() string {
+	if k == nil || len(k.m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(k.m))
+	for key := range k.m {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for i, key := range keys {
+		keys[i] = key + "=" + k.m[key]
+	}
+	return strings.Join(keys, ",")
+}
+
+func (k *kvFlag) Set(v string) error {
+	key, val, ok := strings.Cut(v, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", v)
+	}
+	if k.m == nil {
+		k.m = map[string]string{}
+	}
+	k.m[key] = val
+	return nil
+}
+
+// byteSize is a size in bytes written as a number with an optional binary suffix:
+// 1048576, 1024KiB, 64MiB, 2GiB.
+type byteSize int64
+
+var sizeUnits = []struct {
+	suffix string
+	n      int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+func (s *byteSize) String() string {
+	v := int64(*s)
+	for _, u := range sizeUnits {
+		if v != 0 && v%u.n == 0 {
+			return strconv.FormatInt(v/u.n, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(v, 10) + "B"
+}
+
+func (s *byteSize) Set(v string) error {
+	num, mult := strings.TrimSpace(v), int64(1)
+	for _, u := range sizeUnits {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(rest), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return fmt.Errorf("%q is not a size (examples: 1048576, 512KiB, 64MiB, 1GiB)", v)
+	}
+	*s = byteSize(n * mult)
+	return nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Output
+
+// printJSON writes v as one line of JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// printJSONIndent writes v as indented JSON.
+func printJSONIndent(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// human writes a duration without the trailing zero units of time.Duration.String:
+// 5m instead of 5m0s, 336h instead of 336h0m0s.
+func human(d time.Duration) string {
+	s := d.String()
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+	}
+	if t, ok := strings.CutSuffix(s, "h0m"); ok {
+		s = t + "h"
+	}
+	return s
+}
+
+// age rounds a duration for display: milliseconds below a second, tenths below a
+// minute, seconds above.
+func age(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Second:
+		return human(d.Round(time.Millisecond))
+	case d < time.Minute:
+		return human(d.Round(100 * time.Millisecond))
+	}
+	return human(d.Round(time.Second))
+}
+
+// msDur turns a float of milliseconds (as the stats carry them) into a display string.
+func msDur(ms float64) string {
+	if ms <= 0 {
+		return "-"
+	}
+	return age(time.Duration(ms * float64(time.Millisecond)))
+}
+
+func rate(r float64) string {
+	if r == 0 {
+		return "0"
+	}
+	return strconv.FormatFloat(r, 'f', 2, 64)
+}
+
+// printable makes text safe for a terminal: control characters other than newline and
+// tab are escaped, so a message body cannot move the cursor or change colours.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// preview is a one-line, quoted, shortened view of a body for tables.
+func preview(body []byte, n int) string {
+	if !utf8.Valid(body) {
+		return fmt.Sprintf("(%d bytes, binary)", len(body))
+	}
+	s := string(body)
+	if utf8.RuneCountInString(s) > n {
+		s = string([]rune(s)[:n]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// short abbreviates an opaque token (a receipt) for per-item output.
+func short(s string) string {
+	if len(s) <= 24 {
+		return s
+	}
+	return s[:20] + "…"
+}
+
+// readLines reads non-empty, trimmed lines (receipts piped from another command).
+func readLines(r io.Reader) ([]string, error) {
+	var out []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out, sc.Err()
+}
+
+// isTerminal reports whether f is a character device such as a terminal.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// interrupted reports whether err is the cancellation caused by Ctrl-C or SIGTERM.
+func interrupted(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && errors.Is(err, context.Canceled)
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/okiba/okiba/api"
+)
+
+// deadLetter sends bodies to queue, receives them and dead-letters them with reason.
+func (h *harness) deadLetter(queue, reason string, bodies ...string) {
+	h.t.Helper()
+	h.send(queue, bodies...)
+	ms := h.recvJSON(queue, "--max", "1000")
+	if len(ms) != len(bodies) {
+		h.t.Fatalf("received %d of %d", len(ms), len(bodies))
+	}
+	args := []string{"deadletter", queue, "--reason", reason}
+	for _, m := range ms {
+		args = append(args, m.Receipt)
+	}
+	h.ok(args...)
+}
+
+func TestDLQListAndRedrive(t *testing.T) {
+	h := newHarness(t)
+	h.ok("queue", "create", "orders")
+	contains(t, "dlq list before any dead letter", h.ok("dlq", "list", "orders"), "orders-dlq: 0 dead letters")
+	contains(t, "dlq redrive before any dead letter", h.ok("dlq", "redrive", "orders"), "nothing to redrive: orders-dlq is empty")
+	h.deadLetter("orders", "poison", "m1", "m2\nwith a newline", "m3")
+
+	out := h.ok("dlq", "list", "orders")
+	contains(t, "dlq list", out, "orders-dlq: 3 dead letters\n", "ID", "REASON", "SOURCE", "DEAD-LETTERED AT", `"m2\nwith a newline"`)
+	matches(t, "dlq list", out, `[0-9a-f]{16}\s+poison\s+1\s+orders\s+\d{4}-\d\d-\d\dT`)
+	contains(t, "dlq list --limit", h.ok("dlq", "list", "orders", "--limit", "2"), "showing the first 2")
+	lines := decodeLines[dlqLine](t, h.ok("dlq", "list", "orders", "--json"))
+	if len(lines) != 3 || lines[0].Body != "m1" || lines[0].DeadLetter == nil || lines[0].DeadLetter.Reason != "poison" {
+		t.Fatalf("dlq list --json: %+v", lines)
+	}
+	r := h.fails(1, "dlq", "list", "orders-dlq")
+	contains(t, "stderr", r.err, "okiba dlq list: orders-dlq is itself the dead-letter queue of orders")
+
+	// Redrive back to the source; progress as plain lines when stderr is not a terminal.
+	r = h.runWith(runOpts{}, "dlq", "redrive", "orders")
+	if r.code != 0 {
+		t.Fatalf("dlq redrive: %+v", r)
+	}
+	contains(t, "redrive stdout", r.out, "started: 3 messages from orders-dlq", "completed: moved 3 of 3 messages")
+	contains(t, "redrive stderr", r.err, "3/3 moved")
+	if q := h.queue("orders"); q.Stats.Ready != 3 || q.Stats.DeadLetters != 0 {
+		t.Errorf("after redrive: %+v", q.Stats)
+	}
+	ms := h.recvJSON("orders", "--max", "10")
+	if len(ms) != 3 || ms[0].ID != lines[0].ID || ms[0].Deliveries != 1 {
+		t.Errorf("redriven messages keep their id and restart their delivery count: %+v", ms)
+	}
+
+	// On a terminal the bar is redrawn in place.
+	args := []string{"deadletter", "orders", "--reason", "again"}
+	for _, m := range ms {
+		args = append(args, m.Receipt)
+	}
+	h.ok(args...)
+	r = h.fails(1, "dlq", "redrive", "orders", "--to", "elsewhere")
+	contains(t, "stderr", r.err, `queue_not_found: queue not found: "elsewhere"`)
+	h.ok("queue", "create", "elsewhere")
+	r = h.runWith(runOpts{stderrTTY: true}, "dlq", "redrive", "orders", "--to", "elsewhere")
+	if r.code != 0 {
+		t.Fatalf("dlq redrive --to: %+v", r)
+	}
+	contains(t, "redrive stderr", r.err, "\r[", "3/3 moved (100%)")
+	contains(t, "redrive stdout", r.out, "to elsewhere")
+	if q := h.queue("elsewhere"); q.Stats.Ready != 3 {
+		t.Errorf("redrive --to elsewhere: %+v", q.Stats)
+	}
+
+	tasks := h.ok("dlq", "tasks")
+	matches(t, "dlq tasks", tasks, `TASK\s+STATE\s+FROM\s+TO\s+MOVED`)
+	matches(t, "dlq tasks", tasks, `completed\s+orders-dlq\s+elsewhere\s+3\s+3\s+0`)
+	r = h.fails(1, "dlq", "cancel", "1")
+	contains(t, "stderr", r.err, "okiba dlq cancel: task_finished:")
+
+	// A force-deleted dead-letter queue comes back with the next dead letter.
+	h.ok("queue", "delete", "orders-dlq", "--force")
+	r = h.run("dlq", "list", "orders")
+	if r.code != 0 || !strings.Contains(r.err, "orders-dlq does not exist") {
+		t.Errorf("dlq list with the DLQ deleted: %+v", r)
+	}
+	contains(t, "redrive", h.ok("dlq", "redrive", "orders"), "nothing to redrive")
+
+	h.ok("queue", "create", "plain", "--dead-letter-queue", "none")
+	r = h.fails(1, "dlq", "redrive", "plain")
+	contains(t, "stderr", r.err, "queue plain has no dead-letter queue")
+}
+
+func TestDLQRedriveSharedDeadLetterQueue(t *testing.T) {
+	h := newHarness(t)
+	h.ok("queue", "create", "shared-dlq", "--dead-letter-queue", "none")
+	h.ok("queue", "create", "a", "--dead-letter-queue", "shared-dlq")
+	h.ok("queue", "create", "b", "--dead-letter-queue", "shared-dlq")
+	h.deadLetter("a", "x", "from-a")
+	h.deadLetter("b", "x", "from-b")
+
+	out := h.ok("dlq", "list", "a")
+	contains(t, "dlq list", out, "shared-dlq: 2 dead letters", `"from-a"`, `"from-b"`)
+	out = h.ok("dlq", "redrive", "a")
+	contains(t, "redrive", out, "moved 1 of 1")
+	if q := h.queue("a"); q.Stats.Ready != 1 {
+		t.Errorf("a after redrive: %+v", q.Stats)
+	}
+	lines := decodeLines[dlqLine](t, h.ok("dlq", "list", "b", "--json"))
+	if len(lines) != 1 || lines[0].Body != "from-b" {
+		t.Errorf("b's dead letter must stay: %+v", lines)
+	}
+	contains(t, "redrive again", h.ok("dlq", "redrive", "a"), "nothing to redrive")
+}
+
+func TestDLQRedriveInterruptCancelsTheTask(t *testing.T) {
+	h := newHarness(t)
+	h.ok("queue", "create", "slow")
+	h.deadLetter("slow", "x", "1", "2", "3", "4", "5")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result, 1)
+	go func() {
+		done <- h.runWith(runOpts{ctx: ctx}, "dlq", "redrive", "slow", "--rate", "1")
+	}()
+	var task api.RedriveTask
+	eventually(t, "the redrive task to start", func() bool {
+		ts, err := h.srv.Client.RedriveTasks(context.Background())
+		if err != nil || len(ts) == 0 {
+			return false
+		}
+		task = ts[0]
+		return true
+	})
+	cancel() // what Ctrl-C does
+	r := <-done
+	if r.code != 130 {
+		t.Fatalf("interrupted redrive: exit %d, want 130\nstdout: %s\nstderr: %s", r.code, r.out, r.err)
+	}
+	contains(t, "stderr", r.err, "interrupted: cancelling redrive task "+task.ID, "cancelled after moving")
+	got, err := h.srv.Client.RedriveTask(context.Background(), task.ID)
+	if err != nil || got.State != "cancelled" || got.Moved >= 5 {
+		t.Fatalf("task after interrupt: %+v, %v", got, err)
+	}
+
+	// --no-wait leaves the task running and says how to follow it.
+	out := h.ok("dlq", "redrive", "slow", "--no-wait")
+	contains(t, "--no-wait", out, "started", "okiba dlq cancel")
+	eventually(t, "the second task to complete", func() bool {
+		ts, err := h.srv.Client.RedriveTasks(context.Background())
+		return err == nil && len(ts) == 2 && ts[0].State == "completed"
+	})
+	if q := h.queue("slow"); q.Stats.Ready != 5 || q.Stats.DeadLetters != 0 {
+		t.Errorf("after both redrives: %+v", q.Stats)
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/okiba/okiba/client"
+)
+
+type sendCmd struct{ app *app }
+
+func (c *sendCmd) Run(ctx context.Context, args []string) error {
+	a := c.app
+	f := a.flags("send", `
+Usage: okiba send QUEUE [BODY] [flags]
+
+Sends one message and prints its id, followed by "(duplicate)" when the dedup id (or,
+with content dedup, the body) was already sent within the queue's dedup window: the id
+is then the original message's and nothing new was enqueued.
+
+Without BODY (or with BODY "-") the body is read from stdin, byte for byte: a trailing
+newline is kept (use printf or echo -n to avoid one). Bodies that are not UTF-8 text are
+sent base64-encoded and arrive unchanged.`+clientHelp, `
+okiba send orders 'order 42 paid'
+okiba send orders '{"id":42}' --group customer-7 --dedup-id order-42 --header type=paid
+okiba send orders later --delay 5m
+printf 'from a pipe' | okiba send orders
+okiba send images < picture.png`)
+	var cf clientFlags
+	cf.register(f)
+	group := f.String("group", "", "message group `KEY`: a group's messages are delivered in order")
+	dedup := f.String("dedup-id", "", "dedup `ID`: a repeat within the queue's dedup window is a duplicate")
+	delay := f.Duration("delay", 0, "keep the message invisible this long (default the queue's delay)")
+	var headers kvFlag
+	f.Var(&headers, "header", "`KEY=VALUE` header (a String attribute), repeatable")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.args(pos, 1, 2, "QUEUE [BODY] [flags]"); err != nil {
+		return err
+	}
+	cl, err := cf.client(f)
+	if err != nil {
+		return err
+	}
+	m := client.Message{Group: *group, DedupID: *dedup, Headers: headers.m}
+	if f.given()["delay"] {
+		m.Delay = delay
+	}
+	if len(pos) == 2 && pos[1] != "-" {
+		m.Body = []byte(pos[1])
+	} else {
+		if a.StdinTTY {
+			fmt.Fprintln(a.Stderr, "reading the message body from stdin; end it with Ctrl-D")
+		}
+		if m.Body, err = io.ReadAll(a.Stdin); err != nil {
+			return fmt.Errorf("read the body from stdin: %w", err)
+		}
+	}
+	res, err := cl.Send(ctx, pos[0], m)
+	if err != nil {
+		return err
+	}
+	if res.Duplicate {
+		fmt.Fprintf(a.Stdout, "%s (duplicate)\n", res.ID)
+		return nil
+	}
+	fmt.Fprintln(a.Stdout, res.ID)
+	return nil
+}

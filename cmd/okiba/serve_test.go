@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	h := &harness{t: t, env: map[string]string{"OKIBA_DATA": dir}}
+	for _, args := range [][]string{
+		{"serve", "--addr", "0.0.0.0:0"},
+		{"serve", "--addr", ":0"},
+		{"serve", "--addr", "192.0.2.1:7070"},
+	} {
+		r := h.fails(2, args...)
+		contains(t, "stderr", r.err, "okiba serve: refusing to listen on", "without authentication", "--auth-token-file", "--insecure")
+	}
+	h.env["OKIBA_ADDR"] = "0.0.0.0:0" // the environment is checked the same way
+	h.fails(2, "serve")
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused serve created the data directory: %v", err)
+	}
+	h.fails(2, "serve", "--addr", "127.0.0.1:0", "--auth-token", "a", "--auth-token-file", "b")
+	h.fails(2, "serve", "--addr", "nonsense")
+
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7070": true, "127.1.2.3:1": true, "[::1]:7070": true, "localhost:7070": true,
+		"0.0.0.0:7070": false, ":7070": false, "[::]:7070": false, "10.0.0.1:7070": false, "example.com:80": false,
+	} {
+		if got, err := isLoopback(addr); err != nil || got != want {
+			t.Errorf("isLoopback(%q) = %v, %v; want %v", addr, got, err, want)
+		}
+	}
+}
+
+var urlRE = regexp.MustCompile(`msg="okiba serving" url=(\S+)`)
+
+// serveInProcess runs okiba serve in-process until the returned stop is called, and
+// returns the URL it listens on (with its host replaced by 127.0.0.1) and its log.
+func serveInProcess(t *testing.T, env map[string]string, args ...string) (url string, log *syncBuffer, stop func() int) {
+	t.Helper()
+	log = &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &app{Stdout: io.Discard, Stderr: log, Stdin: strings.NewReader(""), Getenv: func(k string) string { return env[k] }}
+	done := make(chan int, 1)
+	go func() { done <- a.run(ctx, append([]string{"serve"}, args...)) }()
+	stopped := false
+	stop = func() int {
+		if stopped {
+			return 0
+		}
+		stopped = true
+		cancel()
+		select {
+		case code := <-done:
+			return code
+		case <-time.After(30 * time.Second):
+			t.Fatalf("serve did not stop; log:\n%s", log.String())
+		}
+		return -1
+	}
+	t.Cleanup(func() { stop() })
+	eventually(t, "serve to listen", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited with %d:\n%s", code, log.String())
+		default:
+		}
+		m := urlRE.FindStringSubmatch(log.String())
+		if m == nil {
+			return false
+		}
+		url = "http://127.0.0.1:" + m[1][strings.LastIndex(m[1], ":")+1:]
+		return true
+	})
+	return url, log, stop
+}
+
+func TestServeInProcess(t *testing.T) {
+	dir := t.TempDir()
+	// Non-loopback with --insecure: allowed, and the log says so. Address and data
+	// directory come from the environment.
+	url, log, stop := serveInProcess(t, map[string]string{"OKIBA_ADDR": "0.0.0.0:0", "OKIBA_DATA": dir}, "--insecure")
+	h := &harness{t: t, env: map[string]string{"OKIBA_SERVER": url}}
+	h.ok("queue", "create", "q")
+	h.send("q", "kept")
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited with %d:\n%s", code, log.String())
+	}
+	contains(t, "log", log.String(), "level=WARN msg=\"authentication off on a non-loopback address (--insecure)",
+		"records_replayed=", "recovery_time=", "shutting down", "okiba stopped")
+
+	// Restart on the same directory with a token from a file: the queue is still there and
+	// /v1 needs the token.
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, log, stop = serveInProcess(t, map[string]string{"OKIBA_DATA": dir}, "--addr", "0.0.0.0:0", "--auth-token-file", tokenFile)
+	h.env["OKIBA_SERVER"] = url
+	r := h.fails(1, "queue", "list")
+	contains(t, "stderr", r.err, "unauthorized")
+	h.env["OKIBA_TOKEN"] = "s3cret"
+	if q := h.queue("q"); q.Stats.Ready != 1 {
+		t.Errorf("after restart: %+v", q.Stats)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited with %d:\n%s", code, log.String())
+	}
+	contains(t, "log", log.String(), "authentication on", "queues=2 messages=1")
+
+	// A serve whose context is already done starts and stops at once; --log-level error
+	// keeps the info lines out.
+	var logBuf syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a := &app{Stdout: io.Discard, Stderr: &logBuf, Getenv: func(string) string { return "" }}
+	if code := a.run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--log-level", "error"}); code != 0 {
+		t.Fatalf("serve: exit %d\n%s", code, logBuf.String())
+	}
+	if s := logBuf.String(); s != "" {
+		t.Errorf("--log-level error still logs:\n%s", s)
+	}
+}
+
+func TestEndLongPollsOnShutdown(t *testing.T) {
+	shutdown, begin := context.WithCancel(context.Background())
+	ended := make(chan string, 2)
+	h := endLongPolls(shutdown, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/receive") {
+			<-r.Context().Done() // a long poll: ends when its context does
+			ended <- "receive"
+			return
+		}
+		ended <- fmt.Sprintf("send: %v", r.Context().Err())
+	}))
+	recv := make(chan struct{})
+	go func() {
+		defer close(recv)
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/queues/q/receive", nil))
+	}()
+	begin()
+	if got := <-ended; got != "receive" {
+		t.Fatalf("first to end: %s", got)
+	}
+	<-recv
+	// Other requests keep their own context after shutdown began.
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/queues/q/messages", nil).WithContext(context.Background()))
+	if got := <-ended; got != "send: <nil>" {
+		t.Fatalf("send: %s", got)
+	}
+}
+
+// TestServeBinary builds the real binary, runs okiba serve as a child process on a free
+// port, talks to it with the binary, and stops it with SIGTERM.
+func TestServeBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIP: builds the okiba binary (run without -short)")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("SKIP: no go command in PATH to build the binary")
+	}
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "okiba")
+	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	data := filepath.Join(tmp, "data")
+	baseEnv := cleanEnv()
+
+	srv := startBinary(t, bin, baseEnv, "serve", "--addr", "127.0.0.1:0", "--data", data)
+	env := append(baseEnv, "OKIBA_SERVER="+srv.url)
+	eventually(t, "/healthz", func() bool {
+		resp, err := http.Get(srv.url + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+
+	runBin := func(stdin string, args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("run %v: %v", args, err)
+		}
+		return out.String(), errb.String(), code
+	}
+	if out, errs, code := runBin("", "queue", "create", "q"); code != 0 || !strings.Contains(out, "created queue q") {
+		t.Fatalf("queue create: %d %s %s", code, out, errs)
+	}
+	if out, errs, code := runBin("from stdin", "send", "q"); code != 0 || !idRE.MatchString(strings.TrimSpace(out)) {
+		t.Fatalf("send: %d %s %s", code, out, errs)
+	}
+	out, errs, code := runBin("", "recv", "q", "--json", "--ack")
+	if code != 0 || !strings.Contains(out, `"body":"from stdin"`) {
+		t.Fatalf("recv: %d %s %s", code, out, errs)
+	}
+	if _, errs, code := runBin("", "ack", "q", "bogus"); code != 1 || !strings.Contains(errs, "invalid_receipt") {
+		t.Fatalf("ack of a bogus receipt: %d %s", code, errs)
+	}
+	if _, errs, code := runBin("", "send"); code != 2 || !strings.Contains(errs, "missing arguments") {
+		t.Fatalf("usage error: %d %s", code, errs)
+	}
+
+	// A second broker on the same data directory is refused while the first runs.
+	second := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data", data)
+	second.Env = baseEnv
+	secondOut, err := second.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(secondOut), "data directory is in use by another okiba process") {
+		t.Fatalf("second serve on the same data: %v\n%s", err, secondOut)
+	}
+
+	// A long poll in progress does not hold the shutdown.
+	poll := exec.Command(bin, "recv", "q", "--wait", "60s")
+	poll.Env = env
+	if err := poll.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pollDone := make(chan error, 1)
+	go func() { pollDone <- poll.Wait() }()
+
+	code, log := srv.stop(t)
+	if code != 0 {
+		t.Fatalf("serve exited with %d after SIGTERM:\n%s", code, log)
+	}
+	contains(t, "serve log", log, `msg="okiba serving"`, "queues=0", "shutting down", `msg="okiba stopped"`)
+	select {
+	case <-pollDone:
+	case <-time.After(20 * time.Second):
+		poll.Process.Kill()
+		t.Fatal("the long poll outlived the server's shutdown")
+	}
+
+	// The next start recovers the queue from the final checkpoint.
+	srv = startBinary(t, bin, baseEnv, "serve", "--addr", "127.0.0.1:0", "--data", data)
+	env = append(baseEnv, "OKIBA_SERVER="+srv.url)
+	if out, errs, code := runBin("", "queue", "list"); code != 0 || !strings.Contains(out, "q-dlq") {
+		t.Fatalf("queue list after restart: %d %s %s", code, out, errs)
+	}
+	if code, log := srv.stop(t); code != 0 || !strings.Contains(log, "queues=2") {
+		t.Fatalf("second run: exit %d\n%s", code, log)
+	}
+}
+
+// cleanEnv is the test's environment without OKIBA_ variables.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OKIBA_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+type childServer struct {
+	cmd  *exec.Cmd
+	url  string
+	log  *syncBuffer
+	done chan struct{}
+}
+
+// startBinary starts okiba serve and waits for its start-up line.
+func startBinary(t *testing.T, bin string, env []string, args ...string) *childServer {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &childServer{cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
+	urls := make(chan string, 1)
+	go func() {
+		defer close(s.done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			s.log.Write([]byte(sc.Text() + "\n"))
+			if m := urlRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case urls <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	select {
+	case s.url = <-urls:
+	case <-s.done:
+		t.Fatalf("serve exited before listening:\n%s", s.log.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not start:\n%s", s.log.String())
+	}
+	return s
+}
+
+// stop sends SIGTERM and returns the exit code and the log.
+func (s *childServer) stop(t *testing.T) (int, string) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		<-s.done // the log is complete before Wait closes the pipe
+		waited <- s.cmd.Wait()
+	}()
+	select {
+	case err := <-waited:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), s.log.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, s.log.String()
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		t.Fatalf("serve did not exit after SIGTERM:\n%s", s.log.String())
+	}
+	return -1, ""
+}
