@@ -183,6 +183,9 @@ func (b *Broker) Receive(ctx context.Context, name string, opts ReceiveOptions) 
 		var ds []queue.Delivery
 		var wake chan struct{}
 		var reading bool
+		if !first && ctx.Err() != nil {
+			return nil, nil // the caller left while we waited: lease nothing for nobody
+		}
 		err := b.do(ctx, func(now int64) error {
 			if first {
 				wait := opts.Wait

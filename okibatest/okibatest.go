@@ -15,6 +15,8 @@ package okibatest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -53,11 +55,25 @@ type Server struct {
 // New starts a broker for t and stops it at cleanup.
 func New(t testing.TB, opts Options) *Server {
 	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	s, err := Start(opts)
+	if err != nil {
+		t.Fatalf("okibatest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a broker outside a test (for examples and benchmarks harnesses); the
+// caller must Close it. Options.Dir is required.
+func Start(opts Options) (*Server, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("okibatest: Start needs Options.Dir")
+	}
 	cfg := opts.Broker
 	cfg.Dir = opts.Dir
-	if cfg.Dir == "" {
-		cfg.Dir = t.TempDir()
-	}
 	s := &Server{Dir: cfg.Dir}
 	if opts.FakeClock {
 		s.Clock = clock.NewFake(time.Now().Truncate(time.Millisecond))
@@ -65,17 +81,16 @@ func New(t testing.TB, opts Options) *Server {
 	}
 	b, err := broker.Open(cfg)
 	if err != nil {
-		t.Fatalf("okibatest: open broker: %v", err)
+		return nil, fmt.Errorf("open broker: %w", err)
 	}
 	s.Broker = b
 	s.http = httptest.NewServer(server.New(b, server.Options{AuthToken: opts.Token}).Handler())
 	s.URL = s.http.URL
-	s.Client, err = client.New(s.URL, client.Options{Token: opts.Token})
-	if err != nil {
-		t.Fatalf("okibatest: client: %v", err)
+	if s.Client, err = client.New(s.URL, client.Options{Token: opts.Token}); err != nil {
+		s.Close()
+		return nil, err
 	}
-	t.Cleanup(s.Close)
-	return s
+	return s, nil
 }
 
 // Close stops the HTTP server and the broker. It is safe to call twice.

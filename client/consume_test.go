@@ -1,0 +1,572 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/okibatest"
+)
+
+// noBackoff is a queue configuration whose nacked messages come back at once.
+func noBackoff() api.QueueConfig {
+	return api.QueueConfig{BackoffBase: api.Ptr(0), BackoffMax: api.Ptr(0)}
+}
+
+func bodiesN(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
+}
+
+func TestConsumeAcksWhenTheHandlerSucceeds(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	send(t, srv.Client, "q", "", bodiesN("m", 50)...)
+	c, tr := countingClient(t, srv)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var handled atomic.Int64
+	seen := sync.Map{}
+	done := consume(t, ctx, c, "q", func(ctx context.Context, d *client.Delivery) error {
+		if _, dup := seen.LoadOrStore(d.ID, true); dup {
+			t.Errorf("message %s handled twice", d.ID)
+		}
+		if handled.Add(1) == 50 {
+			cancel()
+		}
+		return nil
+	}, client.ConsumeOptions{Concurrency: 4})
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	// Consume returns once its acks are answered.
+	st := stats(t, srv, "q")
+	if st.Acked != 50 || st.Ready != 0 || st.InFlight != 0 || st.Delayed != 0 {
+		t.Fatalf("stats %+v: want 50 acked and nothing left", st)
+	}
+	if n := tr.count("ack"); n > 25 {
+		t.Fatalf("%d ack requests for 50 messages: acks were not batched", n)
+	}
+	noLeakedGoroutines(t)
+}
+
+func TestConsumeNacksOnErrorAndTheMessageComesBack(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.PutQueue(t, "q", noBackoff())
+	send(t, srv.Client, "q", "", "flaky")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls []uint32
+	var mu sync.Mutex
+	done := consume(t, ctx, srv.Client, "q", func(ctx context.Context, d *client.Delivery) error {
+		mu.Lock()
+		calls = append(calls, d.Deliveries)
+		mu.Unlock()
+		if d.Deliveries == 1 {
+			return errors.New("temporary trouble")
+		}
+		cancel()
+		return nil
+	}, client.ConsumeOptions{})
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if fmt.Sprint(calls) != "[1 2]" {
+		t.Fatalf("handler saw deliveries %v, want [1 2]", calls)
+	}
+	st := stats(t, srv, "q")
+	if st.Nacked != 1 || st.Acked != 1 || st.Ready+st.InFlight+st.Delayed != 0 {
+		t.Fatalf("stats %+v: want 1 nack then 1 ack", st)
+	}
+}
+
+func TestConsumeRetryAfterSetsTheNackDelay(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{FakeClock: true})
+	srv.CreateQueue(t, "q")
+	send(t, srv.Client, "q", "", "later")
+	start := srv.Clock.Now()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := consume(t, ctx, srv.Client, "q", func(ctx context.Context, d *client.Delivery) error {
+		cancel()
+		return fmt.Errorf("rate limited: %w", client.RetryAfter(time.Hour))
+	}, client.ConsumeOptions{})
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	ms := peekAll(t, srv.Client, "q")
+	if len(ms) != 1 || ms[0].State != "delayed" || ms[0].VisibleAt == nil || !ms[0].VisibleAt.Equal(start.Add(time.Hour)) {
+		t.Fatalf("after RetryAfter(1h) the message is %+v, want delayed until %v", ms, start.Add(time.Hour))
+	}
+}
+
+func TestConsumeDeadLettersWithTheHandlersReason(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	ids := send(t, srv.Client, "q", "", "poison")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := consume(t, ctx, srv.Client, "q", func(ctx context.Context, d *client.Delivery) error {
+		cancel()
+		return fmt.Errorf("parse order: %w", client.DeadLetter("bad-payload", "field total is missing"))
+	}, client.ConsumeOptions{})
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if st := stats(t, srv, "q"); st.Ready+st.InFlight+st.Delayed != 0 || st.DeadLettered != 1 {
+		t.Fatalf("source stats %+v: want the message dead-lettered", st)
+	}
+	dl := peekAll(t, srv.Client, "q-dlq")
+	if len(dl) != 1 || dl[0].ID != ids[0] || dl[0].DeadLetter == nil {
+		t.Fatalf("q-dlq holds %+v, want message %s", dl, ids[0])
+	}
+	if got := dl[0].DeadLetter; got.Reason != "bad-payload" || got.Description != "field total is missing" || got.Source != "q" {
+		t.Fatalf("dead letter %+v, want reason bad-payload from q with the description", got)
+	}
+}
+
+func TestConsumeRecoversAPanicAndRetries(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.PutQueue(t, "q", noBackoff())
+	send(t, srv.Client, "q", "", "boom")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	var second atomic.Uint32
+	done := consume(t, ctx, srv.Client, "q", func(ctx context.Context, d *client.Delivery) error {
+		if d.Deliveries == 1 {
+			panic("nil map somewhere")
+		}
+		second.Store(d.Deliveries)
+		cancel()
+		return nil
+	}, client.ConsumeOptions{Logger: testLogger(t, &logs)})
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if second.Load() != 2 {
+		t.Fatalf("after the panic the message came back with deliveries %d, want 2", second.Load())
+	}
+	if !strings.Contains(logs.String(), "panicked") || !strings.Contains(logs.String(), "nil map somewhere") {
+		t.Fatalf("the panic was not logged; log:\n%s", logs.String())
+	}
+	if st := stats(t, srv, "q"); st.Acked != 1 || st.Nacked != 1 {
+		t.Fatalf("stats %+v: want 1 nack (the panic) and 1 ack", st)
+	}
+}
+
+func TestConsumeExtendsTheLeaseOfALongHandler(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.PutQueue(t, "q", api.QueueConfig{VisibilityTimeout: api.Ptr(300 * time.Millisecond)})
+	const n = 5
+	send(t, srv.Client, "q", "", bodiesN("slow", n)...)
+	c, tr := countingClient(t, srv)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{}, n)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	done := consume(t, ctx, c, "q", func(hctx context.Context, d *client.Delivery) error {
+		runs.Add(1)
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-hctx.Done():
+			t.Errorf("handler context cancelled: %v", context.Cause(hctx))
+		}
+		return nil
+	}, client.ConsumeOptions{Concurrency: n})
+	for range n {
+		recv(t, started, 10*time.Second, "the handlers to start")
+	}
+
+	// A second consumer polls for 1.2s: four lease lengths. Without extension the message
+	// would be redelivered to it.
+	wait := 1200 * time.Millisecond
+	got, err := srv.Client.Receive(context.Background(), "q", client.ReceiveOptions{Max: 10, Wait: &wait})
+	if err != nil {
+		t.Fatalf("second consumer: %v", err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("second consumer received %d messages while the handler ran", len(got))
+	}
+	st := stats(t, srv, "q")
+	if st.Extended < 2*n || st.InFlight != n {
+		t.Fatalf("stats %+v: want every lease extended at least twice and still in flight", st)
+	}
+	// The leases were received together, so they are extended together.
+	if reqs := tr.count("extend"); uint64(reqs)*2 > st.Extended {
+		t.Fatalf("%d extend requests for %d extensions: extensions were not batched", reqs, st.Extended)
+	}
+	close(release)
+	eventually(t, 10*time.Second, "the acks", func() bool { return stats(t, srv, "q").Acked == n })
+	cancel()
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	st = stats(t, srv, "q")
+	if st.Delivered != n || st.Redelivered != 0 || st.Acked != n || runs.Load() != n {
+		t.Fatalf("stats %+v, runs %d: want one delivery each, each acked once", st, runs.Load())
+	}
+}
+
+func TestConsumeKeepsGroupOrderAndRunsGroupsInParallel(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	const groups, perGroup = 4, 25
+	// Interleave the groups' sends, plus messages without a group.
+	for i := range perGroup {
+		for g := range groups {
+			send(t, srv.Client, "q", fmt.Sprintf("g%d", g), strconv.Itoa(i))
+		}
+		send(t, srv.Client, "q", "", "free")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		next     = make(map[string]int)  // group → the index it must process next
+		inGroup  = make(map[string]int)  // group → handlers running now
+		heads    = make(map[string]bool) // groups whose first message is running
+		allHeads = make(chan struct{})
+		handled  int
+	)
+	done := consume(t, ctx, srv.Client, "q", func(hctx context.Context, d *client.Delivery) error {
+		if d.Group == "" {
+			mu.Lock()
+			handled++
+			if handled == groups*perGroup+perGroup {
+				cancel()
+			}
+			mu.Unlock()
+			return nil
+		}
+		i, _ := strconv.Atoi(string(d.Body))
+		mu.Lock()
+		inGroup[d.Group]++
+		if inGroup[d.Group] > 1 {
+			t.Errorf("group %s: two messages run at once", d.Group)
+		}
+		if i != next[d.Group] {
+			t.Errorf("group %s: got message %d, want %d", d.Group, i, next[d.Group])
+		}
+		next[d.Group] = i + 1
+		first := i == 0
+		if first {
+			heads[d.Group] = true
+			if len(heads) == groups {
+				close(allHeads)
+			}
+		}
+		mu.Unlock()
+		if first {
+			// Every group's first message must be running at the same time: groups run
+			// in parallel.
+			select {
+			case <-allHeads:
+			case <-time.After(10 * time.Second):
+				t.Errorf("group %s: the other groups did not run in parallel", d.Group)
+			}
+		}
+		mu.Lock()
+		inGroup[d.Group]--
+		handled++
+		if handled == groups*perGroup+perGroup {
+			cancel()
+		}
+		mu.Unlock()
+		return nil
+	}, client.ConsumeOptions{Concurrency: 8, Prefetch: 200}) // room for every message: one receive takes a group's whole run
+	if err := recv(t, done, 20*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	for g := range groups {
+		if n := next[fmt.Sprintf("g%d", g)]; n != perGroup {
+			t.Errorf("group g%d: processed up to %d, want %d", g, n, perGroup)
+		}
+	}
+	if st := stats(t, srv, "q"); st.Acked != groups*perGroup+perGroup || st.Redelivered != 0 {
+		t.Fatalf("stats %+v: want every message acked once", st)
+	}
+}
+
+func TestConsumeFailureInAGroupNacksTheRestAndKeepsOrder(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.PutQueue(t, "q", noBackoff())
+	send(t, srv.Client, "q", "g", bodiesN("", 10)...)
+	send(t, srv.Client, "q", "other", bodiesN("", 10)...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type run struct {
+		body       string
+		deliveries uint32
+		ok         bool
+	}
+	var mu sync.Mutex
+	var order []run // group g only
+	var acked int
+	done := consume(t, ctx, srv.Client, "q", func(hctx context.Context, d *client.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		fail := d.Group == "g" && string(d.Body) == "3" && d.Deliveries == 1
+		if d.Group == "g" {
+			order = append(order, run{string(d.Body), d.Deliveries, !fail})
+		}
+		if fail {
+			return errors.New("cannot process 3 yet")
+		}
+		acked++
+		if acked == 20 {
+			cancel()
+		}
+		return nil
+	}, client.ConsumeOptions{Concurrency: 4, Prefetch: 32})
+	if err := recv(t, done, 20*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	var got []string
+	for _, r := range order {
+		s := r.body
+		if !r.ok {
+			s += "!"
+		}
+		got = append(got, s)
+	}
+	if want := "0 1 2 3! 3 4 5 6 7 8 9"; strings.Join(got, " ") != want {
+		t.Fatalf("group g ran %v, want %s", got, want)
+	}
+	// 4..9 were held when 3 failed (one receive leases a group's consecutive messages):
+	// they were handed back without running and came back with a second delivery.
+	for _, r := range order[5:] {
+		if r.deliveries != 2 {
+			t.Fatalf("message %s ran at delivery %d, want 2 (nacked unrun, then redelivered)", r.body, r.deliveries)
+		}
+	}
+	if st := stats(t, srv, "q"); st.Acked != 20 || st.Ready+st.InFlight+st.Delayed != 0 {
+		t.Fatalf("stats %+v: want all 20 acked", st)
+	}
+}
+
+func TestConsumeGracefulShutdownDrainsInFlightWork(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	send(t, srv.Client, "q", "", bodiesN("m", 10)...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan string, 10)
+	release := make(chan struct{})
+	var cancelledEarly atomic.Bool
+	done := consume(t, ctx, srv.Client, "q", func(hctx context.Context, d *client.Delivery) error {
+		started <- d.ID
+		<-release
+		if hctx.Err() != nil {
+			cancelledEarly.Store(true)
+		}
+		return nil
+	}, client.ConsumeOptions{Concurrency: 2, Prefetch: 8})
+	recv(t, started, 10*time.Second, "a handler to start")
+	recv(t, started, 10*time.Second, "a second handler to start")
+	// Two running and eight prefetched: the consumer holds all ten.
+	eventually(t, 10*time.Second, "all ten leased", func() bool { return stats(t, srv, "q").InFlight == 10 })
+
+	cancel()
+	// The eight that never started are handed back at once, while the two still run.
+	eventually(t, 10*time.Second, "the prefetched messages handed back", func() bool {
+		st := stats(t, srv, "q")
+		return st.Ready == 8 && st.InFlight == 2
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("Consume returned (%v) before its running handlers finished", err)
+	default:
+	}
+	close(release)
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if cancelledEarly.Load() {
+		t.Fatal("a running handler's context was cancelled during a graceful drain")
+	}
+	if len(started) != 0 {
+		t.Fatalf("%d more handlers started after the drain began", len(started))
+	}
+	st := stats(t, srv, "q")
+	if st.Acked != 2 || st.Ready != 8 || st.InFlight != 0 || st.Delayed != 0 {
+		t.Fatalf("stats %+v: want the 2 running acked and the 8 others ready again", st)
+	}
+	for _, m := range peekAll(t, srv.Client, "q") {
+		if m.Deliveries != 1 {
+			t.Fatalf("message %s has %d deliveries, want 1", m.ID, m.Deliveries)
+		}
+	}
+	noLeakedGoroutines(t)
+}
+
+func TestConsumeDrainTimeoutCancelsHandlers(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	send(t, srv.Client, "q", "", "stuck")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	done := consume(t, ctx, srv.Client, "q", func(hctx context.Context, d *client.Delivery) error {
+		close(started)
+		<-hctx.Done() // a handler that only stops when told
+		return hctx.Err()
+	}, client.ConsumeOptions{DrainTimeout: 50 * time.Millisecond})
+	recv(t, started, 10*time.Second, "the handler to start")
+	cancel()
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	// Cut short by the consumer, not failed: handed back with no backoff.
+	st := stats(t, srv, "q")
+	if st.Ready != 1 || st.Nacked != 1 || st.Delayed != 0 {
+		t.Fatalf("stats %+v: want the message ready again", st)
+	}
+}
+
+func TestConsumeHardStopCancelsHandlersAtOnce(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	send(t, srv.Client, "q", "", "a", "b")
+
+	hardStop := make(chan struct{})
+	started := make(chan struct{}, 2)
+	done := consume(t, context.Background(), srv.Client, "q", func(hctx context.Context, d *client.Delivery) error {
+		started <- struct{}{}
+		<-hctx.Done()
+		return hctx.Err()
+	}, client.ConsumeOptions{Concurrency: 2, HardStop: hardStop})
+	recv(t, started, 10*time.Second, "a handler to start")
+	recv(t, started, 10*time.Second, "the second handler to start")
+	close(hardStop)
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if st := stats(t, srv, "q"); st.Ready != 2 || st.InFlight != 0 {
+		t.Fatalf("stats %+v: want both messages ready again", st)
+	}
+	noLeakedGoroutines(t)
+}
+
+func TestConsumeWithoutPrefetchLeasesOnlyWhatRuns(t *testing.T) {
+	// Prefetch none, one handler: the fetcher waits for room while the handler runs, so
+	// only the running message is leased, and the drain leaves nothing else leased.
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	send(t, srv.Client, "q", "", "a", "b", "c")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{}, 3)
+	release := make(chan struct{})
+	done := consume(t, ctx, srv.Client, "q", func(hctx context.Context, d *client.Delivery) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}, client.ConsumeOptions{Prefetch: -1})
+	recv(t, started, 10*time.Second, "the handler to start")
+	if st := stats(t, srv, "q"); st.InFlight != 1 {
+		t.Fatalf("stats %+v: with no prefetch only the running message is leased", st)
+	}
+	cancel()
+	close(release)
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if st := stats(t, srv, "q"); st.Acked != 1 || st.Ready != 2 || st.InFlight != 0 {
+		t.Fatalf("stats %+v: want 1 acked and 2 ready", st)
+	}
+}
+
+func TestConsumeEndsOnAnUnrecoverableError(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	h := func(context.Context, *client.Delivery) error { return nil }
+	// Reading the queue's visibility fails at once.
+	err := srv.Client.Consume(context.Background(), "missing", h, client.ConsumeOptions{Logger: testLogger(t, nil)})
+	if !client.IsCode(err, api.CodeQueueNotFound) {
+		t.Fatalf("Consume on a missing queue: %v, want queue_not_found", err)
+	}
+	// With a visibility given, the receive fails.
+	err = srv.Client.Consume(context.Background(), "missing", h, client.ConsumeOptions{Visibility: time.Second, Logger: testLogger(t, nil)})
+	if !client.IsCode(err, api.CodeQueueNotFound) {
+		t.Fatalf("Consume with Visibility on a missing queue: %v, want queue_not_found", err)
+	}
+	// Deleted while consuming.
+	srv.CreateQueue(t, "q")
+	started := make(chan struct{})
+	done := consume(t, context.Background(), srv.Client, "q", func(ctx context.Context, d *client.Delivery) error {
+		close(started)
+		return nil
+	}, client.ConsumeOptions{})
+	send(t, srv.Client, "q", "", "x")
+	recv(t, started, 10*time.Second, "the handler to start")
+	if err := srv.Client.DeleteQueue(context.Background(), "q", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, done, 10*time.Second, "Consume to return"); !client.IsCode(err, api.CodeQueueNotFound) {
+		t.Fatalf("Consume of a deleted queue: %v, want queue_not_found", err)
+	}
+	noLeakedGoroutines(t)
+}
+
+func TestConsumeLostLeaseCancelsTheHandlerAndSkipsTheSettle(t *testing.T) {
+	// The broker's clock is fake: jumping it past the lease makes the next extension
+	// answer receipt_stale, as when this process stalled longer than its lease.
+	srv := okibatest.New(t, okibatest.Options{FakeClock: true})
+	srv.PutQueue(t, "q", api.QueueConfig{VisibilityTimeout: api.Ptr(200 * time.Millisecond)})
+	send(t, srv.Client, "q", "", "m")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	cancelled := make(chan struct{})
+	done := consume(t, ctx, srv.Client, "q", func(hctx context.Context, d *client.Delivery) error {
+		if d.Deliveries > 1 {
+			return nil // someone else's turn; not reached in this test
+		}
+		close(started)
+		<-hctx.Done()
+		close(cancelled)
+		return nil // would be an ack, but the lease is gone
+	}, client.ConsumeOptions{Prefetch: -1})
+	recv(t, started, 10*time.Second, "the handler to start")
+	// Receive it elsewhere once the lease has ended, so that the message is not only
+	// stale but in someone else's hands.
+	srv.Clock.Advance(time.Second)
+	got, err := srv.Client.Receive(context.Background(), "q", client.ReceiveOptions{Max: 1, Visibility: ptr(time.Hour)})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("second consumer: %v, %d messages", err, len(got))
+	}
+	recv(t, cancelled, 10*time.Second, "the handler's context to be cancelled")
+	cancel()
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if st := stats(t, srv, "q"); st.Acked != 0 || st.Nacked != 0 || st.InFlight != 1 {
+		t.Fatalf("stats %+v: the lost lease must be neither acked nor nacked", st)
+	}
+	if err := srv.Client.AckOne(context.Background(), "q", got[0].Receipt); err != nil {
+		t.Fatalf("the second consumer's ack: %v", err)
+	}
+}

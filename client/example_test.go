@@ -1,0 +1,153 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"sync"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/okibatest"
+)
+
+// exampleBroker starts an in-process broker on a temporary directory and returns a
+// client for it. In your tests, use okibatest.New(t, …), which also cleans up.
+func exampleBroker() (*client.Client, func()) {
+	dir, err := os.MkdirTemp("", "okiba-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv, err := okibatest.Start(okibatest.Options{Dir: dir})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return srv.Client, func() {
+		srv.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+// Consume runs a handler on every message. Messages of one group (here, one customer)
+// are handled one at a time, in order; an order that cannot ever be processed is
+// dead-lettered with a reason; cancelling the context drains and stops the consumer.
+func Example_consume() {
+	c, stop := exampleBroker()
+	defer stop()
+	ctx := context.Background()
+	if _, err := c.PutQueue(ctx, "orders", api.QueueConfig{}); err != nil {
+		log.Fatal(err)
+	}
+	for _, body := range []string{"order 1", "order 2", "garbage", "order 3"} {
+		if _, err := c.Send(ctx, "orders", client.Message{Body: []byte(body), Group: "customer-7"}); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	seen := 0
+	err := c.Consume(ctx, "orders", func(ctx context.Context, d *client.Delivery) error {
+		seen++
+		if seen == 4 {
+			cancel() // stop after this one: Consume drains, settles and returns
+		}
+		if string(d.Body) == "garbage" {
+			return client.DeadLetter("unparseable", "not an order")
+		}
+		fmt.Println("processed", string(d.Body))
+		return nil
+	}, client.ConsumeOptions{Concurrency: 8})
+	fmt.Println("consume returned", err)
+
+	dead, err := c.Peek(context.Background(), "orders-dlq", client.PeekOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range dead.Messages {
+		fmt.Printf("dead letter %q: %s (%s)\n", *m.Body, m.DeadLetter.Reason, m.DeadLetter.Description)
+	}
+	// Output:
+	// processed order 1
+	// processed order 2
+	// processed order 3
+	// consume returned <nil>
+	// dead letter "garbage": unparseable (not an order)
+}
+
+// A Producer gathers concurrent Sends into batch requests; each Send still gets its own
+// message's id or error.
+func Example_producer() {
+	c, stop := exampleBroker()
+	defer stop()
+	ctx := context.Background()
+	if _, err := c.PutQueue(ctx, "events", api.QueueConfig{}); err != nil {
+		log.Fatal(err)
+	}
+
+	p := client.NewProducer(c, "events", client.ProducerOptions{})
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := p.Send(ctx, client.Message{Body: fmt.Appendf(nil, "event %d", i)}); err != nil {
+				log.Print(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := p.Close(ctx); err != nil { // sends what is left, then stops
+		log.Fatal(err)
+	}
+
+	q, err := c.Queue(ctx, "events")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("messages in the queue:", q.Stats.Ready)
+	// Output:
+	// messages in the queue: 100
+}
+
+// A handler chooses each message's fate by what it returns. A consumer started like
+// this drains on the first interrupt and stops hard on the second.
+func ExampleClient_Consume() {
+	c, err := client.New("http://127.0.0.1:7070", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, drain := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer drain()
+	hardStop := make(chan struct{})
+	go func() {
+		<-ctx.Done()
+		again, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		<-again.Done()
+		close(hardStop)
+	}()
+
+	errBusy := errors.New("payment service busy")
+	err = c.Consume(ctx, "payments", func(ctx context.Context, d *client.Delivery) error {
+		switch err := charge(ctx, d.Body); {
+		case err == nil:
+			return nil // ack
+		case errors.Is(err, errBusy):
+			return fmt.Errorf("charge: %w", client.RetryAfter(30*time.Second)) // nack, retry in 30s
+		case d.Deliveries >= 3:
+			return client.DeadLetter("charge_failed", err.Error()) // give up, with a reason
+		default:
+			return err // nack, retry after the queue's backoff
+		}
+	}, client.ConsumeOptions{Concurrency: 16, HardStop: hardStop})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func charge(ctx context.Context, body []byte) error { return nil }

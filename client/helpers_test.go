@@ -1,0 +1,203 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/okibatest"
+)
+
+// eventually polls cond until it holds, failing the test after timeout.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// recv waits for a value on ch, failing the test after timeout.
+func recv[T any](t testing.TB, ch <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		panic("unreachable")
+	}
+}
+
+func stats(t testing.TB, srv *okibatest.Server, queue string) api.Stats {
+	t.Helper()
+	q, err := srv.Client.Queue(context.Background(), queue)
+	if err != nil {
+		t.Fatalf("queue %s: %v", queue, err)
+	}
+	return q.Stats
+}
+
+// send sends messages with the given bodies (and group) one request at a time, in order.
+func send(t testing.TB, c *client.Client, queue, group string, bodies ...string) []string {
+	t.Helper()
+	msgs := make([]client.Message, len(bodies))
+	for i, b := range bodies {
+		msgs[i] = client.Message{Body: []byte(b), Group: group}
+	}
+	res, err := c.SendBatch(context.Background(), queue, msgs)
+	if err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	ids := make([]string, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("send %q: %v", bodies[i], r.Err)
+		}
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// peekAll lists every message of a queue.
+func peekAll(t testing.TB, c *client.Client, queue string) []api.Message {
+	t.Helper()
+	var out []api.Message
+	after := ""
+	for {
+		r, err := c.Peek(context.Background(), queue, client.PeekOptions{After: after, Limit: 1000})
+		if err != nil {
+			t.Fatalf("peek %s: %v", queue, err)
+		}
+		out = append(out, r.Messages...)
+		if r.Next == "" {
+			return out
+		}
+		after = r.Next
+	}
+}
+
+// consume runs Consume in a goroutine and returns a channel with its result. The test
+// fails at cleanup if Consume has not returned by then.
+func consume(t *testing.T, ctx context.Context, c *client.Client, queue string, h client.Handler, opts client.ConsumeOptions) <-chan error {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t, nil)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Consume(ctx, queue, h, opts) }()
+	return done
+}
+
+// testLogger logs to the test log and, if buf is set, to buf as well.
+func testLogger(t testing.TB, buf *syncBuffer) *slog.Logger {
+	w := &testWriter{t: t, buf: buf}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct {
+	t   testing.TB
+	buf *syncBuffer
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	if w.buf != nil {
+		w.buf.Write(p)
+	}
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// countingTransport counts POST requests by the last element of their path ("messages"
+// for sends, "extend", "ack", …), and can hold send requests until release is closed.
+type countingTransport struct {
+	base  http.RoundTripper
+	sends atomic.Int64
+	mu    sync.Mutex
+	posts map[string]int
+	// hold, if set, makes send requests wait until it is closed or their context ends.
+	hold chan struct{}
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost {
+		op := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		c.mu.Lock()
+		if c.posts == nil {
+			c.posts = make(map[string]int)
+		}
+		c.posts[op]++
+		c.mu.Unlock()
+		if op == "messages" {
+			c.sends.Add(1)
+			if c.hold != nil {
+				select {
+				case <-c.hold:
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+			}
+		}
+	}
+	return c.base.RoundTrip(r)
+}
+
+func (c *countingTransport) count(op string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.posts[op]
+}
+
+// noLeakedGoroutines fails the test if a goroutine of the consumer runtime or the
+// producer is still running (they must all be joined before Consume or Close return).
+func noLeakedGoroutines(t testing.TB) {
+	t.Helper()
+	var stacks string
+	leaked := func() bool {
+		buf := make([]byte, 1<<20)
+		stacks = string(buf[:runtime.Stack(buf, true)])
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "okiba/client.(*consumer)") || strings.Contains(g, "okiba/client.(*Producer)") {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for leaked() {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines of the client runtime are still running:\n%s", stacks)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

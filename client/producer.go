@@ -1,0 +1,447 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/okiba/okiba/api"
+)
+
+// ErrProducerClosed is returned by Send after Close, and by a Send whose message was
+// still waiting to be sent when Close gave up (its context ended).
+var ErrProducerClosed = errors.New("client: producer is closed")
+
+// NoLinger, as ProducerOptions.Linger or ConsumeOptions.AckLinger, sends whatever has
+// gathered at once instead of waiting for more.
+const NoLinger = time.Duration(-1)
+
+// ProducerOptions configure a Producer. The zero value means the defaults.
+type ProducerOptions struct {
+	// MaxBatch is the most messages in one send request. Defaults to 256; at most 1000
+	// (the server's limit).
+	MaxBatch int
+	// MaxBytes bounds the encoded size of one send request; a single larger message is
+	// sent on its own. Defaults to 4 MiB; at most 15 MiB (the server refuses requests over
+	// 16 MiB).
+	MaxBytes int
+	// Linger is how long a batch that is not yet full waits for more messages after its
+	// first one arrived. Defaults to 1ms. NoLinger (any negative value) sends whatever has
+	// gathered as soon as a request may leave. Batches also grow, whatever the linger,
+	// while MaxInFlight requests are outstanding.
+	Linger time.Duration
+	// MaxInFlight is the most send requests outstanding at once. Many requests in flight
+	// let the broker commit many messages with one fsync (group commit). Defaults to 8.
+	MaxInFlight int
+}
+
+const (
+	defaultProducerBatch    = 256
+	defaultProducerBytes    = 4 << 20
+	maxProducerBytes        = api.MaxRequestBody - 1<<20
+	defaultProducerLinger   = time.Millisecond
+	defaultProducerInFlight = 8
+)
+
+func (o ProducerOptions) withDefaults() ProducerOptions {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = defaultProducerBatch
+	}
+	o.MaxBatch = min(o.MaxBatch, api.MaxBatch)
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = defaultProducerBytes
+	}
+	o.MaxBytes = min(o.MaxBytes, maxProducerBytes)
+	if o.Linger == 0 {
+		o.Linger = defaultProducerLinger
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = defaultProducerInFlight
+	}
+	return o
+}
+
+// Producer sends messages to one queue, gathering concurrent Sends into batch requests.
+// It is safe for use by many goroutines; batching only helps when many Sends are
+// outstanding at once (many goroutines, or Sends started without waiting). Create it with
+// NewProducer and stop it with Close.
+//
+// Each Send returns its own message's outcome: its id (and whether it was a duplicate
+// of a recent dedup id), or its own error such as queue_full, even when the other
+// messages of its batch were accepted. A request that the server rejects as a whole
+// because of one malformed message is split and retried, so that only the malformed
+// message fails. Transport errors are not retried (a retried send without a dedup id
+// could enqueue the message twice): every Send of that request gets the error.
+type Producer struct {
+	c     *Client
+	queue string
+	opts  ProducerOptions
+
+	// Requests to the owner goroutine (run). reqs is unbuffered: a Send is accepted
+	// exactly when the owner takes it.
+	reqs    chan *pendingSend
+	flushes chan chan struct{}
+	batches chan uint64 // ids of finished batch requests, from the request goroutines
+
+	closing   chan struct{} // closed by Close
+	closeOnce sync.Once
+	done      chan struct{} // closed when the owner has stopped and joined its requests
+
+	// ctx is the context of the batch requests; Close cancels it when its own context
+	// ends before the producer drained.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	accepted atomic.Int64 // Sends taken by the owner (tests wait on it)
+}
+
+// pendingSend is one Send waiting for its result.
+type pendingSend struct {
+	ctx  context.Context
+	msg  api.SendMessage
+	size int
+	res  chan SendResult // buffered: the result is delivered exactly once, never blocking
+}
+
+// batch is a send request being gathered or waiting for room.
+type batch struct {
+	id     uint64
+	items  []*pendingSend
+	bytes  int
+	sealed bool // full: it leaves as soon as there is room, without lingering
+}
+
+// NewProducer starts a producer for queue. Close it to stop its goroutine.
+func NewProducer(c *Client, queue string, opts ProducerOptions) *Producer {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Producer{
+		c: c, queue: queue, opts: opts.withDefaults(),
+		reqs:    make(chan *pendingSend),
+		flushes: make(chan chan struct{}),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+		ctx:     ctx, cancel: cancel,
+	}
+	p.batches = make(chan uint64, p.opts.MaxInFlight)
+	go p.run()
+	return p
+}
+
+// Send hands m to the producer and waits for its outcome. It returns the message's
+// result and, when the message was not accepted by the server, its error (an
+// *api.Error for errors the server reported, as SendResult.Err).
+//
+// If ctx ends before the message left in a request, the message is not sent and Send
+// returns ctx's error. If ctx ends after it left, Send returns ctx's error and the
+// message may or may not have been enqueued: use a DedupID to make a retry safe.
+func (p *Producer) Send(ctx context.Context, m Message) (SendResult, error) {
+	select {
+	case <-p.closing:
+		return SendResult{}, ErrProducerClosed
+	default:
+	}
+	w := wireSend(m)
+	ps := &pendingSend{ctx: ctx, msg: w, size: wireSize(&w), res: make(chan SendResult, 1)}
+	select {
+	case p.reqs <- ps:
+	case <-p.closing:
+		return SendResult{}, ErrProducerClosed
+	case <-ctx.Done():
+		return SendResult{}, ctx.Err()
+	}
+	select {
+	case r := <-ps.res:
+		return r, r.Err
+	case <-ctx.Done():
+		return SendResult{}, ctx.Err()
+	}
+}
+
+// Flush sends the messages handed to Send before it was called without waiting for the
+// linger, and returns once all of them have their outcome (or ctx ends).
+func (p *Producer) Flush(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case p.flushes <- done:
+	case <-p.done:
+		return nil // stopped: nothing is waiting
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops accepting messages, sends those already handed to Send (without waiting
+// for the linger), waits for every outstanding request, and stops the producer's
+// goroutine. If ctx ends first, Close cancels the outstanding requests, fails the
+// messages not yet sent with ErrProducerClosed, waits for the goroutine to stop and
+// returns ctx's error. Send after Close returns ErrProducerClosed. Close may be called
+// more than once.
+func (p *Producer) Close(ctx context.Context) error {
+	p.closeOnce.Do(func() { close(p.closing) })
+	select {
+	case <-p.done:
+		p.cancel()
+		return nil
+	case <-ctx.Done():
+		p.cancel()
+		<-p.done
+		return ctx.Err()
+	}
+}
+
+// run is the producer's owner goroutine: it alone touches the batches. It gathers Sends
+// into batches, starts a request goroutine per batch while fewer than MaxInFlight are
+// outstanding, and joins them all before it returns.
+func (p *Producer) run() {
+	defer close(p.done)
+	var (
+		queue      []*batch // waiting to leave, oldest first; only the last may be unsealed
+		nextID     uint64   // id of the next batch to create
+		inFlight   = make(map[uint64]bool)
+		waiters    []flushWaiter
+		closing    bool
+		reqs       = p.reqs
+		closingC   = p.closing
+		linger     *time.Timer
+		lingerC    <-chan time.Time
+		lingerDone bool // the open batch's linger has passed
+	)
+	stopLinger := func() {
+		if linger != nil {
+			linger.Stop()
+		}
+		lingerC, lingerDone = nil, false
+	}
+	flushWants := func(id uint64) bool {
+		for _, w := range waiters {
+			if w.target >= id {
+				return true
+			}
+		}
+		return false
+	}
+	// oldest is the id of the oldest batch without its outcome, or nextID if none.
+	oldest := func() uint64 {
+		o := nextID
+		if len(queue) > 0 {
+			o = queue[0].id
+		}
+		for id := range inFlight {
+			o = min(o, id)
+		}
+		return o
+	}
+	for {
+		if p.ctx.Err() != nil { // Close gave up: fail what has not left
+			for _, b := range queue {
+				for _, ps := range b.items {
+					ps.res <- SendResult{Err: ErrProducerClosed}
+				}
+			}
+			queue = nil
+			stopLinger()
+		}
+		for len(queue) > 0 && len(inFlight) < p.opts.MaxInFlight {
+			b := queue[0]
+			if !b.sealed && !lingerDone && p.opts.Linger > 0 && !closing && !flushWants(b.id) {
+				break
+			}
+			if !b.sealed {
+				stopLinger()
+			}
+			queue = queue[1:]
+			if p.start(b) {
+				inFlight[b.id] = true
+			}
+		}
+		o := oldest()
+		kept := waiters[:0]
+		for _, w := range waiters {
+			if w.target < o {
+				close(w.done)
+			} else {
+				kept = append(kept, w)
+			}
+		}
+		waiters = kept
+		if closing && len(queue) == 0 && len(inFlight) == 0 {
+			for _, w := range waiters {
+				close(w.done)
+			}
+			stopLinger()
+			return
+		}
+		var ctxDone <-chan struct{}
+		if closing && len(queue) > 0 {
+			ctxDone = p.ctx.Done()
+		}
+		select {
+		case ps := <-reqs:
+			p.accepted.Add(1)
+			var open *batch
+			if n := len(queue); n > 0 && !queue[n-1].sealed {
+				open = queue[n-1]
+			}
+			if open != nil && len(open.items) > 0 && open.bytes+ps.size > p.opts.MaxBytes {
+				open.sealed = true
+				stopLinger()
+				open = nil
+			}
+			if open == nil {
+				open = &batch{id: nextID}
+				nextID++
+				queue = append(queue, open)
+				if p.opts.Linger > 0 {
+					if linger == nil {
+						linger = time.NewTimer(p.opts.Linger)
+					} else {
+						linger.Reset(p.opts.Linger)
+					}
+					lingerC, lingerDone = linger.C, false
+				}
+			}
+			open.items = append(open.items, ps)
+			open.bytes += ps.size
+			if len(open.items) >= p.opts.MaxBatch || open.bytes >= p.opts.MaxBytes {
+				open.sealed = true
+				stopLinger()
+			}
+		case <-lingerC:
+			lingerC, lingerDone = nil, true
+		case id := <-p.batches:
+			delete(inFlight, id)
+		case done := <-p.flushes:
+			if nextID == 0 {
+				close(done)
+				continue
+			}
+			waiters = append(waiters, flushWaiter{target: nextID - 1, done: done})
+		case <-closingC:
+			closing, reqs, closingC = true, nil, nil
+		case <-ctxDone:
+		}
+	}
+}
+
+type flushWaiter struct {
+	target uint64 // released once every batch up to this id has its outcome
+	done   chan struct{}
+}
+
+// start sends b in a request goroutine, leaving out Sends whose context has ended (they
+// have returned already and must not be enqueued behind their caller's back). It reports
+// whether a request was started; the goroutine reports its end on p.batches.
+func (p *Producer) start(b *batch) bool {
+	items := b.items[:0]
+	for _, ps := range b.items {
+		if ps.ctx.Err() == nil {
+			items = append(items, ps)
+		}
+	}
+	if len(items) == 0 {
+		return false
+	}
+	go func() {
+		p.send(items)
+		p.batches <- b.id
+	}()
+	return true
+}
+
+// send sends items in one request and hands each its result. A request refused as a
+// whole for a reason one message can cause (a malformed message, a request too large)
+// changed nothing on the server, so it is split in halves and retried until the culprit
+// fails alone.
+func (p *Producer) send(items []*pendingSend) {
+	msgs := make([]api.SendMessage, len(items))
+	for i, ps := range items {
+		msgs[i] = ps.msg
+	}
+	res, err := p.c.sendWire(p.ctx, p.queue, msgs)
+	if err != nil {
+		if len(items) > 1 && splittable(err) {
+			half := len(items) / 2
+			p.send(items[:half])
+			p.send(items[half:])
+			return
+		}
+		for _, ps := range items {
+			ps.res <- SendResult{Err: err}
+		}
+		return
+	}
+	for i, ps := range items {
+		ps.res <- res[i]
+	}
+}
+
+// splittable reports whether a request-level error may be caused by a single message.
+func splittable(err error) bool {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case api.CodeInvalidRequest, api.CodeInvalidBody, api.CodeInvalidMessage, api.CodeInvalidDelay,
+		api.CodeBatchTooLarge, api.CodeRequestTooLarge, api.CodeMessageTooLarge:
+		return true
+	}
+	return false
+}
+
+// wireSize estimates the JSON size of m in a send request: exact for the body (with
+// encoding/json's escaping), close for the rest.
+func wireSize(m *api.SendMessage) int {
+	n := 48 + jsonLen(m.Group) + jsonLen(m.DedupID)
+	if m.Body != nil {
+		n += jsonLen(*m.Body)
+	}
+	if m.BodyBase64 != nil {
+		n += len(*m.BodyBase64)
+	}
+	if m.Delay != nil {
+		n += 24
+	}
+	for k, v := range m.Headers {
+		n += jsonLen(k) + jsonLen(v) + 6
+	}
+	return n
+}
+
+// jsonLen is the length of s as a JSON string body with HTML escaping (the default of
+// encoding/json), without the quotes.
+func jsonLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == '\u2028' || r == '\u2029' || (r == utf8.RuneError && size == 1) {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}

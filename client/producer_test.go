@@ -1,0 +1,301 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/okibatest"
+)
+
+// countingClient returns a client for srv whose requests are counted.
+func countingClient(t *testing.T, srv *okibatest.Server) (*client.Client, *countingTransport) {
+	t.Helper()
+	return countingClientWith(t, srv, &countingTransport{})
+}
+
+func countingClientWith(t *testing.T, srv *okibatest.Server, tr *countingTransport) (*client.Client, *countingTransport) {
+	t.Helper()
+	tr.base = &http.Transport{MaxIdleConnsPerHost: 64}
+	c, err := client.New(srv.URL, client.Options{HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, tr
+}
+
+func TestProducerBatchesConcurrentSends(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "orders")
+	c, tr := countingClient(t, srv)
+	p := client.NewProducer(c, "orders", client.ProducerOptions{})
+	ctx := context.Background()
+
+	const senders, perSender = 16, 200
+	var mu sync.Mutex
+	bodyOf := make(map[string]string) // id → body
+	var wg sync.WaitGroup
+	errs := make(chan error, senders*perSender)
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perSender {
+				body := fmt.Sprintf("g%d-m%d", g, i)
+				res, err := p.Send(ctx, client.Message{Body: []byte(body)})
+				if err != nil {
+					errs <- fmt.Errorf("send %s: %w", body, err)
+					continue
+				}
+				mu.Lock()
+				if prev, dup := bodyOf[res.ID]; dup {
+					errs <- fmt.Errorf("id %s returned for both %s and %s", res.ID, prev, body)
+				}
+				bodyOf[res.ID] = body
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if len(bodyOf) != senders*perSender {
+		t.Fatalf("%d distinct ids, want %d", len(bodyOf), senders*perSender)
+	}
+	msgs := peekAll(t, srv.Client, "orders")
+	if len(msgs) != senders*perSender {
+		t.Fatalf("server holds %d messages, want %d", len(msgs), senders*perSender)
+	}
+	for _, m := range msgs {
+		if want, ok := bodyOf[m.ID]; !ok || m.Body == nil || *m.Body != want {
+			t.Fatalf("server message %s has body %v; its Send got %q", m.ID, m.Body, want)
+		}
+	}
+	n := tr.sends.Load()
+	t.Logf("%d messages in %d send requests", senders*perSender, n)
+	if n >= senders*perSender/2 {
+		t.Fatalf("%d send requests for %d messages: sends were not batched", n, senders*perSender)
+	}
+
+	if _, err := p.Send(ctx, client.Message{Body: []byte("late")}); !errors.Is(err, client.ErrProducerClosed) {
+		t.Fatalf("Send after Close: %v, want ErrProducerClosed", err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	noLeakedGoroutines(t)
+}
+
+func TestProducerQueueFullFailsOnlyItsOwnSend(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.PutQueue(t, "small", api.QueueConfig{MaxMessages: ptr(int64(10))})
+	c, tr := countingClient(t, srv)
+	// One batch of exactly 20: it leaves when full, the linger never matters.
+	p := client.NewProducer(c, "small", client.ProducerOptions{MaxBatch: 20, Linger: time.Hour})
+	defer p.Close(context.Background())
+
+	type outcome struct {
+		body string
+		res  client.SendResult
+		err  error
+	}
+	out := make(chan outcome, 20)
+	for i := range 20 {
+		go func() {
+			body := fmt.Sprintf("m%02d", i)
+			res, err := p.Send(context.Background(), client.Message{Body: []byte(body)})
+			out <- outcome{body, res, err}
+		}()
+	}
+	sent := make(map[string]string) // id → body
+	full := 0
+	for range 20 {
+		o := recv(t, out, 10*time.Second, "a Send's result")
+		switch {
+		case o.err == nil:
+			sent[o.res.ID] = o.body
+		case client.IsCode(o.err, api.CodeQueueFull):
+			full++
+			if !errors.Is(o.res.Err, o.err) || o.res.ID != "" {
+				t.Errorf("queue_full Send returned result %+v", o.res)
+			}
+		default:
+			t.Errorf("Send %s: %v", o.body, o.err)
+		}
+	}
+	if len(sent) != 10 || full != 10 {
+		t.Fatalf("%d accepted and %d queue_full, want 10 and 10", len(sent), full)
+	}
+	if n := tr.sends.Load(); n != 1 {
+		t.Fatalf("%d send requests, want 1 batch", n)
+	}
+	for _, m := range peekAll(t, srv.Client, "small") {
+		if want := sent[m.ID]; m.Body == nil || *m.Body != want {
+			t.Fatalf("message %s has body %v, but its Send sent %q", m.ID, m.Body, want)
+		}
+	}
+}
+
+func TestProducerSplitsABatchRejectedForOneMessage(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	p := client.NewProducer(srv.Client, "q", client.ProducerOptions{MaxBatch: 8, Linger: time.Hour})
+	defer p.Close(context.Background())
+	tooLong := 200 * time.Hour // over the 7-day limit: the server rejects the whole request
+	type outcome struct {
+		i   int
+		err error
+	}
+	out := make(chan outcome, 8)
+	for i := range 8 {
+		go func() {
+			m := client.Message{Body: []byte(fmt.Sprint(i))}
+			if i == 5 {
+				m.Delay = &tooLong
+			}
+			_, err := p.Send(context.Background(), m)
+			out <- outcome{i, err}
+		}()
+	}
+	for range 8 {
+		o := recv(t, out, 10*time.Second, "a Send's result")
+		if o.i == 5 {
+			if !client.IsCode(o.err, api.CodeInvalidDelay) {
+				t.Errorf("Send with a bad delay: %v, want invalid_delay", o.err)
+			}
+		} else if o.err != nil {
+			t.Errorf("Send %d: %v", o.i, o.err)
+		}
+	}
+	if got := len(peekAll(t, srv.Client, "q")); got != 7 {
+		t.Fatalf("server holds %d messages, want 7", got)
+	}
+}
+
+func TestProducerFlushAndCloseSendWithoutWaitingForLinger(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	p := client.NewProducer(srv.Client, "q", client.ProducerOptions{Linger: time.Hour})
+	ctx := context.Background()
+
+	results := make(chan error, 10)
+	sendAsync := func(n int) {
+		for i := range n {
+			go func() {
+				_, err := p.Send(ctx, client.Message{Body: fmt.Appendf(nil, "m%d", i)})
+				results <- err
+			}()
+		}
+	}
+	sendAsync(5)
+	eventually(t, 5*time.Second, "5 Sends gathered", func() bool { return client.ProducerAccepted(p) == 5 })
+	select {
+	case err := <-results:
+		t.Fatalf("a Send returned (%v) before its batch's linger or a flush", err)
+	default:
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got := stats(t, srv, "q").Ready; got != 5 {
+		t.Fatalf("after Flush the server holds %d messages, want 5", got)
+	}
+	for range 5 {
+		if err := recv(t, results, 5*time.Second, "a flushed Send"); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+
+	sendAsync(3)
+	eventually(t, 5*time.Second, "3 more Sends gathered", func() bool { return client.ProducerAccepted(p) == 8 })
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for range 3 {
+		if err := recv(t, results, 5*time.Second, "a Send drained by Close"); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	if got := stats(t, srv, "q").Ready; got != 8 {
+		t.Fatalf("after Close the server holds %d messages, want 8", got)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("Flush after Close: %v", err)
+	}
+	noLeakedGoroutines(t)
+}
+
+func TestProducerSendHonoursItsContext(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	p := client.NewProducer(srv.Client, "q", client.ProducerOptions{Linger: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Send(ctx, client.Message{Body: []byte("never")})
+		done <- err
+	}()
+	eventually(t, 5*time.Second, "the Send gathered", func() bool { return client.ProducerAccepted(p) == 1 })
+	cancel()
+	if err := recv(t, done, 5*time.Second, "the cancelled Send"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Send: %v", err)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := stats(t, srv, "q").Sent; got != 0 {
+		t.Fatalf("a Send cancelled before its batch left was sent anyway (%d sent)", got)
+	}
+}
+
+func TestProducerCloseGivesUpWhenItsContextEnds(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	// Send requests hang until their context ends: the server never answers in time.
+	c, tr := countingClientWith(t, srv, &countingTransport{hold: make(chan struct{})})
+	p := client.NewProducer(c, "q", client.ProducerOptions{MaxBatch: 2, MaxInFlight: 1, Linger: client.NoLinger})
+	results := make(chan error, 5)
+	for i := range 5 {
+		go func() {
+			_, err := p.Send(context.Background(), client.Message{Body: fmt.Appendf(nil, "m%d", i)})
+			results <- err
+		}()
+	}
+	eventually(t, 5*time.Second, "5 Sends gathered and one request out", func() bool {
+		return client.ProducerAccepted(p) == 5 && tr.sends.Load() == 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v, want the deadline error", err)
+	}
+	closed := 0
+	for range 5 {
+		err := recv(t, results, 5*time.Second, "a Send's result")
+		switch {
+		case errors.Is(err, client.ErrProducerClosed):
+			closed++
+		case errors.Is(err, context.Canceled):
+			// its request was cut
+		default:
+			t.Fatalf("Send: %v, want ErrProducerClosed or a cancelled request", err)
+		}
+	}
+	if closed == 0 {
+		t.Fatal("no Send was failed with ErrProducerClosed, though most never left")
+	}
+	noLeakedGoroutines(t)
+}
+
+func ptr[T any](v T) *T { return &v }
