@@ -37,6 +37,7 @@ fuzz:
 	$(GO) test ./queue -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./wal -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./receipt -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./server -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(FUZZTIME)
 
 ## bench: the Go benchmarks recorded in docs/benchmarks.md.
 bench:

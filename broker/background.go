@@ -234,23 +234,30 @@ func (b *Broker) compact(ctx context.Context, ckpt wal.Pos, usage map[uint32]que
 		b.mu.Lock()
 		live := b.m.LiveAt(idx)
 		b.mu.Unlock()
-		for _, lm := range live {
-			if ctx.Err() != nil {
-				return moved
+		// Read a batch of payloads without the lock, then rewrite them in one command (one
+		// commit); a message settled meanwhile is skipped by Relocate.
+		for len(live) > 0 {
+			n := min(len(live), 256)
+			batch, payloads := live[:n], make([]queue.Payload, n)
+			live = live[n:]
+			for i, lm := range batch {
+				raw, err := b.log.ReadAt(wal.Pos(lm.Loc))
+				if err != nil {
+					b.logger.Error("compaction read failed", "pos", wal.Pos(lm.Loc).String(), "error", err)
+					return moved
+				}
+				id, p, err := queue.DecodePayload(raw)
+				if err != nil || id != lm.MsgID {
+					b.logger.Error("compaction found an unexpected record", "pos", wal.Pos(lm.Loc).String(), "error", err)
+					return moved
+				}
+				payloads[i] = p
 			}
-			raw, err := b.log.ReadAt(wal.Pos(lm.Loc))
-			if err != nil {
-				b.logger.Error("compaction read failed", "pos", wal.Pos(lm.Loc).String(), "error", err)
-				return moved
-			}
-			id, p, err := queue.DecodePayload(raw)
-			if err != nil || id != lm.MsgID {
-				b.logger.Error("compaction found an unexpected record", "pos", wal.Pos(lm.Loc).String(), "error", err)
-				return moved
-			}
-			err = b.do(ctx, func(now int64) error {
-				if b.m.Relocate(now, &b.sink, lm.QueueID, lm.Seq, lm.MsgID, lm.Loc, p) {
-					moved++
+			err := b.do(ctx, func(now int64) error {
+				for i, lm := range batch {
+					if b.m.Relocate(now, &b.sink, lm.QueueID, lm.Seq, lm.MsgID, lm.Loc, payloads[i]) {
+						moved++
+					}
 				}
 				return nil
 			})

@@ -357,9 +357,68 @@ func TestDiskStaysBoundedUnderSteadyLoad(t *testing.T) {
 	b.Close()
 	b = start(t, cfg)
 	defer b.Close()
+	// Restart time does not grow with history: the final checkpoint leaves nothing to replay.
+	if r := b.Recovery(); !r.Checkpoint || r.Records != 0 {
+		t.Fatalf("recovery after a clean close replayed %d records (checkpoint %v)", r.Records, r.Checkpoint)
+	}
 	ms := recv(t, b, "keep", 1, time.Minute)
 	if len(ms) != 1 || string(ms[0].Payload.Body) != "I stay" {
 		t.Fatalf("the long-lived message after compaction and restart: %+v", ms)
+	}
+}
+
+// After a crash, replay covers at most the log written since the last checkpoint.
+func TestReplayIsBoundedByCheckpoints(t *testing.T) {
+	mem := vfs.NewMemFS()
+	cfg := Config{Dir: "/data", FS: mem, SegmentSize: 2 << 20, CheckpointBytes: 256 << 10}
+	b := start(t, cfg)
+	mustQueue(t, b, "q", nil)
+	body := strings.Repeat("r", 1000)
+	for i := 0; i < 200; i++ {
+		send(t, b, "q", body, body, body, body, body)
+		ms := recv(t, b, "q", 5, time.Minute)
+		rs := make([]string, len(ms))
+		for j, m := range ms {
+			rs[j] = m.Receipt
+		}
+		b.Ack(ctx, "q", rs)
+	}
+	if err := b.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	send(t, b, "q", "after the checkpoint")
+	b2 := start(t, Config{Dir: "/data", FS: mem.Crash(), SegmentSize: 2 << 20, CheckpointBytes: 256 << 10})
+	defer b2.Close()
+	// 200 rounds wrote about 3000 records; only what followed the checkpoint is replayed.
+	if r := b2.Recovery(); !r.Checkpoint || r.Records > 10 {
+		t.Fatalf("replayed %d records after a checkpoint (checkpoint %v)", r.Records, r.Checkpoint)
+	}
+	if got := bodies(recv(t, b2, "q", 10, time.Minute)); len(got) != 1 || got[0] != "after the checkpoint" {
+		t.Fatalf("after crash: %v", got)
+	}
+}
+
+// With no payload cache, every body is read back from the log, before and after restart.
+func TestBodiesReadFromDiskBeyondTheCache(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Dir: dir, CacheBytes: -1}
+	b := start(t, cfg)
+	mustQueue(t, b, "q", nil)
+	in := []queue.SendInput{{Payload: queue.Payload{Body: []byte("from disk"), Group: "g", DedupID: "d1",
+		Attrs: []queue.Attr{{Name: "k", Type: "String", Value: []byte("v")}}}, Delay: -1}}
+	if _, err := b.Send(ctx, "q", in); err != nil {
+		t.Fatal(err)
+	}
+	ms := recv(t, b, "q", 1, 10*time.Millisecond)
+	if len(ms) != 1 || string(ms[0].Payload.Body) != "from disk" || ms[0].Payload.DedupID != "d1" || string(ms[0].Payload.Attrs[0].Value) != "v" {
+		t.Fatalf("read from the log: %+v", ms)
+	}
+	b.Close()
+	b = start(t, cfg)
+	defer b.Close()
+	peek, err := b.Peek(ctx, "q", 0, 10)
+	if err != nil || len(peek) != 1 || string(peek[0].Payload.Body) != "from disk" || peek[0].Group != "g" {
+		t.Fatalf("peek after restart: %+v %v", peek, err)
 	}
 }
 
