@@ -4,11 +4,14 @@
 package api
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Error codes. They are stable: clients branch on them.
@@ -366,3 +369,32 @@ const (
 	MaxRequestBody = 16 << 20 // bytes in one request body
 	MaxWait        = 60 * time.Second
 )
+
+// EncodeBody puts message bytes on the wire: as text when they are valid UTF-8, else as
+// base64 (exactly one of the results is set).
+func EncodeBody(b []byte) (text, b64 *string) {
+	if utf8.Valid(b) {
+		s := string(b)
+		return &s, nil
+	}
+	s := base64.StdEncoding.EncodeToString(b)
+	return nil, &s
+}
+
+// DecodeBody returns the bytes of a body given as text or base64. Neither given is an
+// empty body.
+func DecodeBody(text, b64 *string) ([]byte, error) {
+	switch {
+	case text != nil && b64 != nil:
+		return nil, errors.New("give body or body_base64, not both")
+	case text != nil:
+		return []byte(*text), nil
+	case b64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*b64)
+		if err != nil {
+			return nil, fmt.Errorf("body_base64 is not valid standard base64: %w", err)
+		}
+		return b, nil
+	}
+	return []byte{}, nil
+}

@@ -346,9 +346,9 @@ func (b *Broker) Recovery() Recovery { return b.recovery }
 
 func (b *Broker) checkFormat() error {
 	path := filepath.Join(b.cfg.Dir, formatFile)
-	data, err := readAll(b.fs, path)
+	data, err := vfs.ReadFile(b.fs, path)
 	if errors.Is(err, os.ErrNotExist) {
-		return writeDurably(b.fs, path, []byte(fmt.Sprintf("okiba data directory format %d\n", FormatVersion)))
+		return vfs.WriteFile(b.fs, path, []byte(fmt.Sprintf("okiba data directory format %d\n", FormatVersion)), 0o644)
 	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
@@ -369,7 +369,7 @@ func (b *Broker) checkFormat() error {
 
 func (b *Broker) loadSecret() ([]byte, error) {
 	path := filepath.Join(b.cfg.Dir, "secret")
-	data, err := readAll(b.fs, path)
+	data, err := vfs.ReadFile(b.fs, path)
 	if err == nil && len(data) >= 32 {
 		return data, nil
 	}
@@ -380,52 +380,10 @@ func (b *Broker) loadSecret() ([]byte, error) {
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	if err := writeDurably(b.fs, path, secret); err != nil {
+	if err := vfs.WriteFile(b.fs, path, secret, 0o600); err != nil {
 		return nil, fmt.Errorf("write receipt secret: %w", err)
 	}
 	return secret, nil
-}
-
-func readAll(fs vfs.FS, path string) ([]byte, error) {
-	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	n, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return buf, nil
-}
-
-// writeDurably writes a small file by the rule for new files: temp file, fsync, rename,
-// directory fsync.
-func writeDurably(fs vfs.FS, path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, path); err != nil {
-		return err
-	}
-	return fs.SyncDir(filepath.Dir(path))
 }
 
 // Close stops the background work, takes a final checkpoint (so the next start is quick)

@@ -10,7 +10,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/okiba/okiba/api"
 )
@@ -202,13 +200,7 @@ type SendResult struct {
 
 func wireSend(m Message) api.SendMessage {
 	out := api.SendMessage{Group: m.Group, DedupID: m.DedupID, Headers: m.Headers}
-	if utf8.Valid(m.Body) {
-		s := string(m.Body)
-		out.Body = &s
-	} else {
-		s := base64.StdEncoding.EncodeToString(m.Body)
-		out.BodyBase64 = &s
-	}
+	out.Body, out.BodyBase64 = api.EncodeBody(m.Body)
 	if m.Delay != nil {
 		out.Delay = api.Ptr(*m.Delay)
 	}
@@ -307,15 +299,7 @@ func (c *Client) Receive(ctx context.Context, queue string, opts ReceiveOptions)
 }
 
 // Body returns a wire message's body bytes.
-func Body(m api.Message) ([]byte, error) {
-	switch {
-	case m.Body != nil:
-		return []byte(*m.Body), nil
-	case m.BodyBase64 != nil:
-		return base64.StdEncoding.DecodeString(*m.BodyBase64)
-	}
-	return []byte{}, nil
-}
+func Body(m api.Message) ([]byte, error) { return api.DecodeBody(m.Body, m.BodyBase64) }
 
 func delivery(queue string, m api.Message) (Delivery, error) {
 	body, err := Body(m)

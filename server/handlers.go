@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
@@ -256,19 +255,12 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 }
 
 func sendInput(m api.SendMessage) (queue.SendInput, *api.Error) {
-	var body []byte
-	switch {
-	case m.Body != nil && m.BodyBase64 != nil:
-		return queue.SendInput{}, &api.Error{Code: api.CodeInvalidBody, Message: "give body or body_base64, not both"}
-	case m.Body != nil:
-		body = []byte(*m.Body)
-	case m.BodyBase64 != nil:
-		var err error
-		if body, err = base64.StdEncoding.DecodeString(*m.BodyBase64); err != nil {
-			return queue.SendInput{}, &api.Error{Code: api.CodeInvalidBody, Message: "body_base64 is not valid standard base64: " + err.Error()}
-		}
-	default:
+	if m.Body == nil && m.BodyBase64 == nil {
 		return queue.SendInput{}, &api.Error{Code: api.CodeInvalidBody, Message: "a message needs body (UTF-8 text) or body_base64"}
+	}
+	body, err := api.DecodeBody(m.Body, m.BodyBase64)
+	if err != nil {
+		return queue.SendInput{}, &api.Error{Code: api.CodeInvalidBody, Message: err.Error()}
 	}
 	in := queue.SendInput{Payload: queue.Payload{Body: body, Group: m.Group, DedupID: m.DedupID}, Delay: -1}
 	if m.Delay != nil {
@@ -295,13 +287,7 @@ func sendInput(m api.SendMessage) (queue.SendInput, *api.Error) {
 
 func wireMessage(id uint64, p *queue.Payload) api.Message {
 	m := api.Message{ID: queue.FormatID(id), Group: p.Group, DedupID: p.DedupID}
-	if utf8.Valid(p.Body) {
-		s := string(p.Body)
-		m.Body = &s
-	} else {
-		s := base64.StdEncoding.EncodeToString(p.Body)
-		m.BodyBase64 = &s
-	}
+	m.Body, m.BodyBase64 = api.EncodeBody(p.Body)
 	if len(p.Attrs) > 0 {
 		m.Headers = make(map[string]string, len(p.Attrs))
 		for _, a := range p.Attrs {

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -62,7 +60,6 @@ func SaveCheckpoint(fsys vfs.FS, dir string, pos Pos, payload []byte) error {
 		fsys = vfs.OS
 	}
 	path := filepath.Join(dir, checkpointName(pos))
-	tmp := path + tmpExt
 	data := make([]byte, checkpointHeaderSize+len(payload))
 	copy(data, checkpointMagic)
 	binary.LittleEndian.PutUint32(data[8:], FormatVersion)
@@ -76,26 +73,8 @@ func SaveCheckpoint(fsys vfs.FS, dir string, pos Pos, payload []byte) error {
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("wal: save checkpoint: %w", err)
 	}
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("wal: save checkpoint: %w", err)
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("wal: save checkpoint %s: write: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("wal: save checkpoint %s: sync: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("wal: save checkpoint %s: close: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("wal: save checkpoint: %w", err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("wal: save checkpoint %s: sync directory: %w", path, err)
+	if err := vfs.WriteFile(fsys, path, data, 0o644); err != nil {
+		return fmt.Errorf("wal: save checkpoint %s: %w", path, err)
 	}
 
 	names, err := fsys.ReadDir(dir)
@@ -149,7 +128,7 @@ func LoadCheckpoint(fsys vfs.FS, dir string) (pos Pos, payload []byte, ok bool, 
 		return 0, nil, false, nil
 	}
 	path := filepath.Join(dir, checkpointName(pos))
-	data, err := readFile(fsys, path)
+	data, err := vfs.ReadFile(fsys, path)
 	if err != nil {
 		return 0, nil, false, fmt.Errorf("wal: load checkpoint: %w", err)
 	}
@@ -192,21 +171,4 @@ func decodeCheckpoint(data []byte, path string, pos Pos) ([]byte, error) {
 		return nil, corrupt(checkpointHeaderSize, "payload checksum %#08x, want %#08x", crc, want)
 	}
 	return payload, nil
-}
-
-func readFile(fsys vfs.FS, path string) ([]byte, error) {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	data := make([]byte, size)
-	if n, err := f.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && int64(n) == size) {
-		return nil, err
-	}
-	return data, nil
 }

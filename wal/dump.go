@@ -6,6 +6,8 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+
+	"github.com/okiba/okiba/vfs"
 )
 
 // Dump prints the log in opts.Dir for humans: each segment's header, the
@@ -32,7 +34,7 @@ func Dump(w io.Writer, opts Options) error {
 			continue
 		}
 		if pos, ok := parseCheckpointName(name); ok {
-			data, err := readFile(o.FS, path)
+			data, err := vfs.ReadFile(o.FS, path)
 			if err == nil {
 				var payload []byte
 				if payload, err = decodeCheckpoint(data, path, pos); err == nil {
@@ -52,7 +54,7 @@ func Dump(w io.Writer, opts Options) error {
 
 func dumpSegment(p *printer, o Options, path string, idx uint32) {
 	name := filepath.Base(path)
-	data, err := readFile(o.FS, path)
+	data, err := vfs.ReadFile(o.FS, path)
 	if err != nil {
 		p.printf("%s  unreadable: %v\n", name, err)
 		return
