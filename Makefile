@@ -41,7 +41,7 @@ fuzz:
 
 ## bench: the Go benchmarks recorded in docs/benchmarks.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3s ./wal ./broker ./server
+	$(GO) test -run '^$$' -bench . -benchtime 3s ./queue ./wal ./broker ./server
 
 clean:
 	rm -rf okiba-data
