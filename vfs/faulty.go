@@ -93,6 +93,9 @@ type Event struct {
 	// Length is the byte count of OpRead and OpWrite, and the target size
 	// of OpTruncate and OpPreallocate.
 	Length int64
+	// Data is what an OpWrite is about to write (valid only during the hook, read-only),
+	// so that crash tests can model a write torn at any byte.
+	Data []byte
 }
 
 func (e Event) String() string {
@@ -252,7 +255,7 @@ func (ff *faultyFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (ff *faultyFile) WriteAt(p []byte, off int64) (int, error) {
-	err := ff.fs.call(Event{Op: OpWrite, Name: ff.name, Offset: off, Length: int64(len(p))})
+	err := ff.fs.call(Event{Op: OpWrite, Name: ff.name, Offset: off, Length: int64(len(p)), Data: p})
 	if err == nil {
 		return ff.f.WriteAt(p, off)
 	}

@@ -3,6 +3,7 @@ package vfs_test
 import (
 	"errors"
 	"os"
+	"reflect"
 	"testing"
 
 	"github.com/okiba/okiba/vfs"
@@ -85,8 +86,13 @@ func TestFaultyEventsAndMatch(t *testing.T) {
 		t.Fatalf("events = %v", events)
 	}
 	for i := range want {
-		if events[i] != want[i] {
-			t.Errorf("event %d = %v, want %v", i, events[i], want[i])
+		got := events[i]
+		if got.Op == vfs.OpWrite && string(got.Data) != "abc" {
+			t.Errorf("write event carries %q, want the bytes being written", got.Data)
+		}
+		got.Data = nil
+		if !reflect.DeepEqual(got, want[i]) {
+			t.Errorf("event %d = %v, want %v", i, got, want[i])
 		}
 	}
 	if f.Ops() != 6 {

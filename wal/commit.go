@@ -184,7 +184,7 @@ func (l *Log) createSegment(idx uint32) (*segment, error) {
 	if err := f.Preallocate(l.segSize); err != nil {
 		return fail("preallocate", err)
 	}
-	if _, err := f.WriteAt(encodeSegmentHeader(idx), 0); err != nil {
+	if _, err := f.WriteAt(encodeSegmentHeader(idx, l.segSize), 0); err != nil {
 		return fail("write header", err)
 	}
 	if err := f.Sync(); err != nil {

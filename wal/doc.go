@@ -28,9 +28,12 @@
 //
 //	 0       8       12      16              24      28      32
 //	+-------+-------+-------+---------------+-------+-------+
-//	| magic |version| flags | segment index |reservd|  crc  |
+//	| magic |version| flags | segment index |  cap  |  crc  |
 //	+-------+-------+-------+---------------+-------+-------+
-//	 "OKIBALOG" u32=1  u32=0      u64         zero    u32: CRC of bytes [0, 28)
+//	 "OKIBALOG" u32=1  u32=0      u64         u32     u32: CRC of bytes [0, 28)
+//
+// cap is the size the file was preallocated to; a segment file shorter than its cap was
+// cut by something outside okiba, and Open refuses it (0: unknown).
 //
 // Frames follow from offset 32, each starting at an 8-byte-aligned offset:
 //
@@ -129,9 +132,14 @@
 // offset. Copy the whole directory first. Then, in order of preference:
 //
 //  1. Restore the named file from a backup or replica, if there is one.
-//  2. Truncate the named file at the reported offset (truncate -s OFFSET
-//     FILE). A segment ends where its file ends, so Open then accepts it;
-//     every record from that offset to the end of that file is lost. Records
+//  2. Zero the named file from the reported offset to its end, keeping its
+//     size (for example: SIZE=$(stat -c %s FILE); truncate -s OFFSET FILE;
+//     truncate -s $SIZE FILE). A zeroed tail is the end of a segment, so Open
+//     then accepts it; every record from that offset to the end of that file
+//     is lost. (A segment only truncated, shorter than the size it was created
+//     with, is refused: the header records that size, so a cut file is never
+//     mistaken for a complete one. A segment left with no record at all while
+//     later segments hold some is refused too: then only a backup helps.) Records
 //     in later segments are kept, so state rebuilt from the log will miss
 //     only the truncated ones, which may leave it inconsistent: prefer
 //     restoring a backup when the lost records matter. If the latest

@@ -64,6 +64,6 @@ func (e *CorruptionError) Error() string {
 			"(see the Salvage section of the wal package documentation)", e.File, e.Offset, e.Reason)
 	}
 	return fmt.Sprintf("wal: corrupt log segment %s at offset %d: %s; to salvage, restore this file from a backup, "+
-		"or (after copying the directory) truncate the file to %d bytes, losing its records from that offset on "+
+		"or (after copying the directory) zero it from offset %d to its end keeping its size, losing its records from that offset on "+
 		"(see the Salvage section of the wal package documentation)", e.File, e.Offset, e.Reason, e.Offset)
 }

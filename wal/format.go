@@ -56,16 +56,34 @@ func parseSegmentName(name string) (uint32, bool) {
 	return idx, idx != 0
 }
 
-// encodeSegmentHeader returns the 32-byte header of segment idx.
-func encodeSegmentHeader(idx uint32) []byte {
+// encodeSegmentHeader returns the 32-byte header of segment idx, preallocated to capacity
+// bytes.
+func encodeSegmentHeader(idx uint32, capacity int64) []byte {
 	h := make([]byte, headerSize)
 	copy(h, segmentMagic)
 	binary.LittleEndian.PutUint32(h[8:], FormatVersion)
 	binary.LittleEndian.PutUint32(h[12:], 0) // flags
 	binary.LittleEndian.PutUint64(h[16:], uint64(idx))
-	// h[24:28] reserved, zero
+	binary.LittleEndian.PutUint32(h[24:], uint32(capacity))
 	binary.LittleEndian.PutUint32(h[28:], crc32.Checksum(h[:28], castagnoli))
 	return h
+}
+
+// checkSegmentSize refuses a segment file shorter than the size it was created with: a
+// segment is preallocated in full before it is renamed into place, so a short one was cut
+// by something outside okiba, and the records that stood beyond its end are lost. (A
+// capacity of 0 is a header from before the field existed.)
+func checkSegmentSize(hdr []byte, file string, size int64) error {
+	if len(hdr) < headerSize {
+		return nil
+	}
+	want := int64(binary.LittleEndian.Uint32(hdr[24:]))
+	if want != 0 && size < want {
+		return &CorruptionError{File: file, Offset: size, Reason: fmt.Sprintf(
+			"the file is %d bytes but was created with %d: it was truncated, and any record that stood beyond %d is lost "+
+				"(to accept that loss and start, extend the file back with zeros: truncate -s %d %s)", size, want, size, want, file)}
+	}
+	return nil
 }
 
 // checkSegmentHeader validates the header of file, which should be segment

@@ -100,6 +100,9 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 		if err := checkSegmentHeader(hdr[:min(seg.capacity, headerSize)], seg.path, idx); err != nil {
 			return err
 		}
+		if err := checkSegmentSize(hdr, seg.path, seg.capacity); err != nil {
+			return err
+		}
 	}
 
 	// Segments from the start on: scan and replay.
@@ -128,6 +131,9 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 					break
 				}
 			}
+			return err
+		}
+		if err := checkSegmentSize(data, seg.path, seg.capacity); err != nil {
 			return err
 		}
 		atStart := start != 0 && idx == s0

@@ -127,8 +127,16 @@ func TestSalvageByTruncation(t *testing.T) {
 	if !errors.As(err, &ce) {
 		t.Fatalf("Open = %v", err)
 	}
+	// Salvage as documented: zero from the offset to the end, keeping the size. Merely
+	// truncating is refused, since a cut segment must not pass for a complete one.
 	f, _ := m.OpenFile(ce.File, os.O_RDWR, 0)
+	size, _ := f.Size()
 	f.Truncate(ce.Offset)
+	f.Sync()
+	if _, _, err := tryOpen(memOpts(m), 0); !errors.As(err, &ce) || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("Open of a truncated segment = %v, want a corruption error saying it was truncated", err)
+	}
+	f.Truncate(size)
 	f.Sync()
 	f.Close()
 
@@ -140,21 +148,20 @@ func TestSalvageByTruncation(t *testing.T) {
 	openLog(t, memOpts(m), 0)
 }
 
-// TestEmptySegmentTooSmall covers a segment left with too little room for
-// the record that follows it (here, truncated right after its header, as a
-// salvage would): the empty segment is accepted, since the log would have
-// rolled past it too.
-func TestEmptySegmentTooSmall(t *testing.T) {
-	m, want := twoSegments(t)
+// TestEmptiedSegmentBeforeRecords: a whole segment zeroed (damage, or a salvage that
+// zeroed its first record) while later segments hold records is refused: records are
+// missing, and the log never writes a segment after an unfilled one.
+func TestEmptiedSegmentBeforeRecords(t *testing.T) {
+	m, _ := twoSegments(t)
 	f, _ := m.OpenFile(segPath(1), os.O_RDWR, 0)
+	size, _ := f.Size()
 	f.Truncate(32)
+	f.Truncate(size)
 	f.Sync()
 	f.Close()
-	want = want[len(want)-1:] // only segment 2's record is left
-	l, got := openLog(t, memOpts(m), 0)
-	sameRecords(t, got, want)
-	want = append(want, rec{appendWait(t, l, []byte("more")), "more"})
-	l.Close()
-	_, got = openLog(t, memOpts(m), 0)
-	sameRecords(t, got, want)
+	_, _, err := tryOpen(memOpts(m), 0)
+	var ce *wal.CorruptionError
+	if !errors.As(err, &ce) || ce.Offset != 32 || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("Open = %v, want a corruption error at offset 32 saying records are missing", err)
+	}
 }
