@@ -38,6 +38,9 @@ const (
 	CodeNoDeadLetter    = "no_dead_letter_queue" // dead-letter on a queue with dead_letter_queue none
 	CodeTaskFinished    = "task_finished"        // cancel of a finished redrive
 	CodeQueueFull       = "queue_full"           // backpressure: max_messages/max_bytes
+	CodeTooManyQueues   = "too_many_queues"      // the broker's max_queues is reached
+	CodeTooManyInFlight = "too_many_in_flight"   // the queue's leases are at max_in_flight
+	CodeDiskFull        = "disk_full"            // free disk below the high-water mark
 	CodeStorageFailed   = "storage_failed"       // a write or fsync failed; restart the broker
 	CodeUnavailable     = "unavailable"          // shutting down
 	CodeUnauthorized    = "unauthorized"         // missing or wrong bearer token
@@ -52,6 +55,7 @@ var Status = map[string]int{
 	CodeQueueNotFound: 404, CodeMessageNotFound: 404, CodeTaskNotFound: 404, CodeNotFound: 404,
 	CodeMethod: 405, CodeReceiptStale: 409, CodeQueueInUse: 409, CodeDLQCycle: 409,
 	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
+	CodeTooManyQueues: 409, CodeTooManyInFlight: 429, CodeDiskFull: 507,
 	CodeUnavailable: 503, CodeUnauthorized: 401, CodeInternal: 500,
 }
 

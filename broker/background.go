@@ -275,6 +275,42 @@ func (b *Broker) compact(ctx context.Context, ckpt wal.Pos, usage map[uint32]que
 	return moved
 }
 
+// diskLoop watches the free space of the data directory's file system every 2 seconds.
+func (b *Broker) diskLoop(ctx context.Context) {
+	for {
+		t := b.clock.NewTimer(2 * time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		b.checkDisk()
+	}
+}
+
+// checkDisk updates the high-water flag. An error (a file system that cannot say)
+// leaves sends allowed.
+func (b *Broker) checkDisk() {
+	if b.cfg.MinFreeBytes < 0 {
+		return
+	}
+	free, err := b.cfg.FreeSpace(b.cfg.Dir)
+	was := b.diskLow.Load()
+	switch {
+	case err != nil || free >= b.cfg.MinFreeBytes:
+		b.diskLow.Store(0)
+		if was > 0 {
+			b.logger.Info("disk space recovered: sends accepted again", "free_bytes", free)
+		}
+	default:
+		b.diskLow.Store(max(free, 1))
+		if was == 0 {
+			b.logger.Warn("disk nearly full: refusing sends", "free_bytes", free, "min_free_bytes", b.cfg.MinFreeBytes)
+		}
+	}
+}
+
 // sampleLoop records per-queue counters once a second, for rates over the last minute.
 func (b *Broker) sampleLoop(ctx context.Context) {
 	for {

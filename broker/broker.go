@@ -50,6 +50,9 @@ var (
 	ErrNewerFormat = errors.New("data directory was written by a newer okiba")
 	// ErrLocked: another process holds the data directory.
 	ErrLocked = errors.New("data directory is in use by another okiba process")
+	// ErrDiskFull: free space is below the high-water mark (Config.MinFreeBytes); sends
+	// are refused until consumers settle messages or the operator makes room.
+	ErrDiskFull = errors.New("disk is nearly full: sends are refused until there is room")
 )
 
 // FormatVersion is the data directory format this binary writes and reads.
@@ -90,6 +93,18 @@ type Config struct {
 	// NoPrecreate turns off creating log segments ahead of need (deterministic file
 	// operations for crash tests).
 	NoPrecreate bool
+	// MaxQueues bounds the number of queues. Defaults to 10,000.
+	MaxQueues int
+	// MaxInFlight bounds leased messages per queue. Defaults to 120,000 (as SQS).
+	MaxInFlight int
+	// MinFreeBytes is the disk high-water mark: while the data directory's file system has
+	// less free space, sends are refused with ErrDiskFull (receives, acks and dead letters
+	// go on, and free space as messages are settled). Defaults to twice SegmentSize; a
+	// negative value turns the check off.
+	MinFreeBytes int64
+	// FreeSpace reports the free bytes of the file system holding dir. Defaults to statfs;
+	// tests replace it.
+	FreeSpace func(dir string) (int64, error)
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -126,6 +141,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RedriveBatch == 0 {
 		c.RedriveBatch = 256
 	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = 2 * c.SegmentSize
+	}
+	if c.FreeSpace == nil {
+		c.FreeSpace = freeSpace
+	}
 	return c, nil
 }
 
@@ -153,6 +174,7 @@ type Broker struct {
 	ckptMu sync.Mutex
 
 	nextTick    atomic.Int64 // when the ticker will next run (Unix ms); MaxInt64 if idle
+	diskLow     atomic.Int64 // free bytes when below the high-water mark, else 0
 	kickTick    chan struct{}
 	kickRedrive chan struct{}
 	kickCkpt    chan struct{}
@@ -264,7 +286,7 @@ func (b *Broker) open(start time.Time) error {
 	if b.receipts, err = receipt.New(secret); err != nil {
 		return err
 	}
-	mopts := queue.Options{CacheBytes: b.cfg.CacheBytes, DedupCap: b.cfg.DedupCap}
+	mopts := queue.Options{CacheBytes: b.cfg.CacheBytes, DedupCap: b.cfg.DedupCap, MaxQueues: b.cfg.MaxQueues, MaxInFlight: b.cfg.MaxInFlight}
 	ckptDir := filepath.Join(b.cfg.Dir, "checkpoints")
 	if err := b.fs.MkdirAll(ckptDir, 0o755); err != nil {
 		return fmt.Errorf("create checkpoint directory: %w", err)
@@ -328,6 +350,8 @@ func (b *Broker) open(start time.Time) error {
 	b.goBackground(ctx, b.redriveLoop)
 	b.goBackground(ctx, b.checkpointLoop)
 	b.goBackground(ctx, b.sampleLoop)
+	b.checkDisk()
+	b.goBackground(ctx, b.diskLoop)
 	b.logger.Debug("recovered", "queues", b.recovery.Queues, "messages", b.recovery.Messages,
 		"records_replayed", records, "from_checkpoint", b.recovery.Checkpoint, "duration", b.recovery.Duration)
 	return nil

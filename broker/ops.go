@@ -81,6 +81,17 @@ func (b *Broker) Queue(name string) (QueueInfo, error) {
 	return b.decorateLocked(qi), nil
 }
 
+// QueueConfig returns a queue's id, configuration and times, without statistics (cheap).
+func (b *Broker) QueueConfig(name string) (QueueInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	qi, err := b.m.QueueMeta(name)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	return QueueInfo{QueueInfo: qi}, nil
+}
+
 // Queues lists queues whose name starts with prefix, with statistics, sorted by name.
 func (b *Broker) Queues(prefix string) []QueueInfo {
 	b.mu.Lock()
@@ -121,6 +132,9 @@ func (b *Broker) decorateLocked(qi queue.QueueInfo) QueueInfo {
 // the caller must not modify them afterwards. A duplicate returns once the original is
 // durable.
 func (b *Broker) Send(ctx context.Context, name string, msgs []queue.SendInput) ([]queue.SendResult, error) {
+	if free := b.diskLow.Load(); free > 0 {
+		return nil, fmt.Errorf("%w (%d bytes free in %s, the mark is %d)", ErrDiskFull, free, b.cfg.Dir, b.cfg.MinFreeBytes)
+	}
 	var res []queue.SendResult
 	err := b.do(ctx, func(now int64) error {
 		var err error
@@ -385,13 +399,27 @@ func (b *Broker) Nack(ctx context.Context, name string, receipts []string, delay
 
 // Extend sets leases to end visibility from now (0 ends them now).
 func (b *Broker) Extend(ctx context.Context, name string, receipts []string, visibility time.Duration) ([]error, error) {
-	if visibility < 0 || visibility > queue.MaxVisibilityTimeout {
-		return nil, &queue.ConfigError{Field: "visibility", Reason: "must be between 0 and 12h"}
+	vis := make([]time.Duration, len(receipts))
+	for i := range vis {
+		vis[i] = visibility
 	}
-	return b.settle(ctx, name, receipts, func(now int64, ls []queue.Lease, _ []int) ([]error, error) {
+	return b.ExtendEach(ctx, name, receipts, vis)
+}
+
+// ExtendEach sets each lease to end its own visibility from now, in one commit.
+func (b *Broker) ExtendEach(ctx context.Context, name string, receipts []string, visibility []time.Duration) ([]error, error) {
+	if len(visibility) != len(receipts) {
+		return nil, fmt.Errorf("broker: %d visibilities for %d receipts", len(visibility), len(receipts))
+	}
+	for _, v := range visibility {
+		if v < 0 || v > queue.MaxVisibilityTimeout {
+			return nil, &queue.ConfigError{Field: "visibility", Reason: "must be between 0 and 12h"}
+		}
+	}
+	return b.settle(ctx, name, receipts, func(now int64, ls []queue.Lease, idx []int) ([]error, error) {
 		in := make([]queue.ExtendInput, len(ls))
 		for i, l := range ls {
-			in[i] = queue.ExtendInput{Lease: l, Visibility: visibility.Milliseconds()}
+			in[i] = queue.ExtendInput{Lease: l, Visibility: visibility[idx[i]].Milliseconds()}
 		}
 		return b.m.Extend(now, &b.sink, name, in)
 	})

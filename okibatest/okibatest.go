@@ -26,6 +26,7 @@ import (
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/server"
+	"github.com/okiba/okiba/sqs"
 )
 
 // Options configure a test server. The zero value is a real-clock broker.
@@ -38,6 +39,10 @@ type Options struct {
 	Broker broker.Config
 	// Token enables bearer-token authentication.
 	Token string
+	// SQS configures the SQS-compatible API, which the server always serves. With a
+	// Token and no SQS.Credentials, SQS clients sign with access key id "okiba" and the
+	// token as the secret key (as okiba serve does). Clock is filled in.
+	SQS sqs.Options
 }
 
 // Server is a running test broker.
@@ -48,6 +53,8 @@ type Server struct {
 	// Clock is the broker's clock when Options.FakeClock is set, else nil.
 	Clock *clock.Fake
 	Dir   string
+	// SQS is the SQS-compatible API served on URL (see package sqs).
+	SQS *sqs.Front
 
 	http *httptest.Server
 }
@@ -84,7 +91,15 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("open broker: %w", err)
 	}
 	s.Broker = b
-	s.http = httptest.NewServer(server.New(b, server.Options{AuthToken: opts.Token}).Handler())
+	sqsOpts := opts.SQS
+	if cfg.Clock != nil {
+		sqsOpts.Clock = cfg.Clock
+	}
+	if opts.Token != "" && len(sqsOpts.Credentials) == 0 {
+		sqsOpts.Credentials = map[string]string{"okiba": opts.Token}
+	}
+	s.SQS = sqs.New(b, sqsOpts)
+	s.http = httptest.NewServer(server.New(b, server.Options{AuthToken: opts.Token, SQS: s.SQS}).Handler())
 	s.URL = s.http.URL
 	if s.Client, err = client.New(s.URL, client.Options{Token: opts.Token}); err != nil {
 		s.Close()

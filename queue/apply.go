@@ -133,7 +133,7 @@ func (m *Machine) applySend(r *SendRecord, loc Loc) error {
 	m.attachGroup(q, x, p.Group)
 	m.add(q, x, r.VisibleAt, r.Now)
 	if key := q.dedupKey(&p); key != "" {
-		if q.dedup.insert(key, r.MsgID, r.Now+ms(q.cfg.DedupWindow), r.Now, m.opts.DedupCap) {
+		if q.dedup.insert(key, r.MsgID, x.seq, r.Now+ms(q.cfg.DedupWindow), r.Now, m.opts.DedupCap) {
 			q.stats.DedupEvictedEarly++
 		}
 	}

@@ -93,6 +93,20 @@ func (e *InvalidError) Error() string { return e.Field + ": " + e.Reason }
 
 func (e *InvalidError) Unwrap() error { return ErrInvalidMessage }
 
+// ErrLimit is wrapped by LimitError.
+var ErrLimit = errors.New("limit exceeded")
+
+// LimitError reports a broker-wide or per-queue limit reached (max_queues, max_in_flight).
+type LimitError struct {
+	Limit string
+	Value int
+	What  string
+}
+
+func (e *LimitError) Error() string { return fmt.Sprintf("%s (%s = %d)", e.What, e.Limit, e.Value) }
+
+func (e *LimitError) Unwrap() error { return ErrLimit }
+
 // DelayError reports a delay out of range.
 type DelayError struct{ Reason string }
 

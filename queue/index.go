@@ -296,19 +296,20 @@ type dedupTable struct {
 
 type dedupEntry struct {
 	id      uint64
+	seq     uint64 // the original's sequence in its queue, for SQS's SequenceNumber
 	expires int64
 }
 
-func (d *dedupTable) lookup(key string, now int64) (uint64, bool) {
+func (d *dedupTable) lookup(key string, now int64) (dedupEntry, bool) {
 	e, ok := d.m[key]
 	if !ok || e.expires <= now {
-		return 0, false
+		return dedupEntry{}, false
 	}
-	return e.id, true
+	return e, true
 }
 
 // insert records key; it returns true if an unexpired entry had to be evicted to respect cap.
-func (d *dedupTable) insert(key string, id uint64, expires int64, now int64, cap int) (evicted bool) {
+func (d *dedupTable) insert(key string, id, seq uint64, expires int64, now int64, cap int) (evicted bool) {
 	d.prune(now)
 	if d.m == nil {
 		d.m = make(map[string]dedupEntry)
@@ -316,7 +317,7 @@ func (d *dedupTable) insert(key string, id uint64, expires int64, now int64, cap
 	if _, ok := d.m[key]; !ok {
 		d.order = append(d.order, key)
 	}
-	d.m[key] = dedupEntry{id: id, expires: expires}
+	d.m[key] = dedupEntry{id: id, seq: seq, expires: expires}
 	for cap > 0 && len(d.m) > cap && d.head < len(d.order) {
 		k := d.order[d.head]
 		d.order[d.head] = ""

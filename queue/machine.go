@@ -24,6 +24,12 @@ type Options struct {
 	DedupCap int
 	// MaxTasks bounds finished redrive tasks kept for listing. Defaults to 100.
 	MaxTasks int
+	// MaxQueues bounds how many queues may be created. Dead-letter queues created when a
+	// dead letter needs one are exempt (a dead letter is never refused). Defaults to 10,000.
+	MaxQueues int
+	// MaxInFlight bounds the leased messages of one queue; a receive beyond it is refused
+	// with ErrTooManyInFlight (SQS's limit is 120,000). Defaults to 120,000.
+	MaxInFlight int
 }
 
 func (o *Options) withDefaults() Options {
@@ -36,6 +42,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.MaxTasks == 0 {
 		c.MaxTasks = 100
+	}
+	if c.MaxQueues == 0 {
+		c.MaxQueues = 10_000
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 120_000
 	}
 	return c
 }
@@ -497,6 +509,15 @@ func (m *Machine) PutQueue(now int64, sink Sink, name string, cfg Config) (bool,
 	if existing != nil && existing.cfg.Equal(cfg) {
 		return false, nil
 	}
+	if existing == nil {
+		need := 1
+		if dlq := cfg.DeadLetterQueue; dlq != NoDeadLetterQueue && m.queues[dlq] == nil {
+			need++
+		}
+		if len(m.queues)+need > m.opts.MaxQueues {
+			return false, &LimitError{Limit: "max_queues", Value: m.opts.MaxQueues, What: fmt.Sprintf("cannot create %q: the broker holds %d queues", name, len(m.queues))}
+		}
+	}
 	if dlq := cfg.DeadLetterQueue; dlq != NoDeadLetterQueue && m.queues[dlq] == nil {
 		m.emit(sink, &QueuePutRecord{Now: now, QueueID: m.lastQID + 1, Name: dlq, Config: DeadLetterConfig(cfg)})
 	}
@@ -661,8 +682,8 @@ func (m *Machine) sendOne(now int64, sink Sink, q *queueState, in *SendInput) Se
 		return SendResult{Err: &DelayError{Reason: fmt.Sprintf("must be shorter than the queue's retention (%v)", q.cfg.Retention)}}
 	}
 	if key := q.dedupKey(p); key != "" {
-		if id, ok := q.dedup.lookup(key, now); ok {
-			return SendResult{ID: id, Duplicate: true}
+		if e, ok := q.dedup.lookup(key, now); ok {
+			return SendResult{ID: e.id, Seq: e.seq, Duplicate: true}
 		}
 	}
 	size := p.Size()
@@ -690,6 +711,12 @@ func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibilit
 	m.advance(sink, q, now)
 	if visibility < 0 {
 		visibility = ms(q.cfg.VisibilityTimeout)
+	}
+	if room := int64(m.opts.MaxInFlight) - q.nInFlight; room <= 0 {
+		m.reschedule(q)
+		return nil, &LimitError{Limit: "max_in_flight", Value: m.opts.MaxInFlight, What: fmt.Sprintf("%q has %d messages in flight: ack or nack some first", q.name, q.nInFlight)}
+	} else if int64(max) > room {
+		max = int(room)
 	}
 	var taken []*message
 	var bytes int64

@@ -183,7 +183,7 @@ func (md *model) send(in []SendInput) []SendResult {
 			key = ""
 		}
 		if e, ok := q.dedup[key]; key != "" && ok && e.expires > md.now {
-			out[i] = SendResult{ID: e.id, Duplicate: true}
+			out[i] = SendResult{ID: e.id, Seq: e.seq, Duplicate: true}
 			continue
 		}
 		if q.cfg.MaxMessages > 0 && int64(len(q.msgs))+1 > q.cfg.MaxMessages {
@@ -197,7 +197,7 @@ func (md *model) send(in []SendInput) []SendResult {
 		md.lastID = id
 		md.add(q, &mmsg{id: id, group: s.Payload.Group}, md.now+delay)
 		if key != "" {
-			q.dedup[key] = dedupEntry{id: id, expires: md.now + q.cfg.DedupWindow.Milliseconds()}
+			q.dedup[key] = dedupEntry{id: id, seq: q.nextSeq, expires: md.now + q.cfg.DedupWindow.Milliseconds()}
 		}
 		out[i] = SendResult{ID: id, Seq: q.nextSeq}
 	}
@@ -378,7 +378,7 @@ func (h *harness) send(t *rapid.T) {
 	}
 	want := h.md.send(in)
 	for i := range want {
-		if !sameErr(got[i].Err, want[i].Err) || got[i].ID != want[i].ID || got[i].Duplicate != want[i].Duplicate {
+		if !sameErr(got[i].Err, want[i].Err) || got[i].ID != want[i].ID || got[i].Seq != want[i].Seq || got[i].Duplicate != want[i].Duplicate {
 			t.Fatalf("send %d: got %+v, want %+v", i, got[i], want[i])
 		}
 		if want[i].Err == nil && !want[i].Duplicate {

@@ -15,6 +15,16 @@ func (m *Machine) Queue(name string) (QueueInfo, error) {
 	return m.info(q), nil
 }
 
+// QueueMeta describes one queue without computing its statistics: cheap, for front ends
+// that resolve a queue on every request.
+func (m *Machine) QueueMeta(name string) (QueueInfo, error) {
+	q, err := m.queue(name)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	return QueueInfo{ID: q.id, Name: q.name, Config: q.cfg.Clone(), CreatedAt: q.createdAt, UpdatedAt: q.updatedAt}, nil
+}
+
 // QueueByID returns the name of a queue id, if it exists.
 func (m *Machine) QueueByID(id uint64) (string, bool) {
 	q := m.byID[id]

@@ -159,6 +159,7 @@ func (q *queueState) appendSnapshot(b []byte, now int64) []byte {
 		e := q.dedup.m[k]
 		b = appendString(b, k)
 		b = appendUvarint(b, e.id)
+		b = appendUvarint(b, e.seq)
 		b = appendVarint(b, e.expires)
 	}
 	return b
@@ -323,11 +324,12 @@ func (m *Machine) restoreQueue(d *decoder) *queueState {
 	for i := 0; i < nd && d.err == nil; i++ {
 		k := d.string()
 		id := d.uvarint()
+		seq := d.uvarint()
 		exp := d.varint()
 		if q.dedup.m == nil {
 			q.dedup.m = make(map[string]dedupEntry, nd)
 		}
-		q.dedup.m[k] = dedupEntry{id: id, expires: exp}
+		q.dedup.m[k] = dedupEntry{id: id, seq: seq, expires: exp}
 		q.dedup.order = append(q.dedup.order, k)
 	}
 	return q

@@ -94,7 +94,8 @@ type SendInput struct {
 
 // SendResult is the outcome of one SendInput.
 type SendResult struct {
-	ID        uint64
+	ID uint64
+	// Seq is the message's sequence in its queue (the original's, for a duplicate).
 	Seq       uint64
 	Duplicate bool
 	Err       error

@@ -9,8 +9,10 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
@@ -176,6 +178,62 @@ func TestEveryErrorCode(t *testing.T) {
 				t.Errorf("healthz after a failed fsync: %v", h)
 			}
 			return fe.do("POST", "/v1/queues/q/messages", `{"body":"again"}`)
+		}},
+		api.CodeTooManyQueues: {[]string{"max_queues", `"third"`}, func(t *testing.T) *response {
+			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxQueues: 4}})
+			le.putQueue("first", `{}`)  // and first-dlq
+			le.putQueue("second", `{}`) // and second-dlq
+			before := le.snapshot()
+			r := le.do("PUT", "/v1/queues/third", `{}`)
+			le.unchanged(t, before, "a queue beyond max_queues")
+			return r
+		}},
+		api.CodeTooManyInFlight: {[]string{"max_in_flight", "in flight"}, func(t *testing.T) *response {
+			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxInFlight: 2}})
+			le.putQueue("q", `{}`)
+			le.send("q", "1", "2", "3")
+			if ms := le.receive("q", 10, ""); len(ms) != 2 {
+				t.Fatalf("a receive of 10 with room for 2 leases returned %d", len(ms))
+			}
+			r := le.do("POST", "/v1/queues/q/receive", `{}`)
+			if got := r.Header.Get("Retry-After"); got != "1" {
+				t.Errorf("Retry-After %q, want 1", got)
+			}
+			return r
+		}},
+		api.CodeDiskFull: {[]string{"disk", "free"}, func(t *testing.T) *response {
+			free := int64(1 << 40)
+			var mu sync.Mutex
+			de := newEnv(t, okibatest.Options{FakeClock: true, Broker: broker.Config{MinFreeBytes: 1 << 30, FreeSpace: func(string) (int64, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return free, nil
+			}}})
+			de.putQueue("q", `{}`)
+			de.send("q", "before")
+			mu.Lock()
+			free = 100 << 20
+			mu.Unlock()
+			de.srv.Clock.Advance(3 * time.Second) // the broker looks every 2 s
+			var r *response
+			eventually(t, 10*time.Second, "sends to be refused", func() bool {
+				r = de.do("POST", "/v1/queues/q/messages", `{"body":"while full"}`)
+				return r.Status == 507
+			})
+			// Consumers go on: receive and ack free space.
+			ms := de.receive("q", 1, "")
+			if len(ms) != 1 {
+				t.Fatalf("receive while the disk is nearly full: %d messages", len(ms))
+			}
+			de.settle("q", "ack", receiptsOf(ms), "")
+			mu.Lock()
+			free = 1 << 40
+			mu.Unlock()
+			de.srv.Clock.Advance(3 * time.Second)
+			eventually(t, 10*time.Second, "sends to be accepted again", func() bool {
+				return de.do("POST", "/v1/queues/q/messages", `{"body":"after"}`).Status == 200
+			})
+			return r
 		}},
 		api.CodeUnavailable: {[]string{"closed"}, func(t *testing.T) *response {
 			ce := newEnv(t, okibatest.Options{})

@@ -33,6 +33,20 @@ type Options struct {
 	AuthToken string
 	// Logger receives request errors. Defaults to discarding.
 	Logger *slog.Logger
+	// SQS, when set, serves the SQS-compatible API (package sqs) on the same listener.
+	// Requests it matches skip the bearer-token check, because SQS clients sign with
+	// SigV4 instead: with AuthToken set they are served only if the front verifies
+	// signatures itself (Authenticates), and refused otherwise.
+	SQS SQSFront
+}
+
+// SQSFront is the SQS-compatible API as the server mounts it (package sqs implements it).
+type SQSFront interface {
+	http.Handler
+	// Match reports whether r is addressed to the SQS front.
+	Match(r *http.Request) bool
+	// Authenticates reports whether the front verifies request signatures.
+	Authenticates() bool
 }
 
 // Server serves the native API over a broker.
@@ -62,6 +76,14 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.SQS != nil && s.opts.SQS.Match(r) {
+		if s.opts.AuthToken != "" && !s.opts.SQS.Authenticates() {
+			writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and has no SQS access keys configured"})
+			return
+		}
+		s.opts.SQS.ServeHTTP(w, r)
+		return
+	}
 	if s.opts.AuthToken != "" && r.URL.Path != "/healthz" {
 		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.AuthToken)) != 1 {
@@ -257,6 +279,7 @@ func (s *Server) errorOf(err error) *api.Error {
 		ce *queue.ConfigError
 		cy *queue.CycleError
 		fe *queue.FullError
+		le *queue.LimitError
 	)
 	switch {
 	case errors.As(err, &ne):
@@ -267,6 +290,12 @@ func (s *Server) errorOf(err error) *api.Error {
 		code = api.CodeInvalidConfig
 	case errors.As(err, &fe):
 		return &api.Error{Code: api.CodeQueueFull, Message: err.Error(), RetryAfter: api.Ptr(time.Second)}
+	case errors.As(err, &le) && le.Limit == "max_in_flight":
+		return &api.Error{Code: api.CodeTooManyInFlight, Message: err.Error(), RetryAfter: api.Ptr(time.Second)}
+	case errors.As(err, &le):
+		code = api.CodeTooManyQueues
+	case errors.Is(err, broker.ErrDiskFull):
+		return &api.Error{Code: api.CodeDiskFull, Message: err.Error(), RetryAfter: api.Ptr(10 * time.Second)}
 	case errors.Is(err, queue.ErrQueueNotFound):
 		code = api.CodeQueueNotFound
 	case errors.Is(err, queue.ErrReceiptStale):

@@ -63,6 +63,7 @@ func (a *app) commands() []entry {
 		{"deadletter", "move received messages to the dead-letter queue", newSettle},
 		{"dlq", "list dead letters and redrive them", func(a *app, _ string) command { return dlqGroup(a) }},
 		{"stats", "queue statistics, rates and Little's law", func(a *app, _ string) command { return &statsCmd{app: a} }},
+		{"demo", "run the CampusCafe walkthrough (outbox, inboxes, chaos)", func(a *app, _ string) command { return demoGroup(a) }},
 		{"version", "print the version", func(a *app, _ string) command { return &versionCmd{app: a} }},
 		{"help", "show help for a command", func(a *app, _ string) command { return &helpCmd{app: a} }},
 	}

@@ -264,6 +264,10 @@ func (s *byteSize) String() string {
 }
 
 func (s *byteSize) Set(v string) error {
+	if strings.TrimSpace(v) == "off" { // for limits that can be turned off
+		*s = -1
+		return nil
+	}
 	num, mult := strings.TrimSpace(v), int64(1)
 	for _, u := range sizeUnits {
 		if rest, ok := strings.CutSuffix(num, u.suffix); ok {

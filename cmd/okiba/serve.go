@@ -13,12 +13,14 @@ import (
 
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/server"
+	"github.com/okiba/okiba/sqs"
 )
 
 const serveUsage = `
 Usage: okiba serve [--addr HOST:PORT] [--data DIR] [flags]
 
-Runs a broker on a data directory and serves the native HTTP API on --addr.
+Runs a broker on a data directory and serves the native HTTP API on --addr, and on the
+same address the Amazon SQS-compatible API (JSON protocol; docs/sqs.md), unless --sqs=false.
 
 The data directory is locked: a second okiba on the same directory fails with "in use".
 At start-up okiba recovers from the latest checkpoint and the log after it, then logs one
@@ -27,6 +29,10 @@ line with the recovery summary and the listening URL. Logs go to stderr.
 Without authentication okiba listens only on loopback. To bind any other address give a
 bearer token (--auth-token-file FILE, env OKIBA_AUTH_TOKEN, or --auth-token TOKEN, which
 other users of the machine can see in the process list) or say --insecure explicitly.
+SQS clients sign their requests (SigV4) instead of sending the token: with a token, they
+must sign with an access key from --sqs-credentials-file (lines "ACCESS_KEY_ID SECRET"),
+or, without that file, with access key id "okiba" and the token as the secret key.
+Without a token, the SQS API accepts any credentials.
 
 On SIGINT or SIGTERM okiba stops accepting connections, answers waiting long polls at
 once (with no messages), lets other requests finish within --shutdown-grace, and closes
@@ -38,7 +44,9 @@ okiba serve
 okiba serve --addr 127.0.0.1:8080 --data /var/lib/okiba --log-level debug
 OKIBA_AUTH_TOKEN=s3cret okiba serve --addr 0.0.0.0:7070
 okiba serve --addr 0.0.0.0:7070 --auth-token-file /etc/okiba/token
-okiba serve --addr 10.0.0.5:7070 --insecure   # no authentication: a trusted network only`
+okiba serve --addr 10.0.0.5:7070 --insecure   # no authentication: a trusted network only
+okiba serve --auth-token-file /etc/okiba/token --sqs-credentials-file /etc/okiba/sqs-keys
+aws sqs list-queues --endpoint-url http://127.0.0.1:7070   # any credentials without a token`
 
 type serveCmd struct{ app *app }
 
@@ -52,10 +60,19 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	insecure := f.Bool("insecure", false, "allow a non-loopback --addr without authentication")
 	level := f.String("log-level", "", "log `LEVEL`: debug, info, warn or error (default info; env OKIBA_LOG_LEVEL)")
 	grace := f.Duration("shutdown-grace", 30*time.Second, "how long requests in progress may take to finish at shutdown")
+	sqsOn := f.Bool("sqs", true, "serve the SQS-compatible API on the same address")
+	sqsKeys := f.String("sqs-credentials-file", "", "SQS access keys, one \"ACCESS_KEY_ID SECRET\" per line, from `FILE`; requests must then be signed by one of them")
+	sqsRegion := f.String("sqs-region", "", "`REGION` in SQS queue ARNs (default us-east-1; env OKIBA_SQS_REGION)")
+	sqsAccount := f.String("sqs-account-id", "", "account `ID` in SQS queue URLs and ARNs (default 000000000000; env OKIBA_SQS_ACCOUNT_ID)")
+	sqsBase := f.String("sqs-base-url", "", "scheme and host of SQS queue `URL`s, e.g. https://sqs.example.com (default: those each request came in with)")
 	var segment, ckpt, cache byteSize
 	f.Var(&segment, "segment-size", "log segment file `SIZE` (default 64MiB, at least 2MiB)")
 	f.Var(&ckpt, "checkpoint-bytes", "take a checkpoint after this `SIZE` of log; bounds replay at start-up (default 64MiB)")
 	f.Var(&cache, "cache-bytes", "`SIZE` of message bodies kept in memory; the rest are read from the log (default 256MiB)")
+	maxQueues := f.Int("max-queues", 0, "most queues the broker holds (default 10000)")
+	maxInFlight := f.Int("max-in-flight", 0, "most leased messages per queue (default 120000, as SQS)")
+	var minFree byteSize
+	f.Var(&minFree, "min-free-disk", "refuse sends while the data directory's disk has less free `SIZE` (default twice --segment-size; \"off\" turns the check off)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -100,10 +117,29 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		logger.Warn("authentication off on a non-loopback address (--insecure): anyone who can reach it can read, send and delete messages", "addr", listen)
 	}
 
+	var sqsOpts *sqs.Options
+	if *sqsOn {
+		creds := map[string]string{}
+		if *sqsKeys != "" {
+			if creds, err = readSQSCredentials(*sqsKeys); err != nil {
+				return fmt.Errorf("--sqs-credentials-file: %w", err)
+			}
+		} else if auth != "" {
+			creds["okiba"] = auth
+		}
+		sqsOpts = &sqs.Options{
+			Region:      a.pick(*sqsRegion, "OKIBA_SQS_REGION", sqs.DefaultRegion),
+			AccountID:   a.pick(*sqsAccount, "OKIBA_SQS_ACCOUNT_ID", sqs.DefaultAccountID),
+			BaseURL:     *sqsBase,
+			Credentials: creds,
+			Logger:      logger,
+		}
+	}
 	dir := a.pick(*data, "OKIBA_DATA", "okiba-data")
 	b, err := broker.Open(broker.Config{
 		Dir: dir, Logger: logger,
 		SegmentSize: int64(segment), CheckpointBytes: int64(ckpt), CacheBytes: int64(cache),
+		MaxQueues: *maxQueues, MaxInFlight: *maxInFlight, MinFreeBytes: int64(minFree),
 	})
 	if err != nil {
 		return fmt.Errorf("cannot open the broker: %w", err)
@@ -122,7 +158,14 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		logger.Info("shutting down: no new connections; finishing requests in progress", "grace", *grace)
 	})
 	defer stopLog()
-	srv := server.New(b, server.Options{AuthToken: auth, Logger: logger})
+	srvOpts := server.Options{AuthToken: auth, Logger: logger}
+	if sqsOpts != nil {
+		front := sqs.New(b, *sqsOpts)
+		srvOpts.SQS = front
+		logger.Info("SQS API on the same address (JSON protocol)", "endpoint_url", "http://"+ln.Addr().String(),
+			"signatures_verified", front.Authenticates(), "region", sqsOpts.Region, "account_id", sqsOpts.AccountID)
+	}
+	srv := server.New(b, srvOpts)
 	serveErr := server.Serve(ctx, ln, endLongPolls(ctx, srv.Handler()), logger, *grace)
 	if errors.Is(serveErr, context.DeadlineExceeded) {
 		logger.Warn("grace period over: requests still running are cut off", "grace", *grace)
@@ -156,7 +199,7 @@ func isLoopback(addr string) (bool, error) {
 // is being committed answers 503 unavailable; its lease then simply expires.
 func endLongPolls(shutdown context.Context, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/receive") {
+		if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/receive") || r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage") {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			defer context.AfterFunc(shutdown, cancel)()
@@ -164,4 +207,29 @@ func endLongPolls(shutdown context.Context, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// readSQSCredentials reads SQS access keys: one "ACCESS_KEY_ID SECRET" (or
+// "ACCESS_KEY_ID:SECRET") per line; blank lines and lines starting with # are skipped.
+func readSQSCredentials(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	creds := map[string]string{}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(strings.Replace(line, ":", " ", 1))
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("%s:%d: want \"ACCESS_KEY_ID SECRET\"", path, i+1)
+		}
+		creds[fields[0]] = fields[1]
+	}
+	if len(creds) == 0 {
+		return nil, fmt.Errorf("%s has no access keys", path)
+	}
+	return creds, nil
 }

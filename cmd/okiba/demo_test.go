@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// A bounded, faulty CampusCafe run passes its checks; reconcile then repairs the naive
+// projections' drift.
+func TestDemoCampusCafeCheckAndReconcile(t *testing.T) {
+	h := &harness{t: t, env: map[string]string{}}
+	dir := t.TempDir()
+	out := h.ok("demo", "campuscafe", "--orders", "40", "--check", "--data", dir, "--broker-addr", "127.0.0.1:0",
+		"--ack-fail-rate", "0.6", "--crash-rate", "0.05", "--duplicate-rate", "0.3", "--lease", "150ms", "--seed", "3")
+	contains(t, "summary", out, "40 placed", "inventory (naive)", "result: every invariant holds")
+	matches(t, "summary", out, `inventory\s+0 missing, 0 extra, 0 different`)
+
+	out = h.ok("demo", "campuscafe", "reconcile", "--data", dir, "--dry-run")
+	contains(t, "dry run", out, "inventory: 0 missing, 0 extra, 0 different")
+	matches(t, "dry run", out, `inventory \(naive\): 0 missing, 0 extra, [1-9]\d* different`)
+	out = h.ok("demo", "campuscafe", "reconcile", "--data", dir)
+	contains(t, "reconcile", out, "rebuilt from the source of truth", "after:  0 missing, 0 extra, 0 different")
+	out = h.ok("demo", "campuscafe", "reconcile", "--data", dir, "--dry-run")
+	if strings.Count(out, " 0 missing, 0 extra, 0 different") != 4 {
+		t.Fatalf("drift remains after reconcile:\n%s", out)
+	}
+
+	// Against a running server instead of the embedded broker (OKIBA_SERVER).
+	srv := newHarness(t)
+	out = srv.ok("demo", "campuscafe", "--orders", "15", "--check", "--data", t.TempDir(),
+		"--ack-fail-rate", "0.3", "--duplicate-rate", "0.3", "--lease", "150ms")
+	contains(t, "summary with --server", out, "broker "+srv.srv.URL, "result: every invariant holds")
+	srv.fails(2, "demo", "campuscafe", "--restart-every", "1s")
+
+	r := h.fails(2, "demo", "campuscafe", "--check")
+	contains(t, "stderr", r.err, "--check needs --orders N")
+	r = h.fails(1, "demo", "campuscafe", "reconcile", "--data", t.TempDir())
+	contains(t, "stderr", r.err, "no CampusCafe database")
+}
+
+// The interactive demo serves its orders API until interrupted.
+func TestDemoCampusCafeServes(t *testing.T) {
+	dir := t.TempDir()
+	var stdout syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &app{Stdout: &stdout, Stderr: io.Discard, Stdin: strings.NewReader(""), Getenv: func(string) string { return "" }}
+	done := make(chan int, 1)
+	go func() {
+		done <- a.run(ctx, []string{"demo", "campuscafe", "--data", dir, "--addr", "127.0.0.1:0", "--broker-addr", "127.0.0.1:0", "--lease", "200ms"})
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("exit %d\n%s", code, stdout.String())
+		}
+	}()
+	re := regexp.MustCompile(`orders API\s+(http://\S+)`)
+	eventually(t, "the orders API", func() bool { return re.MatchString(stdout.String()) })
+	api := re.FindStringSubmatch(stdout.String())[1]
+	contains(t, "banner", stdout.String(), "okiba broker", "campuscafe.db (SQLite)")
+
+	post := func(path, body string) map[string]any {
+		resp, err := http.Post(api+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		json.NewDecoder(resp.Body).Decode(&v)
+		if resp.StatusCode >= 300 {
+			t.Fatalf("POST %s: %d %v", path, resp.StatusCode, v)
+		}
+		return v
+	}
+	get := func(path string) map[string]any {
+		resp, err := http.Get(api + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		json.NewDecoder(resp.Body).Decode(&v)
+		return v
+	}
+	o := post("/orders", `{"id":"o-1","customer":"aiko","item":"latte","qty":2}`)
+	if o["status"] != "placed" || o["amount_cents"] != 840.0 {
+		t.Fatalf("order %v", o)
+	}
+	if p := post("/orders/o-1/pay", ""); p["paid"] != true {
+		t.Fatalf("pay %v", p)
+	}
+	if p := post("/orders/o-1/pay", ""); p["paid"] != false {
+		t.Fatalf("second payment %v: must change nothing", p)
+	}
+	eventually(t, "inventory and points", func() bool {
+		inv := get("/inventory")["idempotent"].(map[string]any)
+		pts := get("/points")["idempotent"].(map[string]any)
+		return inv["latte"] == 2.0 && pts["aiko"] == 8.0
+	})
+	req, _ := http.NewRequest(http.MethodPut, api+"/chaos", strings.NewReader(`{"ack_fail_rate":0.5}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if ch := get("/status")["chaos"].(map[string]any); ch["ack_fail_rate"] != 0.5 || ch["crash_rate"] != 0.0 {
+		t.Fatalf("chaos knobs after PUT /chaos: %v", ch)
+	}
+}

@@ -1,0 +1,305 @@
+package campuscafe
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/okibatest/chaos"
+	"github.com/okiba/okiba/outbox"
+	"github.com/okiba/okiba/outbox/pgwake"
+	"github.com/okiba/okiba/server"
+)
+
+// Options configure the café. The zero value runs an embedded broker with no faults.
+type Options struct {
+	// Server is the okiba server to use; empty starts an embedded broker in DataDir.
+	Server string
+	// Token is the bearer token for Server.
+	Token string
+	// DataDir is the embedded broker's data directory. Required without Server.
+	DataDir string
+	// BrokerAddr is where the embedded broker listens. Defaults to 127.0.0.1:0 (a free
+	// port).
+	BrokerAddr string
+
+	// Seed decides every fault (with the message and the delivery).
+	Seed uint64
+	// AckFailRate is the probability that an ack is lost after processing.
+	AckFailRate float64
+	// CrashRate is the probability that a consumer crashes after its commit, before
+	// its ack (and, for the notifications consumer, also after the gateway call, before
+	// the commit).
+	CrashRate float64
+	// DuplicateRate is the probability that the producer sends an event twice (with a
+	// different dedup id, the same event id), beyond what the broker's dedup can catch.
+	DuplicateRate float64
+	// RestartEvery restarts the embedded broker this often (0: never).
+	RestartEvery time.Duration
+
+	// Lease is the consumers' lease (visibility timeout). Defaults to 1s.
+	Lease time.Duration
+	// Relays is the number of outbox relays. Defaults to 2.
+	Relays int
+	// Concurrency of each consumer. Defaults to 8.
+	Concurrency int
+
+	// Logger receives the café's warnings. Defaults to discarding them.
+	Logger *slog.Logger
+	// ClientLogger receives the okiba consumer runtime's logs, which are many under
+	// chaos (lost leases, retried settles). Defaults to discarding them.
+	ClientLogger *slog.Logger
+}
+
+// App is a running café: store, broker connection, relays and consumers.
+type App struct {
+	Store   *Store
+	Gateway *Gateway
+	// Broker is the embedded broker (nil with Options.Server).
+	Broker *chaos.Broker
+	// AckFail, Crash and Duplicate are the chaos knobs; change them at run time.
+	AckFail, Crash, Duplicate *chaos.Rate
+
+	opts      Options
+	url       string
+	client    *client.Client
+	log       *slog.Logger
+	dice      chaos.Dice
+	pub       *dupPublisher
+	relays    []*outbox.Relay
+	consumers []*Consumer
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+// Start opens the café on db (SQLite or PostgreSQL): it creates the tables, starts or
+// connects to the broker, creates the queues, and starts the relays and consumers.
+// Close stops it all.
+func Start(ctx context.Context, db *sql.DB, opts Options) (*App, error) {
+	if opts.Lease <= 0 {
+		opts.Lease = time.Second
+	}
+	if opts.Relays <= 0 {
+		opts.Relays = 2
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 8
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ClientLogger == nil {
+		opts.ClientLogger = slog.New(slog.DiscardHandler)
+	}
+	store, err := OpenStore(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{
+		Store: store, Gateway: NewGateway(), opts: opts, log: opts.Logger, dice: chaos.Dice{Seed: opts.Seed},
+		AckFail: chaos.NewRate(opts.AckFailRate), Crash: chaos.NewRate(opts.CrashRate), Duplicate: chaos.NewRate(opts.DuplicateRate),
+	}
+	a.url = opts.Server
+	if opts.Server == "" {
+		if opts.DataDir == "" {
+			return nil, errors.New("campuscafe: Options.DataDir is required for the embedded broker")
+		}
+		a.Broker, err = chaos.StartBroker(broker.Config{Dir: opts.DataDir}, opts.BrokerAddr, server.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("campuscafe: start the embedded broker: %w", err)
+		}
+		a.url = a.Broker.URL
+	} else if opts.RestartEvery > 0 {
+		return nil, errors.New("campuscafe: broker restarts need the embedded broker (no --server)")
+	}
+	if a.client, err = client.New(a.url, client.Options{Token: opts.Token}); err != nil {
+		a.closeBroker()
+		return nil, err
+	}
+	if err := a.createQueues(ctx); err != nil {
+		a.closeBroker()
+		return nil, err
+	}
+	if a.consumers, err = a.newConsumers(); err != nil {
+		a.closeBroker()
+		return nil, err
+	}
+	a.pub = &dupPublisher{c: a.client, dice: a.dice, rate: a.Duplicate}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.cancel = cancel
+	var wake chan struct{}
+	if store.Dialect.Name() == "postgres" {
+		wake = make(chan struct{}, 1)
+		a.goRun(func() { pgwake.Listen(runCtx, db, store.Outbox.Channel(), wake) })
+	}
+	for i := 0; i < opts.Relays; i++ {
+		r := store.Outbox.Relay(a.pub, outbox.RelayOptions{
+			ID: fmt.Sprintf("relay-%d", i+1), PollInterval: 100 * time.Millisecond, Wake: wake,
+			BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, Logger: a.log,
+		})
+		a.relays = append(a.relays, r)
+		a.goRun(func() { r.Run(runCtx) })
+	}
+	for _, c := range a.consumers {
+		a.goRun(func() { c.run(runCtx) })
+	}
+	if a.Broker != nil && opts.RestartEvery > 0 {
+		a.goRun(func() { a.restartLoop(runCtx) })
+	}
+	return a, nil
+}
+
+func (a *App) goRun(fn func()) {
+	a.wg.Add(1)
+	go func() { defer a.wg.Done(); fn() }()
+}
+
+// Queues lists the café's queues.
+var Queues = []string{QueueInventory, QueueInventoryNaive, QueuePoints, QueuePointsNaive, QueueNotifications}
+
+func (a *App) createQueues(ctx context.Context) error {
+	unlimited := 0
+	for _, q := range Queues {
+		_, err := a.client.PutQueue(ctx, q, api.QueueConfig{VisibilityTimeout: api.Ptr(a.opts.Lease), MaxDeliveries: &unlimited})
+		if err != nil {
+			return fmt.Errorf("campuscafe: create queue %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// URL returns the broker's address.
+func (a *App) URL() string { return a.url }
+
+// Client returns a client of the broker.
+func (a *App) Client() *client.Client { return a.client }
+
+// Consumers returns the consumers.
+func (a *App) Consumers() []*Consumer { return a.consumers }
+
+// Kick wakes the relays (after a transaction that wrote to the outbox).
+func (a *App) Kick() {
+	for _, r := range a.relays {
+		r.Kick()
+	}
+}
+
+// RelayStats adds up the relays' counters.
+func (a *App) RelayStats() outbox.RelayStats {
+	var s outbox.RelayStats
+	for _, r := range a.relays {
+		x := r.Stats()
+		s.Rounds += x.Rounds
+		s.Published += x.Published
+		s.Duplicates += x.Duplicates
+		s.Retried += x.Retried
+		s.Failed += x.Failed
+		s.Reordered += x.Reordered
+		s.Cleaned += x.Cleaned
+	}
+	return s
+}
+
+// Injected counts duplicates the producer sent on purpose (DuplicateRate).
+func (a *App) Injected() int64 { return a.pub.injected.Load() }
+
+func (a *App) restartLoop(ctx context.Context) {
+	t := time.NewTicker(a.opts.RestartEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.Broker.Restart(); err != nil {
+				a.log.Error("campuscafe: broker restart failed", "error", err)
+				return
+			}
+		}
+	}
+}
+
+// Drained reports whether everything has settled: no outbox row waits to be published
+// and every queue is empty (nothing ready, delayed or in flight — a message whose ack was
+// lost is still in flight until its lease ends).
+func (a *App) Drained(ctx context.Context) (bool, error) {
+	n, err := a.Store.Outbox.Pending(ctx)
+	if err != nil || n > 0 {
+		return false, err
+	}
+	for _, q := range Queues {
+		x, err := a.client.Queue(ctx, q)
+		if err != nil {
+			return false, err
+		}
+		if st := x.Stats; st.Ready+st.Delayed+st.InFlight > 0 {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Close stops the consumers, relays and broker restarts, waits for them, and closes the
+// embedded broker. The database stays open (it is the caller's).
+func (a *App) Close() error {
+	if a.closed.Swap(true) {
+		return nil
+	}
+	a.cancel()
+	a.wg.Wait()
+	return a.closeBroker()
+}
+
+func (a *App) closeBroker() error {
+	if a.Broker == nil {
+		return nil
+	}
+	return a.Broker.Close()
+}
+
+// dupPublisher publishes through the client and, with the duplicate rate, sends some
+// messages a second time under another dedup id but with the same event id — a
+// producer-side duplicate that the broker's dedup window cannot recognise, which only the
+// consumers' inboxes catch.
+type dupPublisher struct {
+	c        *client.Client
+	dice     chaos.Dice
+	rate     *chaos.Rate
+	injected atomic.Int64
+}
+
+func (p *dupPublisher) SendBatch(ctx context.Context, queue string, msgs []client.Message) ([]client.SendResult, error) {
+	res, err := p.c.SendBatch(ctx, queue, msgs)
+	if err != nil || len(res) != len(msgs) {
+		return res, err
+	}
+	var dups []client.Message
+	for i, m := range msgs {
+		if res[i].Err == nil && !res[i].Duplicate && p.dice.Hit(p.rate.Get(), "duplicate", m.DedupID, 0) {
+			d := m
+			d.DedupID = m.DedupID + "/dup"
+			dups = append(dups, d)
+		}
+	}
+	if len(dups) > 0 {
+		if r2, err := p.c.SendBatch(ctx, queue, dups); err == nil {
+			for _, r := range r2 {
+				if r.Err == nil && !r.Duplicate {
+					p.injected.Add(1)
+				}
+			}
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,132 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/server"
+)
+
+// Broker is an embedded okiba broker served over HTTP on a fixed loopback address, which
+// can be restarted in place: closed and reopened on the same data directory, as a broker
+// process that is restarted would be. Clients keep their address across restarts; while
+// the broker is down they get 503 unavailable, which the okiba client and consumer
+// runtime retry.
+type Broker struct {
+	// URL is the broker's address, such as http://127.0.0.1:41234.
+	URL string
+
+	cfg  broker.Config
+	opts server.Options
+	srv  *http.Server
+	done chan struct{}
+
+	mu       sync.Mutex // serialises Restart and Close
+	cur      atomic.Pointer[running]
+	restarts atomic.Int64
+	closed   bool
+}
+
+type running struct {
+	b *broker.Broker
+	h http.Handler
+}
+
+// StartBroker opens a broker with cfg (cfg.Dir is required) and serves it on addr
+// ("127.0.0.1:0" picks a free port). Close stops it.
+func StartBroker(cfg broker.Config, addr string, opts server.Options) (*Broker, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	b, err := broker.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	x := &Broker{URL: "http://" + ln.Addr().String(), cfg: cfg, opts: opts, done: make(chan struct{})}
+	x.cur.Store(&running{b: b, h: server.New(b, opts).Handler()})
+	x.srv = &http.Server{Handler: http.HandlerFunc(x.serve), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(x.done)
+		x.srv.Serve(ln)
+	}()
+	return x, nil
+}
+
+func (x *Broker) serve(w http.ResponseWriter, r *http.Request) {
+	cur := x.cur.Load()
+	if cur == nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"error":{"code":%q,"message":"the broker is restarting"}}`, api.CodeUnavailable)
+		return
+	}
+	cur.h.ServeHTTP(w, r)
+}
+
+// Broker returns the broker running now (nil while restarting or after Close).
+func (x *Broker) Broker() *broker.Broker {
+	if cur := x.cur.Load(); cur != nil {
+		return cur.b
+	}
+	return nil
+}
+
+// Restarts counts completed restarts.
+func (x *Broker) Restarts() int64 { return x.restarts.Load() }
+
+// Restart closes the broker (requests in progress fail with 503, long polls end) and
+// opens it again on the same directory; it returns once the new broker serves.
+func (x *Broker) Restart() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return errors.New("chaos: broker is closed")
+	}
+	old := x.cur.Swap(nil)
+	if err := old.b.Close(); err != nil {
+		return fmt.Errorf("chaos: close broker: %w", err)
+	}
+	b, err := broker.Open(x.cfg)
+	if err != nil {
+		return fmt.Errorf("chaos: reopen broker: %w", err)
+	}
+	x.cur.Store(&running{b: b, h: server.New(b, x.opts).Handler()})
+	x.restarts.Add(1)
+	return nil
+}
+
+// Close stops serving and closes the broker. It is safe to call twice.
+func (x *Broker) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return nil
+	}
+	x.closed = true
+	old := x.cur.Swap(nil)
+	var errs []error
+	if old != nil {
+		errs = append(errs, old.b.Close()) // ends long polls, so Shutdown need not wait for them
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := x.srv.Shutdown(ctx); err != nil {
+		x.srv.Close()
+	}
+	<-x.done
+	return errors.Join(errs...)
+}

@@ -1,0 +1,672 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/dialect"
+)
+
+// Publisher sends messages to okiba. *client.Client is one; wrap it to add behaviour
+// (the CampusCafe demo injects duplicates this way).
+type Publisher interface {
+	SendBatch(ctx context.Context, queue string, msgs []client.Message) ([]client.SendResult, error)
+}
+
+// RelayOptions configure a Relay. The zero value means the defaults.
+type RelayOptions struct {
+	// ID names this relay in the rows it leases (SQLite). Defaults to a random id.
+	ID string
+	// Groups is the most groups (and ungrouped rows) claimed in one round. Defaults
+	// to 100.
+	Groups int
+	// PerGroup is the most rows of one group published in one round. Defaults to 100.
+	PerGroup int
+	// Lease bounds one round: the claim a relay holds on the groups it publishes (on
+	// SQLite a lease in the head rows, which another relay may take over once it ends;
+	// on PostgreSQL the round's transaction) and the publish requests in it. Defaults to
+	// 30s.
+	Lease time.Duration
+	// PollInterval is how often an idle relay looks for new rows when nothing wakes it
+	// (Kick, Wake). Defaults to 200ms.
+	PollInterval time.Duration
+	// BackoffBase and BackoffMax shape the wait before a row that failed to publish (the
+	// queue is full or missing, the broker is down) is tried again: BackoffBase doubled
+	// for each failed attempt, at most BackoffMax, with jitter. Default 100ms and 30s.
+	BackoffBase, BackoffMax time.Duration
+	// KeepSent is how long sent rows are kept before cleanup deletes them. Defaults to
+	// 1h; negative keeps them forever.
+	KeepSent time.Duration
+	// CleanupInterval is how often Run deletes sent rows. Defaults to 1m.
+	CleanupInterval time.Duration
+	// Wake, when it delivers, makes an idle relay look for rows at once (for example
+	// outbox/pgwake on a PostgreSQL notification). Optional.
+	Wake <-chan struct{}
+	// Logger receives publish failures. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (o RelayOptions) withDefaults() RelayOptions {
+	if o.ID == "" {
+		b := make([]byte, 6)
+		rand.Read(b)
+		o.ID = "relay-" + hex.EncodeToString(b)
+	}
+	if o.Groups <= 0 {
+		o.Groups = 100
+	}
+	if o.PerGroup <= 0 {
+		o.PerGroup = 100
+	}
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 200 * time.Millisecond
+	}
+	if o.BackoffBase <= 0 {
+		o.BackoffBase = 100 * time.Millisecond
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = 30 * time.Second
+	}
+	if o.KeepSent == 0 {
+		o.KeepSent = time.Hour
+	}
+	if o.CleanupInterval <= 0 {
+		o.CleanupInterval = time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// RelayStats count what a Relay did since it was made.
+type RelayStats struct {
+	// Rounds that claimed something.
+	Rounds int64 `json:"rounds"`
+	// Published rows, marked sent (Duplicates included).
+	Published int64 `json:"published"`
+	// Duplicates: rows the broker answered as duplicates of an earlier send with the
+	// same dedup id — a publish repeated after a crash or a failed mark, absorbed.
+	Duplicates int64 `json:"duplicates"`
+	// Retried rows: publish attempts that failed and will be tried again.
+	Retried int64 `json:"retried"`
+	// Failed rows: refused by the broker for good (too large, invalid), marked failed.
+	Failed int64 `json:"failed"`
+	// Reordered rows were accepted by the broker after an earlier row of their group in
+	// the same request was refused (only possible with a max_bytes limit): their order
+	// could not be kept.
+	Reordered int64 `json:"reordered"`
+	// Cleaned: sent rows deleted by cleanup.
+	Cleaned int64 `json:"cleaned"`
+}
+
+// Relay publishes an outbox's rows. Run any number of relays, in one process or many.
+type Relay struct {
+	o    *Outbox
+	pub  Publisher
+	opts RelayOptions
+	kick chan struct{}
+
+	qHeads, qLease, qRelease, qSent, qRetry, qFail, qCleanup string
+
+	rounds, published, duplicates, retried, failed, reordered, cleaned atomic.Int64
+}
+
+// Relay returns a relay that publishes this outbox's rows through pub (usually the
+// okiba *client.Client). Start it with Run.
+func (o *Outbox) Relay(pub Publisher, opts RelayOptions) *Relay {
+	r := &Relay{o: o, pub: pub, opts: opts.withDefaults(), kick: make(chan struct{}, 1)}
+	t, d := o.table, o.d
+	heads := `SELECT o.id, o.group_key FROM {t} o
+		WHERE o.outbox = ? AND o.sent_at IS NULL AND o.failed_at IS NULL AND o.next_attempt_at <= ?%s
+		AND (o.group_key = '' OR NOT EXISTS (SELECT 1 FROM {t} p
+			WHERE p.outbox = o.outbox AND p.group_key = o.group_key
+			AND p.sent_at IS NULL AND p.failed_at IS NULL AND p.id < o.id))
+		ORDER BY o.id LIMIT ?%s`
+	if d.SkipLocked() {
+		r.qHeads = dialect.T(d, fmt.Sprintf(heads, "", " FOR UPDATE SKIP LOCKED"), t)
+	} else {
+		r.qHeads = dialect.T(d, fmt.Sprintf(heads, " AND (o.lease_until IS NULL OR o.lease_until < ?)", ""), t)
+	}
+	r.qLease = `UPDATE {t} SET lease_owner = ?, lease_until = ? WHERE id IN (%s)`
+	r.qRelease = `UPDATE {t} SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ? AND id IN (%s)`
+	r.qSent = dialect.T(d, `UPDATE {t} SET sent_at = ?, message_id = ?, last_error = NULL WHERE id = ?`, t)
+	r.qRetry = dialect.T(d, `UPDATE {t} SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? WHERE id = ?`, t)
+	r.qFail = dialect.T(d, `UPDATE {t} SET failed_at = ?, last_error = ? WHERE id = ?`, t)
+	r.qCleanup = dialect.T(d, `DELETE FROM {t} WHERE outbox = ? AND id IN
+		(SELECT id FROM {t} WHERE outbox = ? AND sent_at IS NOT NULL AND sent_at < ? LIMIT 1000)`, t)
+	return r
+}
+
+// Stats returns the counters.
+func (r *Relay) Stats() RelayStats {
+	return RelayStats{
+		Rounds: r.rounds.Load(), Published: r.published.Load(), Duplicates: r.duplicates.Load(),
+		Retried: r.retried.Load(), Failed: r.failed.Load(), Reordered: r.reordered.Load(), Cleaned: r.cleaned.Load(),
+	}
+}
+
+// Kick makes an idle Run look for rows at once (call it after committing a transaction
+// that added rows, in the same process).
+func (r *Relay) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run publishes rows until ctx is cancelled, then finishes the round in progress and
+// returns nil. Rounds follow each other while there is work; an idle relay waits for
+// Kick, Wake or PollInterval. Sent rows are cleaned up every CleanupInterval.
+func (r *Relay) Run(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	nextCleanup := time.Now().Add(r.opts.CleanupInterval)
+	failures := 0
+	for ctx.Err() == nil {
+		// A round is not cut short by ctx: what was published gets marked.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Lease)
+		n, err := r.RunOnce(rctx)
+		cancel()
+		wait := r.opts.PollInterval
+		switch {
+		case err != nil:
+			failures++
+			wait = r.backoff(failures)
+			r.opts.Logger.Warn("outbox: relay round failed; retrying", "outbox", r.o.name, "relay", r.opts.ID, "error", err, "retry_in", wait)
+		case n > 0:
+			failures = 0
+			wait = 0
+		default:
+			failures = 0
+		}
+		if r.opts.KeepSent > 0 && time.Now().After(nextCleanup) {
+			nextCleanup = time.Now().Add(r.opts.CleanupInterval)
+			if _, err := r.Cleanup(ctx); err != nil && ctx.Err() == nil {
+				r.opts.Logger.Warn("outbox: cleanup failed", "outbox", r.o.name, "error", err)
+			}
+		}
+		if wait == 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		case <-r.kick:
+		case <-r.opts.Wake:
+		}
+		timer.Stop()
+	}
+	return nil
+}
+
+// backoff returns BackoffBase·2^(n−1), at most BackoffMax, jittered over its upper half.
+func (r *Relay) backoff(n int) time.Duration {
+	d := r.opts.BackoffBase
+	for i := 1; i < n && d < r.opts.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, r.opts.BackoffMax)
+	return d/2 + mrand.N(d/2+1)
+}
+
+// Cleanup deletes rows sent more than KeepSent ago and returns how many.
+func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
+	if r.opts.KeepSent < 0 {
+		return 0, nil
+	}
+	cut := r.o.now().Add(-r.opts.KeepSent).UnixMilli()
+	var total int64
+	for {
+		res, err := r.o.db.ExecContext(ctx, r.qCleanup, r.o.name, r.o.name, cut)
+		if err != nil {
+			return total, fmt.Errorf("outbox: cleanup: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("outbox: cleanup: %w", err)
+		}
+		total += n
+		r.cleaned.Add(n)
+		if n < 1000 {
+			return total, nil
+		}
+	}
+}
+
+type head struct {
+	id    int64
+	group string
+}
+
+type row struct {
+	id       int64
+	queue    string
+	group    string
+	body     []byte
+	headers  string
+	delayMS  int64
+	attempts int
+}
+
+type outcomeKind uint8
+
+const (
+	untouched outcomeKind = iota // not sent this round (an earlier row of its group failed)
+	sent
+	retry
+	failed
+)
+
+type outcome struct {
+	kind     outcomeKind
+	id       string
+	dup      bool
+	err      error
+	attempts int
+}
+
+// querier is a *sql.Tx or *sql.DB.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// RunOnce runs one round: it claims up to Groups groups, publishes their rows in order
+// and marks them, and returns how many groups (and ungrouped rows) it claimed. ctx bounds
+// the whole round; cancelling it in the middle is what a crash does (published rows
+// that were not marked are published again later, and the broker's dedup absorbs them).
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	if r.o.d.SkipLocked() {
+		return r.roundLocked(ctx)
+	}
+	return r.roundLeased(ctx)
+}
+
+// roundLocked claims heads with FOR UPDATE SKIP LOCKED and keeps the transaction (and so
+// the locks) open while it publishes and marks.
+func (r *Relay) roundLocked(ctx context.Context) (n int, err error) {
+	tx, err := r.o.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	now := r.o.now()
+	heads, err := r.heads(ctx, tx, now.UnixMilli())
+	if err != nil || len(heads) == 0 {
+		if err == nil {
+			err = tx.Rollback()
+		}
+		return 0, err
+	}
+	r.rounds.Add(1)
+	rows, err := r.load(ctx, tx, heads)
+	if err != nil {
+		return 0, err
+	}
+	outs := r.publish(ctx, rows)
+	if err := r.record(ctx, tx, rows, outs); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("outbox: commit: %w", err)
+	}
+	r.count(outs)
+	return len(heads), nil
+}
+
+// roundLeased claims heads by writing a lease into them, publishes without a
+// transaction open (SQLite has one writer: holding it while waiting for the network would
+// stall the application), and marks the rows and drops the lease in a second one.
+func (r *Relay) roundLeased(ctx context.Context) (int, error) {
+	now := r.o.now()
+	var heads []head
+	err := r.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		heads, err = r.heads(ctx, tx, now.UnixMilli(), now.UnixMilli())
+		if err != nil || len(heads) == 0 {
+			return err
+		}
+		args := []any{r.opts.ID, now.Add(r.opts.Lease).UnixMilli()}
+		_, err = tx.ExecContext(ctx, r.inList(r.qLease, len(heads)), append(args, headIDs(heads)...)...)
+		return err
+	})
+	if err != nil || len(heads) == 0 {
+		return 0, err
+	}
+	r.rounds.Add(1)
+	rows, err := r.load(ctx, r.o.db, heads)
+	if err != nil {
+		return 0, err
+	}
+	outs := r.publish(ctx, rows)
+	err = r.inTx(ctx, func(tx *sql.Tx) error {
+		if err := r.record(ctx, tx, rows, outs); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, r.inList(r.qRelease, len(heads)), append([]any{r.opts.ID}, headIDs(heads)...)...)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	r.count(outs)
+	return len(heads), nil
+}
+
+func (r *Relay) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := r.o.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("outbox: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("outbox: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("outbox: commit: %w", err)
+	}
+	return nil
+}
+
+// inList fills the %s of a query with n placeholders and rebinds it.
+func (r *Relay) inList(q string, n int) string {
+	return dialect.T(r.o.d, fmt.Sprintf(q, strings.TrimSuffix(strings.Repeat("?, ", n), ", ")), r.o.table)
+}
+
+func headIDs(hs []head) []any {
+	out := make([]any, len(hs))
+	for i, h := range hs {
+		out[i] = h.id
+	}
+	return out
+}
+
+// heads selects the claimable heads: the oldest unsent row of each group that is due
+// (and, on SQLite, not leased), and due ungrouped rows.
+func (r *Relay) heads(ctx context.Context, q querier, now int64, leaseNow ...int64) ([]head, error) {
+	args := []any{r.o.name, now}
+	for _, l := range leaseNow {
+		args = append(args, l)
+	}
+	args = append(args, r.opts.Groups)
+	rs, err := q.QueryContext(ctx, r.qHeads, args...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	defer rs.Close()
+	var out []head
+	for rs.Next() {
+		var h head
+		if err := rs.Scan(&h.id, &h.group); err != nil {
+			return nil, fmt.Errorf("outbox: claim: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	return out, nil
+}
+
+const rowCols = `id, queue, group_key, body, headers, delay_ms, attempts`
+
+// load reads the rows to publish: up to PerGroup unsent rows of each claimed group, and
+// the claimed ungrouped rows, in id order.
+func (r *Relay) load(ctx context.Context, q querier, heads []head) ([]row, error) {
+	var groups []any
+	var singles []any
+	for _, h := range heads {
+		if h.group == "" {
+			singles = append(singles, h.id)
+		} else {
+			groups = append(groups, h.group)
+		}
+	}
+	var out []row
+	if len(groups) > 0 {
+		query := r.inList(`SELECT `+rowCols+` FROM (
+			SELECT `+rowCols+`, ROW_NUMBER() OVER (PARTITION BY group_key ORDER BY id) AS rn
+			FROM {t} WHERE outbox = ? AND sent_at IS NULL AND failed_at IS NULL AND group_key IN (%s)
+		) x WHERE rn <= ? ORDER BY id`, len(groups))
+		args := append([]any{r.o.name}, groups...)
+		rows, err := r.scanRows(ctx, q, query, append(args, r.opts.PerGroup)...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	if len(singles) > 0 {
+		query := r.inList(`SELECT `+rowCols+` FROM {t} WHERE sent_at IS NULL AND failed_at IS NULL AND id IN (%s) ORDER BY id`, len(singles))
+		rows, err := r.scanRows(ctx, q, query, singles...)
+		if err != nil {
+			return nil, err
+		}
+		out = mergeByID(out, rows)
+	}
+	return out, nil
+}
+
+func (r *Relay) scanRows(ctx context.Context, q querier, query string, args ...any) ([]row, error) {
+	rs, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: load rows: %w", err)
+	}
+	defer rs.Close()
+	var out []row
+	for rs.Next() {
+		var x row
+		if err := rs.Scan(&x.id, &x.queue, &x.group, &x.body, &x.headers, &x.delayMS, &x.attempts); err != nil {
+			return nil, fmt.Errorf("outbox: load rows: %w", err)
+		}
+		out = append(out, x)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: load rows: %w", err)
+	}
+	return out, nil
+}
+
+func mergeByID(a, b []row) []row {
+	out := make([]row, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		if j == len(b) || (i < len(a) && a[i].id < b[j].id) {
+			out = append(out, a[i])
+			i++
+		} else {
+			out = append(out, b[j])
+			j++
+		}
+	}
+	return out
+}
+
+// Limits of one publish request.
+const (
+	maxRequestMessages = api.MaxBatch
+	maxRequestBytes    = 4 << 20
+)
+
+// publish sends rows (in id order) queue by queue, in requests that keep each group's
+// rows in order. Once a row of a group fails for a reason that may pass, the group's
+// later rows are not sent this round, so the group is retried from that row.
+func (r *Relay) publish(ctx context.Context, rows []row) []outcome {
+	outs := make([]outcome, len(rows))
+	broken := map[string]bool{}
+	var queues []string
+	byQueue := map[string][]int{}
+	for i, x := range rows {
+		if _, ok := byQueue[x.queue]; !ok {
+			queues = append(queues, x.queue)
+		}
+		byQueue[x.queue] = append(byQueue[x.queue], i)
+	}
+	for _, q := range queues {
+		pending := byQueue[q]
+		for len(pending) > 0 {
+			var chunk []int
+			var msgs []client.Message
+			bytes := 0
+			for len(pending) > 0 && len(chunk) < maxRequestMessages {
+				i := pending[0]
+				x := &rows[i]
+				if x.group != "" && broken[x.group] {
+					pending = pending[1:]
+					continue // untouched
+				}
+				m, err := r.message(x)
+				if err != nil {
+					pending = pending[1:]
+					outs[i] = outcome{kind: failed, err: err}
+					continue
+				}
+				size := len(x.body) + len(x.headers) + 256
+				if len(chunk) > 0 && bytes+size > maxRequestBytes {
+					break
+				}
+				pending = pending[1:]
+				bytes += size
+				chunk = append(chunk, i)
+				msgs = append(msgs, m)
+			}
+			if len(chunk) == 0 {
+				continue
+			}
+			results, err := r.pub.SendBatch(ctx, q, msgs)
+			if err == nil && len(results) != len(chunk) {
+				err = fmt.Errorf("publisher answered %d results for %d messages", len(results), len(chunk))
+			}
+			for k, i := range chunk {
+				x := &rows[i]
+				e := err
+				if e == nil {
+					e = results[k].Err
+				}
+				switch {
+				case x.group != "" && broken[x.group]:
+					// An earlier row of the group failed in this very request.
+					if e == nil {
+						outs[i] = outcome{kind: sent, id: results[k].ID, dup: results[k].Duplicate}
+						r.reordered.Add(1)
+						r.opts.Logger.Error("outbox: a row was accepted after an earlier row of its group was refused; their order is lost",
+							"outbox", r.o.name, "row", x.id, "group", x.group, "queue", q)
+					}
+				case e == nil:
+					outs[i] = outcome{kind: sent, id: results[k].ID, dup: results[k].Duplicate}
+				case permanent(e):
+					outs[i] = outcome{kind: failed, err: e}
+				default:
+					outs[i] = outcome{kind: retry, err: e, attempts: x.attempts + 1}
+					if x.group != "" {
+						broken[x.group] = true
+					}
+				}
+			}
+		}
+	}
+	return outs
+}
+
+// message turns a row into the message to send.
+func (r *Relay) message(x *row) (client.Message, error) {
+	dedup := r.o.DedupID(x.id)
+	h := map[string]string{}
+	if x.headers != "" {
+		if err := json.Unmarshal([]byte(x.headers), &h); err != nil {
+			return client.Message{}, fmt.Errorf("headers are not a JSON object of strings: %w", err)
+		}
+	}
+	if h[EventIDHeader] == "" {
+		h[EventIDHeader] = dedup
+	}
+	m := client.Message{Body: x.body, Group: x.group, DedupID: dedup, Headers: h}
+	if x.delayMS >= 0 {
+		d := time.Duration(x.delayMS) * time.Millisecond
+		m.Delay = &d
+	}
+	return m, nil
+}
+
+// permanent reports whether the broker refused a message in a way no retry changes.
+func permanent(err error) bool {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case api.CodeMessageTooLarge, api.CodeInvalidMessage, api.CodeInvalidBody, api.CodeInvalidDelay, api.CodeInvalidName:
+		return true
+	}
+	return false
+}
+
+// record writes the round's outcomes into the rows.
+func (r *Relay) record(ctx context.Context, tx *sql.Tx, rows []row, outs []outcome) error {
+	now := r.o.now()
+	for i, x := range rows {
+		o := outs[i]
+		var err error
+		switch o.kind {
+		case sent:
+			_, err = tx.ExecContext(ctx, r.qSent, now.UnixMilli(), o.id, x.id)
+		case retry:
+			wait := r.backoff(o.attempts)
+			_, err = tx.ExecContext(ctx, r.qRetry, now.Add(wait).UnixMilli(), truncate(o.err.Error()), x.id)
+			r.opts.Logger.Warn("outbox: publish failed; will retry", "outbox", r.o.name, "row", x.id, "queue", x.queue,
+				"attempts", o.attempts, "retry_in", wait, "error", o.err)
+		case failed:
+			_, err = tx.ExecContext(ctx, r.qFail, now.UnixMilli(), truncate(o.err.Error()), x.id)
+			r.opts.Logger.Error("outbox: the broker refused a row for good; it is marked failed and its group moves on",
+				"outbox", r.o.name, "row", x.id, "queue", x.queue, "error", o.err)
+		}
+		if err != nil {
+			return fmt.Errorf("outbox: mark row %d: %w", x.id, err)
+		}
+	}
+	return nil
+}
+
+// count adds a committed round's outcomes to the stats.
+func (r *Relay) count(outs []outcome) {
+	for _, o := range outs {
+		switch o.kind {
+		case sent:
+			r.published.Add(1)
+			if o.dup {
+				r.duplicates.Add(1)
+			}
+		case retry:
+			r.retried.Add(1)
+		case failed:
+			r.failed.Add(1)
+		}
+	}
+}
+
+func truncate(s string) string {
+	if len(s) > 1000 {
+		return s[:1000]
+	}
+	return s
+}

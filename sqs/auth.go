@@ -1,0 +1,226 @@
+package sqs
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// AWS Signature Version 4, verified on the server side.
+//
+// With Options.Credentials empty the front accepts every request, signed or not, with any
+// access key: the SDKs need some credentials to sign with and any will do. With
+// credentials configured, every request must carry an Authorization header
+// "AWS4-HMAC-SHA256 Credential=<key id>/<date>/<region>/sqs/aws4_request,
+// SignedHeaders=…, Signature=…" whose signature matches the one computed with that key's
+// secret over the canonical request (method, path, query, the signed headers, and the
+// SHA-256 of the body), and whose X-Amz-Date is within maxSkew of the server's clock.
+// Any region in the credential scope is accepted. Presigned URLs (the signature in the
+// query string) are not supported.
+
+const (
+	sigAlgorithm = "AWS4-HMAC-SHA256"
+	maxSkew      = 15 * time.Minute
+	amzDate      = "20060102T150405Z"
+)
+
+// sigV4 holds the parts of a parsed Authorization header.
+type sigV4 struct {
+	keyID, date, region, service string
+	signedHeaders                []string
+	signature                    string
+}
+
+func parseAuthorization(h string) (sigV4, *apiError) {
+	var s sigV4
+	alg, rest, ok := strings.Cut(h, " ")
+	if !ok || alg != sigAlgorithm {
+		return s, newErr(kIncompleteSignature, "Authorization header must use %s (Signature Version 4)", sigAlgorithm)
+	}
+	for part := range strings.SplitSeq(rest, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return s, newErr(kIncompleteSignature, "Authorization header has a malformed part %q", part)
+		}
+		switch k {
+		case "Credential":
+			f := strings.Split(v, "/")
+			if len(f) != 5 || f[4] != "aws4_request" || f[0] == "" {
+				return s, newErr(kIncompleteSignature, "Credential must be <access key id>/<yyyymmdd>/<region>/sqs/aws4_request, got %q", v)
+			}
+			s.keyID, s.date, s.region, s.service = f[0], f[1], f[2], f[3]
+		case "SignedHeaders":
+			s.signedHeaders = strings.Split(v, ";")
+		case "Signature":
+			s.signature = v
+		}
+	}
+	if s.keyID == "" || len(s.signedHeaders) == 0 || s.signature == "" {
+		return s, newErr(kIncompleteSignature, "Authorization header must include Credential, SignedHeaders and Signature")
+	}
+	if !slices.Contains(s.signedHeaders, "host") {
+		return s, newErr(kIncompleteSignature, "SignedHeaders must include host")
+	}
+	return s, nil
+}
+
+// authenticate verifies r (whose body has been read into body) and returns the access
+// key id it was signed with ("" for an unsigned request when no credentials are
+// configured).
+func (f *Front) authenticate(r *http.Request, body []byte, now time.Time) (string, *apiError) {
+	h := r.Header.Get("Authorization")
+	if len(f.opts.Credentials) == 0 {
+		if s, err := parseAuthorization(h); err == nil {
+			return s.keyID, nil
+		}
+		return "", nil
+	}
+	if h == "" {
+		return "", newErr(kMissingAuth, "Request is missing Authentication Token: sign it with AWS Signature Version 4 using one of the server's configured access keys")
+	}
+	s, e := parseAuthorization(h)
+	if e != nil {
+		return "", e
+	}
+	secret, ok := f.opts.Credentials[s.keyID]
+	if !ok {
+		return "", newErr(kInvalidClientTokenID, "The security token included in the request is invalid: unknown access key id %q", s.keyID)
+	}
+	date := r.Header.Get("X-Amz-Date")
+	t, err := time.Parse(amzDate, date)
+	if err != nil {
+		return "", newErr(kIncompleteSignature, "X-Amz-Date must be given as yyyymmddThhmmssZ, got %q", date)
+	}
+	if d := now.Sub(t); d > maxSkew || d < -maxSkew {
+		return "", newErr(kRequestExpired, "Signature expired: %s is more than %v away from the server's time %s", date, maxSkew, now.UTC().Format(amzDate))
+	}
+	if s.date != date[:8] {
+		return "", newErr(kSignatureDoesNotMatch, "Credential date %s does not match X-Amz-Date %s", s.date, date)
+	}
+	sum := sha256.Sum256(body)
+	payloadHash := hex.EncodeToString(sum[:])
+	if given := r.Header.Get("X-Amz-Content-Sha256"); given != "" && given != payloadHash {
+		return "", newErr(kSignatureDoesNotMatch, "X-Amz-Content-Sha256 does not match the request body")
+	}
+	want := signature(secret, s, date, canonicalRequest(r, s.signedHeaders, payloadHash))
+	if subtle.ConstantTimeCompare([]byte(want), []byte(s.signature)) != 1 {
+		return "", newErr(kSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
+	}
+	return s.keyID, nil
+}
+
+func hmacSHA256(key []byte, data string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(data))
+	return m.Sum(nil)
+}
+
+// signature computes the SigV4 signature of a canonical request.
+func signature(secret string, s sigV4, date, canonical string) string {
+	sum := sha256.Sum256([]byte(canonical))
+	scope := s.date + "/" + s.region + "/" + s.service + "/aws4_request"
+	toSign := sigAlgorithm + "\n" + date + "\n" + scope + "\n" + hex.EncodeToString(sum[:])
+	k := hmacSHA256([]byte("AWS4"+secret), s.date)
+	k = hmacSHA256(k, s.region)
+	k = hmacSHA256(k, s.service)
+	k = hmacSHA256(k, "aws4_request")
+	return hex.EncodeToString(hmacSHA256(k, toSign))
+}
+
+// canonicalRequest builds the SigV4 canonical request of r over the given signed headers.
+func canonicalRequest(r *http.Request, signed []string, payloadHash string) string {
+	var b strings.Builder
+	b.WriteString(r.Method)
+	b.WriteByte('\n')
+	path := r.URL.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	b.WriteString(uriEncode(path, false))
+	b.WriteByte('\n')
+	b.WriteString(canonicalQuery(r.URL.RawQuery))
+	b.WriteByte('\n')
+	for _, name := range signed {
+		b.WriteString(name)
+		b.WriteByte(':')
+		b.WriteString(headerValue(r, name))
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	b.WriteString(strings.Join(signed, ";"))
+	b.WriteByte('\n')
+	b.WriteString(payloadHash)
+	return b.String()
+}
+
+func headerValue(r *http.Request, name string) string {
+	switch name {
+	case "host":
+		return r.Host
+	case "content-length":
+		if v := r.Header.Get("Content-Length"); v != "" {
+			return v
+		}
+		if r.ContentLength >= 0 {
+			return strconv.FormatInt(r.ContentLength, 10)
+		}
+	}
+	vals := r.Header.Values(name)
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = strings.Join(strings.Fields(v), " ")
+	}
+	return strings.Join(out, ",")
+}
+
+func canonicalQuery(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	vals, err := url.ParseQuery(raw)
+	if err != nil {
+		return raw
+	}
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		vs := slices.Clone(vals[k])
+		slices.Sort(vs)
+		for _, v := range vs {
+			parts = append(parts, uriEncode(k, true)+"="+uriEncode(v, true))
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// uriEncode percent-encodes every byte but the unreserved characters (and '/', unless
+// encodeSlash), as SigV4 requires.
+func uriEncode(s string, encodeSlash bool) string {
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == '~':
+			b.WriteByte(c)
+		case c == '/' && !encodeSlash:
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,75 @@
+package sqs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+)
+
+// signed builds a request signed by the AWS SDK's own SigV4 signer, as a server sees it.
+func signed(t *testing.T, key, secret, target, path string, body []byte, at time.Time) *http.Request {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "http://localhost:7070"+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("X-Amz-Target", target)
+	req.Header.Set("X-Extra", "  two   spaces ")
+	sum := sha256.Sum256(body)
+	creds := aws.Credentials{AccessKeyID: key, SecretAccessKey: secret}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), "sqs", "eu-west-3", at); err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func TestSigV4(t *testing.T) {
+	f := New(nil, Options{Credentials: map[string]string{"AKIDOKIBA": "s3cret"}})
+	now := time.Now()
+	body := []byte(`{"QueueName":"orders"}`)
+	cases := []struct {
+		name    string
+		req     *http.Request
+		body    []byte
+		at      time.Time
+		wantErr string
+	}{
+		{"good", signed(t, "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now), body, now, ""},
+		{"good with path and query", signed(t, "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/000000000000/q%20x?b=2&a=1&a=0", body, now), body, now, ""},
+		{"wrong secret", signed(t, "AKIDOKIBA", "nope", "AmazonSQS.CreateQueue", "/", body, now), body, now, "SignatureDoesNotMatch"},
+		{"unknown key", signed(t, "AKIDOTHER", "s3cret", "AmazonSQS.CreateQueue", "/", body, now), body, now, "InvalidClientTokenId"},
+		{"body changed", signed(t, "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now), []byte(`{"QueueName":"other"}`), now, "SignatureDoesNotMatch"},
+		{"too old", signed(t, "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now.Add(-20*time.Minute)), body, now, "RequestExpired"},
+		{"unsigned", httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body)), body, now, "MissingAuthenticationToken"},
+	}
+	for _, c := range cases {
+		_, e := f.authenticate(c.req, c.body, now)
+		switch {
+		case c.wantErr == "" && e != nil:
+			t.Errorf("%s: %v", c.name, e)
+		case c.wantErr != "" && (e == nil || e.Code != c.wantErr):
+			t.Errorf("%s: got %v, want %s", c.name, e, c.wantErr)
+		}
+	}
+	// A target header changed after signing breaks the signature too.
+	req := signed(t, "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now)
+	req.Header.Set("X-Amz-Target", "AmazonSQS.DeleteQueue")
+	if _, e := f.authenticate(req, body, now); e == nil || e.Code != "SignatureDoesNotMatch" {
+		t.Errorf("altered target: got %v", e)
+	}
+
+	open := New(nil, Options{})
+	for _, c := range cases {
+		if key, e := open.authenticate(c.req, c.body, now); e != nil {
+			t.Errorf("without credentials %s: %v", c.name, e)
+		} else if c.name == "good" && key != "AKIDOKIBA" {
+			t.Errorf("without credentials: key id %q", key)
+		}
+	}
+}

@@ -1,0 +1,753 @@
+package sqs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/queue"
+)
+
+// Names of attributes the front adds or keeps for itself.
+const (
+	// bodyEncodingAttr marks a body that is not valid SQS text (not UTF-8, or with
+	// characters XML does not allow) and reaches SQS receivers base64-encoded.
+	bodyEncodingAttr = "okiba.BodyEncoding"
+	// internalPrefix starts attributes the front stores for SQS system attributes; they
+	// are never shown as message attributes.
+	internalPrefix = "okiba.sqs."
+	traceHeaderKey = internalPrefix + "AWSTraceHeader"
+	reservedPrefix = "okiba."
+)
+
+const (
+	maxBatch        = 10
+	maxMessageAttrs = 10
+	maxDelaySeconds = 900
+)
+
+// validSQSText reports whether s holds only the characters SQS accepts in a message:
+// #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
+func validSQSText(s string) bool {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
+				return false
+			}
+		}
+		switch {
+		case r == 0x9 || r == 0xA || r == 0xD:
+		case r >= 0x20 && r <= 0xD7FF:
+		case r >= 0xE000 && r <= 0xFFFD:
+		case r >= 0x10000 && r <= 0x10FFFF:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	attrNameRE  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,256}$`)
+	batchIDRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+	numberRE    = regexp.MustCompile(`^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$`)
+	groupIDRE   = regexp.MustCompile(`^[\x21-\x7e]{1,128}$`)
+	attemptIDRE = regexp.MustCompile(`^[\x21-\x7e]{1,128}$`)
+)
+
+func invalidParam(format string, args ...any) *apiError {
+	return newErr(kInvalidParameterValue, format, args...)
+}
+
+// checkAttrName applies SQS's rules for message attribute names, and keeps "okiba." for
+// okiba's own attributes.
+func checkAttrName(n string) *apiError {
+	low := strings.ToLower(n)
+	switch {
+	case !attrNameRE.MatchString(n):
+		return invalidParam("Message attribute name %q is invalid: use 1 to 256 characters from A-Z a-z 0-9 _ - .", n)
+	case strings.HasPrefix(low, "aws.") || strings.HasPrefix(low, "amazon."):
+		return invalidParam("Message attribute name %q is invalid: names starting with AWS. or Amazon. are reserved.", n)
+	case strings.HasPrefix(low, reservedPrefix):
+		return invalidParam("Message attribute name %q is invalid: names starting with okiba. are reserved for okiba.", n)
+	case strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".") || strings.Contains(n, ".."):
+		return invalidParam("Message attribute name %q is invalid: it must not start or end with a period or contain two periods in a row.", n)
+	}
+	return nil
+}
+
+// parseAttr validates one message attribute value and returns it in both forms: as
+// okiba stores it and as SQS digests it.
+func parseAttr(name string, v wireAttrValue) (queue.Attr, attrValue, *apiError) {
+	dt := v.DataType
+	base, custom, hasCustom := strings.Cut(dt, ".")
+	if dt == "" {
+		return queue.Attr{}, attrValue{}, invalidParam("Message attribute %q must have a DataType.", name)
+	}
+	if (base != "String" && base != "Number" && base != "Binary") || len(dt) > 256 || (hasCustom && (custom == "" || !printableASCII(custom))) {
+		return queue.Attr{}, attrValue{}, invalidParam("Message attribute %q has an invalid DataType %q: use String, Number or Binary, optionally with a .custom suffix.", name, dt)
+	}
+	if len(v.StringListValues) > 0 || len(v.BinaryListValues) > 0 {
+		return queue.Attr{}, attrValue{}, invalidParam("Message attribute %q: StringListValues and BinaryListValues are not supported.", name)
+	}
+	if base == "Binary" {
+		if len(v.BinaryValue) == 0 || v.StringValue != nil {
+			return queue.Attr{}, attrValue{}, invalidParam("Message attribute %q must contain a non-empty value of type 'Binary' (BinaryValue) and no StringValue.", name)
+		}
+		return queue.Attr{Name: name, Type: dt, Value: v.BinaryValue}, attrValue{DataType: dt, BinaryValue: v.BinaryValue}, nil
+	}
+	if v.StringValue == nil || *v.StringValue == "" || v.BinaryValue != nil {
+		return queue.Attr{}, attrValue{}, invalidParam("Message attribute %q must contain a non-empty value of type '%s' (StringValue) and no BinaryValue.", name, base)
+	}
+	s := *v.StringValue
+	if !validSQSText(s) {
+		return queue.Attr{}, attrValue{}, newErr(kInvalidMessageContents, "Message attribute %q has characters SQS does not allow; valid are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF.", name)
+	}
+	if base == "Number" && (!numberRE.MatchString(s) || len(strings.TrimLeft(s, "+-")) > 40) {
+		return queue.Attr{}, attrValue{}, invalidParam("Message attribute %q: %q is not a valid Number.", name, s)
+	}
+	return queue.Attr{Name: name, Type: dt, Value: []byte(s)}, attrValue{DataType: dt, StringValue: s}, nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// prepareSend validates one message for queue qi and builds what the broker stores and
+// the digests the answer carries. It changes nothing.
+func prepareSend(qi broker.QueueInfo, e *sendEntry) (queue.SendInput, sendMessageOut, *apiError) {
+	var out sendMessageOut
+	fifo := isFIFO(qi.Name)
+	if e.MessageBody == nil || *e.MessageBody == "" {
+		return queue.SendInput{}, out, newErr(kMissingParameter, "The request must contain the parameter MessageBody.")
+	}
+	body := *e.MessageBody
+	if !validSQSText(body) {
+		return queue.SendInput{}, out, newErr(kInvalidMessageContents, "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF.")
+	}
+	in := queue.SendInput{Delay: -1, Payload: queue.Payload{Body: []byte(body)}}
+	if e.DelaySeconds != nil {
+		d := *e.DelaySeconds
+		switch {
+		case d < 0 || d > maxDelaySeconds:
+			return queue.SendInput{}, out, invalidParam("Value %d for parameter DelaySeconds is invalid. Reason: must be between 0 and %d.", d, maxDelaySeconds)
+		case fifo && d != 0:
+			return queue.SendInput{}, out, invalidParam("Value %d for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type: FIFO queues take a delay per queue (DelaySeconds attribute), not per message.", d)
+		case !fifo:
+			in.Delay = d * 1000
+		}
+	}
+	if e.MessageGroupID != nil {
+		g := *e.MessageGroupID
+		if !groupIDRE.MatchString(g) {
+			return queue.SendInput{}, out, invalidParam("Value %q for parameter MessageGroupId is invalid. Reason: 1 to 128 characters from alphanumerics and punctuation.", g)
+		}
+		in.Payload.Group = g
+	} else if fifo {
+		return queue.SendInput{}, out, newErr(kMissingParameter, "The request must contain the parameter MessageGroupId.")
+	}
+	switch {
+	case e.MessageDeduplicationID != nil && !fifo:
+		return queue.SendInput{}, out, invalidParam("The request include parameter MessageDeduplicationId that is not valid for this queue type: standard queues do not deduplicate.")
+	case e.MessageDeduplicationID != nil:
+		d := *e.MessageDeduplicationID
+		if !groupIDRE.MatchString(d) {
+			return queue.SendInput{}, out, invalidParam("Value %q for parameter MessageDeduplicationId is invalid. Reason: 1 to 128 characters from alphanumerics and punctuation.", d)
+		}
+		in.Payload.DedupID = d
+	case fifo && !qi.Config.ContentDedup:
+		return queue.SendInput{}, out, invalidParam("The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly.")
+	case fifo:
+		sum := sha256.Sum256(in.Payload.Body)
+		in.Payload.DedupID = hex.EncodeToString(sum[:])
+	}
+	if len(e.MessageAttributes) > maxMessageAttrs {
+		return queue.SendInput{}, out, invalidParam("Number of message attributes [%d] exceeds the allowed maximum [%d].", len(e.MessageAttributes), maxMessageAttrs)
+	}
+	digest := make(map[string]attrValue, len(e.MessageAttributes))
+	for _, name := range slices.Sorted(maps.Keys(e.MessageAttributes)) {
+		if ae := checkAttrName(name); ae != nil {
+			return queue.SendInput{}, out, ae
+		}
+		a, d, ae := parseAttr(name, e.MessageAttributes[name])
+		if ae != nil {
+			return queue.SendInput{}, out, ae
+		}
+		in.Payload.Attrs = append(in.Payload.Attrs, a)
+		digest[name] = d
+	}
+	sys := make(map[string]attrValue, len(e.MessageSystemAttributes))
+	for name, v := range e.MessageSystemAttributes {
+		if name != "AWSTraceHeader" {
+			return queue.SendInput{}, out, invalidParam("Message system attribute %q is not supported: the only one is AWSTraceHeader.", name)
+		}
+		if v.DataType != "String" {
+			return queue.SendInput{}, out, invalidParam("Message system attribute AWSTraceHeader must have DataType String.")
+		}
+		_, d, ae := parseAttr(name, v)
+		if ae != nil {
+			return queue.SendInput{}, out, ae
+		}
+		in.Payload.Attrs = append(in.Payload.Attrs, queue.Attr{Name: traceHeaderKey, Type: "String", Value: []byte(d.StringValue)})
+		sys[name] = d
+	}
+	if size := in.Payload.Size(); size > qi.Config.MaxMessageSize {
+		return queue.SendInput{}, out, invalidParam("One or more parameters are invalid. Reason: Message must be shorter than %d bytes (body plus attribute names, types and values; this one is %d).", qi.Config.MaxMessageSize+1, size)
+	}
+	out.MD5OfMessageBody = md5Hex(body)
+	out.MD5OfMessageAttributes = md5OfAttributes(digest)
+	out.MD5OfMessageSystemAttributes = md5OfAttributes(sys)
+	return in, out, nil
+}
+
+func seqNumber(seq uint64) string { return fmt.Sprintf("%020d", seq) }
+
+func (f *Front) sendMessage(q *request) (any, *apiError) {
+	var in sendMessageIn
+	if e := q.decode(&in); e != nil {
+		return nil, e
+	}
+	qi, e := f.queueInfo(in.QueueURL)
+	if e != nil {
+		return nil, e
+	}
+	si, out, e := prepareSend(qi, &in.sendEntry)
+	if e != nil {
+		return nil, e
+	}
+	res, err := f.b.Send(q.r.Context(), qi.Name, []queue.SendInput{si})
+	if err != nil {
+		return nil, f.errorOf(err, qi.Name)
+	}
+	if res[0].Err != nil {
+		return nil, f.errorOf(res[0].Err, qi.Name)
+	}
+	out.MessageID = queue.FormatID(res[0].ID)
+	if isFIFO(qi.Name) && res[0].Seq != 0 {
+		out.SequenceNumber = seqNumber(res[0].Seq)
+	}
+	return out, nil
+}
+
+// checkBatchIDs applies the request-level rules of every batch action.
+func checkBatchIDs(ids []*string) *apiError {
+	if len(ids) == 0 {
+		return newErr(kEmptyBatch, "There should be at least one entry in the request.")
+	}
+	if len(ids) > maxBatch {
+		return newErr(kTooManyEntries, "Maximum number of entries per request are %d. You have sent %d.", maxBatch, len(ids))
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, p := range ids {
+		id := deref(p)
+		if !batchIDRE.MatchString(id) {
+			return newErr(kInvalidBatchEntryID, "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long (%q).", id)
+		}
+		if seen[id] {
+			return newErr(kIdsNotDistinct, "Id %s repeated.", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+func failed(id string, e *apiError) batchError {
+	return batchError{ID: id, SenderFault: !e.Server && e.Code != kRequestThrottled.Code, Code: e.Code, Message: e.Message}
+}
+
+func (f *Front) sendMessageBatch(q *request) (any, *apiError) {
+	var in sendMessageBatchIn
+	if e := q.decode(&in); e != nil {
+		return nil, e
+	}
+	ids := make([]*string, len(in.Entries))
+	for i := range in.Entries {
+		ids[i] = in.Entries[i].ID
+	}
+	if e := checkBatchIDs(ids); e != nil {
+		return nil, e
+	}
+	qi, e := f.queueInfo(in.QueueURL)
+	if e != nil {
+		return nil, e
+	}
+	out := sendMessageBatchOut{Successful: []sendBatchResultEntry{}, Failed: []batchError{}}
+	var msgs []queue.SendInput
+	var outs []sendBatchResultEntry
+	var total int64
+	for i := range in.Entries {
+		ent := &in.Entries[i]
+		if ent.MessageBody != nil {
+			total += int64(len(*ent.MessageBody))
+		}
+		for n, a := range ent.MessageAttributes {
+			total += int64(len(n) + len(a.DataType) + len(deref(a.StringValue)) + len(a.BinaryValue))
+		}
+		si, o, e := prepareSend(qi, ent)
+		if e != nil {
+			out.Failed = append(out.Failed, failed(*ent.ID, e))
+			continue
+		}
+		msgs = append(msgs, si)
+		outs = append(outs, sendBatchResultEntry{ID: *ent.ID, sendMessageOut: o})
+	}
+	if total > sqsMaxMessageSize {
+		return nil, newErr(kBatchTooLong, "Batch requests cannot be longer than %d bytes. You have sent %d bytes.", sqsMaxMessageSize, total)
+	}
+	if len(msgs) == 0 {
+		return out, nil
+	}
+	res, err := f.b.Send(q.r.Context(), qi.Name, msgs)
+	if err != nil {
+		return nil, f.errorOf(err, qi.Name)
+	}
+	full := 0
+	for i, r := range res {
+		if r.Err != nil {
+			if errors.Is(r.Err, queue.ErrQueueFull) {
+				full++
+			}
+			out.Failed = append(out.Failed, failed(outs[i].ID, f.errorOf(r.Err, qi.Name)))
+			continue
+		}
+		o := outs[i]
+		o.MessageID = queue.FormatID(r.ID)
+		if isFIFO(qi.Name) && r.Seq != 0 {
+			o.SequenceNumber = seqNumber(r.Seq)
+		}
+		out.Successful = append(out.Successful, o)
+	}
+	if full == len(in.Entries) {
+		// Nothing was sent and nothing else was wrong: answer as a whole so that the
+		// SDK's retry (throttling back-off) sends the batch again.
+		return nil, f.errorOf(res[0].Err, qi.Name)
+	}
+	return out, nil
+}
+
+// receiveSpec is a validated ReceiveMessage request.
+type receiveSpec struct {
+	max       int
+	vis, wait time.Duration // negative: the queue's
+	sys       map[string]bool
+	allSys    bool
+	attrNames []string // "All", ".*", "prefix.*" or names
+	attemptID string
+}
+
+var systemAttrNames = []string{
+	"SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
+	"SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "AWSTraceHeader", "DeadLetterQueueSourceArn",
+}
+
+func parseReceive(in *receiveMessageIn, fifo bool) (receiveSpec, *apiError) {
+	s := receiveSpec{max: 1, vis: -1, wait: -1, sys: map[string]bool{}}
+	if in.MaxNumberOfMessages != nil {
+		n := *in.MaxNumberOfMessages
+		if n < 1 || n > maxBatch {
+			return s, invalidParam("Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", n)
+		}
+		s.max = int(n)
+	}
+	if in.VisibilityTimeout != nil {
+		n := *in.VisibilityTimeout
+		if n < 0 || n > 43200 {
+			return s, invalidParam("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200, if provided.", n)
+		}
+		s.vis = time.Duration(n) * time.Second
+	}
+	if in.WaitTimeSeconds != nil {
+		n := *in.WaitTimeSeconds
+		if n < 0 || n > 20 {
+			return s, invalidParam("Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.", n)
+		}
+		s.wait = time.Duration(n) * time.Second
+	}
+	for _, n := range slices.Concat(in.AttributeNames, in.MessageSystemAttributeNames) {
+		switch {
+		case n == "All":
+			s.allSys = true
+		case slices.Contains(systemAttrNames, n):
+			s.sys[n] = true
+		case slices.Contains(allQueueAttrs, n):
+			// Queue attribute names are accepted here and ignored, as SQS does.
+		default:
+			return s, newErr(kInvalidAttributeName, "Unknown Attribute %s.", n)
+		}
+	}
+	for _, n := range in.MessageAttributeNames {
+		if n == "" || len(n) > 256 {
+			return s, invalidParam("Message attribute name %q is invalid.", n)
+		}
+	}
+	s.attrNames = in.MessageAttributeNames
+	if in.ReceiveRequestAttemptID != nil && fifo {
+		if !attemptIDRE.MatchString(*in.ReceiveRequestAttemptID) {
+			return s, invalidParam("Value %q for parameter ReceiveRequestAttemptId is invalid. Reason: 1 to 128 characters from alphanumerics and punctuation.", *in.ReceiveRequestAttemptID)
+		}
+		s.attemptID = *in.ReceiveRequestAttemptID
+	}
+	return s, nil
+}
+
+// wantAttr reports whether a message attribute was asked for.
+func (s *receiveSpec) wantAttr(name string) bool {
+	for _, n := range s.attrNames {
+		switch {
+		case n == "All" || n == ".*":
+			return true
+		case strings.HasSuffix(n, ".*"):
+			if strings.HasPrefix(name, strings.TrimSuffix(n, "*")) {
+				return true
+			}
+		case n == name:
+			return true
+		}
+	}
+	return false
+}
+
+func (s *receiveSpec) wantSys(name string) bool { return s.allSys || s.sys[name] }
+
+// wireMsg renders a leased message for an SQS receiver.
+func (f *Front) wireMsg(m *broker.Message, fifo bool, s *receiveSpec) wireMessage {
+	w := wireMessage{MessageID: queue.FormatID(m.ID), ReceiptHandle: m.Receipt}
+	attrs := map[string]wireAttrValue{}
+	digest := map[string]attrValue{}
+	body := m.Payload.Body
+	if utf8.Valid(body) && validSQSText(string(body)) {
+		w.Body = string(body)
+	} else {
+		w.Body = base64.StdEncoding.EncodeToString(body)
+		v := "base64"
+		attrs[bodyEncodingAttr] = wireAttrValue{DataType: "String", StringValue: &v}
+		digest[bodyEncodingAttr] = attrValue{DataType: "String", StringValue: v}
+	}
+	w.MD5OfBody = md5Hex(w.Body)
+	trace := ""
+	for _, a := range m.Payload.Attrs {
+		if a.Name == traceHeaderKey {
+			trace = string(a.Value)
+			continue
+		}
+		if strings.HasPrefix(a.Name, internalPrefix) || a.Name == bodyEncodingAttr || !s.wantAttr(a.Name) {
+			continue
+		}
+		if isBinary(a.Type) {
+			attrs[a.Name] = wireAttrValue{DataType: a.Type, BinaryValue: a.Value}
+			digest[a.Name] = attrValue{DataType: a.Type, BinaryValue: a.Value}
+			continue
+		}
+		v := strings.ToValidUTF8(string(a.Value), "\uFFFD")
+		attrs[a.Name] = wireAttrValue{DataType: a.Type, StringValue: &v}
+		digest[a.Name] = attrValue{DataType: a.Type, StringValue: v}
+	}
+	if len(attrs) > 0 {
+		w.MessageAttributes = attrs
+		w.MD5OfMessageAttributes = md5OfAttributes(digest)
+	}
+	sys := map[string]string{}
+	set := func(name, v string) {
+		if v != "" && s.wantSys(name) {
+			sys[name] = v
+		}
+	}
+	set("SenderId", f.opts.AccountID)
+	set("SentTimestamp", strconv.FormatInt(m.EnqueuedAt.UnixMilli(), 10))
+	set("ApproximateReceiveCount", strconv.FormatUint(uint64(m.Deliveries), 10))
+	first := m.FirstDelivered
+	if first.IsZero() {
+		first = f.now()
+	}
+	set("ApproximateFirstReceiveTimestamp", strconv.FormatInt(first.UnixMilli(), 10))
+	set("MessageGroupId", m.Payload.Group)
+	set("AWSTraceHeader", trace)
+	if fifo {
+		set("MessageDeduplicationId", m.Payload.DedupID)
+		set("SequenceNumber", seqNumber(m.Seq))
+	}
+	if m.Dead != nil && m.Dead.SourceName != "" {
+		set("DeadLetterQueueSourceArn", f.queueARN(m.Dead.SourceName))
+	}
+	if len(sys) > 0 {
+		w.Attributes = sys
+	}
+	return w
+}
+
+func (f *Front) receiveMessage(q *request) (any, *apiError) {
+	var in receiveMessageIn
+	if e := q.decode(&in); e != nil {
+		return nil, e
+	}
+	qi, e := f.queueInfo(in.QueueURL)
+	if e != nil {
+		return nil, e
+	}
+	fifo := isFIFO(qi.Name)
+	spec, e := parseReceive(&in, fifo)
+	if e != nil {
+		return nil, e
+	}
+	ctx := q.r.Context()
+	if spec.attemptID != "" {
+		if at := f.attempts.get(keyOf(qi), spec.attemptID, f.now()); at != nil {
+			if msgs, ok := f.replay(ctx, qi, at); ok {
+				return receiveMessageOut{Messages: msgs}, nil
+			}
+			f.attempts.forget(keyOf(qi), spec.attemptID)
+		}
+	}
+	msgs, err := f.b.Receive(ctx, qi.Name, broker.ReceiveOptions{Max: spec.max, Wait: spec.wait, Visibility: spec.vis})
+	if err != nil {
+		return nil, f.errorOf(err, qi.Name)
+	}
+	out := receiveMessageOut{}
+	for i := range msgs {
+		out.Messages = append(out.Messages, f.wireMsg(&msgs[i], fifo, &spec))
+	}
+	if spec.attemptID != "" && len(msgs) > 0 {
+		at := &attempt{key: keyOf(qi), id: spec.attemptID, at: f.now(), vis: spec.vis, msgs: out.Messages}
+		for i, m := range msgs {
+			at.checks = append(at.checks, leaseCheck{id: m.ID, deliveries: m.Deliveries, receipt: m.Receipt})
+			at.bytes += int64(len(out.Messages[i].Body)) + 512
+		}
+		f.attempts.put(at, f.now())
+	}
+	return out, nil
+}
+
+// replay answers a retried FIFO receive with the messages of the first attempt if none
+// of them has been deleted, made visible, or received again since; it restarts their
+// visibility timeout, as SQS does.
+func (f *Front) replay(ctx context.Context, qi broker.QueueInfo, at *attempt) ([]wireMessage, bool) {
+	now := f.now().UnixMilli()
+	receipts := make([]string, len(at.checks))
+	for i, c := range at.checks {
+		pm, err := f.b.GetMessage(ctx, qi.Name, c.id)
+		if err != nil || pm.State != queue.StateInFlight || pm.Deliveries != c.deliveries || pm.VisibleAt <= now {
+			return nil, false
+		}
+		receipts[i] = c.receipt
+	}
+	vis := at.vis
+	if vis < 0 {
+		vis = qi.Config.VisibilityTimeout
+	}
+	errs, err := f.b.Extend(ctx, qi.Name, receipts, vis)
+	if err != nil {
+		return nil, false
+	}
+	for _, e := range errs {
+		if e != nil {
+			return nil, false
+		}
+	}
+	return at.msgs, true
+}
+
+// settleHeader reports on a DeleteMessage whether it settled the message.
+const settleHeader = "X-Okiba-Settled"
+
+func (f *Front) deleteMessage(q *request) (any, *apiError) {
+	var in deleteMessageIn
+	if e := q.decode(&in); e != nil {
+		return nil, e
+	}
+	qi, e := f.queueInfo(in.QueueURL)
+	if e != nil {
+		return nil, e
+	}
+	if deref(in.ReceiptHandle) == "" {
+		return nil, newErr(kMissingParameter, "The request must contain the parameter ReceiptHandle.")
+	}
+	errs, err := f.b.Ack(q.r.Context(), qi.Name, []string{*in.ReceiptHandle})
+	if err != nil {
+		return nil, f.errorOf(err, qi.Name)
+	}
+	settled, ae := f.deleteResult(errs[0], qi.Name)
+	if ae != nil {
+		return nil, ae
+	}
+	q.header.Set(settleHeader, strconv.FormatBool(settled))
+	return empty{}, nil
+}
+
+// deleteResult interprets one ack: a stale receipt on a standard queue is a success
+// that settled nothing (as SQS answers), on a FIFO queue an expired handle.
+func (f *Front) deleteResult(err error, name string) (bool, *apiError) {
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, queue.ErrReceiptStale) && !isFIFO(name):
+		return false, nil
+	case errors.Is(err, queue.ErrReceiptStale):
+		return false, newErr(kReceiptHandleIsInvalid, "The receipt handle has expired.")
+	}
+	return false, f.errorOf(err, name)
+}
+
+func (f *Front) deleteMessageBatch(q *request) (any, *apiError) {
+	var in receiptBatchIn
+	if e := q.decode(&in); e != nil {
+		return nil, e
+	}
+	ids := make([]*string, len(in.Entries))
+	for i := range in.Entries {
+		ids[i] = in.Entries[i].ID
+	}
+	if e := checkBatchIDs(ids); e != nil {
+		return nil, e
+	}
+	qi, e := f.queueInfo(in.QueueURL)
+	if e != nil {
+		return nil, e
+	}
+	out := receiptBatchOut{Successful: []idEntry{}, Failed: []batchError{}}
+	var receipts, rids []string
+	for _, ent := range in.Entries {
+		if deref(ent.ReceiptHandle) == "" {
+			out.Failed = append(out.Failed, failed(*ent.ID, newErr(kMissingParameter, "The request must contain the parameter ReceiptHandle.")))
+			continue
+		}
+		receipts = append(receipts, *ent.ReceiptHandle)
+		rids = append(rids, *ent.ID)
+	}
+	if len(receipts) == 0 {
+		return out, nil
+	}
+	errs, err := f.b.Ack(q.r.Context(), qi.Name, receipts)
+	if err != nil {
+		return nil, f.errorOf(err, qi.Name)
+	}
+	var unsettled []string
+	for i, err := range errs {
+		settled, ae := f.deleteResult(err, qi.Name)
+		if ae != nil {
+			out.Failed = append(out.Failed, failed(rids[i], ae))
+			continue
+		}
+		if !settled {
+			unsettled = append(unsettled, rids[i])
+		}
+		out.Successful = append(out.Successful, idEntry{ID: rids[i]})
+	}
+	if len(unsettled) > 0 {
+		q.header.Set("X-Okiba-Unsettled", strings.Join(unsettled, ","))
+	}
+	return out, nil
+}
+
+// visibilityResult interprets one extend.
+func (f *Front) visibilityResult(err error, name string) *apiError {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, queue.ErrReceiptStale):
+		return newErr(kMessageNotInflight, "The message referred to isn't in flight: its visibility timeout has ended, or it was deleted or received again.")
+	}
+	return f.errorOf(err, name)
+}
+
+func checkVisibility(v *int64) (time.Duration, *apiError) {
+	if v == nil {
+		return 0, newErr(kMissingParameter, "The request must contain the parameter VisibilityTimeout.")
+	}
+	if *v < 0 || *v > 43200 {
+		return 0, invalidParam("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200.", *v)
+	}
+	return time.Duration(*v) * time.Second, nil
+}
+
+func (f *Front) changeVisibility(q *request) (any, *apiError) {
+	var in changeVisibilityIn
+	if e := q.decode(&in); e != nil {
+		return nil, e
+	}
+	qi, e := f.queueInfo(in.QueueURL)
+	if e != nil {
+		return nil, e
+	}
+	if deref(in.ReceiptHandle) == "" {
+		return nil, newErr(kMissingParameter, "The request must contain the parameter ReceiptHandle.")
+	}
+	vis, e := checkVisibility(in.VisibilityTimeout)
+	if e != nil {
+		return nil, e
+	}
+	errs, err := f.b.Extend(q.r.Context(), qi.Name, []string{*in.ReceiptHandle}, vis)
+	if err != nil {
+		return nil, f.errorOf(err, qi.Name)
+	}
+	if ae := f.visibilityResult(errs[0], qi.Name); ae != nil {
+		return nil, ae
+	}
+	return empty{}, nil
+}
+
+func (f *Front) changeVisibilityBatch(q *request) (any, *apiError) {
+	var in receiptBatchIn
+	if e := q.decode(&in); e != nil {
+		return nil, e
+	}
+	ids := make([]*string, len(in.Entries))
+	for i := range in.Entries {
+		ids[i] = in.Entries[i].ID
+	}
+	if e := checkBatchIDs(ids); e != nil {
+		return nil, e
+	}
+	qi, e := f.queueInfo(in.QueueURL)
+	if e != nil {
+		return nil, e
+	}
+	out := receiptBatchOut{Successful: []idEntry{}, Failed: []batchError{}}
+	var receipts, entryIDs []string
+	var vis []time.Duration
+	for _, ent := range in.Entries {
+		if deref(ent.ReceiptHandle) == "" {
+			out.Failed = append(out.Failed, failed(*ent.ID, newErr(kMissingParameter, "The request must contain the parameter ReceiptHandle.")))
+			continue
+		}
+		v, ae := checkVisibility(ent.VisibilityTimeout)
+		if ae != nil {
+			out.Failed = append(out.Failed, failed(*ent.ID, ae))
+			continue
+		}
+		receipts = append(receipts, *ent.ReceiptHandle)
+		entryIDs = append(entryIDs, *ent.ID)
+		vis = append(vis, v)
+	}
+	if len(receipts) == 0 {
+		return out, nil
+	}
+	// One commit for the whole batch, each entry with its own timeout.
+	errs, err := f.b.ExtendEach(q.r.Context(), qi.Name, receipts, vis)
+	if err != nil {
+		return nil, f.errorOf(err, qi.Name)
+	}
+	for i, err := range errs {
+		if ae := f.visibilityResult(err, qi.Name); ae != nil {
+			out.Failed = append(out.Failed, failed(entryIDs[i], ae))
+			continue
+		}
+		out.Successful = append(out.Successful, idEntry{ID: entryIDs[i]})
+	}
+	return out, nil
+}

@@ -1,0 +1,170 @@
+package sqs
+
+import (
+	"encoding/base64"
+	"strconv"
+	"strings"
+
+	"github.com/okiba/okiba/queue"
+)
+
+// Message move tasks are okiba redrive tasks (CONTRACT.md "Redrive"): durable, resumed
+// after a restart, listed and cancelled through either API. A task handle is the
+// base64url encoding of "okiba-redrive:<task id>:<source queue>".
+
+const handlePrefix = "okiba-redrive:"
+
+func taskHandle(t queue.Task) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(handlePrefix + strconv.FormatUint(t.ID, 10) + ":" + t.SourceName))
+}
+
+func parseTaskHandle(h string) (uint64, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(h)
+	if err != nil {
+		return 0, false
+	}
+	rest, ok := strings.CutPrefix(string(b), handlePrefix)
+	if !ok {
+		return 0, false
+	}
+	idStr, _, _ := strings.Cut(rest, ":")
+	id, err := strconv.ParseUint(idStr, 10, 64)
+	return id, err == nil
+}
+
+func taskStatus(s queue.TaskState) string {
+	switch s {
+	case queue.TaskRunning:
+		return "RUNNING"
+	case queue.TaskCompleted:
+		return "COMPLETED"
+	case queue.TaskCancelled:
+		return "CANCELLED"
+	}
+	return "FAILED"
+}
+
+// arnQueue resolves an ARN parameter to an existing queue's name.
+func (f *Front) arnQueue(param string, arn *string) (string, *apiError) {
+	if deref(arn) == "" {
+		return "", newErr(kMissingParameter, "The request must contain the parameter %s.", param)
+	}
+	name, ok := nameFromARN(*arn)
+	if !ok {
+		return "", invalidParam("Value %q for parameter %s is invalid. Reason: not an SQS queue ARN (arn:aws:sqs:<region>:<account-id>:<queue-name>).", *arn, param)
+	}
+	if _, err := f.b.Queue(name); err != nil {
+		return "", newErr(kResourceNotFound, "The resource that you specified for the %s parameter doesn't exist: queue %s.", param, name)
+	}
+	return name, nil
+}
+
+func (f *Front) startMoveTask(q *request) (any, *apiError) {
+	var in startMoveIn
+	if e := q.decode(&in); e != nil {
+		return nil, e
+	}
+	src, e := f.arnQueue("SourceArn", in.SourceARN)
+	if e != nil {
+		return nil, e
+	}
+	spec := queue.RedriveSpec{Source: src}
+	if deref(in.DestinationARN) != "" {
+		if spec.Target, e = f.arnQueue("DestinationArn", in.DestinationARN); e != nil {
+			return nil, e
+		}
+	}
+	if in.MaxNumberOfMessagesPerSecond != nil {
+		r := *in.MaxNumberOfMessagesPerSecond
+		if r < 1 || r > 500 {
+			return nil, invalidParam("Value %d for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: must be between 1 and 500.", r)
+		}
+		spec.Rate = int(r)
+	}
+	qi, err := f.b.Queue(src)
+	if err != nil {
+		return nil, f.errorOf(err, src)
+	}
+	if len(qi.DeadLetterSources) == 0 {
+		return nil, invalidParam("Source queue %s must be configured as a dead-letter queue of another queue.", src)
+	}
+	for _, t := range f.b.Tasks() {
+		if t.SourceName == src && t.State == queue.TaskRunning {
+			return nil, invalidParam("There is already a task running on %s: only one active message move task is allowed per source queue.", src)
+		}
+	}
+	t, err := f.b.StartRedrive(q.r.Context(), spec)
+	if err != nil {
+		return nil, f.errorOf(err, src)
+	}
+	return startMoveOut{TaskHandle: taskHandle(t)}, nil
+}
+
+func (f *Front) listMoveTasks(q *request) (any, *apiError) {
+	var in listMovesIn
+	if e := q.decode(&in); e != nil {
+		return nil, e
+	}
+	src, e := f.arnQueue("SourceArn", in.SourceARN)
+	if e != nil {
+		return nil, e
+	}
+	max := 1
+	if in.MaxResults != nil {
+		if *in.MaxResults < 1 || *in.MaxResults > 10 {
+			return nil, invalidParam("Value %d for parameter MaxResults is invalid. Reason: must be between 1 and 10.", *in.MaxResults)
+		}
+		max = int(*in.MaxResults)
+	}
+	out := listMovesOut{Results: []moveTask{}}
+	for _, t := range f.b.Tasks() { // newest first
+		if t.SourceName != src {
+			continue
+		}
+		if len(out.Results) == max {
+			break
+		}
+		mt := moveTask{
+			Status:                           taskStatus(t.State),
+			SourceArn:                        f.queueARN(t.SourceName),
+			ApproximateNumberOfMessagesMoved: t.Moved,
+			StartedTimestamp:                 t.CreatedAt,
+		}
+		total := t.Total
+		mt.ApproximateNumberOfMessagesToMove = &total
+		if t.TargetName != "" {
+			mt.DestinationArn = f.queueARN(t.TargetName)
+		}
+		if t.Rate > 0 {
+			r := int64(t.Rate)
+			mt.MaxNumberOfMessagesPerSecond = &r
+		}
+		if t.State == queue.TaskRunning {
+			mt.TaskHandle = taskHandle(t)
+		}
+		if t.State == queue.TaskFailed {
+			mt.FailureReason = t.Message
+		}
+		out.Results = append(out.Results, mt)
+	}
+	return out, nil
+}
+
+func (f *Front) cancelMoveTask(q *request) (any, *apiError) {
+	var in cancelMoveIn
+	if e := q.decode(&in); e != nil {
+		return nil, e
+	}
+	if deref(in.TaskHandle) == "" {
+		return nil, newErr(kMissingParameter, "The request must contain the parameter TaskHandle.")
+	}
+	id, ok := parseTaskHandle(*in.TaskHandle)
+	if !ok {
+		return nil, newErr(kResourceNotFound, "Task handle %q does not name a message move task.", *in.TaskHandle)
+	}
+	t, err := f.b.CancelRedrive(q.r.Context(), id)
+	if err != nil {
+		return nil, f.errorOf(err, "")
+	}
+	return cancelMoveOut{ApproximateNumberOfMessagesMoved: t.Moved}, nil
+}
