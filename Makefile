@@ -2,11 +2,14 @@
 # how long each tier took against its budget (DESIGN.md §5).
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
+# Tiers filter verbose test output through grep: the tier must still fail when go test does.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 
-.PHONY: test build vet unit model fuzz bench clean
+.PHONY: test build vet unit model storage torture-short torture fuzz bench clean
 
 ## test: everything CI checks, tier by tier.
-test: build vet unit model
+test: build vet unit model storage torture-short
 	@echo "make test: all tiers passed"
 
 define timed
@@ -22,9 +25,23 @@ vet:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(call timed,vet,$(GO) vet ./...,60)
 
-## unit: every package's tests with the race detector (fuzz seed corpora replay here too).
+## unit: every package's tests with the race detector (fuzz seed corpora replay here too);
+## -short leaves the storage fault injection and the torture to their own tiers.
 unit:
-	$(call timed,unit,$(GO) test -race -count=1 ./...,240)
+	$(call timed,unit,$(GO) test -race -short -count=1 ./...,240)
+
+## storage: crash at every file-system operation of a workload, torn writes, bit flips,
+## failed fsyncs (seeds printed; OKIBA_CRASH_SEED replays one).
+storage:
+	$(call timed,storage,$(GO) test -race -count=1 -run 'CrashAt|BitFlips|FsyncFailureAtEvery' -v ./broker 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|seed|crash points|flips' ,120)
+
+## torture-short: kill -9 the real binary under load, 20 cycles (OKIBA_TORTURE_SEED replays).
+torture-short:
+	$(call timed,torture,$(GO) test -count=1 -run TestTortureShort -v ./torture 2>&1 | grep -E '^(--- |ok|FAIL)|seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:' ,60)
+
+## torture: the long run: 1000 kill cycles with small segments and checkpoints.
+torture:
+	$(GO) run ./cmd/okiba torture --cycles 1000
 
 ## model: a deeper run of the state machine against its reference model (fixed count).
 model:
@@ -38,6 +55,7 @@ fuzz:
 	$(GO) test ./wal -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./receipt -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./sqs -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME)
 
 ## bench: the Go benchmarks recorded in docs/benchmarks.md.
 bench:

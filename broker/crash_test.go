@@ -341,6 +341,9 @@ func bodyOf(l *ledger, id uint64) []byte {
 }
 
 func TestCrashAtEveryFileSystemOperation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIP: storage fault injection runs in its own tier (make storage)")
+	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("OKIBA_CRASH_SEED"); s != "" {
 		fmt.Sscan(s, &seed)
@@ -453,6 +456,9 @@ func TestCrashAtEveryFileSystemOperation(t *testing.T) {
 // message accounted for and never serves a body that fails its checksum. Flips in the
 // zeroed tail of the last segment look like a torn write and are repaired.
 func TestBitFlipsAreDetectedNeverServed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIP: storage fault injection runs in its own tier (make storage)")
+	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("OKIBA_CRASH_SEED"); s != "" {
 		fmt.Sscan(s, &seed)
@@ -556,6 +562,9 @@ func usedLen(t *testing.T, fs vfs.FS, name string) int64 {
 // later write fails too (the broker never retries an fsync and assumes success), health
 // reports the failure, and a restart recovers exactly what had been acknowledged.
 func TestFsyncFailureAtEverySync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIP: storage fault injection runs in its own tier (make storage)")
+	}
 	for n := 1; n <= 40; n++ {
 		mem := vfs.NewMemFS()
 		var syncs int

@@ -1,0 +1,386 @@
+package torture
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/okiba/okiba/client"
+)
+
+// history is everything the load did and saw. Producers log each attempt before they
+// send; consumers log each delivery with the time its receive was sent, and each settle
+// before they send it and when it is acknowledged.
+type history struct {
+	mu        sync.Mutex
+	attempted map[string]bool      // bodies
+	sent      map[string]string    // body → id, for acknowledged sends
+	bodyOf    map[string]string    // id → body
+	dels      []delivery           // in the order they were recorded
+	ackTry    map[string]bool      // receipts with an attempted ack
+	ackOK     map[string]time.Time // id → when an ack of it was first acknowledged
+	dlTry     map[string]bool      // receipts with an attempted dead-letter
+	moved     map[string]bool      // ids dead-lettered (attempted) or seen with a reset count
+	reordered []string             // found while recording (order within one receive)
+	draining  bool
+	inflight  int // settle requests under way
+}
+
+type delivery struct {
+	id, body, receipt, queue string
+	count                    uint32
+	sentAt                   time.Time // when the receive request was sent
+}
+
+func newHistory() *history {
+	return &history{
+		attempted: map[string]bool{}, sent: map[string]string{}, bodyOf: map[string]string{},
+		ackTry: map[string]bool{}, ackOK: map[string]time.Time{}, dlTry: map[string]bool{}, moved: map[string]bool{},
+	}
+}
+
+func (h *history) sentOK() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sent)
+}
+
+func (h *history) setDraining() {
+	h.mu.Lock()
+	h.draining = true
+	h.mu.Unlock()
+}
+
+func (h *history) isDraining() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.draining
+}
+
+func (h *history) settling() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.inflight > 0
+}
+
+// produce sends batches of 1 to 8 messages until ctx ends. Producers 0 and 1 send to
+// ordered groups they own (so each group's order is their send order); the others send
+// ungrouped messages. Failed sends are not retried: their messages may or may not exist.
+func produce(ctx context.Context, cl *client.Client, h *history, p int, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, uint64(p)+10))
+	seq := map[string]int{}
+	n := 0
+	for ctx.Err() == nil {
+		k := 1 + rng.IntN(8)
+		msgs := make([]client.Message, k)
+		bodies := make([]string, k)
+		for i := range msgs {
+			n++
+			group := ""
+			if p < 2 {
+				group = fmt.Sprintf("g%d.%d", p, rng.IntN(3))
+				seq[group]++
+			}
+			bodies[i] = body(p, n, group, seq[group])
+			msgs[i] = client.Message{Body: []byte(bodies[i]), Group: group}
+		}
+		h.mu.Lock()
+		for _, b := range bodies {
+			h.attempted[b] = true
+		}
+		h.mu.Unlock()
+		res, err := cl.SendBatch(ctx, queueName, msgs)
+		if err != nil {
+			pause(ctx, 20*time.Millisecond)
+			continue
+		}
+		h.mu.Lock()
+		for i, r := range res {
+			if r.Err == nil {
+				h.sent[bodies[i]] = r.ID
+				h.bodyOf[r.ID] = bodies[i]
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+// consume receives until ctx ends and settles each message: mostly ack, sometimes nack,
+// dead-letter, abandon (the lease expires), or hold past the lease as a frozen consumer
+// would. Messages of a group are settled in order: after the first message of a group
+// that is not acked, the rest of that group in the batch is nacked. With drain (or once
+// the history is draining), everything is acked.
+func consume(ctx context.Context, cl *client.Client, h *history, c int, seed uint64, queue string, drain bool) {
+	rng := rand.New(rand.NewPCG(seed, uint64(c)+1000))
+	wait := 300 * time.Millisecond
+	vis := visibility
+	for ctx.Err() == nil {
+		sentAt := time.Now()
+		ds, err := cl.Receive(ctx, queue, client.ReceiveOptions{Max: 16, Wait: &wait, Visibility: &vis})
+		if err != nil {
+			pause(ctx, 50*time.Millisecond)
+			continue
+		}
+		if len(ds) == 0 {
+			continue
+		}
+		h.record(ds, queue, sentAt)
+		all := drain || h.isDraining()
+		var acks, nacks, dls []client.Delivery
+		blocked := map[string]bool{}
+		frozen := false
+		for _, d := range ds {
+			if d.Group != "" && blocked[d.Group] {
+				nacks = append(nacks, d)
+				continue
+			}
+			r := rng.IntN(100)
+			if all {
+				r = 0
+			}
+			switch {
+			case r < 82:
+				acks = append(acks, d)
+				continue
+			case r < 89:
+				nacks = append(nacks, d)
+			case r < 93 && queue == queueName:
+				dls = append(dls, d)
+			case r < 99:
+				// abandon: the lease expires and the message comes back
+			default:
+				frozen = true // hold the batch past its leases, then try to ack it
+			}
+			if d.Group != "" {
+				blocked[d.Group] = true
+			}
+		}
+		if frozen {
+			pause(ctx, vis+300*time.Millisecond)
+		}
+		h.settle(ctx, cl, queue, "ack", acks)
+		h.settle(ctx, cl, queue, "nack", nacks)
+		h.settle(ctx, cl, queue, "deadletter", dls)
+	}
+}
+
+// record logs deliveries, and checks that a receive returns each group's messages in
+// order (a message that was dead-lettered or redriven has rejoined its group at the tail,
+// so it is left out of that check).
+func (h *history) record(ds []client.Delivery, queue string, sentAt time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	last := map[string]int{}
+	for _, d := range ds {
+		b := string(d.Body)
+		if prev := h.latestCount(d.ID); prev > 0 && d.Deliveries <= prev {
+			h.moved[d.ID] = true // its count restarted: it was dead-lettered and redriven
+		}
+		if queue != queueName {
+			h.moved[d.ID] = true
+		}
+		h.dels = append(h.dels, delivery{id: d.ID, body: b, receipt: d.Receipt, queue: queue, count: d.Deliveries, sentAt: sentAt})
+		if g, s, ok := parseBody(b); ok && queue == queueName && !h.moved[d.ID] {
+			if p, seen := last[g]; seen && s < p {
+				h.reordered = append(h.reordered, fmt.Sprintf("%s after seq %d in one receive", b, p))
+			}
+			last[g] = s
+		}
+	}
+}
+
+func (h *history) latestCount(id string) uint32 {
+	for i := len(h.dels) - 1; i >= 0; i-- {
+		if h.dels[i].id == id {
+			return h.dels[i].count
+		}
+	}
+	return 0
+}
+
+// settle sends one settle request for ds, logging the attempt first and the outcome after.
+func (h *history) settle(ctx context.Context, cl *client.Client, queue, op string, ds []client.Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	rs := make([]string, len(ds))
+	h.mu.Lock()
+	for i, d := range ds {
+		rs[i] = d.Receipt
+		switch op {
+		case "ack":
+			h.ackTry[d.Receipt] = true
+		case "deadletter":
+			h.dlTry[d.Receipt] = true
+			h.moved[d.ID] = true
+		}
+	}
+	h.inflight++
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.inflight--
+		h.mu.Unlock()
+	}()
+	var errs []error
+	var err error
+	switch op {
+	case "ack":
+		errs, err = cl.Ack(ctx, queue, rs...)
+	case "nack":
+		zero := time.Duration(0)
+		errs, err = cl.Nack(ctx, queue, &zero, rs...)
+	case "deadletter":
+		errs, err = cl.DeadLetter(ctx, queue, "torture", "chosen by the torture consumer", rs...)
+	}
+	if err != nil || op != "ack" {
+		return
+	}
+	now := time.Now()
+	h.mu.Lock()
+	for i, e := range errs {
+		if e == nil {
+			if _, seen := h.ackOK[ds[i].ID]; !seen {
+				h.ackOK[ds[i].ID] = now
+			}
+		}
+	}
+	h.mu.Unlock()
+}
+
+// markDeadLetters marks every message now in the dead-letter queue as moved: a redrive
+// sends it to the tail of its group, so group order no longer applies to it.
+func (h *history) markDeadLetters(ctx context.Context, cl *client.Client) {
+	after := ""
+	for {
+		page, err := cl.Peek(ctx, dlqName, client.PeekOptions{After: after, Limit: 1000})
+		if err != nil {
+			return
+		}
+		h.mu.Lock()
+		for _, m := range page.Messages {
+			h.moved[m.ID] = true
+		}
+		h.mu.Unlock()
+		if after = page.Next; after == "" {
+			return
+		}
+	}
+}
+
+// check counts the violations.
+func (h *history) check(rep *Report) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	example := func(kind, what string) {
+		n := 0
+		for _, e := range rep.Examples {
+			if len(e) > len(kind) && e[:len(kind)] == kind {
+				n++
+			}
+		}
+		if n < 5 {
+			rep.Examples = append(rep.Examples, kind+": "+what)
+		}
+	}
+	rep.Attempted = len(h.attempted)
+	rep.SentOK = len(h.sent)
+	rep.Delivered = len(h.dels)
+	rep.AckedOK = len(h.ackOK)
+
+	delivered := map[string][]delivery{} // by id
+	for _, d := range h.dels {
+		delivered[d.id] = append(delivered[d.id], d)
+		if !h.attempted[d.body] {
+			rep.Unexpected++
+			example("unexpected", d.body)
+		}
+		if d.queue == dlqName {
+			rep.DeadLettered++
+		}
+	}
+	for b, id := range h.sent {
+		if len(delivered[id]) == 0 {
+			rep.Lost++
+			example("lost", fmt.Sprintf("%s (id %s)", b, id))
+		}
+	}
+	for id, ds := range delivered {
+		if t, ok := h.ackOK[id]; ok {
+			for _, d := range ds {
+				if d.sentAt.After(t) {
+					rep.Resurrected++
+					example("resurrected", fmt.Sprintf("%s delivered by a receive sent %v after its ack", d.body, d.sentAt.Sub(t)))
+					break
+				}
+			}
+		}
+		last := ds[len(ds)-1]
+		if !h.ackTry[last.receipt] && !h.dlTry[last.receipt] {
+			rep.Vanished++
+			example("vanished", fmt.Sprintf("%s: last delivered (count %d, from %s) and never settled nor delivered again", last.body, last.count, last.queue))
+		}
+		dups := 0
+		for _, d := range ds {
+			if d.queue == queueName {
+				dups++
+			}
+		}
+		if dups > 1 {
+			rep.Duplicated++
+		}
+	}
+	if n := len(delivered); n > 0 {
+		rep.DuplicateRate = float64(rep.Duplicated) / float64(n)
+	}
+
+	// Order: no delivery of a group's message by a receive sent after a later message of
+	// the group was acknowledged as acked, unless the message moved (dead-lettered,
+	// redriven).
+	type acked struct {
+		at  time.Time
+		seq int
+	}
+	byGroup := map[string][]acked{}
+	for id, t := range h.ackOK {
+		if g, s, ok := parseBody(h.bodyOfAny(id, delivered)); ok {
+			byGroup[g] = append(byGroup[g], acked{t, s})
+		}
+	}
+	for _, as := range byGroup {
+		sort.Slice(as, func(i, j int) bool { return as[i].at.Before(as[j].at) })
+	}
+	for _, d := range h.dels {
+		g, s, ok := parseBody(d.body)
+		if !ok || d.queue != queueName || h.moved[d.id] {
+			continue
+		}
+		for _, a := range byGroup[g] {
+			if !a.at.Before(d.sentAt) {
+				break
+			}
+			if a.seq > s {
+				rep.Reordered++
+				example("reordered", fmt.Sprintf("%s delivered after seq %d of its group was acked", d.body, a.seq))
+				break
+			}
+		}
+	}
+	rep.Reordered += len(h.reordered)
+	for _, r := range h.reordered {
+		example("reordered", r)
+	}
+}
+
+func (h *history) bodyOfAny(id string, delivered map[string][]delivery) string {
+	if b, ok := h.bodyOf[id]; ok {
+		return b
+	}
+	if ds := delivered[id]; len(ds) > 0 {
+		return ds[0].body
+	}
+	return ""
+}
