@@ -27,6 +27,8 @@ type history struct {
 	reordered []string             // found while recording (order within one receive)
 	draining  bool
 	inflight  int // settle requests under way
+	sqsSent   int // sends acknowledged through the SQS API
+	sqsAcked  int // deletes that settled, through the SQS API
 }
 
 type delivery struct {
@@ -290,6 +292,7 @@ func (h *history) check(rep *Report) {
 	rep.SentOK = len(h.sent)
 	rep.Delivered = len(h.dels)
 	rep.AckedOK = len(h.ackOK)
+	rep.SQSSentOK, rep.SQSAckedOK = h.sqsSent, h.sqsAcked
 
 	delivered := map[string][]delivery{} // by id
 	for _, d := range h.dels {

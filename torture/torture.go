@@ -54,8 +54,11 @@ type Config struct {
 	Duration time.Duration
 	// Seed makes the run's choices repeatable; 0 picks one (printed in the report).
 	Seed uint64
-	// Producers and Consumers. Default 4 and 4.
+	// Producers and Consumers on the native API. Default 4 and 4.
 	Producers, Consumers int
+	// SQSProducers and SQSConsumers drive the same queue through the SQS API. Default 1
+	// and 1; negative for none.
+	SQSProducers, SQSConsumers int
 	// SegmentSize and CheckpointBytes for the server, small by default (2MiB, 256KiB) so
 	// that kills land in segment rolls, checkpoints and compaction.
 	SegmentSize, CheckpointBytes string
@@ -79,6 +82,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Consumers <= 0 {
 		c.Consumers = 4
 	}
+	if c.SQSProducers == 0 {
+		c.SQSProducers = 1
+	}
+	if c.SQSConsumers == 0 {
+		c.SQSConsumers = 1
+	}
 	if c.SegmentSize == "" {
 		c.SegmentSize = "2MiB"
 	}
@@ -101,6 +110,8 @@ type Report struct {
 	SentOK        int // sends the broker acknowledged
 	Delivered     int // deliveries, redeliveries included
 	AckedOK       int // acks the broker acknowledged
+	SQSSentOK     int // of SentOK, through the SQS API
+	SQSAckedOK    int // deletes through the SQS API that settled
 	DeadLettered  int // messages drained from the dead-letter queue at the end
 	Lost          int
 	Vanished      int
@@ -125,11 +136,11 @@ func (r Report) String() string {
 		verdict = "FAIL"
 	}
 	return fmt.Sprintf("%s seed=%d cycles=%d kills=%d stops=%d redrives=%d duration=%s\n"+
-		"  attempted %d, sends acknowledged %d, deliveries %d, acks acknowledged %d, dead letters drained %d\n"+
+		"  attempted %d, sends acknowledged %d (%d via SQS), deliveries %d, acks acknowledged %d (%d via SQS), dead letters drained %d\n"+
 		"  acknowledged lost: %d of %d; vanished: %d; resurrected: %d; unexpected: %d; reordered: %d\n"+
 		"  duplicated before ack: %d (%.2f%% of delivered messages)",
 		verdict, r.Seed, r.Cycles, r.Kills, r.Stops, r.Redrives, r.Duration.Round(time.Millisecond),
-		r.Attempted, r.SentOK, r.Delivered, r.AckedOK, r.DeadLettered,
+		r.Attempted, r.SentOK, r.SQSSentOK, r.Delivered, r.AckedOK, r.SQSAckedOK, r.DeadLettered,
 		r.Lost, r.SentOK, r.Vanished, r.Resurrected, r.Unexpected, r.Reordered,
 		r.Duplicated, 100*r.DuplicateRate)
 }
@@ -196,6 +207,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			produce(loadCtx, cl, h, p, cfg.Seed)
 		}(p)
 	}
+	sq := &sqsClient{url: srv.url, hc: hc}
+	for p := 0; p < cfg.SQSProducers; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			produceSQS(loadCtx, sq, h, 100+p, cfg.Seed)
+		}(p)
+	}
 	consumeCtx, stopConsume := context.WithCancel(ctx)
 	var cwg sync.WaitGroup
 	for c := 0; c < cfg.Consumers; c++ {
@@ -203,6 +222,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		go func(c int) {
 			defer cwg.Done()
 			consume(consumeCtx, cl, h, c, cfg.Seed, queueName, false)
+		}(c)
+	}
+	for c := 0; c < cfg.SQSConsumers; c++ {
+		cwg.Add(1)
+		go func(c int) {
+			defer cwg.Done()
+			consumeSQS(consumeCtx, sq, h, c, cfg.Seed)
 		}(c)
 	}
 
