@@ -55,6 +55,8 @@ fuzz:
 	$(GO) test ./wal -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./receipt -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./server -run '^$$' -fuzz '^FuzzQueueConfig$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./wal -run '^$$' -fuzz '^FuzzLoadCheckpoint$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./sqs -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME)
 
 ## bench: the Go benchmarks recorded in docs/benchmarks.md.
