@@ -99,14 +99,20 @@ func produce(ctx context.Context, cl *client.Client, h *history, p int, seed uin
 			pause(ctx, 20*time.Millisecond)
 			continue
 		}
+		full := false
 		h.mu.Lock()
 		for i, r := range res {
 			if r.Err == nil {
 				h.sent[bodies[i]] = r.ID
 				h.bodyOf[r.ID] = bodies[i]
+			} else {
+				full = true // queue_full: back off
 			}
 		}
 		h.mu.Unlock()
+		if full {
+			pause(ctx, 50*time.Millisecond)
+		}
 	}
 }
 

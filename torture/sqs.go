@@ -101,6 +101,9 @@ func produceSQS(ctx context.Context, c *sqsClient, h *history, p int, seed uint6
 			pause(ctx, 20*time.Millisecond)
 			continue
 		}
+		if len(out.Successful) < len(entries) {
+			pause(ctx, 50*time.Millisecond) // refused entries: the queue is full
+		}
 		h.mu.Lock()
 		for _, s := range out.Successful {
 			i, _ := strconv.Atoi(s.ID)

@@ -149,17 +149,18 @@ const (
 	queueName  = "torture"
 	dlqName    = "torture-dlq"
 	visibility = 2 * time.Second
+	maxBacklog = 50_000 // the queue's max_messages
 )
 
 // Run performs one torture run. It returns an error only if the run itself could not be
 // carried out (the server would not start, for instance); violations are in the Report.
-func Run(ctx context.Context, cfg Config) (Report, error) {
-	cfg, err := cfg.withDefaults()
+func Run(ctx context.Context, cfg Config) (rep Report, err error) {
+	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return Report{}, err
 	}
 	start := time.Now()
-	rep := Report{Seed: cfg.Seed}
+	rep = Report{Seed: cfg.Seed}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
 	dir := cfg.Dir
 	if dir == "" {
@@ -167,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return rep, err
 		}
 		defer func() {
-			if rep.OK() {
+			if err == nil && rep.OK() {
 				os.RemoveAll(dir)
 			}
 		}()
@@ -185,17 +186,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	one, five := 1, 5
+	five, backlog := 5, int64(maxBacklog)
 	if err := retry(ctx, func() error {
+		// max_messages bounds the backlog (producers outrun consumers over a long run):
+		// refused sends are backpressure, and exercise it.
 		_, err := cl.PutQueue(ctx, queueName, api.QueueConfig{
 			VisibilityTimeout: api.Ptr(visibility), MaxDeliveries: &five, BackoffBase: api.Ptr(50 * time.Millisecond),
-			BackoffMax: api.Ptr(time.Second), DedupWindow: api.Ptr(time.Duration(0)),
+			BackoffMax: api.Ptr(time.Second), DedupWindow: api.Ptr(time.Duration(0)), MaxMessages: &backlog,
 		})
 		return err
 	}); err != nil {
 		return rep, fmt.Errorf("create queue: %w", err)
 	}
-	_ = one
 
 	h := newHistory()
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -268,7 +270,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 		rep.Cycles = cycle + 1
 		if (cycle+1)%10 == 0 {
-			fmt.Fprintf(cfg.Log, "torture: %d cycles, %d sends acknowledged\n", cycle+1, h.sentOK())
+			depth := int64(-1)
+			if q, err := cl.Queue(ctx, queueName); err == nil {
+				depth = q.Stats.Ready + q.Stats.Delayed + q.Stats.InFlight
+			}
+			fmt.Fprintf(cfg.Log, "torture: %d cycles, %d sends acknowledged, %d queued\n", cycle+1, h.sentOK(), depth)
 		}
 	}
 
@@ -303,11 +309,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 }
 
 // waitEmpty waits until both queues are empty and stay so across a lease length (leases
-// abandoned by consumers expire and are drained too), and no redrive is running.
+// abandoned by consumers expire and are drained too), and no redrive is running. It gives
+// up when the queues stop shrinking for a minute.
 func waitEmpty(ctx context.Context, cl *client.Client, h *history) error {
-	deadline := time.Now().Add(2 * time.Minute)
+	lastProgress, least := time.Now(), int64(1<<62)
 	quietSince := time.Time{}
-	for time.Now().Before(deadline) {
+	for time.Since(lastProgress) < time.Minute {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -325,6 +332,9 @@ func waitEmpty(ctx context.Context, cl *client.Client, h *history) error {
 				total += d.Stats.Ready + d.Stats.Delayed + d.Stats.InFlight
 			}
 		}
+		if total >= 0 && total < least {
+			least, lastProgress = total, time.Now()
+		}
 		switch {
 		case total != 0 || running || h.settling():
 			quietSince = time.Time{}
@@ -335,7 +345,7 @@ func waitEmpty(ctx context.Context, cl *client.Client, h *history) error {
 		}
 		pause(ctx, 100*time.Millisecond)
 	}
-	return errors.New("queues did not empty within 2 minutes")
+	return fmt.Errorf("queues stopped draining with %d messages left", least)
 }
 
 func pause(ctx context.Context, d time.Duration) {
