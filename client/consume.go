@@ -728,6 +728,9 @@ func (co *consumer) extend(ctx context.Context) {
 		var next time.Time
 		for _, l := range co.leases {
 			switch {
+			case l.state == leaseSettling:
+				// Its settle retries while the lease lasts; extending it too would let a
+				// settle that keeps failing retry forever.
 			case !l.extendAt.After(now.Add(slack)):
 				due = append(due, l)
 			case next.IsZero() || l.extendAt.Before(next):
