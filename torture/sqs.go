@@ -153,7 +153,7 @@ func consumeSQS(ctx context.Context, c *sqsClient, h *history, id int, seed uint
 		all := h.isDraining()
 		blocked := map[string]bool{}
 		for _, d := range ds {
-			ack := all || rng.IntN(100) < 88
+			ack := all || rng.IntN(100) < 88 || (d.Group != "" && rng.IntN(8) != 0)
 			if d.Group != "" && blocked[d.Group] {
 				ack = false
 			}

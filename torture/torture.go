@@ -149,7 +149,7 @@ const (
 	queueName  = "torture"
 	dlqName    = "torture-dlq"
 	visibility = 2 * time.Second
-	maxBacklog = 50_000 // the queue's max_messages
+	maxBacklog = 20_000 // the queue's max_messages
 )
 
 // Run performs one torture run. It returns an error only if the run itself could not be
