@@ -102,7 +102,7 @@ func (m *Machine) applyQueueDelete(r *QueueDeleteRecord) error {
 		return err
 	}
 	q.msgs.each(0, func(x *message) bool {
-		m.segRemove(x.loc, x.size)
+		m.segRemove(x.loc, x.size())
 		m.uncache(x)
 		return true
 	})
@@ -129,7 +129,7 @@ func (m *Machine) applySend(r *SendRecord, loc Loc) error {
 		m.lastID = r.MsgID
 	}
 	p := r.Payload
-	x := &message{id: r.MsgID, size: p.Size(), loc: loc}
+	x := &message{id: r.MsgID, sz: uint32(p.Size()), loc: loc}
 	m.attachGroup(q, x, p.Group)
 	m.add(q, x, r.VisibleAt, r.Now)
 	if key := q.dedupKey(&p); key != "" {
@@ -155,9 +155,9 @@ func (m *Machine) applyRelocate(r *RelocateRecord, loc Loc) error {
 	if x.id != r.MsgID {
 		return fmt.Errorf("relocate: seq %d of %q is message %d, not %d", r.Seq, q.name, x.id, r.MsgID)
 	}
-	m.segRemove(x.loc, x.size)
+	m.segRemove(x.loc, x.size())
 	x.loc = loc
-	m.segAdd(loc, x.size)
+	m.segAdd(loc, x.size())
 	return nil
 }
 
@@ -297,10 +297,10 @@ func (m *Machine) applyDeadLetter(r *DeadLetterRecord) error {
 			q.stats.ByReason = make(map[string]uint64)
 		}
 		q.stats.ByReason[r.Reason]++
-		if (t.cfg.MaxMessages > 0 && int64(t.msgs.live) >= t.cfg.MaxMessages) || (t.cfg.MaxBytes > 0 && t.bytes+x.size > t.cfg.MaxBytes) {
+		if (t.cfg.MaxMessages > 0 && int64(t.msgs.live) >= t.cfg.MaxMessages) || (t.cfg.MaxBytes > 0 && t.bytes+x.size() > t.cfg.MaxBytes) {
 			t.stats.Overflow++
 		}
-		x.dead = &DeadInfo{Source: q.id, SourceName: q.name, Reason: r.Reason, Description: r.Description, At: r.Now, Deliveries: deliv}
+		x.setDead(&DeadInfo{Source: q.id, SourceName: q.name, Reason: r.Reason, Description: r.Description, At: r.Now, Deliveries: deliv})
 		x.deliv = 0
 		x.firstRecv = 0
 		m.attachGroup(t, x, key)
@@ -338,7 +338,7 @@ func (m *Machine) applyPurge(r *PurgeRecord) error {
 		return err
 	}
 	q.msgs.each(0, func(x *message) bool {
-		m.segRemove(x.loc, x.size)
+		m.segRemove(x.loc, x.size())
 		m.uncache(x)
 		x.grp = nil
 		return true
@@ -402,7 +402,7 @@ func (m *Machine) applyTaskMove(r *TaskMoveRecord) error {
 			key = x.grp.key
 		}
 		m.detach(src, x)
-		x.dead = nil
+		x.setDead(nil)
 		x.deliv = 0
 		x.firstRecv = 0
 		m.attachGroup(dst, x, key)

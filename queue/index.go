@@ -8,15 +8,68 @@ type message struct {
 	entered   int64  // when it entered this queue (send, dead-letter, redrive)
 	at        int64  // delayed: visible-at; in flight: lease deadline
 	firstRecv int64  // first delivery in this queue, 0 if never
-	size      int64
 	loc       Loc
-	readyIdx  int32 // index in the ready heap, -1 if absent
-	timerIdx  int32 // index in the timer heap, -1 if absent
-	deliv     uint32
-	state     State
 	grp       *group
-	payload   *Payload
-	dead      *DeadInfo
+	ext       *msgExt // nil for most messages of a deep backlog
+	sz        uint32  // see size
+	deliv     uint32
+	// hidx is the message's index in the heap its state puts it in: the ready heap for
+	// StateReady (or -1: a group's non-head), the timer heap for StateDelayed and
+	// StateInFlight; -1 when in none. One field serves both: a message is never in both.
+	hidx  int32
+	state State
+}
+
+// msgExt holds what only some messages have, to keep the common index entry small
+// (DESIGN.md §4: deep backlogs).
+type msgExt struct {
+	payload *Payload  // cached payload, within the cache budget
+	dead    *DeadInfo // set when this message was dead-lettered into this queue
+}
+
+// size is what the message counts against max_message_size and max_bytes.
+func (m *message) size() int64 { return int64(m.sz) }
+
+func (m *message) payload() *Payload {
+	if m.ext == nil {
+		return nil
+	}
+	return m.ext.payload
+}
+
+func (m *message) dead() *DeadInfo {
+	if m.ext == nil {
+		return nil
+	}
+	return m.ext.dead
+}
+
+func (m *message) setPayload(p *Payload) {
+	if m.ext == nil {
+		if p == nil {
+			return
+		}
+		m.ext = &msgExt{}
+	}
+	m.ext.payload = p
+	m.trimExt()
+}
+
+func (m *message) setDead(d *DeadInfo) {
+	if m.ext == nil {
+		if d == nil {
+			return
+		}
+		m.ext = &msgExt{}
+	}
+	m.ext.dead = d
+	m.trimExt()
+}
+
+func (m *message) trimExt() {
+	if m.ext.payload == nil && m.ext.dead == nil {
+		m.ext = nil
+	}
 }
 
 // enqueuedAt is the original enqueue time, which the id encodes (see nextID).
@@ -118,11 +171,11 @@ func (s *seqIndex) first() *message {
 }
 
 // readyHeap is a min-heap of deliverable messages by seq (oldest arrival first), with
-// each message's position kept in readyIdx for O(log n) removal.
+// each message's position kept in hidx for O(log n) removal.
 type readyHeap []*message
 
 func (h *readyHeap) push(m *message) {
-	m.readyIdx = int32(len(*h))
+	m.hidx = int32(len(*h))
 	*h = append(*h, m)
 	h.up(len(*h) - 1)
 }
@@ -138,8 +191,8 @@ func (h *readyHeap) pop() *message {
 }
 
 func (h *readyHeap) remove(m *message) {
-	if m.readyIdx >= 0 {
-		h.removeAt(int(m.readyIdx))
+	if m.hidx >= 0 {
+		h.removeAt(int(m.hidx))
 	}
 }
 
@@ -149,7 +202,7 @@ func (h *readyHeap) removeAt(i int) {
 	m := old[i]
 	if i != n {
 		old[i] = old[n]
-		old[i].readyIdx = int32(i)
+		old[i].hidx = int32(i)
 	}
 	old[n] = nil
 	*h = old[:n]
@@ -158,15 +211,15 @@ func (h *readyHeap) removeAt(i int) {
 			h.up(i)
 		}
 	}
-	m.readyIdx = -1
+	m.hidx = -1
 }
 
 func (h readyHeap) less(i, j int) bool { return h[i].seq < h[j].seq }
 
 func (h readyHeap) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].readyIdx = int32(i)
-	h[j].readyIdx = int32(j)
+	h[i].hidx = int32(i)
+	h[j].hidx = int32(j)
 }
 
 func (h readyHeap) up(j int) {
@@ -204,7 +257,7 @@ func (h readyHeap) down(i0 int) bool {
 type timerHeap []*message
 
 func (h *timerHeap) push(m *message) {
-	m.timerIdx = int32(len(*h))
+	m.hidx = int32(len(*h))
 	*h = append(*h, m)
 	h.up(len(*h) - 1)
 }
@@ -217,15 +270,15 @@ func (h timerHeap) peek() *message {
 }
 
 func (h *timerHeap) remove(m *message) {
-	if m.timerIdx < 0 {
+	if m.hidx < 0 {
 		return
 	}
 	old := *h
-	i := int(m.timerIdx)
+	i := int(m.hidx)
 	n := len(old) - 1
 	if i != n {
 		old[i] = old[n]
-		old[i].timerIdx = int32(i)
+		old[i].hidx = int32(i)
 	}
 	old[n] = nil
 	*h = old[:n]
@@ -234,13 +287,13 @@ func (h *timerHeap) remove(m *message) {
 			h.up(i)
 		}
 	}
-	m.timerIdx = -1
+	m.hidx = -1
 }
 
 // fix restores the heap after m.at changed.
 func (h timerHeap) fix(m *message) {
-	if !h.down(int(m.timerIdx)) {
-		h.up(int(m.timerIdx))
+	if !h.down(int(m.hidx)) {
+		h.up(int(m.hidx))
 	}
 }
 
@@ -253,8 +306,8 @@ func (h timerHeap) less(i, j int) bool {
 
 func (h timerHeap) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].timerIdx = int32(i)
-	h[j].timerIdx = int32(j)
+	h[i].hidx = int32(i)
+	h[j].hidx = int32(j)
 }
 
 func (h timerHeap) up(j int) {

@@ -358,7 +358,7 @@ func (m *Machine) maybeReadyGroup(q *queueState, g *group) {
 	if g == nil || !q.cfg.OrderedGroups || g.leased > 0 {
 		return
 	}
-	if h := g.head(); h != nil && h.state == StateReady && h.readyIdx < 0 {
+	if h := g.head(); h != nil && h.state == StateReady && h.hidx < 0 {
 		q.ready.push(h)
 	}
 }
@@ -368,9 +368,9 @@ func (m *Machine) add(q *queueState, x *message, visibleAt int64, now int64) {
 	q.nextSeq++
 	x.seq = q.nextSeq
 	x.entered = now
-	x.readyIdx, x.timerIdx = -1, -1
+	x.hidx = -1
 	q.msgs.add(x)
-	q.bytes += x.size
+	q.bytes += x.size()
 	if g := x.grp; g != nil {
 		g.msgs = append(g.msgs, x)
 	}
@@ -382,7 +382,7 @@ func (m *Machine) add(q *queueState, x *message, visibleAt int64, now int64) {
 	} else {
 		m.makeReady(q, x)
 	}
-	m.segAdd(x.loc, x.size)
+	m.segAdd(x.loc, x.size())
 }
 
 func (m *Machine) attachGroup(q *queueState, x *message, key string) {
@@ -424,7 +424,7 @@ func (m *Machine) detach(q *queueState, x *message) {
 		}
 	}
 	q.msgs.remove(x.seq)
-	q.bytes -= x.size
+	q.bytes -= x.size()
 	if g := x.grp; g != nil {
 		g.remove(x)
 		if len(g.msgs) == 0 {
@@ -435,23 +435,23 @@ func (m *Machine) detach(q *queueState, x *message) {
 		}
 	}
 	x.grp = nil
-	m.segRemove(x.loc, x.size)
+	m.segRemove(x.loc, x.size())
 }
 
 // uncache drops x's payload from the cache accounting.
 func (m *Machine) uncache(x *message) {
-	if x.payload != nil {
-		m.cached -= x.size
-		x.payload = nil
+	if x.payload() != nil {
+		m.cached -= x.size()
+		x.setPayload(nil)
 	}
 }
 
 func (m *Machine) maybeCache(x *message, p *Payload) {
-	if m.opts.CacheBytes < 0 || m.cached+x.size > m.opts.CacheBytes {
+	if m.opts.CacheBytes < 0 || m.cached+x.size() > m.opts.CacheBytes {
 		return
 	}
-	x.payload = p
-	m.cached += x.size
+	x.setPayload(p)
+	m.cached += x.size()
 }
 
 func (m *Machine) segAdd(l Loc, size int64) {
@@ -721,7 +721,7 @@ func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibilit
 	var taken []*message
 	var bytes int64
 	full := func(x *message) bool {
-		return len(taken) >= max || (maxBytes > 0 && len(taken) > 0 && bytes+x.size > maxBytes)
+		return len(taken) >= max || (maxBytes > 0 && len(taken) > 0 && bytes+x.size() > maxBytes)
 	}
 	for len(taken) < max {
 		x := q.ready.pop()
@@ -733,14 +733,14 @@ func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibilit
 			break
 		}
 		taken = append(taken, x)
-		bytes += x.size
+		bytes += x.size()
 		if g := x.grp; g != nil && q.cfg.OrderedGroups {
 			for _, y := range g.msgs[1:] {
 				if y.state != StateReady || full(y) {
 					break
 				}
 				taken = append(taken, y)
-				bytes += y.size
+				bytes += y.size()
 			}
 		}
 	}
@@ -769,8 +769,8 @@ func (m *Machine) delivery(q *queueState, x *message) Delivery {
 		EnqueuedAt:     x.enqueuedAt(),
 		FirstDelivered: x.firstRecv,
 		Loc:            x.loc,
-		Payload:        x.payload,
-		Dead:           x.dead,
+		Payload:        x.payload(),
+		Dead:           x.dead(),
 	}
 	if x.grp != nil {
 		d.Group = x.grp.key

@@ -138,8 +138,8 @@ func containsState(states []State, s State) bool {
 func (q *queueState) messageInfo(x *message, st State) MessageInfo {
 	mi := MessageInfo{
 		ID: x.id, Seq: x.seq, State: st, Deliveries: x.deliv, EnqueuedAt: x.enqueuedAt(),
-		EnteredAt: x.entered, FirstDelivered: x.firstRecv, Size: x.size, Loc: x.loc,
-		Payload: x.payload, Dead: x.dead,
+		EnteredAt: x.entered, FirstDelivered: x.firstRecv, Size: x.size(), Loc: x.loc,
+		Payload: x.payload(), Dead: x.dead(),
 	}
 	if st == StateDelayed || st == StateInFlight {
 		mi.VisibleAt = x.at

@@ -88,10 +88,10 @@ func newFilter(f RedriveFilter) filter {
 }
 
 func (f *filter) match(x *message, now int64) bool {
-	if f.From != 0 && (x.dead == nil || x.dead.Source != f.From) {
+	if f.From != 0 && (x.dead() == nil || x.dead().Source != f.From) {
 		return false
 	}
-	if f.Reason != "" && (x.dead == nil || x.dead.Reason != f.Reason) {
+	if f.Reason != "" && (x.dead() == nil || x.dead().Reason != f.Reason) {
 		return false
 	}
 	if f.Group != "" && (x.grp == nil || x.grp.key != f.Group) {
@@ -153,8 +153,8 @@ func (m *Machine) RedriveStep(now int64, sink Sink, id uint64, max int) (StepRes
 			return true
 		}
 		target := t.Target
-		if target == 0 && x.dead != nil {
-			target = x.dead.Source
+		if target == 0 && x.dead() != nil {
+			target = x.dead().Source
 		}
 		dst := m.byID[target]
 		if x.state == StateInFlight || x.state == statePending || dst == nil || dst == src {
@@ -163,12 +163,12 @@ func (m *Machine) RedriveStep(now int64, sink Sink, id uint64, max int) (StepRes
 			return true
 		}
 		if (dst.cfg.MaxMessages > 0 && int64(dst.msgs.live)+added[target]+1 > dst.cfg.MaxMessages) ||
-			(dst.cfg.MaxBytes > 0 && dst.bytes+addedBytes[target]+x.size > dst.cfg.MaxBytes) {
+			(dst.cfg.MaxBytes > 0 && dst.bytes+addedBytes[target]+x.size() > dst.cfg.MaxBytes) {
 			paused, end = true, false
 			return false
 		}
 		added[target]++
-		addedBytes[target] += x.size
+		addedBytes[target] += x.size()
 		items = append(items, SeqTarget{Seq: x.seq, Target: target})
 		cursor = x.seq
 		return true

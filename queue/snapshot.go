@@ -121,7 +121,7 @@ func (q *queueState) appendSnapshot(b []byte, now int64) []byte {
 		b = appendVarint(b, x.entered)
 		b = appendVarint(b, x.at)
 		b = appendVarint(b, x.firstRecv)
-		b = appendVarint(b, x.size)
+		b = appendVarint(b, x.size())
 		b = appendUvarint(b, uint64(x.loc))
 		b = appendUvarint(b, uint64(x.deliv))
 		b = append(b, byte(x.state))
@@ -133,14 +133,14 @@ func (q *queueState) appendSnapshot(b []byte, now int64) []byte {
 			key = x.grp.key
 		}
 		b = appendString(b, key)
-		b = appendBool(b, x.dead != nil)
-		if x.dead != nil {
-			b = appendUvarint(b, x.dead.Source)
-			b = appendString(b, x.dead.SourceName)
-			b = appendString(b, x.dead.Reason)
-			b = appendString(b, x.dead.Description)
-			b = appendVarint(b, x.dead.At)
-			b = appendUvarint(b, uint64(x.dead.Deliveries))
+		b = appendBool(b, x.dead() != nil)
+		if x.dead() != nil {
+			b = appendUvarint(b, x.dead().Source)
+			b = appendString(b, x.dead().SourceName)
+			b = appendString(b, x.dead().Reason)
+			b = appendString(b, x.dead().Description)
+			b = appendVarint(b, x.dead().At)
+			b = appendUvarint(b, uint64(x.dead().Deliveries))
 		}
 		return true
 	})
@@ -253,13 +253,13 @@ func (m *Machine) restoreQueue(d *decoder) *queueState {
 	n := d.count()
 	lastSeq := uint64(0)
 	for i := 0; i < n && d.err == nil; i++ {
-		x := &message{readyIdx: -1, timerIdx: -1}
+		x := &message{hidx: -1}
 		x.id = d.uvarint()
 		x.seq = d.uvarint()
 		x.entered = d.varint()
 		x.at = d.varint()
 		x.firstRecv = d.varint()
-		x.size = d.varint()
+		x.sz = uint32(d.varint())
 		x.loc = Loc(d.uvarint())
 		x.deliv = uint32(d.uvarint())
 		x.state = State(d.byte())
@@ -269,13 +269,14 @@ func (m *Machine) restoreQueue(d *decoder) *queueState {
 		}
 		key := d.string()
 		if d.bool() {
-			x.dead = &DeadInfo{}
-			x.dead.Source = d.uvarint()
-			x.dead.SourceName = d.string()
-			x.dead.Reason = d.string()
-			x.dead.Description = d.string()
-			x.dead.At = d.varint()
-			x.dead.Deliveries = uint32(d.uvarint())
+			di := &DeadInfo{}
+			di.Source = d.uvarint()
+			di.SourceName = d.string()
+			di.Reason = d.string()
+			di.Description = d.string()
+			di.At = d.varint()
+			di.Deliveries = uint32(d.uvarint())
+			x.setDead(di)
 		}
 		if d.err != nil {
 			break
@@ -284,18 +285,18 @@ func (m *Machine) restoreQueue(d *decoder) *queueState {
 			d.fail(fmt.Errorf("queue %q: message seq %d out of order", q.name, x.seq))
 			break
 		}
-		if x.id > m.lastID || x.size < 0 {
+		if x.id > m.lastID || false {
 			d.fail(fmt.Errorf("queue %q: message seq %d is inconsistent", q.name, x.seq))
 			break
 		}
 		lastSeq = x.seq
 		m.attachGroup(q, x, key)
 		q.msgs.add(x)
-		q.bytes += x.size
+		q.bytes += x.size()
 		if x.grp != nil {
 			x.grp.msgs = append(x.grp.msgs, x)
 		}
-		m.segAdd(x.loc, x.size)
+		m.segAdd(x.loc, x.size())
 		switch x.state {
 		case StateReady:
 			q.nReady++
