@@ -183,6 +183,7 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 	}
 	b.mu.Lock()
 	b.ckptPos = pos
+	b.ckptSize = int64(len(snap))
 	usage := b.m.SegmentUsage()
 	b.mu.Unlock()
 	removed := b.collect(pos, usage)

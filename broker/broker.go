@@ -73,7 +73,9 @@ type Config struct {
 	// SegmentSize is the size of log segment files. Defaults to 64 MiB; at least 2 MiB
 	// (a segment must hold the largest message).
 	SegmentSize int64
-	// CheckpointBytes: a checkpoint is taken after this many bytes of log. Defaults to
+	// CheckpointBytes: a checkpoint is taken after this many bytes of log, or after as many
+	// bytes as the last checkpoint had if that is more — so that with a deep backlog the
+	// cost of checkpoints stays proportional to the log written. Defaults to
 	// 64 MiB. Restart replays at most about this much.
 	CheckpointBytes int64
 	// CompactRatio: an old segment whose live payload bytes are below this fraction of
@@ -167,6 +169,7 @@ type Broker struct {
 	rng        *mrand.Rand
 	lastTicket wal.Ticket
 	ckptPos    wal.Pos
+	ckptSize   int64 // bytes of the last checkpoint
 	volatile   map[string]*Volatile
 	closed     bool
 
@@ -299,7 +302,7 @@ func (b *Broker) open(start time.Time) error {
 		if b.m, err = queue.Restore(snap, mopts); err != nil {
 			return fmt.Errorf("restore checkpoint at %v: %w", pos, err)
 		}
-		b.ckptPos = pos
+		b.ckptPos, b.ckptSize = pos, int64(len(snap))
 		b.recovery.Checkpoint = true
 	} else {
 		b.m = queue.New(mopts)
@@ -507,7 +510,7 @@ func (b *Broker) afterLocked() {
 	if next, ok := b.m.NextEvent(); ok && next < b.nextTick.Load() {
 		kick(b.kickTick)
 	}
-	if b.sink.n > 0 && b.logBytesSince(b.ckptPos) >= b.cfg.CheckpointBytes {
+	if b.sink.n > 0 && b.logBytesSince(b.ckptPos) >= max(b.cfg.CheckpointBytes, b.ckptSize) {
 		kick(b.kickCkpt)
 	}
 }
