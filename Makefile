@@ -54,6 +54,7 @@ fuzz:
 	$(GO) test ./queue -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./wal -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./receipt -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api -run '^$$' -fuzz '^FuzzBinary$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./server -run '^$$' -fuzz '^FuzzQueueConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./wal -run '^$$' -fuzz '^FuzzLoadCheckpoint$$' -fuzztime $(FUZZTIME)

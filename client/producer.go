@@ -101,7 +101,7 @@ type Producer struct {
 // pendingSend is one Send waiting for its result.
 type pendingSend struct {
 	ctx  context.Context
-	msg  api.SendMessage
+	msg  Message
 	size int
 	res  chan SendResult // buffered: the result is delivered exactly once, never blocking
 }
@@ -143,8 +143,7 @@ func (p *Producer) Send(ctx context.Context, m Message) (SendResult, error) {
 		return SendResult{}, ErrProducerClosed
 	default:
 	}
-	w := wireSend(m)
-	ps := &pendingSend{ctx: ctx, msg: w, size: wireSize(&w), res: make(chan SendResult, 1)}
+	ps := &pendingSend{ctx: ctx, msg: m, size: p.c.encodedSize(m), res: make(chan SendResult, 1)}
 	select {
 	case p.reqs <- ps:
 	case <-p.closing:
@@ -362,11 +361,11 @@ func (p *Producer) start(b *batch) bool {
 // changed nothing on the server, so it is split in halves and retried until the culprit
 // fails alone.
 func (p *Producer) send(items []*pendingSend) {
-	msgs := make([]api.SendMessage, len(items))
+	msgs := make([]Message, len(items))
 	for i, ps := range items {
 		msgs[i] = ps.msg
 	}
-	res, err := p.c.sendWire(p.ctx, p.queue, msgs)
+	res, err := p.c.SendBatch(p.ctx, p.queue, msgs)
 	if err != nil {
 		if len(items) > 1 && splittable(err) {
 			half := len(items) / 2
@@ -396,6 +395,19 @@ func splittable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// encodedSize estimates the size of m in a send request, in the encoding c uses.
+func (c *Client) encodedSize(m Message) int {
+	if !c.json {
+		n := len(m.Body) + len(m.Group) + len(m.DedupID) + 16
+		for k, v := range m.Headers {
+			n += len(k) + len(v) + 4
+		}
+		return n
+	}
+	w := wireSend(m)
+	return wireSize(&w)
 }
 
 // wireSize estimates the JSON size of m in a send request: exact for the body (with

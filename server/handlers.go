@@ -202,6 +202,15 @@ type sendBody struct {
 }
 
 func (s *Server) send(w http.ResponseWriter, r *http.Request) {
+	if isBinary(r) {
+		inputs, e := binarySendInputs(w, r)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		s.sendInputs(w, r, inputs)
+		return
+	}
 	var in sendBody
 	if e := decode(w, r, &in, false); e != nil {
 		writeError(w, e)
@@ -235,9 +244,18 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		}
 		inputs[i] = in
 	}
+	s.sendInputs(w, r, inputs)
+}
+
+// sendInputs sends checked inputs and answers in the encoding the client accepts.
+func (s *Server) sendInputs(w http.ResponseWriter, r *http.Request, inputs []queue.SendInput) {
 	res, err := s.b.Send(r.Context(), r.PathValue("name"), inputs)
 	if err != nil {
 		s.fail(w, err)
+		return
+	}
+	if wantsBinary(r) {
+		s.writeBinarySend(w, res)
 		return
 	}
 	out := api.SendResponse{Results: make([]api.SendResult, len(res))}
@@ -347,6 +365,10 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 	ms, err := s.b.Receive(r.Context(), r.PathValue("name"), opts)
 	if err != nil {
 		s.fail(w, err)
+		return
+	}
+	if wantsBinary(r) {
+		writeBinaryReceive(w, ms)
 		return
 	}
 	out := api.ReceiveResponse{Messages: make([]api.Message, len(ms))}
