@@ -3,6 +3,7 @@ package torture
 import (
 	"context"
 	"fmt"
+	"strings"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -21,6 +22,7 @@ type history struct {
 	bodyOf    map[string]string    // id → body
 	dels      []delivery           // in the order they were recorded
 	ackTry    map[string]bool      // receipts with an attempted ack
+	ackTryAt  map[string]time.Time // when the first ack of a receipt was sent
 	ackOK     map[string]time.Time // id → when an ack of it was first acknowledged
 	dlTry     map[string]bool      // receipts with an attempted dead-letter
 	moved     map[string]bool      // ids dead-lettered (attempted) or seen with a reset count
@@ -40,7 +42,7 @@ type delivery struct {
 func newHistory() *history {
 	return &history{
 		attempted: map[string]bool{}, sent: map[string]string{}, bodyOf: map[string]string{},
-		ackTry: map[string]bool{}, ackOK: map[string]time.Time{}, dlTry: map[string]bool{}, moved: map[string]bool{},
+		ackTry: map[string]bool{}, ackTryAt: map[string]time.Time{}, ackOK: map[string]time.Time{}, dlTry: map[string]bool{}, moved: map[string]bool{},
 	}
 }
 
@@ -224,6 +226,9 @@ func (h *history) settle(ctx context.Context, cl *client.Client, queue, op strin
 		switch op {
 		case "ack":
 			h.ackTry[d.Receipt] = true
+			if _, ok := h.ackTryAt[d.Receipt]; !ok {
+				h.ackTryAt[d.Receipt] = time.Now()
+			}
 		case "deadletter":
 			h.dlTry[d.Receipt] = true
 			h.moved[d.ID] = true
@@ -262,22 +267,25 @@ func (h *history) settle(ctx context.Context, cl *client.Client, queue, op strin
 	h.mu.Unlock()
 }
 
-// markDeadLetters marks every message now in the dead-letter queue as moved: a redrive
-// sends it to the tail of its group, so group order no longer applies to it.
-func (h *history) markDeadLetters(ctx context.Context, cl *client.Client) {
+// markDeadLetters marks every message now in the dead-letter queue as moved, and
+// returns their ids: the redrive then moves exactly those (by id), each to the tail of
+// its group, where group order no longer applies to it.
+func (h *history) markDeadLetters(ctx context.Context, cl *client.Client) []string {
+	var ids []string
 	after := ""
 	for {
 		page, err := cl.Peek(ctx, dlqName, client.PeekOptions{After: after, Limit: 1000})
 		if err != nil {
-			return
+			return nil
 		}
 		h.mu.Lock()
 		for _, m := range page.Messages {
 			h.moved[m.ID] = true
+			ids = append(ids, m.ID)
 		}
 		h.mu.Unlock()
 		if after = page.Next; after == "" {
-			return
+			return ids
 		}
 	}
 }
@@ -356,6 +364,10 @@ func (h *history) check(rep *Report) {
 		at  time.Time
 		seq int
 	}
+	start := time.Time{}
+	if len(h.dels) > 0 {
+		start = h.dels[0].sentAt
+	}
 	byGroup := map[string][]acked{}
 	for id, t := range h.ackOK {
 		if g, s, ok := parseBody(h.bodyOfAny(id, delivered)); ok {
@@ -364,6 +376,18 @@ func (h *history) check(rep *Report) {
 	}
 	for _, as := range byGroup {
 		sort.Slice(as, func(i, j int) bool { return as[i].at.Before(as[j].at) })
+	}
+	// A message an ack was sent for before a later message of its group was acked, whose
+	// answer never came (the server was killed, so its outcome is unknown), may come back
+	// after that later message: the consumer moved on believing it processed it. That is
+	// a duplicate (counted as such), not a reorder.
+	firstAckTry := map[string]time.Time{}
+	for _, d := range h.dels {
+		if t, ok := h.ackTryAt[d.receipt]; ok {
+			if f, seen := firstAckTry[d.id]; !seen || t.Before(f) {
+				firstAckTry[d.id] = t
+			}
+		}
 	}
 	for _, d := range h.dels {
 		g, s, ok := parseBody(d.body)
@@ -374,9 +398,13 @@ func (h *history) check(rep *Report) {
 			if !a.at.Before(d.sentAt) {
 				break
 			}
+			if t, tried := firstAckTry[d.id]; tried && t.Before(a.at) {
+				continue
+			}
 			if a.seq > s {
 				rep.Reordered++
-				example("reordered", fmt.Sprintf("%s delivered after seq %d of its group was acked", d.body, a.seq))
+				example("reordered", fmt.Sprintf("%s delivered after seq %d of its group was acked at %s; its deliveries: %s",
+					d.body, a.seq, a.at.Format("15:04:05.000"), h.describe(delivered[d.id], start)))
 				break
 			}
 		}
@@ -385,6 +413,22 @@ func (h *history) check(rep *Report) {
 	for _, r := range h.reordered {
 		example("reordered", r)
 	}
+}
+
+// describe lists a message's deliveries for a failure report.
+func (h *history) describe(ds []delivery, start time.Time) string {
+	var b []string
+	for _, d := range ds {
+		s := fmt.Sprintf("[%s count %d from %s", d.sentAt.Format("15:04:05.000"), d.count, d.queue)
+		if t, ok := h.ackTryAt[d.receipt]; ok {
+			s += " ack sent " + t.Format("15:04:05.000")
+		}
+		if h.dlTry[d.receipt] {
+			s += " dead-lettered"
+		}
+		b = append(b, s+"]")
+	}
+	return strings.Join(b, " ")
 }
 
 func (h *history) bodyOfAny(id string, delivered map[string][]delivery) string {

@@ -168,6 +168,9 @@ func consumeSQS(ctx context.Context, c *sqsClient, h *history, id int, seed uint
 			}
 			h.mu.Lock()
 			h.ackTry[d.Receipt] = true
+			if _, ok := h.ackTryAt[d.Receipt]; !ok {
+				h.ackTryAt[d.Receipt] = time.Now()
+			}
 			h.mu.Unlock()
 			hdr, err := c.call(ctx, "DeleteMessage", map[string]any{"QueueUrl": queueName, "ReceiptHandle": d.Receipt}, nil)
 			if err == nil && hdr.Get("x-okiba-settled") == "true" {

@@ -251,9 +251,11 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			// Redrive the dead letters, then kill during the move.
 			rep.Redrives++
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			h.markDeadLetters(rctx, cl) // what the redrive may move rejoins its group's tail
-			cl.Redrive(rctx, dlqName, api.RedriveRequest{Rate: 200})
-			h.markDeadLetters(rctx, cl)
+			// Redrive exactly the dead letters marked as moved (they rejoin their
+			// groups' tails), so that the order check knows every moved message.
+			if ids := h.markDeadLetters(rctx, cl); len(ids) > 0 && len(ids) <= 100_000 {
+				cl.Redrive(rctx, dlqName, api.RedriveRequest{Rate: 200, IDs: ids})
+			}
 			cancel()
 			pause(ctx, time.Duration(rng.IntN(150))*time.Millisecond)
 			fallthrough
