@@ -3,9 +3,9 @@ package torture
 import (
 	"context"
 	"fmt"
-	"strings"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
