@@ -69,8 +69,9 @@ func (c *Codec) Decode(s string) (queue.Lease, error) {
 	if len(s) == 0 || len(s) > MaxLen {
 		return queue.Lease{}, fmt.Errorf("%w: wrong length", ErrInvalid)
 	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	// The decoder skips CR and LF: insist on the one canonical spelling of a receipt.
+	if err != nil || base64.RawURLEncoding.EncodedLen(len(b)) != len(s) {
 		return queue.Lease{}, fmt.Errorf("%w: not base64url", ErrInvalid)
 	}
 	if len(b) < 1+4+macLen || b[0] != version {
