@@ -179,6 +179,9 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 		return err
 	}
 	if err := wal.SaveCheckpoint(b.fs, filepath.Join(b.cfg.Dir, "checkpoints"), pos, snap); err != nil {
+		if o := b.cfg.Observer; o != nil {
+			o.Checkpointed(time.Since(start), len(snap), err)
+		}
 		return err
 	}
 	b.mu.Lock()
@@ -188,6 +191,9 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 	b.mu.Unlock()
 	removed := b.collect(pos, usage)
 	b.logger.Debug("checkpoint", "pos", pos.String(), "bytes", len(snap), "segments_removed", removed, "duration", time.Since(start))
+	if o := b.cfg.Observer; o != nil {
+		o.Checkpointed(time.Since(start), len(snap), nil)
+	}
 	if final {
 		return nil
 	}
@@ -312,8 +318,11 @@ func (b *Broker) checkDisk() {
 	}
 }
 
-// sampleLoop records per-queue counters once a second, for rates over the last minute.
-func (b *Broker) sampleLoop(ctx context.Context) {
+// sampleLoop records per-queue counters once a second, for rates over the last minute,
+// and logs the dead letters the broker made itself (max_deliveries, expired) since the
+// previous second; consumers' dead letters are logged when they are requested. logged
+// holds the counts already seen at Open.
+func (b *Broker) sampleLoop(ctx context.Context, logged map[string]autoDead) {
 	for {
 		t := b.clock.NewTimer(time.Second)
 		select {
@@ -325,7 +334,54 @@ func (b *Broker) sampleLoop(ctx context.Context) {
 		b.mu.Lock()
 		now := b.nowLocked()
 		cs := b.m.AllCounters()
+		events := autoDeadLocked(cs, logged)
 		b.mu.Unlock()
 		b.rates.record(cs, now)
+		for _, e := range events {
+			if e.removed {
+				b.logger.Info("expired and removed: the queue has no dead-letter queue", "queue", e.queue, "messages", e.n, "reason", queue.ReasonExpired)
+			} else {
+				b.logger.Info("dead-lettered", "queue", e.queue, "messages", e.n, "reason", e.reason)
+			}
+		}
 	}
+}
+
+// autoDead counts a queue's dead letters made by the broker itself.
+type autoDead struct{ maxDeliveries, expired, removed uint64 }
+
+type autoDeadEvent struct {
+	queue, reason string
+	n             uint64
+	removed       bool
+}
+
+// autoDeadLocked compares the counters with those last seen, updates seen, and returns
+// what grew. It reads the counters' ByReason maps, so the caller holds b.mu.
+func autoDeadLocked(cs map[string]queue.Counters, seen map[string]autoDead) []autoDeadEvent {
+	var out []autoDeadEvent
+	for name := range seen {
+		if _, ok := cs[name]; !ok {
+			delete(seen, name)
+		}
+	}
+	for name, c := range cs {
+		cur := autoDead{maxDeliveries: c.ByReason[queue.ReasonMaxDeliveries], expired: c.ByReason[queue.ReasonExpired]}
+		cur.removed = c.Expired - min(c.Expired, cur.expired)
+		prev, ok := seen[name]
+		seen[name] = cur
+		if !ok {
+			prev = autoDead{} // a queue created since the last sample
+		}
+		if cur.maxDeliveries > prev.maxDeliveries {
+			out = append(out, autoDeadEvent{queue: name, reason: queue.ReasonMaxDeliveries, n: cur.maxDeliveries - prev.maxDeliveries})
+		}
+		if cur.expired > prev.expired {
+			out = append(out, autoDeadEvent{queue: name, reason: queue.ReasonExpired, n: cur.expired - prev.expired})
+		}
+		if cur.removed > prev.removed {
+			out = append(out, autoDeadEvent{queue: name, n: cur.removed - prev.removed, removed: true})
+		}
+	}
+	return out
 }

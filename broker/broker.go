@@ -107,6 +107,19 @@ type Config struct {
 	// FreeSpace reports the free bytes of the file system holding dir. Defaults to statfs;
 	// tests replace it.
 	FreeSpace func(dir string) (int64, error)
+	// Observer, when set, receives storage measurements for metrics: every group commit
+	// of the log and every checkpoint. Nil costs nothing.
+	Observer Observer
+}
+
+// Observer receives the broker's storage measurements (package metrics implements it).
+// Its methods are called from the broker's background goroutines, never under the
+// broker's lock; they must be quick and safe for concurrent use.
+type Observer interface {
+	wal.Observer
+	// Checkpointed is called after each checkpoint attempt with how long it took, the
+	// size of the state it wrote, and its error (nil on success).
+	Checkpointed(d time.Duration, bytes int, err error)
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -310,7 +323,7 @@ func (b *Broker) open(start time.Time) error {
 	var records int64
 	b.log, err = wal.Open(wal.Options{
 		FS: b.fs, Dir: filepath.Join(b.cfg.Dir, "wal"), SegmentSize: b.cfg.SegmentSize,
-		Logger: b.logger, NoPrecreate: b.cfg.NoPrecreate,
+		Logger: b.logger, NoPrecreate: b.cfg.NoPrecreate, Observer: b.cfg.Observer,
 	}, pos, func(p wal.Pos, payload []byte) error {
 		r, err := queue.DecodeRecord(payload)
 		if err != nil {
@@ -331,6 +344,8 @@ func (b *Broker) open(start time.Time) error {
 	b.lastTicket = b.sink.last
 	t, serr := b.lastTicket, b.sink.err
 	infos := b.m.Queues("")
+	deadSeen := make(map[string]autoDead) // dead letters from before this start are not news
+	autoDeadLocked(b.m.AllCounters(), deadSeen)
 	b.mu.Unlock()
 	if serr != nil {
 		return fmt.Errorf("recover: %w", serr)
@@ -352,7 +367,7 @@ func (b *Broker) open(start time.Time) error {
 	b.goBackground(ctx, b.tickLoop)
 	b.goBackground(ctx, b.redriveLoop)
 	b.goBackground(ctx, b.checkpointLoop)
-	b.goBackground(ctx, b.sampleLoop)
+	b.goBackground(ctx, func(ctx context.Context) { b.sampleLoop(ctx, deadSeen) })
 	b.checkDisk()
 	b.goBackground(ctx, b.diskLoop)
 	b.logger.Debug("recovered", "queues", b.recovery.Queues, "messages", b.recovery.Messages,
@@ -370,6 +385,9 @@ func (b *Broker) goBackground(ctx context.Context, fn func(context.Context)) {
 
 // Recovery reports what Open found.
 func (b *Broker) Recovery() Recovery { return b.recovery }
+
+// LogStats returns the log's counters since Open (group commits, fsyncs, records, bytes).
+func (b *Broker) LogStats() wal.Stats { return b.log.Stats() }
 
 func (b *Broker) checkFormat() error {
 	path := filepath.Join(b.cfg.Dir, formatFile)

@@ -23,6 +23,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/okiba/okiba/api"
 )
 
@@ -40,14 +43,24 @@ type Options struct {
 	// binary one (api.ContentTypeBinary), for example to read them through a proxy. The
 	// binary encoding costs the server and the client much less per message.
 	JSON bool
+	// Propagator carries trace context in message headers: sends inject it, Consume
+	// extracts it. Defaults to W3C Trace Context (propagation.TraceContext{});
+	// otel.GetTextMapPropagator() follows the application's global choice instead.
+	Propagator propagation.TextMapPropagator
+	// TracerProvider makes the spans of sends and of Consume's handlers. Defaults to the
+	// global provider (otel.GetTracerProvider()), which records nothing until the
+	// application installs an OpenTelemetry SDK. See trace.go's notes on tracing.
+	TracerProvider trace.TracerProvider
 }
 
 // Client talks to one okiba server. It is safe for concurrent use.
 type Client struct {
-	base  string
-	token string
-	hc    *http.Client
-	json  bool
+	base   string
+	token  string
+	hc     *http.Client
+	json   bool
+	prop   propagation.TextMapPropagator
+	tracer trace.Tracer
 }
 
 // New returns a client for the server at base (for example "http://127.0.0.1:7070").
@@ -67,7 +80,9 @@ func New(base string, opts Options) (*Client, error) {
 			IdleConnTimeout:     90 * time.Second,
 		}}
 	}
-	return &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc, json: opts.JSON}, nil
+	c := &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc, json: opts.JSON}
+	c.prop, c.tracer = tracing(opts)
+	return c, nil
 }
 
 // Server returns the base URL.
@@ -272,7 +287,16 @@ func (c *Client) Send(ctx context.Context, queue string, m Message) (SendResult,
 
 // SendBatch sends up to 1000 messages in one request. A request-level failure returns
 // an error; per-message failures (queue_full, message_too_large, …) are in the results.
-func (c *Client) SendBatch(ctx context.Context, queue string, msgs []Message) ([]SendResult, error) {
+// Messages get the trace context and the correlation id of ctx in their headers (see
+// WithCorrelationID); the caller's messages are not changed.
+func (c *Client) SendBatch(ctx context.Context, queue string, msgs []Message) (res []SendResult, err error) {
+	ctx, span := c.sendSpan(ctx, queue, len(msgs))
+	defer func() { endSpan(span, err) }()
+	return c.sendBatch(ctx, queue, c.decorateAll(ctx, msgs))
+}
+
+// sendBatch sends messages as they are (the Producer decorates them in Send).
+func (c *Client) sendBatch(ctx context.Context, queue string, msgs []Message) ([]SendResult, error) {
 	if !c.json {
 		return c.sendBinary(ctx, queue, msgs)
 	}

@@ -499,7 +499,7 @@ func (co *consumer) addLocked(ds []Delivery, at time.Time) {
 		l := &lease{d: ds[i], end: at.Add(co.vis), extendAt: at.Add(co.vis / 2)}
 		if old := co.leases[l.d.ID]; old != nil {
 			// Delivered again: the old lease has ended, whatever this process thought.
-			co.log.Warn("okiba: message delivered again while held; its earlier lease was lost", "queue", co.queue, "message", l.d.ID)
+			co.log.Warn("okiba: message delivered again while held; its earlier lease was lost", "queue", co.queue, "message", l.d.ID, correlation(&l.d))
 			co.loseLocked(old)
 		}
 		co.leases[l.d.ID] = l
@@ -549,7 +549,9 @@ func (co *consumer) startLocked() {
 func (co *consumer) handle(ctx context.Context, l *lease, d *Delivery) {
 	defer co.handlers.Done()
 	err := errHandlerExited // kept if the handler calls runtime.Goexit (t.FailNow in a test)
+	ctx, span := co.c.processSpan(ctx, co.queue, d)
 	defer func() {
+		endSpan(span, err)
 		co.mu.Lock()
 		co.finishLocked(l, err)
 		co.mu.Unlock()
@@ -565,7 +567,7 @@ func (co *consumer) call(ctx context.Context, d *Delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			co.log.Error("okiba: handler panicked; the message will be retried", "queue", co.queue, "message", d.ID,
-				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				correlation(d), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("client: handler panicked: %v", r)
 		}
 	}()
@@ -803,7 +805,7 @@ func (co *consumer) extendBatch(ctx context.Context, ls []*lease) {
 			l.extendAt = l.end.Add(time.Hour)
 			continue
 		}
-		co.log.Warn("okiba: lease lost; another consumer may have the message", "queue", co.queue, "message", l.d.ID, "error", errs[i])
+		co.log.Warn("okiba: lease lost; another consumer may have the message", "queue", co.queue, "message", l.d.ID, correlation(&l.d), "error", errs[i])
 		co.loseLocked(l)
 	}
 }
@@ -979,9 +981,9 @@ func (co *consumer) settleBatch(ops []*settleOp) {
 	for i, op := range ops {
 		if e := errs[i]; e != nil {
 			if IsCode(e, api.CodeReceiptStale) {
-				co.log.Warn("okiba: lease ended before its "+what+"; the message will be delivered again", "queue", co.queue, "message", op.l.d.ID)
+				co.log.Warn("okiba: lease ended before its "+what+"; the message will be delivered again", "queue", co.queue, "message", op.l.d.ID, correlation(&op.l.d))
 			} else {
-				co.log.Error("okiba: settle failed", "queue", co.queue, "op", what, "message", op.l.d.ID, "error", e)
+				co.log.Error("okiba: settle failed", "queue", co.queue, "op", what, "message", op.l.d.ID, correlation(&op.l.d), "error", e)
 			}
 		}
 		co.doneLocked(op.l)

@@ -143,19 +143,27 @@ func (p *Producer) Send(ctx context.Context, m Message) (SendResult, error) {
 		return SendResult{}, ErrProducerClosed
 	default:
 	}
+	sctx, span := p.c.sendSpan(ctx, p.queue, 1)
+	var err error
+	defer func() { endSpan(span, err) }()
+	m.Headers = p.c.decorate(sctx, m.Headers)
 	ps := &pendingSend{ctx: ctx, msg: m, size: p.c.encodedSize(m), res: make(chan SendResult, 1)}
 	select {
 	case p.reqs <- ps:
 	case <-p.closing:
-		return SendResult{}, ErrProducerClosed
+		err = ErrProducerClosed
+		return SendResult{}, err
 	case <-ctx.Done():
-		return SendResult{}, ctx.Err()
+		err = ctx.Err()
+		return SendResult{}, err
 	}
 	select {
 	case r := <-ps.res:
+		err = r.Err
 		return r, r.Err
 	case <-ctx.Done():
-		return SendResult{}, ctx.Err()
+		err = ctx.Err()
+		return SendResult{}, err
 	}
 }
 
@@ -365,7 +373,7 @@ func (p *Producer) send(items []*pendingSend) {
 	for i, ps := range items {
 		msgs[i] = ps.msg
 	}
-	res, err := p.c.SendBatch(p.ctx, p.queue, msgs)
+	res, err := p.c.sendBatch(p.ctx, p.queue, msgs) // decorated by Send
 	if err != nil {
 		if len(items) > 1 && splittable(err) {
 			half := len(items) / 2

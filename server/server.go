@@ -38,6 +38,26 @@ type Options struct {
 	// SigV4 instead: with AuthToken set they are served only if the front verifies
 	// signatures itself (Authenticates), and refused otherwise.
 	SQS SQSFront
+	// Browsers, when set with AuthToken, admits web browsers (the console), which cannot
+	// send a bearer token: a request with a valid session cookie passes as if it carried
+	// the token, provided it is not a cross-origin write (http.CrossOriginProtection); the
+	// sign-in page and its assets are public; a browser that navigates to any other page
+	// without a session is redirected to sign in.
+	Browsers Browsers
+	// Observe, when set, is told about every request once it is answered: the route it
+	// matched (its pattern, "sqs" for the SQS API, "unauthorized" when refused before
+	// routing), its method, status and duration. Package metrics records them.
+	Observe func(route, method string, status int, d time.Duration)
+}
+
+// Browsers is how a console signs in web browsers (package web implements it).
+type Browsers interface {
+	// SignedIn reports whether r carries a valid session.
+	SignedIn(r *http.Request) bool
+	// Public reports whether r may be served without authentication.
+	Public(r *http.Request) bool
+	// SignInURL is where a browser without a session that asked for r is sent.
+	SignInURL(r *http.Request) string
 }
 
 // SQSFront is the SQS-compatible API as the server mounts it (package sqs implements it).
@@ -76,24 +96,89 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Observe == nil {
+		s.dispatch(w, r)
+		return
+	}
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	route := s.dispatch(sw, r)
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	s.opts.Observe(route, r.Method, sw.status, time.Since(start))
+}
+
+// dispatch authenticates and routes one request, and returns its route for Observe.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 	if s.opts.SQS != nil && s.opts.SQS.Match(r) {
 		if s.opts.AuthToken != "" && !s.opts.SQS.Authenticates() {
 			writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and has no SQS access keys configured"})
-			return
+			return "unauthorized"
 		}
 		s.opts.SQS.ServeHTTP(w, r)
-		return
+		return "sqs"
 	}
-	if s.opts.AuthToken != "" && r.URL.Path != "/healthz" {
-		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.AuthToken)) != 1 {
+	if s.opts.AuthToken != "" && r.URL.Path != "/healthz" && !s.bearer(r) {
+		br := s.opts.Browsers
+		switch {
+		case br != nil && br.SignedIn(r):
+			if err := crossOrigin.Check(r); err != nil {
+				writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "cross-origin request refused: the console session is good only on its own pages"})
+				return "unauthorized"
+			}
+		case br != nil && br.Public(r):
+		case br != nil && r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html"):
+			http.Redirect(w, r, br.SignInURL(r), http.StatusSeeOther)
+			return "unauthorized"
+		default:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="okiba"`)
 			writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "missing or wrong bearer token: send Authorization: Bearer <token>"})
-			return
+			return "unauthorized"
 		}
 	}
 	s.mux.ServeHTTP(w, r)
+	return r.Pattern // set by the mux on r itself
 }
+
+// crossOrigin refuses cross-origin writes from browsers (by Sec-Fetch-Site or Origin);
+// requests from other clients carry neither header and pass.
+var crossOrigin = http.NewCrossOriginProtection()
+
+// bearer reports whether r carries the bearer token.
+func (s *Server) bearer(r *http.Request) bool {
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.AuthToken)) == 1
+}
+
+// statusWriter remembers the status a handler answered with. Unwrap lets
+// http.ResponseController reach the connection (flushes, deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // methods dispatches one path by method, answering 405 in JSON for the others.
 type methods map[string]http.HandlerFunc

@@ -3,6 +3,7 @@ package wal
 import (
 	"fmt"
 	"os"
+	"time"
 )
 
 // flushLoop is the group committer, the one goroutine that writes
@@ -35,7 +36,17 @@ func (l *Log) flushLoop() {
 		l.inflight = b
 		l.mu.Unlock()
 
+		var c Commit
+		var t0 time.Time
+		if l.observer != nil {
+			c.Records, c.Bytes, l.syncTime = b.records, len(b.buf), 0
+			t0 = time.Now()
+		}
 		err := l.commit(b)
+		if l.observer != nil {
+			c.Sync = l.syncTime
+			c.Write = time.Since(t0) - c.Sync
+		}
 
 		l.mu.Lock()
 		l.inflight = nil
@@ -56,6 +67,10 @@ func (l *Log) flushLoop() {
 		b.buf, b.spans = nil, nil
 		l.mu.Unlock()
 		close(b.done)
+		if l.observer != nil {
+			c.Wait = time.Since(b.first)
+			l.observer.Committed(c)
+		}
 	}
 }
 
@@ -102,8 +117,15 @@ func (l *Log) syncW() error {
 	if !l.wDirty {
 		return nil
 	}
+	var t0 time.Time
+	if l.observer != nil {
+		t0 = time.Now()
+	}
 	if err := l.w.f.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", l.w.path, err)
+	}
+	if l.observer != nil {
+		l.syncTime += time.Since(t0)
 	}
 	l.wDirty = false
 	l.stats.syncs.Add(1)

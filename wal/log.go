@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/okiba/okiba/vfs"
 )
@@ -51,6 +52,10 @@ type Options struct {
 	// operations a pure function of the sequence of batches, which
 	// crash-point enumeration tests need.
 	NoPrecreate bool
+	// Observer, when set, is told about every group commit: its size and how long
+	// its parts took (for metrics). The flusher calls it after waking the batch's
+	// waiters, outside the log's lock; it must be quick. Nil costs nothing.
+	Observer Observer
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -88,6 +93,7 @@ type Log struct {
 	logger      *slog.Logger
 	noPrecreate bool
 	lock        io.Closer
+	observer    Observer
 
 	mu       sync.Mutex
 	wake     *sync.Cond          // on mu: wakes the flusher (work, Close, preparer failure)
@@ -107,6 +113,8 @@ type Log struct {
 	w      *segment  // segment being written
 	wDirty bool      // w has writes not yet synced
 	prep   *prepared // next segment, being or already created
+	// syncTime is the fsync time of the batch being committed (only with an Observer).
+	syncTime time.Duration
 
 	flusherDone chan struct{}
 	preparers   sync.WaitGroup
@@ -136,6 +144,7 @@ type batch struct {
 	end     Pos           // after the batch's last record
 	done    chan struct{} // closed when durable or failed
 	err     error         // set before done is closed
+	first   time.Time     // when its first record was appended (only with an Observer)
 }
 
 // span is a run of buf that lands contiguously in one segment.
@@ -210,6 +219,7 @@ func Open(opts Options, start Pos, replay func(pos Pos, payload []byte) error) (
 		logger:      o.Logger,
 		noPrecreate: o.NoPrecreate,
 		lock:        lock,
+		observer:    o.Observer,
 		segments:    map[uint32]*segment{},
 		flusherDone: make(chan struct{}),
 	}
@@ -342,6 +352,9 @@ func (l *Log) placeLocked(b *batch, lo int) Pos {
 	}
 	l.end = MakePos(seg, uint32(off+size))
 	b.end = l.end
+	if b.records == 0 && l.observer != nil {
+		b.first = time.Now()
+	}
 	b.records++
 	l.wake.Signal()
 	return pos

@@ -12,15 +12,20 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/metrics"
 	"github.com/okiba/okiba/server"
 	"github.com/okiba/okiba/sqs"
+	"github.com/okiba/okiba/web"
 )
 
 const serveUsage = `
 Usage: okiba serve [--addr HOST:PORT] [--data DIR] [flags]
 
 Runs a broker on a data directory and serves the native HTTP API on --addr, and on the
-same address the Amazon SQS-compatible API (JSON protocol; docs/sqs.md), unless --sqs=false.
+same address the Amazon SQS-compatible API (JSON protocol; docs/sqs.md), unless --sqs=false,
+Prometheus metrics at /metrics, and the web console at / (docs/console.md), unless
+--console=false. With a token, /metrics needs it like the API, and browsers sign in to
+the console with it (a session cookie).
 
 The data directory is locked: a second okiba on the same directory fails with "in use".
 At start-up okiba recovers from the latest checkpoint and the log after it, then logs one
@@ -61,6 +66,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	level := f.String("log-level", "", "log `LEVEL`: debug, info, warn or error (default info; env OKIBA_LOG_LEVEL)")
 	grace := f.Duration("shutdown-grace", 30*time.Second, "how long requests in progress may take to finish at shutdown")
 	sqsOn := f.Bool("sqs", true, "serve the SQS-compatible API on the same address")
+	consoleOn := f.Bool("console", true, "serve the web console at / (docs/console.md)")
 	sqsKeys := f.String("sqs-credentials-file", "", "SQS access keys, one \"ACCESS_KEY_ID SECRET\" per line, from `FILE`; requests must then be signed by one of them")
 	sqsRegion := f.String("sqs-region", "", "`REGION` in SQS queue ARNs (default us-east-1; env OKIBA_SQS_REGION)")
 	sqsAccount := f.String("sqs-account-id", "", "account `ID` in SQS queue URLs and ARNs (default 000000000000; env OKIBA_SQS_ACCOUNT_ID)")
@@ -109,7 +115,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	}
 	switch {
 	case auth != "":
-		logger.Info("authentication on: /v1 requires the bearer token")
+		logger.Info("authentication on: every path but /healthz requires the bearer token (or a console session)")
 	case !loopback && !*insecure:
 		return f.fail("refusing to listen on %s without authentication: give --auth-token-file FILE "+
 			"(or OKIBA_AUTH_TOKEN, or --auth-token), or pass --insecure to serve it unauthenticated", listen)
@@ -136,8 +142,9 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		}
 	}
 	dir := a.pick(*data, "OKIBA_DATA", "okiba-data")
+	m := metrics.New(metrics.Options{})
 	b, err := broker.Open(broker.Config{
-		Dir: dir, Logger: logger,
+		Dir: dir, Logger: logger, Observer: m,
 		SegmentSize: int64(segment), CheckpointBytes: int64(ckpt), CacheBytes: int64(cache),
 		MaxQueues: *maxQueues, MaxInFlight: *maxInFlight, MinFreeBytes: int64(minFree),
 	})
@@ -158,18 +165,41 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		logger.Info("shutting down: no new connections; finishing requests in progress", "grace", *grace)
 	})
 	defer stopLog()
-	srvOpts := server.Options{AuthToken: auth, Logger: logger}
+	m.Watch(b)
+	srvOpts := server.Options{AuthToken: auth, Logger: logger, Observe: m.ObserveRequest}
 	if sqsOpts != nil {
 		front := sqs.New(b, *sqsOpts)
 		srvOpts.SQS = front
 		logger.Info("SQS API on the same address (JSON protocol)", "endpoint_url", "http://"+ln.Addr().String(),
 			"signatures_verified", front.Authenticates(), "region", sqsOpts.Region, "account_id", sqsOpts.AccountID)
 	}
+	var console *web.Console
+	if *consoleOn {
+		if console, err = web.New(b, web.Options{AuthToken: auth, Logger: logger}); err != nil {
+			ln.Close()
+			b.Close()
+			return err
+		}
+		srvOpts.Browsers = console
+	}
 	srv := server.New(b, srvOpts)
+	srv.Handle("/metrics", m.Handler())
+	logger.Info("metrics for Prometheus", "url", "http://"+ln.Addr().String()+"/metrics", "bearer_token", auth != "")
+	if console != nil {
+		console.Register(srv)
+		signIn := "open"
+		if auth != "" {
+			signIn = "sign in with the token"
+		}
+		logger.Info("console", "url", "http://"+ln.Addr().String()+"/", "access", signIn)
+	}
 	serveErr := server.Serve(ctx, ln, endLongPolls(ctx, srv.Handler()), logger, *grace)
 	if errors.Is(serveErr, context.DeadlineExceeded) {
 		logger.Warn("grace period over: requests still running are cut off", "grace", *grace)
 		serveErr = nil
+	}
+	if console != nil {
+		console.Close() // ends playground runs and deletes their queues
 	}
 	closeErr := b.Close()
 	if closeErr != nil {

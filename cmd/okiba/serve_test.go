@@ -118,10 +118,31 @@ func TestServeInProcess(t *testing.T) {
 	if q := h.queue("q"); q.Stats.Ready != 1 {
 		t.Errorf("after restart: %+v", q.Stats)
 	}
+	// The console and /metrics are served too, behind the token: a browser is sent to
+	// sign in, Prometheus brings the token.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("GET", url+"/", nil)
+	req.Header.Set("Accept", "text/html")
+	if resp, err := noRedirect.Do(req); err != nil || resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/login") {
+		t.Errorf("console without a session: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	req, _ = http.NewRequest("GET", url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Error(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `okiba_queue_messages{queue="q",state="ready"} 1`) {
+			t.Errorf("GET /metrics: %s\n%.300s", resp.Status, body)
+		}
+	}
 	if code := stop(); code != 0 {
 		t.Fatalf("serve exited with %d:\n%s", code, log.String())
 	}
-	contains(t, "log", log.String(), "authentication on", "queues=2 messages=1")
+	contains(t, "log", log.String(), "authentication on", "queues=2 messages=1", "msg=console url=http://", "metrics for Prometheus")
 
 	// A serve whose context is already done starts and stops at once; --log-level error
 	// keeps the info lines out.

@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/wal"
+)
+
+type testObserver struct {
+	mu          sync.Mutex
+	records     int
+	checkpoints int
+	ckptBytes   int
+}
+
+func (o *testObserver) Committed(c wal.Commit) {
+	o.mu.Lock()
+	o.records += c.Records
+	o.mu.Unlock()
+}
+
+func (o *testObserver) Checkpointed(d time.Duration, bytes int, err error) {
+	o.mu.Lock()
+	if err == nil {
+		o.checkpoints++
+		o.ckptBytes = bytes
+	}
+	o.mu.Unlock()
+}
+
+func TestObserverAndLogStats(t *testing.T) {
+	var o testObserver
+	b := start(t, Config{Dir: t.TempDir(), Observer: &o})
+	defer b.Close()
+	mustQueue(t, b, "q", nil)
+	send(t, b, "q", "a", "b", "c")
+	if err := b.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := b.LogStats()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if st.Records == 0 || uint64(o.records) != st.Records {
+		t.Fatalf("observed %d records, log stats %+v", o.records, st)
+	}
+	if o.checkpoints == 0 || o.ckptBytes == 0 {
+		t.Fatalf("checkpoints observed %d (%d bytes)", o.checkpoints, o.ckptBytes)
+	}
+}
+
+// syncBuffer is a log destination safe for the broker's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// TestBrokerMadeDeadLettersAreLogged: dead letters that no request asked for (a lease
+// ending for the last time, retention) get a log line with their reason, like those a
+// consumer asks for.
+func TestBrokerMadeDeadLettersAreLogged(t *testing.T) {
+	clk := fakeClock()
+	var logs syncBuffer
+	b := start(t, Config{Dir: t.TempDir(), Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	defer b.Close()
+	mustQueue(t, b, "jobs", func(c *queue.Config) { c.MaxDeliveries = 1 })
+	mustQueue(t, b, "temp", func(c *queue.Config) {
+		c.DeadLetterQueue = queue.NoDeadLetterQueue
+		c.MaxDeliveries = 0
+		c.Retention = time.Minute
+	})
+	send(t, b, "jobs", "poison")
+	send(t, b, "temp", "stale")
+	recv(t, b, "jobs", 1, time.Second)
+	want := []string{
+		`msg=dead-lettered queue=jobs messages=1 reason=max_deliveries`,
+		`msg="expired and removed: the queue has no dead-letter queue" queue=temp messages=1 reason=expired`,
+	}
+	// The sampler logs once a second of the (fake) clock: move time on until it has.
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		clk.Advance(time.Minute)
+		out := logs.String()
+		if strings.Contains(out, want[0]) && strings.Contains(out, want[1]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log lines missing; want %q; got:\n%s\njobs %+v temp %+v timers %d", want, out, stats(t, b, "jobs"), stats(t, b, "temp"), clk.Timers())
+		}
+		<-tick.C // poll again, a step of the fake clock later
+	}
+	if n := strings.Count(logs.String(), "reason=max_deliveries"); n != 1 {
+		t.Fatalf("max_deliveries logged %d times", n)
+	}
+}

@@ -1,0 +1,213 @@
+package metrics
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/queue"
+)
+
+// queueCollector reads every queue's statistics and the log's counters at scrape time,
+// so the values are those of GET /v1/queues at that moment.
+type queueCollector struct {
+	maxReasons int
+
+	mu      sync.Mutex
+	b       *broker.Broker
+	reasons map[string]map[string]bool // per queue: consumer reasons with their own series
+
+	queues, healthy                                     *prometheus.Desc
+	messages, bytes, deadLetters, oldest, wait, sojourn *prometheus.Desc
+	counters                                            []counterDesc
+	deadLettered                                        *prometheus.Desc
+	walCommits, walSyncs, walRecords, walBytes          *prometheus.Desc
+}
+
+// counterDesc is one per-queue counter and how to read it from a queue's statistics.
+type counterDesc struct {
+	desc *prometheus.Desc
+	get  func(qi *broker.QueueInfo) uint64
+}
+
+func newQueueCollector(maxReasons int) *queueCollector {
+	q := []string{"queue"}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	c := &queueCollector{
+		maxReasons:  maxReasons,
+		reasons:     make(map[string]map[string]bool),
+		queues:      d("okiba_queues", "Queues in the broker."),
+		healthy:     d("okiba_storage_healthy", "1 while the broker accepts writes; 0 after a storage failure (restart it)."),
+		messages:    d("okiba_queue_messages", "Messages in the queue by state: ready, delayed (delay or backoff), in_flight (leased).", "queue", "state"),
+		bytes:       d("okiba_queue_bytes", "Total size of the queue's messages.", q...),
+		deadLetters: d("okiba_queue_dead_letters", "Messages now in the queue's dead-letter queue (0 without one).", q...),
+		oldest:      d("okiba_queue_oldest_ready_age_seconds", "Age of the oldest ready message; 0 when none is ready.", q...),
+		wait: d("okiba_queue_waiting_seconds",
+			"Little's law, waiting: mean time from entering the queue to first delivery, of the messages first delivered in the last minute.", q...),
+		sojourn: d("okiba_queue_in_system_seconds",
+			"Little's law, in system: mean time from entering the queue to ack, of the messages acked in the last minute.", q...),
+		deadLettered: d("okiba_queue_dead_lettered_total",
+			"Messages moved out of the queue as dead letters, by reason (max_deliveries, expired, consumer reasons; rare reasons as other).", "queue", "reason"),
+		walCommits: d("okiba_wal_commits_total", "Group commits of the log since start."),
+		walSyncs:   d("okiba_wal_syncs_total", "Fsyncs of log segments since start."),
+		walRecords: d("okiba_wal_records_total", "Records made durable since start."),
+		walBytes:   d("okiba_wal_bytes_total", "Bytes made durable since start."),
+	}
+	counter := func(name, help string, get func(qi *broker.QueueInfo) uint64) {
+		c.counters = append(c.counters, counterDesc{desc: d(name, help, q...), get: get})
+	}
+	counter("okiba_queue_sent_total", "Messages accepted by send (duplicates and refusals not counted).", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Sent })
+	counter("okiba_queue_acked_total", "Messages acked.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Acked })
+	counter("okiba_queue_nacked_total", "Messages nacked (given back for a retry).", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Nacked })
+	counter("okiba_queue_delivered_total", "Leases handed out.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Delivered })
+	counter("okiba_queue_redelivered_total", "Leases of messages delivered before.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Redelivered })
+	counter("okiba_queue_lease_extensions_total", "Leases extended.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Extended })
+	counter("okiba_queue_expired_total", "Messages that reached the queue's retention.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Expired })
+	counter("okiba_queue_dead_lettered_in_total", "Dead letters received by this queue (as a dead-letter queue).", func(qi *broker.QueueInfo) uint64 { return qi.Stats.DeadLetteredIn })
+	counter("okiba_queue_overflow_total", "Dead letters received beyond the queue's max_messages or max_bytes.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Overflow })
+	counter("okiba_queue_redriven_in_total", "Messages moved into the queue by redrive.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.RedrivenIn })
+	counter("okiba_queue_redriven_out_total", "Messages moved out of the queue by redrive.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.RedrivenOut })
+	counter("okiba_queue_purged_total", "Messages removed by purge.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Purged })
+	counter("okiba_queue_deleted_total", "Messages removed one by one (DELETE …/messages/{id}).", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Deleted })
+	counter("okiba_queue_dedup_hits_total", "Sends answered from the dedup window (since the broker started).", func(qi *broker.QueueInfo) uint64 { return qi.Volatile.DedupHits })
+	counter("okiba_queue_refused_total", "Sends refused by backpressure, queue_full (since the broker started).", func(qi *broker.QueueInfo) uint64 { return qi.Volatile.Refused })
+	counter("okiba_queue_dedup_evicted_early_total", "Dedup ids forgotten before their window ended (per-queue cap).", func(qi *broker.QueueInfo) uint64 { return qi.Stats.DedupEvictedEarly })
+	return c
+}
+
+func (c *queueCollector) watch(b *broker.Broker) {
+	c.mu.Lock()
+	c.b = b
+	c.mu.Unlock()
+}
+
+// Describe sends every descriptor.
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.queues, c.healthy, c.messages, c.bytes, c.deadLetters, c.oldest, c.wait, c.sojourn,
+		c.deadLettered, c.walCommits, c.walSyncs, c.walRecords, c.walBytes} {
+		ch <- d
+	}
+	for _, cd := range c.counters {
+		ch <- cd.desc
+	}
+}
+
+// Collect reads the broker.
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	b := c.b
+	c.mu.Unlock()
+	if b == nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	count := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	healthy := 1.0
+	if b.Healthy() != nil {
+		healthy = 0
+	}
+	gauge(c.healthy, healthy)
+	ls := b.LogStats()
+	count(c.walCommits, ls.Batches)
+	count(c.walSyncs, ls.Syncs)
+	count(c.walRecords, ls.Records)
+	count(c.walBytes, ls.Bytes)
+
+	qs := b.Queues("")
+	gauge(c.queues, float64(len(qs)))
+	live := make(map[string]bool, len(qs))
+	for i := range qs {
+		qi := &qs[i]
+		name := qi.Name
+		live[name] = true
+		st := &qi.Stats
+		gauge(c.messages, float64(st.Ready), name, "ready")
+		gauge(c.messages, float64(st.Delayed), name, "delayed")
+		gauge(c.messages, float64(st.InFlight), name, "in_flight")
+		gauge(c.bytes, float64(st.Bytes), name)
+		gauge(c.deadLetters, float64(qi.DeadLetters), name)
+		gauge(c.oldest, qi.OldestAge.Seconds(), name)
+		gauge(c.wait, qi.WaitMeasured.Seconds(), name)
+		gauge(c.sojourn, qi.SysMeasured.Seconds(), name)
+		for _, cd := range c.counters {
+			count(cd.desc, cd.get(qi), name)
+		}
+		for reason, n := range c.byReason(name, st.ByReason) {
+			count(c.deadLettered, n, name, reason)
+		}
+	}
+	c.forget(live)
+}
+
+// byReason folds a queue's dead-letter counts by reason into bounded labels. A consumer
+// reason gets its own label if it was among the first maxReasons seen for the queue
+// (several new ones at once: the largest counts first); the choice sticks, so "other"
+// only ever grows, as a counter must.
+func (c *queueCollector) byReason(name string, counts map[string]uint64) map[string]uint64 {
+	out := make(map[string]uint64, len(counts))
+	if len(counts) == 0 {
+		return out
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	own := c.reasons[name]
+	if own == nil {
+		own = make(map[string]bool)
+		c.reasons[name] = own
+	}
+	var fresh []string
+	for r := range counts {
+		if !builtinReason(r) && r != OtherReason {
+			if _, seen := own[r]; !seen {
+				fresh = append(fresh, r)
+			}
+		}
+	}
+	slices.SortFunc(fresh, func(a, b string) int {
+		return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b))
+	})
+	labelled := 0
+	for _, v := range own {
+		if v {
+			labelled++
+		}
+	}
+	for _, r := range fresh {
+		own[r] = labelled < c.maxReasons
+		if own[r] {
+			labelled++
+		}
+	}
+	for r, n := range counts {
+		if builtinReason(r) || own[r] {
+			out[r] += n
+		} else {
+			out[OtherReason] += n
+		}
+	}
+	return out
+}
+
+func builtinReason(r string) bool {
+	return r == queue.ReasonMaxDeliveries || r == queue.ReasonExpired || r == "consumer"
+}
+
+// forget drops the reason labels of deleted queues.
+func (c *queueCollector) forget(live map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.reasons {
+		if !live[name] {
+			delete(c.reasons, name)
+		}
+	}
+}

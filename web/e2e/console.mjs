@@ -1,0 +1,289 @@
+// Browser test of okiba's console, in real headless Chromium. e2e_test.go starts a real
+// okiba (with a token), seeds it, and runs this script with OKIBA_URL, OKIBA_TOKEN,
+// ARTIFACTS (where screenshots go) and CHROMIUM set. Any failed expectation throws, and
+// the script exits non-zero; progress goes to stdout, one line a step.
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+
+const base = process.env.OKIBA_URL;
+const token = process.env.OKIBA_TOKEN;
+const artifacts = process.env.ARTIFACTS;
+const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
+mkdirSync(artifacts, { recursive: true });
+
+const T = 20_000; // the longest any condition may take to show
+
+function expect(cond, what) {
+  if (!cond) throw new Error('expected: ' + what);
+}
+const step = (s) => console.log('step: ' + s);
+
+let current = null; // the page in use, for a screenshot of a failure
+const browser = await chromium.launch({ executablePath, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+const errors = [];
+let failed = false;
+try {
+  await light();
+  await dark();
+} catch (e) {
+  failed = true;
+  console.log('FAIL: ' + e.stack);
+  if (current) {
+    await current.screenshot({ path: `${artifacts}/failure.png`, fullPage: true }).catch(() => {});
+    console.log(`screenshot of the failure: ${artifacts}/failure.png (${current.url()})`);
+  }
+} finally {
+  await browser.close();
+}
+if (errors.length) {
+  console.log('FAIL: errors in the pages:\n' + errors.join('\n'));
+  failed = true;
+}
+process.exit(failed ? 1 : 0);
+
+async function newPage(colorScheme) {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme });
+  const page = await ctx.newPage();
+  current = page;
+  page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
+  page.on('console', (m) => {
+    // The sign-in page answers a wrong token with 401, which Chromium logs: expected.
+    if (m.type() !== 'error' || (new URL(page.url()).pathname === '/login' && m.text().includes('status of 401'))) return;
+    errors.push(`${page.url()}: console: ${m.text()}`);
+  });
+  return { ctx, page };
+}
+
+async function shot(page, name, fullPage = true) {
+  if (fullPage) await page.evaluate(() => window.scrollTo(0, 0)); // else the sticky top bar lands mid-page
+  await page.screenshot({ path: `${artifacts}/${name}.png`, fullPage });
+  console.log(`screenshot: ${artifacts}/${name}.png`);
+}
+
+// text of a cell of the overview row of queue q, by column index.
+async function cell(page, q, col) {
+  return (await page.locator(`#queues tr[data-queue="${q}"] td`).nth(col).innerText()).trim();
+}
+
+async function signIn(page) {
+  await page.goto(base + '/');
+  expect(new URL(page.url()).pathname === '/login', 'a page without a session redirects to /login, got ' + page.url());
+  await page.getByLabel('Access token').fill('not the token');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForSelector('#login-error');
+  await page.getByLabel('Access token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(base + '/');
+}
+
+async function light() {
+  const { ctx, page } = await newPage('light');
+
+  step('sign in');
+  await page.goto(base + '/login');
+  await shot(page, '01-login');
+  await signIn(page);
+
+  step('overview shows the seeded queues with their numbers');
+  await page.waitForSelector('#queues tr[data-queue="orders"]', { timeout: T });
+  expect(await cell(page, 'orders', 1) === '5', 'orders ready 5, got ' + await cell(page, 'orders', 1));
+  expect(await cell(page, 'orders', 3) === '2', 'orders in flight 2, got ' + await cell(page, 'orders', 3));
+  expect(await cell(page, 'payments', 1) === '1', 'payments ready 1');
+  expect(await cell(page, 'payments', 4) === '3', 'payments dead letters 3, got ' + await cell(page, 'payments', 4));
+  expect(await cell(page, 'payments-dlq', 1) === '3', 'payments-dlq ready 3');
+  // Live: a send through the API shows up without a reload.
+  await page.evaluate(async () => {
+    await fetch('/v1/queues/orders/messages', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ body: 'live' }) });
+  });
+  await page.waitForFunction(() => document.querySelector('#queues tr[data-queue="orders"] td:nth-child(2)').textContent.trim() === '6', null, { timeout: T });
+  await accessibility(page, 'overview');
+  await shot(page, '02-overview');
+
+  step('keyboard: the first Tab reaches the skip link, then the navigation');
+  await page.keyboard.press('Tab');
+  expect(await page.evaluate(() => document.activeElement.classList.contains('skip')), 'skip link focused first');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Tab');
+  expect(await page.evaluate(() => document.activeElement.textContent.trim()) === 'Queues', 'then the Queues link');
+
+  step('queue page: numbers, send, receive and ack by hand, browse');
+  await page.click('#queues tr[data-queue="orders"] a');
+  await page.waitForURL(base + '/queues/orders');
+  await page.waitForFunction(() => document.querySelector('#stat-ready .value')?.textContent === '6', null, { timeout: T });
+  expect((await page.locator('#little').innerText()).includes('L = λ × W'), "Little's law shown");
+  await page.getByLabel('Body', { exact: true }).fill('{"order": 99}');
+  await page.getByLabel('Group (ordered key, optional)').fill('customer-7');
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
+  await page.waitForFunction(() => document.getElementById('send-result').textContent.startsWith('Sent '), null, { timeout: T });
+  await page.waitForFunction(() => document.querySelector('#stat-ready .value')?.textContent === '7', null, { timeout: T });
+  await page.getByRole('button', { name: 'Receive', exact: true }).click();
+  const lease = page.locator('#leased .notice').first();
+  await lease.waitFor({ timeout: T });
+  await lease.getByRole('button', { name: 'Ack', exact: true }).click();
+  await page.waitForFunction(() => document.querySelector('#stat-acked .value')?.textContent === '1', null, { timeout: T });
+  await page.waitForFunction(() => document.querySelectorAll('#browse > tbody > tr').length === 8, null, { timeout: T });
+  await page.locator('#browse > tbody > tr').first().locator('summary').click();
+  await page.waitForFunction(() => document.querySelector('#chart-tput .uplot') && document.querySelector('#chart-depth .uplot'), null, { timeout: T });
+  await accessibility(page, 'queue');
+  await shot(page, '03-queue');
+
+  step('purge with confirmation');
+  await page.goto(base + '/queues/scratch');
+  await page.waitForFunction(() => document.querySelector('#stat-ready .value')?.textContent === '3', null, { timeout: T });
+  await page.getByRole('button', { name: 'Purge…' }).click();
+  const go = page.locator('#purge-go');
+  expect(await go.isDisabled(), 'purge is disabled until the name is typed');
+  await page.getByLabel('Queue name').fill('scratch');
+  await shot(page, '04-purge-dialog', false);
+  await go.click();
+  await page.waitForFunction(() => document.querySelector('#stat-ready .value')?.textContent === '0', null, { timeout: T });
+
+  step('dead letters: browse by reason, redrive by reason, redrive selected');
+  await page.goto(base + '/dead-letters?queue=payments-dlq');
+  const reasons = page.locator('#reasons tbody tr');
+  await page.waitForFunction(() => document.querySelectorAll('#reasons tbody tr[data-reason]').length === 2, null, { timeout: T });
+  const byReason = {};
+  for (const r of await reasons.all()) {
+    byReason[await r.getAttribute('data-reason')] = (await r.locator('td').nth(2).innerText()).trim();
+  }
+  expect(byReason['invalid-card'] === '2' && byReason.timeout === '1', 'reasons ' + JSON.stringify(byReason));
+  expect((await page.locator('#messages > tbody > tr').count()) === 3, 'three dead letters listed');
+  expect((await page.locator('#messages tbody').innerText()).includes('card number fails the Luhn check'), 'descriptions shown');
+  await accessibility(page, 'deadletters');
+  await shot(page, '05-dead-letters');
+  await page.locator('#reasons tr[data-reason="invalid-card"]').getByRole('button', { name: 'Redrive these' }).click();
+  await page.waitForSelector('#redrive-done', { timeout: T });
+  expect((await page.locator('#redrive-done').innerText()).includes('2 message(s) moved back'), 'redrive progress reported: ' + await page.locator('#redrive-done').innerText());
+  await page.waitForFunction(() => document.querySelectorAll('#messages > tbody > tr').length === 1, null, { timeout: T });
+  await page.locator('#messages > tbody > tr input[type=checkbox]').check();
+  await page.getByRole('button', { name: 'Redrive 1 selected' }).click();
+  await page.waitForFunction(() => document.getElementById('redrive-done')?.textContent.includes('1 message(s) moved back'), null, { timeout: T });
+  await page.waitForFunction(() => document.querySelector('#reasons tbody').textContent.includes('No dead letters here'), null, { timeout: T });
+  await shot(page, '06-dead-letters-redriven');
+
+  step('playground 1: the queue absorbs while the receiver is down, drains after');
+  await page.goto(base + '/playground');
+  const outcome = (id) => page.locator('#' + id);
+  const data = async (id, k) => outcome(id).getAttribute('data-' + k);
+  await page.locator('[data-lesson=absorb] [data-run]').click();
+  await page.waitForFunction(() => Number(document.getElementById('absorb-outcome').dataset.processed) >= 3, null, { timeout: T });
+  await page.getByRole('button', { name: 'Stop the receiver' }).click();
+  await page.waitForFunction(() => {
+    const d = document.getElementById('absorb-outcome').dataset;
+    return d.receiverUp === 'false' && Number(d.rpcFailed) >= 5 && Number(d.depth) >= 5;
+  }, null, { timeout: T });
+  const sentWhileDown = Number(await data('absorb-outcome', 'sent'));
+  const little = await page.locator('#absorb-little').innerText();
+  expect(/L = λ × W:\s+\d+ messages = [\d.]+\/s × [\d.]+ s/.test(little), "L = λW with numbers: " + little);
+  await shot(page, '07-playground-1-receiver-down');
+  await page.getByRole('button', { name: 'Restart the receiver' }).click();
+  await page.waitForFunction((sent) => {
+    const d = document.getElementById('absorb-outcome').dataset;
+    return d.receiverUp === 'true' && Number(d.processed) >= sent && Number(d.depth) === 0;
+  }, sentWhileDown, { timeout: T });
+  await shot(page, '08-playground-1-drained');
+  await page.locator('[data-lesson=absorb] [data-stop]').click();
+
+  step('playground 2: at most once loses, at least once duplicates');
+  await page.getByRole('tab', { name: '2. At most once, at least once' }).click();
+  await page.locator('[data-lesson=delivery] [data-run]').click();
+  await page.getByRole('button', { name: '⚡ Lose the next one' }).click();
+  await page.waitForFunction(() => document.getElementById('delivery-outcome').dataset.done === 'true', null, { timeout: T });
+  const amoLost = Number(await data('delivery-outcome', 'amo-lost'));
+  const aloDup = Number(await data('delivery-outcome', 'alo-dup'));
+  const aloLost = Number(await data('delivery-outcome', 'alo-lost'));
+  expect(amoLost >= 1 && aloDup >= 1 && aloLost === 0, `at-most-once lost ${amoLost}, at-least-once duplicates ${aloDup} and lost ${aloLost}`);
+  expect(await page.locator('#delivery-amo .chip.lost').count() >= 1, 'a lost message drawn');
+  expect(await page.locator('#delivery-alo .chip.dup').count() >= 1, 'a duplicate drawn');
+  await shot(page, '09-playground-2-delivery');
+  await page.locator('[data-lesson=delivery] [data-stop]').click();
+
+  step('playground 3: the naive balance inflates, the inbox keeps it right');
+  await page.getByRole('tab', { name: '3. Idempotent consumer' }).click();
+  await page.locator('[data-lesson=idempotent] [data-run]').click();
+  await page.waitForFunction(() => document.getElementById('idempotent-outcome').dataset.done === 'true', null, { timeout: T });
+  const naive = Number(await data('idempotent-outcome', 'naive'));
+  const idem = Number(await data('idempotent-outcome', 'idempotent'));
+  const expected = Number(await data('idempotent-outcome', 'expected'));
+  expect(naive > expected && idem === expected, `naive ${naive} > correct ${expected} = idempotent ${idem}`);
+  await shot(page, '10-playground-3-idempotent');
+  await page.locator('[data-lesson=idempotent] [data-stop]').click();
+
+  step('playground 4: ordered lanes, then P = 1');
+  await page.getByRole('tab', { name: '4. Partitions and order' }).click();
+  await page.locator('[data-lesson=partitions] [data-run]').click();
+  await page.waitForFunction(() => document.getElementById('partitions-outcome').dataset.done === 'true', null, { timeout: T });
+  expect(await data('partitions-outcome', 'all-ordered') === 'true', 'all lanes in order');
+  const lanes = await page.evaluate(() => [...document.querySelectorAll('#partitions-lanes .lane')].map((l) =>
+    [...l.querySelectorAll('.chip')].map((c) => [c.dataset.key, Number(c.dataset.seq)])));
+  let used = 0;
+  for (const lane of lanes) {
+    if (lane.length) used++;
+    const last = {};
+    for (const [k, s] of lane) {
+      expect(!(k in last) || s > last[k], `in-key numbers ascend in every lane: ${k} ${s} after ${last[k]}`);
+      last[k] = s;
+    }
+  }
+  expect(lanes.length === 3 && used >= 2, `3 lanes, ${used} in use`);
+  await shot(page, '11-playground-4-partitions');
+  const slider = page.getByLabel('Partitions P');
+  await slider.focus();
+  await page.keyboard.press('Home'); // sliders work from the keyboard
+  expect(await slider.inputValue() === '1', 'P slider at 1');
+  await page.locator('[data-lesson=partitions] [data-run]').click();
+  await page.waitForFunction(() => document.getElementById('partitions-outcome').dataset.done === 'true' &&
+    document.getElementById('partitions-outcome').dataset.partitions === '1', null, { timeout: T });
+  expect(await data('partitions-outcome', 'total-order') === 'true', 'P = 1 gives total order');
+  await shot(page, '12-playground-4-one-partition');
+  await page.locator('[data-lesson=partitions] [data-stop]').click();
+  await accessibility(page, 'playground');
+
+  step('tabs: arrow keys move between lessons');
+  await page.getByRole('tab', { name: '4. Partitions and order' }).focus();
+  await page.keyboard.press('ArrowRight');
+  expect(await page.evaluate(() => document.activeElement.id) === 'tab-absorb', 'ArrowRight wraps to the first lesson');
+  expect(await page.locator('#lesson-absorb').isVisible(), 'and shows it');
+  await ctx.close();
+}
+
+async function dark() {
+  const { ctx, page } = await newPage('dark');
+  step('dark mode');
+  await signIn(page);
+  await page.waitForSelector('#queues tr[data-queue="orders"]', { timeout: T });
+  const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  expect(bg === 'rgb(14, 17, 21)', 'dark background, got ' + bg);
+  await shot(page, '13-overview-dark');
+  await page.goto(base + '/queues/orders');
+  await page.waitForFunction(() => document.querySelector('#chart-depth .uplot'), null, { timeout: T });
+  await shot(page, '14-queue-dark');
+  await page.goto(base + '/playground#delivery');
+  await page.locator('[data-lesson=delivery] [data-run]').click();
+  await page.getByRole('button', { name: '⚡ Lose the next one' }).click();
+  await page.waitForFunction(() => document.getElementById('delivery-outcome').dataset.done === 'true', null, { timeout: T });
+  await shot(page, '15-playground-dark');
+  await page.locator('[data-lesson=delivery] [data-stop]').click();
+  await ctx.close();
+}
+
+// accessibility checks what a page must have for keyboard and screen-reader users: a
+// label for every control, a name for every button and link, one h1, a lang.
+async function accessibility(page, name) {
+  const problems = await page.evaluate(() => {
+    const out = [];
+    const visible = (e) => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length);
+    for (const e of document.querySelectorAll('input, select, textarea')) {
+      if (e.type === 'hidden' || !visible(e)) continue;
+      if (!(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.getAttribute('aria-labelledby')) out.push('unlabelled ' + e.outerHTML.slice(0, 80));
+    }
+    for (const e of document.querySelectorAll('button, a[href]')) {
+      if (!visible(e)) continue;
+      if (!(e.textContent.trim() || e.getAttribute('aria-label') || e.getAttribute('title'))) out.push('nameless ' + e.outerHTML.slice(0, 80));
+    }
+    if (document.querySelectorAll('h1').length !== 1) out.push(document.querySelectorAll('h1').length + ' h1 elements');
+    if (!document.documentElement.lang) out.push('no lang');
+    return out;
+  });
+  expect(problems.length === 0, `accessible ${name} page: ${problems.join('; ')}`);
+}
