@@ -111,9 +111,7 @@ func (b *Broker) decorateLocked(qi queue.QueueInfo) QueueInfo {
 		out.Volatile = *v
 	}
 	if dlq := qi.Config.DeadLetterQueue; dlq != queue.NoDeadLetterQueue {
-		if d, err := b.m.Queue(dlq); err == nil {
-			out.DeadLetters = d.Stats.Ready + d.Stats.Delayed + d.Stats.InFlight
-		}
+		out.DeadLetters = b.m.Depth(dlq)
 	}
 	if qi.Stats.OldestReady > 0 {
 		out.OldestAge = time.Duration(now-qi.Stats.OldestReady) * time.Millisecond

@@ -2,6 +2,8 @@ package queue
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -43,20 +45,40 @@ func (m *Machine) Queues(prefix string) []QueueInfo {
 		}
 	}
 	sort.Strings(names)
+	// Who uses which queue as its DLQ, once for the whole listing (not once per queue).
+	sources := map[string][]string{}
+	for _, n := range slices.Sorted(maps.Keys(m.queues)) {
+		if dlq := m.queues[n].cfg.DeadLetterQueue; dlq != NoDeadLetterQueue && dlq != n {
+			sources[dlq] = append(sources[dlq], n)
+		}
+	}
 	out := make([]QueueInfo, len(names))
 	for i, n := range names {
-		out[i] = m.info(m.queues[n])
+		out[i] = m.infoWith(m.queues[n], sources[n])
 	}
 	return out
+}
+
+// Depth is the number of messages (ready, delayed, in flight) of a queue, 0 if unknown.
+func (m *Machine) Depth(name string) int64 {
+	q := m.queues[name]
+	if q == nil {
+		return 0
+	}
+	return int64(q.msgs.live)
 }
 
 // QueueCount is the number of queues.
 func (m *Machine) QueueCount() int { return len(m.queues) }
 
 func (m *Machine) info(q *queueState) QueueInfo {
+	return m.infoWith(q, m.deadLetterSources(q.name))
+}
+
+func (m *Machine) infoWith(q *queueState, dlqSources []string) QueueInfo {
 	return QueueInfo{
 		ID: q.id, Name: q.name, Config: q.cfg.Clone(), CreatedAt: q.createdAt,
-		UpdatedAt: q.updatedAt, Stats: q.snapshotStats(m.now), DeadLetterSources: m.deadLetterSources(q.name),
+		UpdatedAt: q.updatedAt, Stats: q.snapshotStats(m.now), DeadLetterSources: dlqSources,
 	}
 }
 
