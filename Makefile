@@ -6,10 +6,10 @@ export GOFLAGS ?= -buildvcs=false
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: test build vet unit model storage torture-short torture fuzz bench clean
+.PHONY: test build vet unit model storage torture-short bench-smoke browser torture fuzz bench bench-quick bench-setup bench-go clean
 
 ## test: everything CI checks, tier by tier.
-test: build vet unit model storage torture-short
+test: build vet unit model storage torture-short bench-smoke browser
 	@echo "make test: all tiers passed"
 
 define timed
@@ -60,8 +60,36 @@ fuzz:
 	$(GO) test ./wal -run '^$$' -fuzz '^FuzzLoadCheckpoint$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./sqs -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME)
 
-## bench: the Go benchmarks recorded in docs/benchmarks.md.
-bench:
+## browser: the console in real headless Chromium (web/e2e: sign-in, overview, queue page,
+## dead-letter redrive, every playground lesson; screenshots in web/e2e/artifacts/).
+## Needs /usr/bin/chromium and `npm ci --prefix web/e2e` (.ci/run installs both).
+browser:
+	$(call timed,browser,$(GO) test -count=1 -run TestBrowser -v ./web/e2e 2>&1 | grep -E '^(--- |ok|FAIL|PASS)|SKIP|step:|FAIL:|expected:' ,120)
+
+## bench-smoke: the side-by-side harness (bench/, its own module) on okiba alone, every
+## scenario at a tiny scale, so that it keeps working; no peer needs installing, and
+## nothing is asserted about speed.
+bench-smoke:
+	$(call timed,bench-smoke,cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...,180)
+
+## bench: okiba side by side with its peers (docs/benchmarks.md, "Side by side"): installs
+## the peers, builds okiba from this tree, runs every scenario (hours on 2 cores) and
+## writes bench/results/. BENCH_FLAGS narrows it, e.g. BENCH_FLAGS='--scenarios s2 --sizes 1024'.
+bench: bench-setup
+	cd bench && $(GO) run ./cmd/okibabench --mode full $(BENCH_FLAGS)
+
+## bench-quick: the same harness in 1–2 minutes: okiba, Redis, PostgreSQL, RabbitMQ quorum
+## and the log ceiling on the 1 KiB headline cells of scenarios 1–3.
+bench-quick: bench-setup
+	cd bench && $(GO) run ./cmd/okibabench --mode quick $(BENCH_FLAGS)
+
+## bench-setup: Debian's redis-server, rabbitmq-server and postgresql (apt-get, as root)
+## and nats-server into bench/.tools/bin.
+bench-setup:
+	bash bench/setup.sh
+
+## bench-go: okiba's own Go benchmarks recorded in docs/benchmarks.md.
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./queue ./wal ./broker ./server
 
 clean:

@@ -1,0 +1,332 @@
+package systems
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/bench/harness"
+	"github.com/okiba/okiba/client"
+)
+
+// okibaServer is `okiba serve` built from the working tree, shared by every okiba
+// system of a run (they are different client paths to the same broker).
+type okibaServer struct {
+	env     *harness.Env
+	bin     string
+	dataDir string
+	addr    string
+	version string
+
+	mu   sync.Mutex
+	proc *harness.Proc
+}
+
+func startOkiba(ctx context.Context, env *harness.Env) (*okibaServer, error) {
+	s, err := env.Shared("okiba", func() (any, func(), error) {
+		bin := filepath.Join(env.Tools, "okiba")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/okiba")
+		build.Dir = env.Repo
+		build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+		if out, err := build.CombinedOutput(); err != nil {
+			return nil, nil, fmt.Errorf("go build ./cmd/okiba: %v\n%s", err, out)
+		}
+		dir, err := env.DataDir("okiba")
+		if err != nil {
+			return nil, nil, err
+		}
+		port, err := freePort()
+		if err != nil {
+			return nil, nil, err
+		}
+		rev := output("git", "-C", env.Repo, "rev-parse", "--short", "HEAD")
+		if st := output("git", "-C", env.Repo, "status", "--porcelain", "--untracked-files=no"); st != "" && !strings.HasPrefix(st, "unknown") {
+			rev += "+changes"
+		}
+		srv := &okibaServer{env: env, bin: bin, dataDir: dir, addr: fmt.Sprintf("127.0.0.1:%d", port), version: "okiba " + rev}
+		if err := srv.start(ctx); err != nil {
+			return nil, nil, err
+		}
+		return srv, srv.stop, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.(*okibaServer), nil
+}
+
+func (s *okibaServer) start(ctx context.Context) error {
+	cmd := exec.Command(s.bin, "serve", "--addr", s.addr, "--data", s.dataDir, "--log-level", "warn")
+	p, err := s.env.StartProc("okiba", cmd)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.proc = p
+	s.mu.Unlock()
+	c, _ := client.New("http://"+s.addr, client.Options{})
+	return harness.WaitFor(ctx, p, 2*time.Minute, "okiba", func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return c.Health(cctx)
+	})
+}
+
+func (s *okibaServer) stop() {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p != nil {
+		_ = p.Stop(syscall.SIGTERM, 30*time.Second)
+	}
+}
+
+func (s *okibaServer) pids() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return nil
+	}
+	return []int{s.proc.Pid()}
+}
+
+func (s *okibaServer) kill() error {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	return p.Kill()
+}
+
+// OkibaHTTP is okiba through its native HTTP API with the Go client: the batching
+// Producer for windows above 1 (one Send per message otherwise), receives of up to the
+// prefetch, and acks of a whole receive in one call. The client's default encoding
+// (okiba's compact binary one for sends and receives), or JSON with json set.
+type OkibaHTTP struct {
+	json      bool
+	sendBatch bool
+	srv       *okibaServer
+	c         *client.Client
+	ver       string
+}
+
+func NewOkibaHTTP() *OkibaHTTP { return &OkibaHTTP{} }
+
+// NewOkibaHTTPJSON is the same client path with client.Options.JSON: what curl and
+// every non-Go client use.
+func NewOkibaHTTPJSON() *OkibaHTTP { return &OkibaHTTP{json: true} }
+
+// NewOkibaHTTPBatch sends with Client.SendBatch of whatever has gathered, one request
+// at a time per producer (as the Redis pipeline does), instead of the Producer: the
+// client path without the Producer's per-message hand-offs.
+func NewOkibaHTTPBatch() *OkibaHTTP { return &OkibaHTTP{sendBatch: true} }
+
+func (o *OkibaHTTP) Info() harness.Info {
+	i := harness.Info{
+		Name: "okiba-http", Label: "okiba, native HTTP API (Go client, default encoding)", Peer: "okiba", Durability: harness.Durable,
+		Version:  o.ver,
+		Settings: "fsync before every answer (group commit); HTTP/1.1, the Go client's default encoding (binary sends and receives); client.Producer (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1",
+		Caps:     harness.Caps{Consume: true, Visibility: true, Restart: true, Groups: true},
+	}
+	switch {
+	case o.json:
+		i.Name, i.Label = "okiba-http-json", "okiba, native HTTP API (Go client, JSON)"
+		i.Settings = strings.Replace(i.Settings, "the Go client's default encoding (binary sends and receives)", "JSON (client.Options.JSON)", 1)
+		i.Caps.Restart = false // the same server as okiba-http
+	case o.sendBatch:
+		i.Name, i.Label = "okiba-http-batch", "okiba, native HTTP API (Go client, SendBatch pipeline)"
+		i.Settings = strings.Replace(i.Settings, "client.Producer (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1",
+			"Client.SendBatch of everything gathered (≤1000), one request at a time per producer, for windows > 1", 1)
+		i.Caps.Restart = false
+	}
+	return i
+}
+
+func (o *OkibaHTTP) Start(ctx context.Context, env *harness.Env) error {
+	srv, err := startOkiba(ctx, env)
+	if err != nil {
+		return err
+	}
+	o.srv = srv
+	o.c, err = client.New("http://"+srv.addr, client.Options{JSON: o.json})
+	o.ver = srv.version + ", Go client from the same tree"
+	return err
+}
+
+func (o *OkibaHTTP) Pids() []int        { return o.srv.pids() }
+func (o *OkibaHTTP) DataDirs() []string { return []string{o.srv.dataDir} }
+func (o *OkibaHTTP) Close() error       { return nil }
+
+func (o *OkibaHTTP) Kill(ctx context.Context) error    { return o.srv.kill() }
+func (o *OkibaHTTP) Restart(ctx context.Context) error { return o.srv.start(ctx) }
+
+func (o *OkibaHTTP) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness.Queue, error) {
+	vis := spec.Visibility
+	if vis == 0 {
+		vis = 30 * time.Second
+	}
+	cfg := api.QueueConfig{VisibilityTimeout: api.Ptr(vis)}
+	if spec.Groups {
+		t := true
+		cfg.OrderedGroups = &t
+	}
+	if _, err := o.c.PutQueue(ctx, spec.Name, cfg); err != nil {
+		return nil, err
+	}
+	return &okibaQueue{c: o.c, name: spec.Name, sendBatch: o.sendBatch}, nil
+}
+
+type okibaQueue struct {
+	c         *client.Client
+	name      string
+	sendBatch bool
+}
+
+func (q *okibaQueue) Delete(ctx context.Context) error { return q.c.DeleteQueue(ctx, q.name, true) }
+
+func (q *okibaQueue) NewProducer(ctx context.Context, window int) (harness.Producer, error) {
+	if window <= 1 {
+		return &okibaSyncProducer{q: q}, nil
+	}
+	if q.sendBatch {
+		return harness.NewBatcher(min(window, 1000), 1, func(ctx context.Context, msgs []harness.Msg) error {
+			batch := make([]client.Message, len(msgs))
+			for i, m := range msgs {
+				batch[i] = client.Message{Body: m.Body, Group: m.Group}
+			}
+			res, err := q.c.SendBatch(ctx, q.name, batch)
+			if err != nil {
+				return err
+			}
+			for _, r := range res {
+				if r.Err != nil {
+					return r.Err
+				}
+			}
+			return nil
+		}), nil
+	}
+	p := &okibaProducer{p: client.NewProducer(q.c, q.name, client.ProducerOptions{}), work: make(chan okibaSend, window)}
+	for range window {
+		p.wg.Add(1)
+		go p.worker()
+	}
+	return p, nil
+}
+
+// okibaSyncProducer sends one message per request and waits for it.
+type okibaSyncProducer struct{ q *okibaQueue }
+
+func (p *okibaSyncProducer) Publish(m harness.Msg, done func(error)) {
+	_, err := p.q.c.Send(context.Background(), p.q.name, client.Message{Body: m.Body, Group: m.Group})
+	done(err)
+}
+func (p *okibaSyncProducer) Close() error { return nil }
+
+// okibaProducer has window goroutines each calling Producer.Send, which gathers the
+// concurrent sends into batch requests.
+type okibaProducer struct {
+	p    *client.Producer
+	work chan okibaSend
+	wg   sync.WaitGroup
+}
+
+type okibaSend struct {
+	m    harness.Msg
+	done func(error)
+}
+
+func (p *okibaProducer) worker() {
+	defer p.wg.Done()
+	for s := range p.work {
+		_, err := p.p.Send(context.Background(), client.Message{Body: s.m.Body, Group: s.m.Group})
+		s.done(err)
+	}
+}
+
+func (p *okibaProducer) Publish(m harness.Msg, done func(error)) { p.work <- okibaSend{m, done} }
+
+func (p *okibaProducer) Close() error {
+	close(p.work)
+	p.wg.Wait()
+	return p.p.Close(context.Background())
+}
+
+func (q *okibaQueue) NewConsumer(ctx context.Context, opts harness.ConsumerOptions) (harness.Consumer, error) {
+	return &okibaConsumer{q: q}, nil
+}
+
+type okibaConsumer struct{ q *okibaQueue }
+
+func (c *okibaConsumer) Receive(ctx context.Context, max int) ([]harness.Delivery, error) {
+	wait := 500 * time.Millisecond
+	ds, err := c.q.c.Receive(ctx, c.q.name, client.ReceiveOptions{Max: min(max, 1000), Wait: &wait})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]harness.Delivery, len(ds))
+	for i, d := range ds {
+		out[i] = harness.Delivery{Body: d.Body, Group: d.Group, Handle: d.Receipt}
+	}
+	return out, nil
+}
+
+func (c *okibaConsumer) Ack(ctx context.Context, ds []harness.Delivery) error {
+	receipts := make([]string, len(ds))
+	for i, d := range ds {
+		receipts[i] = d.Handle.(string)
+	}
+	errs, err := c.q.c.Ack(ctx, c.q.name, receipts...)
+	if err != nil {
+		return err
+	}
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func (c *okibaConsumer) Close() error { return nil }
+
+// fsyncs reads okiba_wal_syncs_total from the broker's Prometheus endpoint (/metrics),
+// where the build serves one; an error leaves the figure blank in the report.
+func (s *okibaServer) fsyncs(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("/metrics: HTTP %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "okiba_wal_syncs_total "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return uint64(f), err
+		}
+	}
+	return 0, errors.New("/metrics has no okiba_wal_syncs_total")
+}
+
+// Fsyncs counts the broker's log fsyncs (see okibaServer.fsyncs).
+func (o *OkibaHTTP) Fsyncs(ctx context.Context) (uint64, error) { return o.srv.fsyncs(ctx) }
