@@ -73,9 +73,9 @@ type Config struct {
 	// SegmentSize is the size of log segment files. Defaults to 64 MiB; at least 2 MiB
 	// (a segment must hold the largest message).
 	SegmentSize int64
-	// CheckpointBytes: a checkpoint is taken after this many bytes of log, or after as many
-	// bytes as the last checkpoint had if that is more — so that with a deep backlog the
-	// cost of checkpoints stays proportional to the log written. Defaults to
+	// CheckpointBytes: a checkpoint is taken after this many bytes of log, or after twice
+	// as many bytes as the last checkpoint had if that is more — so that with a deep
+	// backlog the cost of checkpoints stays a fraction of the log written. Defaults to
 	// 64 MiB. Restart replays at most about this much.
 	CheckpointBytes int64
 	// CompactRatio: an old segment whose live payload bytes are below this fraction of
@@ -142,7 +142,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("broker: SegmentSize %d is below 2 MiB", c.SegmentSize)
 	}
 	if c.CheckpointBytes == 0 {
-		c.CheckpointBytes = 64 << 20
+		c.CheckpointBytes = 128 << 20
 	}
 	if c.CompactRatio == 0 {
 		c.CompactRatio = 0.25
@@ -528,7 +528,7 @@ func (b *Broker) afterLocked() {
 	if next, ok := b.m.NextEvent(); ok && next < b.nextTick.Load() {
 		kick(b.kickTick)
 	}
-	if b.sink.n > 0 && b.logBytesSince(b.ckptPos) >= max(b.cfg.CheckpointBytes, b.ckptSize) {
+	if b.sink.n > 0 && b.logBytesSince(b.ckptPos) >= max(b.cfg.CheckpointBytes, 2*b.ckptSize) {
 		kick(b.kickCkpt)
 	}
 }

@@ -103,7 +103,17 @@ type pendingSend struct {
 	ctx  context.Context
 	msg  Message
 	size int
-	res  chan SendResult // buffered: the result is delivered exactly once, never blocking
+	res  chan SendResult  // Send: buffered, so the result is delivered without blocking
+	cb   func(SendResult) // Publish: called once with the result instead
+}
+
+// deliver hands the send its result, exactly once.
+func (ps *pendingSend) deliver(r SendResult) {
+	if ps.cb != nil {
+		ps.cb(r)
+		return
+	}
+	ps.res <- r
 }
 
 // batch is a send request being gathered or waiting for room.
@@ -143,7 +153,7 @@ func (p *Producer) Send(ctx context.Context, m Message) (SendResult, error) {
 		return SendResult{}, ErrProducerClosed
 	default:
 	}
-	sctx, span := p.c.sendSpan(ctx, p.queue, 1)
+	sctx, span := p.c.sendSpanIfTracing(ctx, p.queue)
 	var err error
 	defer func() { endSpan(span, err) }()
 	m.Headers = p.c.decorate(sctx, m.Headers)
@@ -164,6 +174,35 @@ func (p *Producer) Send(ctx context.Context, m Message) (SendResult, error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 		return SendResult{}, err
+	}
+}
+
+// Publish hands m to the producer without waiting for its outcome: done is called once
+// with the result (from one of the producer's goroutines; it must not block). It is the
+// pipelined form of Send — many messages in flight without a goroutine each — for
+// callers that track outcomes themselves. Publish blocks only while the producer is
+// busy taking earlier messages. After Close, or when ctx ends before m is taken, done
+// gets the error at once.
+func (p *Producer) Publish(ctx context.Context, m Message, done func(SendResult)) {
+	select {
+	case <-p.closing:
+		done(SendResult{Err: ErrProducerClosed})
+		return
+	default:
+	}
+	sctx, span := p.c.sendSpanIfTracing(ctx, p.queue)
+	if span != nil {
+		cb := done
+		done = func(r SendResult) { endSpan(span, r.Err); cb(r) }
+	}
+	m.Headers = p.c.decorate(sctx, m.Headers)
+	ps := &pendingSend{ctx: ctx, msg: m, size: p.c.encodedSize(m), cb: done}
+	select {
+	case p.reqs <- ps:
+	case <-p.closing:
+		done(SendResult{Err: ErrProducerClosed})
+	case <-ctx.Done():
+		done(SendResult{Err: ctx.Err()})
 	}
 }
 
@@ -251,7 +290,7 @@ func (p *Producer) run() {
 		if p.ctx.Err() != nil { // Close gave up: fail what has not left
 			for _, b := range queue {
 				for _, ps := range b.items {
-					ps.res <- SendResult{Err: ErrProducerClosed}
+					ps.deliver(SendResult{Err: ErrProducerClosed})
 				}
 			}
 			queue = nil
@@ -382,12 +421,12 @@ func (p *Producer) send(items []*pendingSend) {
 			return
 		}
 		for _, ps := range items {
-			ps.res <- SendResult{Err: err}
+			ps.deliver(SendResult{Err: err})
 		}
 		return
 	}
 	for i, ps := range items {
-		ps.res <- res[i]
+		ps.deliver(res[i])
 	}
 }
 

@@ -299,3 +299,50 @@ func TestProducerCloseGivesUpWhenItsContextEnds(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Publish pipelines without a goroutine per message: every callback runs exactly once,
+// with a distinct id, and the queue holds every message.
+func TestProducerPublishCallsBackOnce(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "pub")
+	p := client.NewProducer(srv.Client, "pub", client.ProducerOptions{})
+	const n = 5000
+	var mu sync.Mutex
+	ids := map[string]int{}
+	done := make(chan struct{})
+	for i := 0; i < n; i++ {
+		p.Publish(context.Background(), client.Message{Body: []byte(fmt.Sprint(i))}, func(r client.SendResult) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Err != nil {
+				t.Errorf("publish: %v", r.Err)
+			}
+			ids[r.ID]++
+			if len(ids) == n {
+				close(done)
+			}
+		})
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("only %d of %d callbacks", len(ids), n)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for id, k := range ids {
+		if k != 1 {
+			t.Fatalf("id %s reported %d times", id, k)
+		}
+	}
+	q, err := srv.Client.Queue(context.Background(), "pub")
+	if err != nil || q.Stats.Ready != n {
+		t.Fatalf("queue holds %v, want %d (%v)", q.Stats.Ready, n, err)
+	}
+	p.Publish(context.Background(), client.Message{Body: []byte("late")}, func(r client.SendResult) {
+		if !errors.Is(r.Err, client.ErrProducerClosed) {
+			t.Errorf("publish after close: %v", r.Err)
+		}
+	})
+}

@@ -66,6 +66,16 @@ func (c *Client) sendSpan(ctx context.Context, queue string, n int) (context.Con
 	return c.tracer.Start(ctx, "send "+queue, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 }
 
+// sendSpanIfTracing starts the span of one message handed to a Producer, but only when
+// the sender is tracing (a span in ctx): a span per message costs more than the rest of
+// a pipelined send, and without a trace to continue there is nothing to inject.
+func (c *Client) sendSpanIfTracing(ctx context.Context, queue string) (context.Context, trace.Span) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, nil
+	}
+	return c.sendSpan(ctx, queue, 1)
+}
+
 // decorate adds the correlation id and the trace context of ctx to a message's headers,
 // copying the map rather than changing the caller's. Headers the caller set win.
 func (c *Client) decorate(ctx context.Context, headers map[string]string) map[string]string {
@@ -115,6 +125,9 @@ func (c *Client) processSpan(ctx context.Context, queue string, d *Delivery) (co
 
 // endSpan ends a span with the outcome err.
 func endSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())

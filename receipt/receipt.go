@@ -18,7 +18,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"math"
+	"sync"
 
 	"github.com/okiba/okiba/queue"
 )
@@ -33,9 +35,12 @@ const (
 // ErrInvalid is returned for a receipt that is malformed, altered or from another broker.
 var ErrInvalid = errors.New("invalid receipt")
 
-// Codec encodes and verifies receipts with one secret.
+// Codec encodes and verifies receipts with one secret. It is safe for concurrent use.
 type Codec struct {
 	key []byte
+	// macs reuses keyed HMAC states: Reset returns one to its keyed start, so a receipt
+	// costs two SHA-256 blocks instead of four (the key schedule showed in profiles).
+	macs sync.Pool
 }
 
 // New returns a codec keyed by secret (at least 16 bytes).
@@ -43,13 +48,20 @@ func New(secret []byte) (*Codec, error) {
 	if len(secret) < 16 {
 		return nil, errors.New("receipt: secret must be at least 16 bytes")
 	}
-	return &Codec{key: append([]byte(nil), secret...)}, nil
+	c := &Codec{key: append([]byte(nil), secret...)}
+	c.macs.New = func() any { return hmac.New(sha256.New, c.key) }
+	return c, nil
 }
 
-func (c *Codec) mac(b []byte) []byte {
-	h := hmac.New(sha256.New, c.key)
+// mac appends the MAC of b to dst.
+func (c *Codec) mac(dst, b []byte) []byte {
+	h := c.macs.Get().(hash.Hash)
+	h.Reset()
 	h.Write(b)
-	return h.Sum(nil)[:macLen]
+	var sum [sha256.Size]byte
+	out := append(dst, h.Sum(sum[:0])[:macLen]...)
+	c.macs.Put(h)
+	return out
 }
 
 // Encode returns the receipt of l.
@@ -60,7 +72,7 @@ func (c *Codec) Encode(l queue.Lease) string {
 	b = binary.AppendUvarint(b, l.Seq)
 	b = binary.AppendUvarint(b, l.MsgID)
 	b = binary.AppendUvarint(b, uint64(l.Epoch))
-	b = append(b, c.mac(b)...)
+	b = c.mac(b, b)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -78,7 +90,8 @@ func (c *Codec) Decode(s string) (queue.Lease, error) {
 		return queue.Lease{}, fmt.Errorf("%w: unknown format", ErrInvalid)
 	}
 	body, sum := b[:len(b)-macLen], b[len(b)-macLen:]
-	if !hmac.Equal(sum, c.mac(body)) {
+	var want [macLen]byte
+	if !hmac.Equal(sum, c.mac(want[:0], body)) {
 		return queue.Lease{}, fmt.Errorf("%w: signature does not match (altered, or issued by another broker)", ErrInvalid)
 	}
 	var l queue.Lease

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -292,14 +291,9 @@ func invalid(format string, args ...any) *api.Error {
 // decode reads exactly one JSON value into v, refusing unknown fields and oversized
 // bodies. An empty body leaves v untouched when allowEmpty.
 func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) *api.Error {
-	body := http.MaxBytesReader(w, r.Body, api.MaxRequestBody)
-	data, err := io.ReadAll(body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &api.Error{Code: api.CodeRequestTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", api.MaxRequestBody)}
-		}
-		return invalid("cannot read request body: %v", err)
+	data, e := readBody(w, r)
+	if e != nil {
+		return e
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		if allowEmpty {

@@ -73,7 +73,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	sqsBase := f.String("sqs-base-url", "", "scheme and host of SQS queue `URL`s, e.g. https://sqs.example.com (default: those each request came in with)")
 	var segment, ckpt, cache byteSize
 	f.Var(&segment, "segment-size", "log segment file `SIZE` (default 64MiB, at least 2MiB)")
-	f.Var(&ckpt, "checkpoint-bytes", "take a checkpoint after this `SIZE` of log; bounds replay at start-up (default 64MiB)")
+	f.Var(&ckpt, "checkpoint-bytes", "take a checkpoint after this `SIZE` of log; bounds replay at start-up (default 128MiB, or twice the last checkpoint's size)")
 	f.Var(&cache, "cache-bytes", "`SIZE` of message bodies kept in memory; the rest are read from the log (default 256MiB)")
 	maxQueues := f.Int("max-queues", 0, "most queues the broker holds (default 10000)")
 	maxInFlight := f.Int("max-in-flight", 0, "most leased messages per queue (default 120000, as SQS)")
