@@ -135,7 +135,7 @@ func (o *OkibaHTTP) Info() harness.Info {
 	i := harness.Info{
 		Name: "okiba-http", Label: "okiba, native HTTP API (Go client, default encoding)", Peer: "okiba", Durability: harness.Durable,
 		Version:  o.ver,
-		Settings: "fsync before every answer (group commit); HTTP/1.1, the Go client's default encoding (binary sends and receives); client.Producer (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1",
+		Settings: "fsync before every answer (group commit); HTTP/1.1, the Go client's default encoding (binary sends and receives); client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1; acks handed to one acker goroutine that sends what has gathered, one request in flight (as client.Consume settles them)",
 		Caps:     harness.Caps{Consume: true, Visibility: true, Restart: true, Groups: true},
 	}
 	switch {
@@ -145,7 +145,7 @@ func (o *OkibaHTTP) Info() harness.Info {
 		i.Caps.Restart = false // the same server as okiba-http
 	case o.sendBatch:
 		i.Name, i.Label = "okiba-http-batch", "okiba, native HTTP API (Go client, SendBatch pipeline)"
-		i.Settings = strings.Replace(i.Settings, "client.Producer (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1",
+		i.Settings = strings.Replace(i.Settings, "client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1",
 			"Client.SendBatch of everything gathered (≤1000), one request at a time per producer, for windows > 1", 1)
 		i.Caps.Restart = false
 	}
@@ -216,12 +216,7 @@ func (q *okibaQueue) NewProducer(ctx context.Context, window int) (harness.Produ
 			return nil
 		}), nil
 	}
-	p := &okibaProducer{p: client.NewProducer(q.c, q.name, client.ProducerOptions{}), work: make(chan okibaSend, window)}
-	for range window {
-		p.wg.Add(1)
-		go p.worker()
-	}
-	return p, nil
+	return &okibaProducer{p: client.NewProducer(q.c, q.name, client.ProducerOptions{})}, nil
 }
 
 // okibaSyncProducer sends one message per request and waits for it.
@@ -233,40 +228,82 @@ func (p *okibaSyncProducer) Publish(m harness.Msg, done func(error)) {
 }
 func (p *okibaSyncProducer) Close() error { return nil }
 
-// okibaProducer has window goroutines each calling Producer.Send, which gathers the
-// concurrent sends into batch requests.
-type okibaProducer struct {
-	p    *client.Producer
-	work chan okibaSend
-	wg   sync.WaitGroup
+// okibaProducer hands each message to Producer.Publish, which gathers what is in flight
+// into batch requests and calls back with each message's outcome: no goroutine per
+// message, however large the window.
+type okibaProducer struct{ p *client.Producer }
+
+func (p *okibaProducer) Publish(m harness.Msg, done func(error)) {
+	p.p.Publish(context.Background(), client.Message{Body: m.Body, Group: m.Group}, func(r client.SendResult) { done(r.Err) })
 }
 
-type okibaSend struct {
-	m    harness.Msg
-	done func(error)
+func (p *okibaProducer) Close() error { return p.p.Close(context.Background()) }
+
+func (q *okibaQueue) NewConsumer(ctx context.Context, opts harness.ConsumerOptions) (harness.Consumer, error) {
+	return newOkibaConsumer(q), nil
 }
 
-func (p *okibaProducer) worker() {
-	defer p.wg.Done()
-	for s := range p.work {
-		_, err := p.p.Send(context.Background(), client.Message{Body: s.m.Body, Group: s.m.Group})
-		s.done(err)
+// okibaConsumer settles acks the way client.Consume does: Ack hands the receipts to
+// one acker goroutine and returns, and the acker sends whatever has gathered in one
+// request, with one request in flight. So the ack of one batch (which waits for the
+// broker's fsync) overlaps the next receive, and per-message acks are grouped as the
+// consumer runtime groups them. A failed ack is reported by a later Ack or by Close.
+// RabbitMQ's and JetStream's acks in this harness get no answer at all.
+type okibaConsumer struct {
+	q    *okibaQueue
+	acks chan []string
+	done chan struct{}
+
+	mu  sync.Mutex
+	err error // the first failed ack
+}
+
+func newOkibaConsumer(q *okibaQueue) *okibaConsumer {
+	c := &okibaConsumer{q: q, acks: make(chan []string, 1024), done: make(chan struct{})}
+	go c.acker()
+	return c
+}
+
+func (c *okibaConsumer) acker() {
+	defer close(c.done)
+	for first := range c.acks {
+		receipts := first
+	gather:
+		for len(receipts) < 1000 {
+			select {
+			case more, ok := <-c.acks:
+				if !ok {
+					break gather
+				}
+				receipts = append(receipts, more...)
+			default:
+				break gather
+			}
+		}
+		if err := c.ack(receipts); err != nil {
+			c.mu.Lock()
+			if c.err == nil {
+				c.err = err
+			}
+			c.mu.Unlock()
+		}
 	}
 }
 
-func (p *okibaProducer) Publish(m harness.Msg, done func(error)) { p.work <- okibaSend{m, done} }
-
-func (p *okibaProducer) Close() error {
-	close(p.work)
-	p.wg.Wait()
-	return p.p.Close(context.Background())
+func (c *okibaConsumer) ack(receipts []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs, err := c.q.c.Ack(ctx, c.q.name, receipts...)
+	if err != nil {
+		return err
+	}
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
 }
-
-func (q *okibaQueue) NewConsumer(ctx context.Context, opts harness.ConsumerOptions) (harness.Consumer, error) {
-	return &okibaConsumer{q: q}, nil
-}
-
-type okibaConsumer struct{ q *okibaQueue }
 
 func (c *okibaConsumer) Receive(ctx context.Context, max int) ([]harness.Delivery, error) {
 	wait := 500 * time.Millisecond
@@ -286,19 +323,23 @@ func (c *okibaConsumer) Ack(ctx context.Context, ds []harness.Delivery) error {
 	for i, d := range ds {
 		receipts[i] = d.Handle.(string)
 	}
-	errs, err := c.q.c.Ack(ctx, c.q.name, receipts...)
-	if err != nil {
-		return err
+	select {
+	case c.acks <- receipts:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
-func (c *okibaConsumer) Close() error { return nil }
+func (c *okibaConsumer) Close() error {
+	close(c.acks)
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
 
 // fsyncs reads okiba_wal_syncs_total from the broker's Prometheus endpoint (/metrics),
 // where the build serves one; an error leaves the figure blank in the report.
