@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,34 @@ func BenchmarkHTTPSend(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkHTTPSendSerial: one producer, one 1 KiB message per request, each waiting
+// for its answer (so for its fsync): the latency a lone synchronous sender sees.
+// p50-µs and p99-µs are of the per-request round trip.
+func BenchmarkHTTPSendSerial(b *testing.B) {
+	srv := okibatest.New(b, okibatest.Options{})
+	srv.CreateQueue(b, "bench")
+	body := []byte(strings.Repeat("x", 1024))
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := srv.Client.Send(ctx, "bench", client.Message{Body: body}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}
+
+// reportLatency reports the median and 99th percentile of lat in microseconds.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
 
 // BenchmarkHTTPSendBatch: 16 concurrent producers, batches of 64 messages of 1 KiB.

@@ -3,6 +3,7 @@ package wal_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ func benchmarkAppendSync(b *testing.B, size int, parallel bool) {
 		}
 		return err
 	}
+	var lat []time.Duration
 	before := l.Stats()
 	b.SetBytes(int64(size))
 	b.ResetTimer()
@@ -60,14 +62,22 @@ func benchmarkAppendSync(b *testing.B, size int, parallel bool) {
 		})
 	} else {
 		p := make([]byte, size)
+		lat = make([]time.Duration, 0, b.N)
 		for range b.N {
+			t0 := time.Now()
 			if err := appendSync(p); err != nil {
 				b.Fatal(err)
 			}
+			lat = append(lat, time.Since(t0))
 		}
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	if len(lat) > 0 { // serial: each op is one durable append's latency
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	}
 	after := l.Stats()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(after.Syncs-before.Syncs)/float64(b.N), "fsyncs/op")
