@@ -139,14 +139,18 @@ func produce(ctx context.Context, pr Producer, p int, l load, keysPer int, m *me
 	if keysPer > 0 {
 		keyDone = make([]chan struct{}, keysPer)
 	}
-	publish := func(stamp time.Time) bool {
+	// publish sends one message stamped with intended, its scheduled time in an
+	// open-loop run; a zero intended (closed loop) stamps the moment a window slot is
+	// free, so that the latency is the publish's own and not also the wait for the
+	// previous publish to be confirmed.
+	publish := func(intended time.Time) bool {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return false
 		}
 		seq := uint64(p)<<30 | local&(1<<30-1)
-		msg := Msg{Body: NewBody(l.size, stamp, seq)}
+		var msg Msg
 		var confirmed chan struct{}
 		if keysPer > 0 {
 			msg.Group = groupKey(p, local, keysPer)
@@ -162,6 +166,11 @@ func produce(ctx context.Context, pr Producer, p int, l load, keysPer int, m *me
 			confirmed = make(chan struct{})
 			keyDone[k] = confirmed
 		}
+		stamp := intended
+		if stamp.IsZero() {
+			stamp = time.Now()
+		}
+		msg.Body = NewBody(l.size, stamp, seq)
 		local++
 		pr.Publish(msg, func(err error) {
 			if confirmed != nil {
@@ -202,7 +211,7 @@ func produce(ctx context.Context, pr Producer, p int, l load, keysPer int, m *me
 		}
 	} else {
 		for time.Now().Before(m.to) && ctx.Err() == nil {
-			if !publish(time.Now()) {
+			if !publish(time.Time{}) {
 				break
 			}
 		}

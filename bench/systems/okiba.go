@@ -280,12 +280,16 @@ func (c *okibaConsumer) acker() {
 				break gather
 			}
 		}
-		if err := c.ack(receipts); err != nil {
-			c.mu.Lock()
-			if c.err == nil {
-				c.err = err
+		for len(receipts) > 0 { // the API takes at most 1000 receipts per request
+			n := min(len(receipts), 1000)
+			if err := c.ack(receipts[:n]); err != nil {
+				c.mu.Lock()
+				if c.err == nil {
+					c.err = err
+				}
+				c.mu.Unlock()
 			}
-			c.mu.Unlock()
+			receipts = receipts[n:]
 		}
 	}
 }
