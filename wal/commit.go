@@ -6,21 +6,31 @@ import (
 	"time"
 )
 
-// flushLoop is the group committer, the one goroutine that writes
-// segments. Each cycle takes everything appended since the last one (the
-// appenders meanwhile fill a fresh batch), writes it at its offsets, fsyncs
-// once, publishes the new durable position and wakes every waiter of the
-// batch by closing one channel. With nothing pending it sleeps on l.wake:
-// no timers, so a lone record is committed at once and a crowd shares one
-// fsync.
+// flushLoop is the background committer. Each cycle takes everything
+// appended since the last one (the appenders meanwhile fill a fresh batch),
+// writes it at its offsets, fsyncs once, publishes the new durable position
+// and wakes every waiter of the batch by closing one channel. With nothing
+// pending it sleeps on l.wake: no timers, so a lone record is committed at
+// once and a crowd shares one fsync.
+//
+// A waiter whose batch is still pending while no cycle runs commits it
+// itself (see lead), so the common case of one writer waiting for its own
+// record pays no hand-off to this goroutine and back. l.flushing makes sure
+// that exactly one goroutine runs a cycle at a time; this loop covers the
+// records nobody waits for, and the batches that filled while another cycle
+// ran.
 //
 // Any I/O error fails the log for good (see ErrFailed) and ends the loop.
 func (l *Log) flushLoop() {
 	defer close(l.flusherDone)
 	for {
 		l.mu.Lock()
-		for l.pending.records == 0 && !l.closed && l.prepErr == nil {
+		for l.flushing || (l.pending.records == 0 && !l.closed && l.prepErr == nil && l.failed == nil) {
 			l.wake.Wait()
+		}
+		if l.failed != nil { // a waiter's cycle failed the log
+			l.mu.Unlock()
+			return
 		}
 		if l.prepErr != nil {
 			l.failLocked(l.prepErr, nil)
@@ -31,47 +41,86 @@ func (l *Log) flushLoop() {
 			l.mu.Unlock()
 			return
 		}
-		b := l.pending
-		l.pending = l.newBatchLocked()
-		l.inflight = b
+		b := l.takeLocked()
 		l.mu.Unlock()
-
-		var c Commit
-		var t0 time.Time
-		if l.observer != nil {
-			c.Records, c.Bytes, l.syncTime = b.records, len(b.buf), 0
-			t0 = time.Now()
-		}
-		err := l.commit(b)
-		if l.observer != nil {
-			c.Sync = l.syncTime
-			c.Write = time.Since(t0) - c.Sync
-		}
-
-		l.mu.Lock()
-		l.inflight = nil
-		if err != nil {
-			l.failLocked(err, b)
-			l.mu.Unlock()
+		if !l.cycle(b) {
 			return
 		}
-		l.durable = b.end
-		for _, sp := range b.spans {
-			if s := l.segments[sp.seg]; s != nil {
-				s.used = sp.off + int64(sp.hi-sp.lo)
-			}
-		}
-		if cap(b.buf) <= maxSpare && l.spare == nil {
-			l.spare = b.buf[:0]
-		}
-		b.buf, b.spans = nil, nil
+	}
+}
+
+// lead commits b in the calling goroutine if b is the pending batch and no
+// cycle is running; otherwise it returns at once and the caller waits for
+// b.done. It does not watch a context: once started, a cycle is one write
+// and one fsync, and abandoning it would leave the batch to nobody.
+func (l *Log) lead(b *batch) {
+	l.mu.Lock()
+	if l.flushing || l.pending != b || b.records == 0 || l.failed != nil || l.prepErr != nil {
 		l.mu.Unlock()
-		close(b.done)
-		if l.observer != nil {
-			c.Wait = time.Since(b.first)
-			l.observer.Committed(c)
+		return
+	}
+	b = l.takeLocked()
+	l.mu.Unlock()
+	l.cycle(b)
+}
+
+// takeLocked starts a cycle: the caller becomes the only committer and
+// takes the pending batch, which a fresh one replaces.
+func (l *Log) takeLocked() *batch {
+	l.flushing = true
+	b := l.pending
+	l.pending = l.newBatchLocked()
+	l.inflight = b
+	return b
+}
+
+// cycle writes and fsyncs b, taken by takeLocked, publishes its durability
+// (or fails the log) and ends the cycle. It reports whether the log is
+// still usable.
+func (l *Log) cycle(b *batch) bool {
+	var c Commit
+	var t0 time.Time
+	if l.observer != nil {
+		c.Records, c.Bytes, l.syncTime = b.records, len(b.buf), 0
+		t0 = time.Now()
+	}
+	err := l.commit(b)
+	if l.observer != nil {
+		c.Sync = l.syncTime
+		c.Write = time.Since(t0) - c.Sync
+	}
+
+	l.mu.Lock()
+	l.inflight = nil
+	l.flushing = false
+	if err != nil {
+		l.failLocked(err, b)
+		l.wake.Signal() // the flusher ends too
+		l.mu.Unlock()
+		return false
+	}
+	l.durable = b.end
+	for _, sp := range b.spans {
+		if s := l.segments[sp.seg]; s != nil {
+			s.used = sp.off + int64(sp.hi-sp.lo)
 		}
 	}
+	if cap(b.buf) <= maxSpare && l.spare == nil {
+		l.spare = b.buf[:0]
+	}
+	b.buf, b.spans = nil, nil
+	// Closed under the lock, so that batches complete in order even when the
+	// next cycle runs in another goroutine.
+	close(b.done)
+	if l.pending.records > 0 || l.closed || l.prepErr != nil {
+		l.wake.Signal() // work for the flusher, which waited for this cycle
+	}
+	l.mu.Unlock()
+	if l.observer != nil {
+		c.Wait = time.Since(b.first)
+		l.observer.Committed(c)
+	}
+	return true
 }
 
 // failLocked makes the log failed for good and fails the batches that will

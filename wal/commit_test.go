@@ -127,11 +127,24 @@ func TestWaitContext(t *testing.T) {
 	f := vfs.NewFaulty(m, nil)
 	l, _ := openLog(t, memOpts(f), 0)
 	release := make(chan struct{})
-	f.SetHook(vfs.Match(vfs.IsOp(vfs.OpSync), func(vfs.Event) error { <-release; return nil }))
+	syncing := make(chan struct{}, 1)
+	f.SetHook(vfs.Match(vfs.IsOp(vfs.OpSync), func(vfs.Event) error {
+		select {
+		case syncing <- struct{}{}:
+		default:
+		}
+		<-release
+		return nil
+	}))
 	pos, tk, err := l.Append([]byte("slow"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The flusher commits the record (nobody waits for it yet) and is held in
+	// its fsync; a waiter that finds its batch being committed honours ctx. (A
+	// waiter that commits its batch itself, when no commit runs, returns when
+	// its one write and fsync are done.)
+	<-syncing
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	if err := tk.Wait(ctx); err == nil {

@@ -6,9 +6,10 @@
 //
 // [Open] recovers the log (replaying records from a checkpoint's position
 // on) and starts one flusher goroutine. [Log.Append] copies a record into
-// the pending batch and returns its [Pos] and a [Ticket] at once; the flusher
-// writes each batch with one fsync; [Ticket.Wait] returns when the record's
-// batch is durable. [Log.ReadAt] reads a record back by position.
+// the pending batch and returns its [Pos] and a [Ticket] at once; each batch
+// is written with one fsync, one batch at a time, by the flusher or, when no
+// commit is running, by the first goroutine that waits for it;
+// [Ticket.Wait] returns when the record's batch is durable. [Log.ReadAt] reads a record back by position.
 // [SaveCheckpoint] and [LoadCheckpoint] store the caller's checkpoint next to
 // the log, and [Log.Remove] deletes segments the checkpoint made
 // unnecessary.
@@ -67,7 +68,7 @@
 //
 //   - A segment is created as <name>.tmp, preallocated, given its header,
 //     fsynced, renamed, and the directory fsynced, all before any record is
-//     written into it. The flusher creates the next segment in the
+//     written into it. The log creates the next segment in the
 //     background ahead of need (see Options.NoPrecreate).
 //   - A batch is written with positioned writes and made durable with one
 //     fdatasync. A batch that crosses into a new segment fsyncs the old one

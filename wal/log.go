@@ -46,15 +46,16 @@ type Options struct {
 	// that stops the log. Defaults to discarding everything.
 	Logger *slog.Logger
 	// NoPrecreate turns off creating the next segment in the background
-	// ahead of need; the flusher then creates it at the roll, inside a
+	// ahead of need; the committer then creates it at the roll, inside a
 	// commit. Background creation saves a commit the latency of two
 	// fsyncs per roll; turning it off makes the sequence of file-system
 	// operations a pure function of the sequence of batches, which
 	// crash-point enumeration tests need.
 	NoPrecreate bool
 	// Observer, when set, is told about every group commit: its size and how long
-	// its parts took (for metrics). The flusher calls it after waking the batch's
-	// waiters, outside the log's lock; it must be quick. Nil costs nothing.
+	// its parts took (for metrics). The committer calls it after waking the batch's
+	// waiters, outside the log's lock, so calls for consecutive commits may
+	// overlap; it must be quick and safe for concurrent use. Nil costs nothing.
 	Observer Observer
 }
 
@@ -78,13 +79,15 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // Log is the write-ahead log: a directory of segment files that records are
-// appended to, made durable in group commits by one flusher goroutine, and
-// read back by position.
+// appended to, made durable in group commits, and read back by position.
+// One commit runs at a time: in the flusher goroutine, or in a goroutine
+// waiting for its own pending record when no commit runs (which saves a
+// lone writer two goroutine hand-offs per record).
 //
 // Locking: Log.mu guards the append state and the segment table; each
 // segment's rmu guards its file against Remove and Close. The two are never
-// held together. The flusher never holds mu while doing I/O, and appenders
-// never do I/O.
+// held together. A committer never holds mu while doing I/O, and Append
+// never does I/O.
 type Log struct {
 	fs          vfs.FS
 	dir         string
@@ -102,14 +105,15 @@ type Log struct {
 	curCap   int64               // capacity of end's segment
 	durable  Pos                 // everything before it is durable
 	pending  *batch              // filling; never nil
-	inflight *batch              // being written by the flusher, or nil
+	inflight *batch              // being committed, or nil
+	flushing bool                // a cycle runs (in the flusher or in a waiter; see lead)
 	spare    []byte              // a written batch's buffer, for reuse
 	failed   error               // sticky; wraps ErrFailed
 	prepErr  error               // a background segment creation failed
 	closed   bool
 
-	// Owned by the flusher goroutine (and by Open and Close while it is
-	// not running).
+	// Owned by the goroutine running a commit cycle (flushing), and by
+	// Open and Close while none can run.
 	w      *segment  // segment being written
 	wDirty bool      // w has writes not yet synced
 	prep   *prepared // next segment, being or already created
@@ -163,12 +167,20 @@ type prepared struct {
 }
 
 // Ticket identifies the commit batch holding an appended record.
-type Ticket struct{ b *batch }
+type Ticket struct {
+	b *batch
+	l *Log
+}
 
 // Wait blocks until the ticket's batch is durable (written and fsynced),
 // the log has failed (an error wrapping ErrFailed), or ctx is done. Batches
 // complete in order, so waiting on the last ticket of a sequence covers the
 // earlier ones. A zero Ticket is already durable.
+//
+// When the ticket's batch is still pending and no commit is running, Wait
+// commits it in the calling goroutine (one write and one fsync) and returns
+// when that is done, even if ctx ends meanwhile; a waiter whose batch is
+// being committed elsewhere stops waiting when ctx is done.
 func (t Ticket) Wait(ctx context.Context) error {
 	if t.b == nil {
 		return nil
@@ -177,6 +189,9 @@ func (t Ticket) Wait(ctx context.Context) error {
 	case <-t.b.done:
 		return t.b.err
 	default:
+	}
+	if t.l != nil {
+		t.l.lead(t.b) // commit it here if nobody is committing
 	}
 	select {
 	case <-t.b.done:
@@ -292,7 +307,7 @@ func (l *Log) Append(payload []byte) (Pos, Ticket, error) {
 	b.buf = append(b.buf, payload...)
 	b.buf = append(b.buf, zeros[:pad]...)
 	pos := l.placeLocked(b, lo)
-	return pos, Ticket{b: b}, nil
+	return pos, Ticket{b: b, l: l}, nil
 }
 
 // AppendFunc is Append for callers that encode the payload themselves: fn
@@ -331,7 +346,7 @@ func (l *Log) AppendFunc(fn func(buf []byte) []byte) (pos Pos, t Ticket, err err
 	var zeros [frameAlign]byte
 	b.buf = append(out, zeros[:pad]...)
 	ok = true
-	return l.placeLocked(b, lo), Ticket{b: b}, nil
+	return l.placeLocked(b, lo), Ticket{b: b, l: l}, nil
 }
 
 // placeLocked gives the frame at b.buf[lo:] its position, rolling to a new
@@ -355,8 +370,10 @@ func (l *Log) placeLocked(b *batch, lo int) Pos {
 	if b.records == 0 && l.observer != nil {
 		b.first = time.Now()
 	}
+	if b.records == 0 {
+		l.wake.Signal() // the flusher, for records nobody waits for
+	}
 	b.records++
-	l.wake.Signal()
 	return pos
 }
 
@@ -406,7 +423,7 @@ func (l *Log) WaitDurable(ctx context.Context, pos Pos) error {
 		b = l.inflight
 	}
 	l.mu.Unlock()
-	return Ticket{b: b}.Wait(ctx)
+	return Ticket{b: b, l: l}.Wait(ctx)
 }
 
 // ReadAt returns a copy of the payload of the record at pos, which must be

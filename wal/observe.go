@@ -5,8 +5,10 @@ import "time"
 // Observer receives a measurement of every group commit, for metrics (package metrics
 // turns them into histograms). Set it in Options.Observer.
 type Observer interface {
-	// Committed is called by the flusher once a batch is durable and its waiters are
-	// woken, outside the log's lock. It must be quick and must not call the Log.
+	// Committed is called by the committer (the flusher, or a waiter that ran the
+	// commit itself) once a batch is durable and its waiters are woken, outside the
+	// log's lock; calls for consecutive commits may overlap. It must be quick, safe
+	// for concurrent use, and must not call the Log.
 	Committed(c Commit)
 }
 
