@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -54,6 +55,27 @@ func BenchmarkSend(b *testing.B) {
 			reportFsyncs(b, br, n.Load())
 		})
 	}
+}
+
+// BenchmarkSendSerial: one producer sending one 1 KiB message per call and waiting for
+// it to be durable: the broker's share of a lone sender's latency, beside the log's
+// (wal's BenchmarkAppendSync, writers=serial) and the HTTP API's (BenchmarkHTTPSendSerial).
+func BenchmarkSendSerial(b *testing.B) {
+	br := benchBroker(b)
+	in := []queue.SendInput{{Payload: queue.Payload{Body: make([]byte, 1024)}, Delay: -1}}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if res, err := br.Send(ctx, "bench", in); err != nil || res[0].Err != nil {
+			b.Fatal(err, res)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
 
 // BenchmarkSendBatch: producers sending batches of 64.

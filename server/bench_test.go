@@ -54,6 +54,26 @@ func BenchmarkHTTPSendSerial(b *testing.B) {
 	reportLatency(b, lat)
 }
 
+// BenchmarkHTTPQueueSerial: one client reading a queue's description and statistics,
+// one request at a time: the cost of a round trip that waits for no fsync, to set
+// BenchmarkHTTPSendSerial against.
+func BenchmarkHTTPQueueSerial(b *testing.B) {
+	srv := okibatest.New(b, okibatest.Options{})
+	srv.CreateQueue(b, "bench")
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := srv.Client.Queue(ctx, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}
+
 // reportLatency reports the median and 99th percentile of lat in microseconds.
 func reportLatency(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
