@@ -171,7 +171,9 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 		b.mu.Unlock()
 		return err
 	}
-	snap := b.m.AppendSnapshot(nil)
+	// Sized from the last checkpoint, so that a large index is not copied again at
+	// every doubling of the buffer while the lock is held (and the peak is not twice it).
+	snap := b.m.AppendSnapshot(make([]byte, 0, b.ckptSize+b.ckptSize/8+4096))
 	pos := b.log.End()
 	t := b.lastTicket
 	b.mu.Unlock()
