@@ -107,28 +107,16 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	resp, data, err := c.roundTrip(req)
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		var eb api.ErrorBody
-		if json.Unmarshal(data, &eb) != nil || eb.Error == nil {
-			return &api.Error{Code: api.CodeInternal, Status: resp.StatusCode, Message: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))}
-		}
-		eb.Error.Status = resp.StatusCode
-		if out != nil {
+		e, fromServer := answerError(resp.StatusCode, data)
+		if fromServer && out != nil {
 			_ = json.Unmarshal(data, out) // per-item results travel with the error
 		}
-		return eb.Error
+		return e
 	}
 	if out == nil || len(data) == 0 {
 		return nil
@@ -136,7 +124,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return json.Unmarshal(data, out)
 }
 
-// doBinary posts body (binary when binaryBody, else JSON-encoded in) accepting a binary
+// doBinary posts body (binary), or in JSON-encoded when body is nil, accepting a binary
 // answer, which decode reads — also on an error status, where the server answers a batch
 // whose every item failed alike. A JSON answer on an error status is the error.
 func (c *Client) doBinary(ctx context.Context, path string, in any, body []byte, decode func([]byte) error) error {
@@ -154,27 +142,44 @@ func (c *Client) doBinary(ctx context.Context, path string, in any, body []byte,
 	}
 	req.Header.Set("Content-Type", ctype)
 	req.Header.Set("Accept", api.ContentTypeBinary)
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	resp, data, err := c.roundTrip(req)
 	if err != nil {
 		return err
 	}
 	if resp.Header.Get("Content-Type") == api.ContentTypeBinary {
 		return decode(data)
 	}
+	e, _ := answerError(resp.StatusCode, data)
+	return e
+}
+
+// roundTrip sends req with the client's credentials and reads the whole answer.
+func (c *Client) roundTrip(req *http.Request) (*http.Response, []byte, error) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, data, nil
+}
+
+// answerError is the error of an answer with status: the server's JSON error body
+// (fromServer), or, for a body that is none (a proxy's page, say), an internal error
+// that quotes it.
+func answerError(status int, data []byte) (e *api.Error, fromServer bool) {
 	var eb api.ErrorBody
 	if json.Unmarshal(data, &eb) != nil || eb.Error == nil {
-		return &api.Error{Code: api.CodeInternal, Status: resp.StatusCode, Message: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data)))}
+		return &api.Error{Code: api.CodeInternal, Status: status, Message: fmt.Sprintf("HTTP %d: %s", status, strings.TrimSpace(string(data)))}, false
 	}
-	eb.Error.Status = resp.StatusCode
-	return eb.Error
+	eb.Error.Status = status
+	return eb.Error, true
 }
 
 func formatID(id uint64) string { return fmt.Sprintf("%016x", id) }

@@ -98,22 +98,12 @@ type Producer struct {
 	accepted atomic.Int64 // Sends taken by the owner (tests wait on it)
 }
 
-// pendingSend is one Send waiting for its result.
+// pendingSend is one message handed to Send or Publish, waiting for its result.
 type pendingSend struct {
-	ctx  context.Context
-	msg  Message
-	size int
-	res  chan SendResult  // Send: buffered, so the result is delivered without blocking
-	cb   func(SendResult) // Publish: called once with the result instead
-}
-
-// deliver hands the send its result, exactly once.
-func (ps *pendingSend) deliver(r SendResult) {
-	if ps.cb != nil {
-		ps.cb(r)
-		return
-	}
-	ps.res <- r
+	ctx     context.Context
+	msg     Message
+	size    int
+	deliver func(SendResult) // called exactly once with the result
 }
 
 // batch is a send request being gathered or waiting for room.
@@ -148,32 +138,13 @@ func NewProducer(c *Client, queue string, opts ProducerOptions) *Producer {
 // returns ctx's error. If ctx ends after it left, Send returns ctx's error and the
 // message may or may not have been enqueued: use a DedupID to make a retry safe.
 func (p *Producer) Send(ctx context.Context, m Message) (SendResult, error) {
+	res := make(chan SendResult, 1) // buffered: a result after ctx ended does not block
+	p.Publish(ctx, m, func(r SendResult) { res <- r })
 	select {
-	case <-p.closing:
-		return SendResult{}, ErrProducerClosed
-	default:
-	}
-	sctx, span := p.c.sendSpanIfTracing(ctx, p.queue)
-	var err error
-	defer func() { endSpan(span, err) }()
-	m.Headers = p.c.decorate(sctx, m.Headers)
-	ps := &pendingSend{ctx: ctx, msg: m, size: p.c.encodedSize(m), res: make(chan SendResult, 1)}
-	select {
-	case p.reqs <- ps:
-	case <-p.closing:
-		err = ErrProducerClosed
-		return SendResult{}, err
-	case <-ctx.Done():
-		err = ctx.Err()
-		return SendResult{}, err
-	}
-	select {
-	case r := <-ps.res:
-		err = r.Err
+	case r := <-res:
 		return r, r.Err
 	case <-ctx.Done():
-		err = ctx.Err()
-		return SendResult{}, err
+		return SendResult{}, ctx.Err()
 	}
 }
 
@@ -196,7 +167,7 @@ func (p *Producer) Publish(ctx context.Context, m Message, done func(SendResult)
 		done = func(r SendResult) { endSpan(span, r.Err); cb(r) }
 	}
 	m.Headers = p.c.decorate(sctx, m.Headers)
-	ps := &pendingSend{ctx: ctx, msg: m, size: p.c.encodedSize(m), cb: done}
+	ps := &pendingSend{ctx: ctx, msg: m, size: p.c.encodedSize(m), deliver: done}
 	select {
 	case p.reqs <- ps:
 	case <-p.closing:
