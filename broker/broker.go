@@ -76,7 +76,7 @@ type Config struct {
 	// CheckpointBytes: a checkpoint is taken after this many bytes of log, or after twice
 	// as many bytes as the last checkpoint had if that is more — so that with a deep
 	// backlog the cost of checkpoints stays a fraction of the log written. Defaults to
-	// 64 MiB. Restart replays at most about this much.
+	// 128 MiB. Restart replays at most about this much.
 	CheckpointBytes int64
 	// CompactRatio: an old segment whose live payload bytes are below this fraction of
 	// its size is compacted (its live messages are rewritten at the head of the log) so
