@@ -15,17 +15,17 @@ import (
 //
 // A waiter whose batch is still pending while no cycle runs commits it
 // itself (see lead), so the common case of one writer waiting for its own
-// record pays no hand-off to this goroutine and back. l.flushing makes sure
-// that exactly one goroutine runs a cycle at a time; this loop covers the
-// records nobody waits for, and the batches that filled while another cycle
-// ran.
+// record pays no hand-off to this goroutine and back. l.inflight, set while a
+// cycle runs, makes sure that exactly one goroutine runs a cycle at a time;
+// this loop covers the records nobody waits for, and the batches that filled
+// while another cycle ran.
 //
 // Any I/O error fails the log for good (see ErrFailed) and ends the loop.
 func (l *Log) flushLoop() {
 	defer close(l.flusherDone)
 	for {
 		l.mu.Lock()
-		for l.flushing || (l.pending.records == 0 && !l.closed && l.prepErr == nil && l.failed == nil) {
+		for l.inflight != nil || (l.pending.records == 0 && !l.closed && l.prepErr == nil && l.failed == nil) {
 			l.wake.Wait()
 		}
 		if l.failed != nil { // a waiter's cycle failed the log
@@ -55,7 +55,7 @@ func (l *Log) flushLoop() {
 // and one fsync, and abandoning it would leave the batch to nobody.
 func (l *Log) lead(b *batch) {
 	l.mu.Lock()
-	if l.flushing || l.pending != b || b.records == 0 || l.failed != nil || l.prepErr != nil {
+	if l.inflight != nil || l.pending != b || b.records == 0 || l.failed != nil || l.prepErr != nil {
 		l.mu.Unlock()
 		return
 	}
@@ -67,7 +67,6 @@ func (l *Log) lead(b *batch) {
 // takeLocked starts a cycle: the caller becomes the only committer and
 // takes the pending batch, which a fresh one replaces.
 func (l *Log) takeLocked() *batch {
-	l.flushing = true
 	b := l.pending
 	l.pending = l.newBatchLocked()
 	l.inflight = b
@@ -92,7 +91,6 @@ func (l *Log) cycle(b *batch) bool {
 
 	l.mu.Lock()
 	l.inflight = nil
-	l.flushing = false
 	if err != nil {
 		l.failLocked(err, b)
 		l.wake.Signal() // the flusher ends too

@@ -105,14 +105,13 @@ type Log struct {
 	curCap   int64               // capacity of end's segment
 	durable  Pos                 // everything before it is durable
 	pending  *batch              // filling; never nil
-	inflight *batch              // being committed, or nil
-	flushing bool                // a cycle runs (in the flusher or in a waiter; see lead)
+	inflight *batch              // being committed, or nil: non-nil while a cycle runs (in the flusher or in a waiter; see lead)
 	spare    []byte              // a written batch's buffer, for reuse
 	failed   error               // sticky; wraps ErrFailed
 	prepErr  error               // a background segment creation failed
 	closed   bool
 
-	// Owned by the goroutine running a commit cycle (flushing), and by
+	// Owned by the goroutine running a commit cycle (inflight != nil), and by
 	// Open and Close while none can run.
 	w      *segment  // segment being written
 	wDirty bool      // w has writes not yet synced
