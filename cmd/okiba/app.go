@@ -239,11 +239,7 @@ type versionCmd struct{ app *app }
 
 func (c *versionCmd) Run(ctx context.Context, args []string) error {
 	f := c.app.flags("version", "Usage: okiba version\n\nPrints okiba's version, commit, data format and Go version.", "okiba version")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := f.args(pos, 0, 0, ""); err != nil {
+	if _, err := f.parseArgs(args, 0, 0, ""); err != nil {
 		return err
 	}
 	v, commit := version, ""

@@ -8,8 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,9 +47,10 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code
 type flags struct {
 	*flag.FlagSet
 	app      *app
-	cmd      string // the command's name after "okiba", such as "queue create"
-	usage    string // synopsis and description, printed before the flags
-	examples string // printed after the flags
+	cmd      string       // the command's name after "okiba", such as "queue create"
+	usage    string       // synopsis and description, printed before the flags
+	examples string       // printed after the flags
+	conn     *clientFlags // --server and --token, for commands made by serverFlags
 }
 
 func (a *app) flags(cmd, usage, examples string) *flags {
@@ -94,51 +96,58 @@ func (f *flags) fail(format string, args ...any) error {
 	return &usageError{cmd: f.cmd, msg: fmt.Sprintf(format, args...)}
 }
 
-// args checks the number of positional arguments against the synopsis.
-func (f *flags) args(pos []string, min, max int, synopsis string) error {
+// parseArgs is parse followed by a check of the number of positional arguments, from
+// min to max (-1: no limit), against the synopsis.
+func (f *flags) parseArgs(args []string, min, max int, synopsis string) ([]string, error) {
+	pos, err := f.parse(args)
 	switch {
+	case err != nil:
+		return nil, err
 	case len(pos) < min:
-		return f.fail("missing arguments: okiba %s %s", f.cmd, synopsis)
+		return nil, f.fail("missing arguments: okiba %s %s", f.cmd, synopsis)
 	case max >= 0 && len(pos) > max:
-		return f.fail("unexpected argument %q: okiba %s %s", pos[max], f.cmd, synopsis)
+		return nil, f.fail("unexpected argument %q: okiba %s %s", pos[max], f.cmd, synopsis)
 	}
-	return nil
+	return pos, nil
 }
 
 func (f *flags) printHelp(w io.Writer) {
 	fmt.Fprint(w, strings.TrimSpace(f.usage)+"\n")
-	var names []string
-	f.VisitAll(func(fl *flag.Flag) { names = append(names, fl.Name) })
-	if len(names) > 0 {
+	var fls []*flag.Flag
+	f.VisitAll(func(fl *flag.Flag) { fls = append(fls, fl) }) // in lexicographical order
+	if len(fls) > 0 {
 		fmt.Fprint(w, "\nFlags:\n")
-		sort.Strings(names)
-		for _, n := range names {
-			fl := f.Lookup(n)
-			arg, usage := flag.UnquoteUsage(fl)
-			switch arg {
-			case "duration":
-				arg = "DURATION"
-			case "int", "int64", "uint":
-				arg = "N"
-			case "string", "value":
-				arg = "VALUE"
-			}
-			if _, ok := fl.Value.(interface{ IsBoolFlag() bool }); ok {
-				arg = ""
-			}
-			head := "  --" + n
-			if arg != "" {
-				head += " " + arg
-			}
-			if showDefault(fl.DefValue) && !strings.Contains(usage, "(default") {
-				usage += " (default " + fl.DefValue + ")"
-			}
-			fmt.Fprintf(w, "%s\n        %s\n", head, usage)
-		}
+	}
+	for _, fl := range fls {
+		printFlag(w, fl)
 	}
 	if ex := strings.TrimSpace(f.examples); ex != "" {
 		fmt.Fprint(w, "\nExamples:\n"+indent(ex, "  ")+"\n")
 	}
+}
+
+// printFlag writes one flag of the help: its name and argument, then its usage.
+func printFlag(w io.Writer, fl *flag.Flag) {
+	arg, usage := flag.UnquoteUsage(fl)
+	switch arg {
+	case "duration":
+		arg = "DURATION"
+	case "int", "int64", "uint":
+		arg = "N"
+	case "string", "value":
+		arg = "VALUE"
+	}
+	if _, ok := fl.Value.(interface{ IsBoolFlag() bool }); ok {
+		arg = ""
+	}
+	head := "  --" + fl.Name
+	if arg != "" {
+		head += " " + arg
+	}
+	if showDefault(fl.DefValue) && !strings.Contains(usage, "(default") {
+		usage += " (default " + fl.DefValue + ")"
+	}
+	fmt.Fprintf(w, "%s\n        %s\n", head, usage)
 }
 
 func showDefault(v string) bool {
@@ -200,11 +209,20 @@ func (c *clientFlags) register(f *flags) {
 	f.StringVar(&c.token, "token", "", "bearer `TOKEN` for a server started with an auth token (env OKIBA_TOKEN)")
 }
 
+// serverFlags returns the flag set of a command that talks to a server: --server and
+// --token are registered and clientHelp ends the usage. f.client then connects.
+func (a *app) serverFlags(cmd, usage, examples string) *flags {
+	f := a.flags(cmd, usage+clientHelp, examples)
+	f.conn = &clientFlags{}
+	f.conn.register(f)
+	return f
+}
+
 // client returns a client for the server chosen by the flags and the environment.
-func (c *clientFlags) client(f *flags) (*client.Client, error) {
+func (f *flags) client() (*client.Client, error) {
 	a := f.app
-	server := a.pick(c.server, "OKIBA_SERVER", client.DefaultServer)
-	cl, err := client.New(server, client.Options{Token: a.pick(c.token, "OKIBA_TOKEN", "")})
+	server := a.pick(f.conn.server, "OKIBA_SERVER", client.DefaultServer)
+	cl, err := client.New(server, client.Options{Token: a.pick(f.conn.token, "OKIBA_TOKEN", "")})
 	if err != nil {
 		return nil, f.fail("--server %q must look like http://host:port", server)
 	}
@@ -221,11 +239,7 @@ func (k *kvFlag) String() string {
 	if k == nil || len(k.m) == 0 {
 		return ""
 	}
-	keys := make([]string, 0, len(k.m))
-	for key := range k.m {
-		keys = append(keys, key)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(k.m))
 	for i, key := range keys {
 		keys[i] = key + "=" + k.m[key]
 	}

@@ -95,11 +95,8 @@ func (c *campusCafeCmd) Run(ctx context.Context, args []string) error {
 	timeout := f.Duration("timeout", 5*time.Minute, "with --orders: how long everything may take to settle")
 	verbose := f.Bool("verbose", false, "log the consumer runtime's warnings (many under chaos) to stderr")
 	dryRun := f.Bool("dry-run", false, "reconcile: report drift, change nothing")
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 0, 1, "[reconcile] [flags]")
 	if err != nil {
-		return err
-	}
-	if err := f.args(pos, 0, 1, "[reconcile] [flags]"); err != nil {
 		return err
 	}
 	if len(pos) == 1 {
@@ -123,10 +120,7 @@ func (c *campusCafeCmd) Run(ctx context.Context, args []string) error {
 	case *dryRun:
 		return f.fail("--dry-run belongs to 'okiba demo campuscafe reconcile'")
 	}
-	server := cf.server
-	if server == "" {
-		server = a.env("OKIBA_SERVER")
-	}
+	server := a.pick(cf.server, "OKIBA_SERVER", "")
 	if server != "" && *restart > 0 {
 		return f.fail("--restart-every needs the embedded broker (it cannot restart --server)")
 	}

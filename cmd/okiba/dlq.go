@@ -27,22 +27,33 @@ queue from its configuration (dead_letter_queue).` + clientHelp,
 		}}
 }
 
-// deadLetterQueue returns the name of source's dead-letter queue.
-func deadLetterQueue(ctx context.Context, cl *client.Client, source string) (string, error) {
+// deadLetterQueue returns the name of source's dead-letter queue and the queue itself,
+// which is nil when it does not exist (it is created again with the next dead letter).
+func deadLetterQueue(ctx context.Context, cl *client.Client, source string) (string, *api.Queue, error) {
 	q, err := cl.Queue(ctx, source)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	dlq := deref(q.Config.DeadLetterQueue)
 	if dlq == "none" || dlq == "" {
 		if len(q.DeadLetterSources) > 0 {
-			return "", fmt.Errorf("%s is itself the dead-letter queue of %s: give the source queue, as in okiba dlq list %s",
+			return "", nil, fmt.Errorf("%s is itself the dead-letter queue of %s: give the source queue, as in okiba dlq list %s",
 				source, strings.Join(q.DeadLetterSources, ", "), q.DeadLetterSources[0])
 		}
-		return "", fmt.Errorf("queue %s has no dead-letter queue (dead_letter_queue is none)", source)
+		return "", nil, fmt.Errorf("queue %s has no dead-letter queue (dead_letter_queue is none)", source)
 	}
-	return dlq, nil
+	dq, err := cl.Queue(ctx, dlq)
+	if client.IsCode(err, api.CodeQueueNotFound) {
+		return dlq, nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return dlq, dq, nil
 }
+
+// stored is the number of messages a queue holds: ready, delayed and in flight.
+func stored(st api.Stats) int64 { return st.Ready + st.Delayed + st.InFlight }
 
 // ---------------------------------------------------------------------------------------
 
@@ -53,46 +64,37 @@ type dlqListCmd struct {
 
 func (c *dlqListCmd) Run(ctx context.Context, args []string) error {
 	a := c.app
-	f := a.flags(c.name, `
+	f := a.serverFlags(c.name, `
 Usage: okiba dlq list QUEUE [--limit N] [--json]
 
 Lists the messages in QUEUE's dead-letter queue, oldest first, without leasing them: id,
 reason, deliveries, the queue it came from, when it was dead-lettered, the description
 and the start of the body. A dead-letter queue shared by several queues holds their
-dead letters too; the SOURCE column tells them apart.`+clientHelp, `
+dead letters too; the SOURCE column tells them apart.`, `
 okiba dlq list orders
 okiba dlq list orders --limit 1000 --json | jq -r 'select(.dead_letter.reason=="max_deliveries") | .id'`)
-	var cf clientFlags
-	cf.register(f)
 	limit := f.Int("limit", 100, "show at most `N` messages")
 	asJSON := f.Bool("json", false, "print one JSON object per message and line (the API's message objects)")
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 1, 1, "QUEUE [--limit N] [--json]")
 	if err != nil {
-		return err
-	}
-	if err := f.args(pos, 1, 1, "QUEUE [--limit N] [--json]"); err != nil {
 		return err
 	}
 	if *limit < 1 {
 		return f.fail("--limit must be at least 1, got %d", *limit)
 	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}
-	dlq, err := deadLetterQueue(ctx, cl, pos[0])
+	dlq, dq, err := deadLetterQueue(ctx, cl, pos[0])
 	if err != nil {
 		return err
 	}
-	dq, err := cl.Queue(ctx, dlq)
-	if client.IsCode(err, api.CodeQueueNotFound) {
+	if dq == nil {
 		if !*asJSON {
 			fmt.Fprintf(a.Stderr, "no dead letters: %s's dead-letter queue %s does not exist (it is created again with the next dead letter)\n", pos[0], dlq)
 		}
 		return nil
-	}
-	if err != nil {
-		return err
 	}
 	var msgs []api.Message
 	after := ""
@@ -114,7 +116,7 @@ okiba dlq list orders --limit 1000 --json | jq -r 'select(.dead_letter.reason=="
 		}
 		return nil
 	}
-	total := dq.Stats.Ready + dq.Stats.Delayed + dq.Stats.InFlight
+	total := stored(dq.Stats)
 	fmt.Fprintf(a.Stdout, "%s: %d dead letters", dlq, total)
 	if int64(len(msgs)) < total {
 		fmt.Fprintf(a.Stdout, " (showing the first %d; see more with --limit)", len(msgs))
@@ -150,7 +152,7 @@ type dlqRedriveCmd struct {
 
 func (c *dlqRedriveCmd) Run(ctx context.Context, args []string) error {
 	a := c.app
-	f := a.flags(c.name, `
+	f := a.serverFlags(c.name, `
 Usage: okiba dlq redrive QUEUE [--to NAME] [--reason R] [--rate N] [--no-wait] [flags]
 
 Starts a redrive task that moves the messages of QUEUE's dead-letter queue back to
@@ -162,46 +164,37 @@ other queues, only the messages dead-lettered from QUEUE are moved.
 
 Ctrl-C while following cancels the task (messages already moved stay moved). To start a
 task and leave it running, use --no-wait; follow it with okiba dlq tasks and stop it
-with okiba dlq cancel TASK.`+clientHelp, `
+with okiba dlq cancel TASK.`, `
 okiba dlq redrive orders
 okiba dlq redrive orders --reason max_deliveries --rate 100
 okiba dlq redrive orders --to orders-replay --no-wait`)
-	var cf clientFlags
-	cf.register(f)
 	to := f.String("to", "", "move to queue `NAME` instead of back to QUEUE")
 	reason := f.String("reason", "", "move only dead letters with this `REASON`")
 	group := f.String("group", "", "move only messages of this message group `KEY`")
 	olderThan := f.Duration("older-than", 0, "move only messages first enqueued longer ago than this")
 	rateN := f.Int("rate", 0, "move at most `N` messages per second; 0 = as fast as possible")
 	noWait := f.Bool("no-wait", false, "start the task, print its id and return")
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 1, 1, "QUEUE [flags]")
 	if err != nil {
-		return err
-	}
-	if err := f.args(pos, 1, 1, "QUEUE [flags]"); err != nil {
 		return err
 	}
 	if *rateN < 0 {
 		return f.fail("--rate must be 0 or more, got %d", *rateN)
 	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}
 	source := pos[0]
-	dlq, err := deadLetterQueue(ctx, cl, source)
+	dlq, dq, err := deadLetterQueue(ctx, cl, source)
 	if err != nil {
 		return err
 	}
-	dq, err := cl.Queue(ctx, dlq)
-	if client.IsCode(err, api.CodeQueueNotFound) {
+	if dq == nil {
 		fmt.Fprintf(a.Stdout, "nothing to redrive: %s's dead-letter queue %s does not exist\n", source, dlq)
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	if dq.Stats.Ready+dq.Stats.Delayed+dq.Stats.InFlight == 0 {
+	if stored(dq.Stats) == 0 {
 		fmt.Fprintf(a.Stdout, "nothing to redrive: %s is empty\n", dlq)
 		return nil
 	}
@@ -360,24 +353,18 @@ type dlqTasksCmd struct {
 
 func (c *dlqTasksCmd) Run(ctx context.Context, args []string) error {
 	a := c.app
-	f := a.flags(c.name, `
+	f := a.serverFlags(c.name, `
 Usage: okiba dlq tasks [--json]
 
 Lists redrive tasks, newest first, with their state (running, completed, cancelled,
-failed) and progress.`+clientHelp, `
+failed) and progress.`, `
 okiba dlq tasks
 okiba dlq tasks --json | jq '.[] | select(.state=="running") | .id'`)
-	var cf clientFlags
-	cf.register(f)
 	asJSON := f.Bool("json", false, "print the API's JSON")
-	pos, err := f.parse(args)
-	if err != nil {
+	if _, err := f.parseArgs(args, 0, 0, "[--json]"); err != nil {
 		return err
 	}
-	if err := f.args(pos, 0, 0, "[--json]"); err != nil {
-		return err
-	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}
@@ -410,21 +397,16 @@ type dlqCancelCmd struct {
 
 func (c *dlqCancelCmd) Run(ctx context.Context, args []string) error {
 	a := c.app
-	f := a.flags(c.name, `
+	f := a.serverFlags(c.name, `
 Usage: okiba dlq cancel TASK
 
-Cancels a running redrive task; messages already moved stay moved.`+clientHelp, `
+Cancels a running redrive task; messages already moved stay moved.`, `
 okiba dlq cancel 7`)
-	var cf clientFlags
-	cf.register(f)
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 1, 1, "TASK")
 	if err != nil {
 		return err
 	}
-	if err := f.args(pos, 1, 1, "TASK"); err != nil {
-		return err
-	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}

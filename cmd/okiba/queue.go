@@ -149,24 +149,19 @@ okiba queue create audit --dead-letter-queue none --retention 0s --tag team=paym
 okiba queue update orders --visibility-timeout 45s
 okiba queue update orders --max-messages 100000 --max-bytes 512MiB`
 	}
-	f := c.app.flags(c.name, usage+clientHelp, examples)
-	var cf clientFlags
-	cf.register(f)
+	f := c.app.serverFlags(c.name, usage, examples)
 	var cfgFlags configFlags
 	cfgFlags.register(f)
 	asJSON := f.Bool("json", false, "print the queue as the API's JSON")
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 1, 1, "NAME [flags]")
 	if err != nil {
-		return err
-	}
-	if err := f.args(pos, 1, 1, "NAME [flags]"); err != nil {
 		return err
 	}
 	cfg, fields := cfgFlags.config(f)
 	if c.op == "update" && len(fields) == 0 {
 		return f.fail("nothing to update: give at least one field flag (see okiba queue update -h)")
 	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}
@@ -193,14 +188,14 @@ okiba queue update orders --max-messages 100000 --max-bytes 512MiB`
 			q.Name, deref(q.Config.DeadLetterQueue), human(deref(q.Config.VisibilityTimeout).D()), deref(q.Config.MaxDeliveries))
 		return nil
 	}
+	if len(fields) == 0 {
+		fmt.Fprintf(w, "updated queue %s: nothing changed (it exists)\n", q.Name)
+		return nil
+	}
 	vals := configValues(q.Config)
 	parts := make([]string, len(fields))
 	for i, name := range fields {
 		parts[i] = name + "=" + vals[name]
-	}
-	if len(parts) == 0 {
-		fmt.Fprintf(w, "updated queue %s: nothing changed (it exists)\n", q.Name)
-		return nil
 	}
 	fmt.Fprintf(w, "updated queue %s: %s\n", q.Name, strings.Join(parts, " "))
 	return nil
@@ -269,23 +264,18 @@ type queueGetCmd struct {
 }
 
 func (c *queueGetCmd) Run(ctx context.Context, args []string) error {
-	f := c.app.flags(c.name, `
+	f := c.app.serverFlags(c.name, `
 Usage: okiba queue get NAME [--json]
 
-Shows a queue's configuration, message counts, counters and rates.`+clientHelp, `
+Shows a queue's configuration, message counts, counters and rates.`, `
 okiba queue get orders
 okiba queue get orders --json | jq .stats.ready`)
-	var cf clientFlags
-	cf.register(f)
 	asJSON := f.Bool("json", false, "print the API's JSON")
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 1, 1, "NAME [--json]")
 	if err != nil {
 		return err
 	}
-	if err := f.args(pos, 1, 1, "NAME [--json]"); err != nil {
-		return err
-	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}
@@ -382,26 +372,20 @@ type queueListCmd struct {
 }
 
 func (c *queueListCmd) Run(ctx context.Context, args []string) error {
-	f := c.app.flags(c.name, `
+	f := c.app.serverFlags(c.name, `
 Usage: okiba queue list [--prefix P] [--json]
 
 Lists queues, sorted by name, with their message counts: ready, delayed, in flight,
 dead letters (messages in the queue's dead-letter queue) and the age of the oldest ready
-message.`+clientHelp, `
+message.`, `
 okiba queue list
 okiba queue list --prefix orders --json`)
-	var cf clientFlags
-	cf.register(f)
 	prefix := f.String("prefix", "", "only queues whose name starts with `PREFIX`")
 	asJSON := f.Bool("json", false, "print the API's JSON")
-	pos, err := f.parse(args)
-	if err != nil {
+	if _, err := f.parseArgs(args, 0, 0, "[--prefix P] [--json]"); err != nil {
 		return err
 	}
-	if err := f.args(pos, 0, 0, "[--prefix P] [--json]"); err != nil {
-		return err
-	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}
@@ -436,25 +420,20 @@ type queueDeleteCmd struct {
 }
 
 func (c *queueDeleteCmd) Run(ctx context.Context, args []string) error {
-	f := c.app.flags(c.name, `
+	f := c.app.serverFlags(c.name, `
 Usage: okiba queue delete NAME [--force]
 
 Deletes a queue with all its messages; receipts of its in-flight messages become stale.
 The name can be reused at once. A queue that is another queue's dead-letter queue is
-refused (queue_in_use) unless --force.`+clientHelp, `
+refused (queue_in_use) unless --force.`, `
 okiba queue delete orders
 okiba queue delete orders-dlq --force`)
-	var cf clientFlags
-	cf.register(f)
 	force := f.Bool("force", false, "delete even if other queues use it as their dead-letter queue")
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 1, 1, "NAME [--force]")
 	if err != nil {
 		return err
 	}
-	if err := f.args(pos, 1, 1, "NAME [--force]"); err != nil {
-		return err
-	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}
@@ -476,44 +455,27 @@ type queuePurgeCmd struct {
 }
 
 func (c *queuePurgeCmd) Run(ctx context.Context, args []string) error {
-	f := c.app.flags(c.name, `
+	f := c.app.serverFlags(c.name, `
 Usage: okiba queue purge NAME [--yes]
 
 Removes every message of a queue: ready, delayed and in flight (their receipts become
 stale). This cannot be undone. On a terminal okiba asks for confirmation; otherwise
-(scripts, pipes) --yes is required.`+clientHelp, `
+(scripts, pipes) --yes is required.`, `
 okiba queue purge orders
 okiba queue purge orders --yes`)
-	var cf clientFlags
-	cf.register(f)
 	yes := f.Bool("yes", false, "do not ask for confirmation")
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 1, 1, "NAME [--yes]")
 	if err != nil {
 		return err
 	}
-	if err := f.args(pos, 1, 1, "NAME [--yes]"); err != nil {
-		return err
-	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}
 	name := pos[0]
 	if !*yes {
-		if !c.app.StdinTTY {
-			return f.fail("purging %s needs confirmation and stdin is not a terminal: pass --yes", name)
-		}
-		q, err := cl.Queue(ctx, name)
-		if err != nil {
+		if err := c.confirm(ctx, f, cl, name); err != nil {
 			return err
-		}
-		n := q.Stats.Ready + q.Stats.Delayed + q.Stats.InFlight
-		fmt.Fprintf(c.app.Stderr, "Purge %d messages (ready %d, delayed %d, in flight %d) from queue %s? This cannot be undone. [y/N] ",
-			n, q.Stats.Ready, q.Stats.Delayed, q.Stats.InFlight, name)
-		answer, _ := bufio.NewReader(c.app.Stdin).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-			fmt.Fprintln(c.app.Stderr, "not purged")
-			return &exitError{code: 1}
 		}
 	}
 	n, err := cl.Purge(ctx, name)
@@ -521,5 +483,25 @@ okiba queue purge orders --yes`)
 		return err
 	}
 	fmt.Fprintf(c.app.Stdout, "purged %d messages from %s\n", n, name)
+	return nil
+}
+
+// confirm asks on the terminal whether to purge queue name.
+func (c *queuePurgeCmd) confirm(ctx context.Context, f *flags, cl *client.Client, name string) error {
+	if !c.app.StdinTTY {
+		return f.fail("purging %s needs confirmation and stdin is not a terminal: pass --yes", name)
+	}
+	q, err := cl.Queue(ctx, name)
+	if err != nil {
+		return err
+	}
+	st := q.Stats
+	fmt.Fprintf(c.app.Stderr, "Purge %d messages (ready %d, delayed %d, in flight %d) from queue %s? This cannot be undone. [y/N] ",
+		stored(st), st.Ready, st.Delayed, st.InFlight, name)
+	answer, _ := bufio.NewReader(c.app.Stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		fmt.Fprintln(c.app.Stderr, "not purged")
+		return &exitError{code: 1}
+	}
 	return nil
 }

@@ -5,7 +5,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -59,7 +60,7 @@ func toJSON(d client.Delivery) recvJSON {
 
 func (c *recvCmd) Run(ctx context.Context, args []string) error {
 	a := c.app
-	f := a.flags("recv", `
+	f := a.serverFlags("recv", `
 Usage: okiba recv QUEUE [--max N] [--wait D] [--visibility D] [--ack] [--json]
 
 Receives up to --max messages, leasing them for --visibility: until the lease ends the
@@ -70,31 +71,25 @@ right after they are printed.
 --json prints one JSON object per line with queue, id, receipt, body, group, headers,
 deliveries, enqueued_at, lease_deadline (and first_delivered_at, dedup_id, dead_letter
 when set). body is the text; a body that is not valid UTF-8 also comes exactly as
-body_base64. Without messages, nothing is printed on stdout and the exit status is 0.`+clientHelp, `
+body_base64. Without messages, nothing is printed on stdout and the exit status is 0.`, `
 okiba recv orders
 okiba recv orders --max 10 --wait 20s --visibility 2m
 okiba recv orders --json | jq -r .receipt | okiba ack orders -
 okiba recv orders --ack --json > drained.jsonl`)
-	var cf clientFlags
-	cf.register(f)
 	maxN := f.Int("max", 1, "receive up to `N` messages, 1..1000")
 	wait := f.Duration("wait", 0, "long-poll up to this long for messages, 0..60s (default the queue's receive_wait)")
 	vis := f.Duration("visibility", 0, "lease length, 0..12h (default the queue's visibility_timeout)")
 	ack := f.Bool("ack", false, "ack the received messages after printing them")
 	asJSON := f.Bool("json", false, "print one JSON object per message and line")
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 1, 1, "QUEUE [flags]")
 	if err != nil {
-		return err
-	}
-	if err := f.args(pos, 1, 1, "QUEUE [flags]"); err != nil {
 		return err
 	}
 	if *maxN < 1 || *maxN > api.MaxBatch {
 		return f.fail("--max must be between 1 and %d, got %d", api.MaxBatch, *maxN)
 	}
 	given := f.given()
-	var opts client.ReceiveOptions
-	opts.Max = *maxN
+	opts := client.ReceiveOptions{Max: *maxN}
 	if given["wait"] {
 		if *wait < 0 || *wait > api.MaxWait {
 			return f.fail("--wait must be between 0s and 60s, got %v", *wait)
@@ -104,7 +99,7 @@ okiba recv orders --ack --json > drained.jsonl`)
 	if given["visibility"] {
 		opts.Visibility = vis
 	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}
@@ -176,15 +171,8 @@ func printDelivery(w io.Writer, d client.Delivery) {
 		}
 		fmt.Fprintf(w, " after %d deliveries, at %s\n", dl.Deliveries, dl.At.Format(time.RFC3339))
 	}
-	if len(d.Headers) > 0 {
-		keys := make([]string, 0, len(d.Headers))
-		for k := range d.Headers {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(w, "  header:    %s=%s\n", printable(k), printable(d.Headers[k]))
-		}
+	for _, k := range slices.Sorted(maps.Keys(d.Headers)) {
+		fmt.Fprintf(w, "  header:    %s=%s\n", printable(k), printable(d.Headers[k]))
 	}
 	if utf8.Valid(d.Body) {
 		fmt.Fprintf(w, "  body (%d bytes):\n%s\n", len(d.Body), indentBody(printable(string(d.Body))))

@@ -12,7 +12,7 @@ type sendCmd struct{ app *app }
 
 func (c *sendCmd) Run(ctx context.Context, args []string) error {
 	a := c.app
-	f := a.flags("send", `
+	f := a.serverFlags("send", `
 Usage: okiba send QUEUE [BODY] [flags]
 
 Sends one message and prints its id, followed by "(duplicate)" when the dedup id (or,
@@ -21,27 +21,22 @@ is then the original message's and nothing new was enqueued.
 
 Without BODY (or with BODY "-") the body is read from stdin, byte for byte: a trailing
 newline is kept (use printf or echo -n to avoid one). Bodies that are not UTF-8 text are
-sent base64-encoded and arrive unchanged.`+clientHelp, `
+sent base64-encoded and arrive unchanged.`, `
 okiba send orders 'order 42 paid'
 okiba send orders '{"id":42}' --group customer-7 --dedup-id order-42 --header type=paid
 okiba send orders later --delay 5m
 printf 'from a pipe' | okiba send orders
 okiba send images < picture.png`)
-	var cf clientFlags
-	cf.register(f)
 	group := f.String("group", "", "message group `KEY`: a group's messages are delivered in order")
 	dedup := f.String("dedup-id", "", "dedup `ID`: a repeat within the queue's dedup window is a duplicate")
 	delay := f.Duration("delay", 0, "keep the message invisible this long (default the queue's delay)")
 	var headers kvFlag
 	f.Var(&headers, "header", "`KEY=VALUE` header (a String attribute), repeatable")
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 1, 2, "QUEUE [BODY] [flags]")
 	if err != nil {
 		return err
 	}
-	if err := f.args(pos, 1, 2, "QUEUE [BODY] [flags]"); err != nil {
-		return err
-	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}

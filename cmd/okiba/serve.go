@@ -79,11 +79,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	maxInFlight := f.Int("max-in-flight", 0, "most leased messages per queue (default 120000, as SQS)")
 	var minFree byteSize
 	f.Var(&minFree, "min-free-disk", "refuse sends while the data directory's disk has less free `SIZE` (default twice --segment-size; \"off\" turns the check off)")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := f.args(pos, 0, 0, "[flags]"); err != nil {
+	if _, err := f.parseArgs(args, 0, 0, "[flags]"); err != nil {
 		return err
 	}
 

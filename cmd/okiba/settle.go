@@ -50,13 +50,11 @@ okiba deadletter orders AAEAAAAB… --reason invalid-json --description 'unexpec
 func (c *settleCmd) Run(ctx context.Context, args []string) error {
 	a := c.app
 	h := settleHelp[c.op]
-	f := a.flags(c.op, h.usage+`
+	f := a.serverFlags(c.op, h.usage+`
 
 RECEIPT "-" reads receipts from stdin, one per line. Each receipt gets its own result;
 a stale receipt (receipt_stale: its lease ended, or the message was settled or
-redelivered) changes nothing. The exit status is 1 if any receipt failed.`+clientHelp, h.examples)
-	var cf clientFlags
-	cf.register(f)
+redelivered) changes nothing. The exit status is 1 if any receipt failed.`, h.examples)
 	var (
 		delay, vis          *time.Duration
 		reason, description *string
@@ -71,12 +69,8 @@ redelivered) changes nothing. The exit status is 1 if any receipt failed.`+clien
 		description = f.String("description", "", "`TEXT` recorded with the dead letter (up to 1024 bytes)")
 	}
 	asJSON := f.Bool("json", false, `print one JSON object per receipt: {"receipt","ok","error"}`)
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 2, -1, "QUEUE RECEIPT... [flags]")
 	if err != nil {
-		return err
-	}
-	synopsis := "QUEUE RECEIPT... [flags]"
-	if err := f.args(pos, 2, -1, synopsis); err != nil {
 		return err
 	}
 	given := f.given()
@@ -102,9 +96,12 @@ redelivered) changes nothing. The exit status is 1 if any receipt failed.`+clien
 	if len(receipts) == 0 {
 		return f.fail("no receipts given (stdin was empty)")
 	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
+	}
+	if !given["delay"] {
+		delay = nil // nack: the queue's backoff
 	}
 	failed := 0
 	for start := 0; start < len(receipts); start += api.MaxBatch {
@@ -114,11 +111,7 @@ redelivered) changes nothing. The exit status is 1 if any receipt failed.`+clien
 		case "ack":
 			errs, err = cl.Ack(ctx, queue, batch...)
 		case "nack":
-			var d *time.Duration
-			if given["delay"] {
-				d = delay
-			}
-			errs, err = cl.Nack(ctx, queue, d, batch...)
+			errs, err = cl.Nack(ctx, queue, delay, batch...)
 		case "extend":
 			errs, err = cl.Extend(ctx, queue, *vis, batch...)
 		case "deadletter":
@@ -155,10 +148,8 @@ func (c *settleCmd) report(receipt string, err error, asJSON bool) {
 			OK      bool       `json:"ok"`
 			Error   *api.Error `json:"error,omitempty"`
 		}{Receipt: receipt, OK: err == nil}
-		if err != nil {
-			if !errors.As(err, &out.Error) {
-				out.Error = &api.Error{Code: api.CodeInternal, Message: err.Error()}
-			}
+		if err != nil && !errors.As(err, &out.Error) {
+			out.Error = &api.Error{Code: api.CodeInternal, Message: err.Error()}
 		}
 		_ = printJSON(a.Stdout, out)
 		return

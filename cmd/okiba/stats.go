@@ -12,7 +12,7 @@ type statsCmd struct{ app *app }
 
 func (c *statsCmd) Run(ctx context.Context, args []string) error {
 	a := c.app
-	f := a.flags("stats", `
+	f := a.serverFlags("stats", `
 Usage: okiba stats [QUEUE] [--json]
 
 Shows message counts, rates over the last minute and Little's law (L = λW) for every
@@ -21,21 +21,16 @@ queue or for one, two ways:
   in system  L = ready + in flight, W = time from enqueue to ack
 each with W measured over the last minute and W estimated as L/λ, where λ is the
 arrival (send) rate. A measured W well above the estimate means messages are waiting
-longer than the arrival rate explains (consumers falling behind, or old messages).`+clientHelp, `
+longer than the arrival rate explains (consumers falling behind, or old messages).`, `
 okiba stats
 okiba stats orders
 okiba stats orders --json | jq .in_system`)
-	var cf clientFlags
-	cf.register(f)
 	asJSON := f.Bool("json", false, "print the API's stats JSON (an object keyed by queue name without QUEUE)")
-	pos, err := f.parse(args)
+	pos, err := f.parseArgs(args, 0, 1, "[QUEUE] [--json]")
 	if err != nil {
 		return err
 	}
-	if err := f.args(pos, 0, 1, "[QUEUE] [--json]"); err != nil {
-		return err
-	}
-	cl, err := cf.client(f)
+	cl, err := f.client()
 	if err != nil {
 		return err
 	}

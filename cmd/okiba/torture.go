@@ -44,11 +44,7 @@ okiba torture --duration 10m --seed 42 --data /tmp/okiba-torture`)
 	consumers := f.Int("consumers", 4, "concurrent consumers")
 	segment := f.String("segment-size", "2MiB", "the server's --segment-size")
 	ckpt := f.String("checkpoint-bytes", "256KiB", "the server's --checkpoint-bytes")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := f.args(pos, 0, 0, "[flags]"); err != nil {
+	if _, err := f.parseArgs(args, 0, 0, "[flags]"); err != nil {
 		return err
 	}
 	self, err := os.Executable()
