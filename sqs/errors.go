@@ -121,16 +121,14 @@ func (f *Front) errorOf(err error, q string) *apiError {
 		return newErr(kReceiptHandleIsInvalid, "The receipt handle has expired.")
 	case errors.Is(err, broker.ErrInvalidReceipt):
 		return newErr(kReceiptHandleIsInvalid, "The input receipt handle is invalid: %s", err.Error())
-	case errors.Is(err, queue.ErrTaskNotFound):
-		return newErr(kResourceNotFound, "%s", err.Error())
-	case errors.Is(err, queue.ErrTaskFinished):
+	case errors.Is(err, queue.ErrTaskNotFound), errors.Is(err, queue.ErrTaskFinished):
 		return newErr(kResourceNotFound, "%s", err.Error())
 	case errors.Is(err, broker.ErrStorageFailed):
 		return newErr(kServiceUnavailable, "%s", err.Error())
 	case errors.Is(err, broker.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return newErr(kServiceUnavailable, "the server is shutting down or the request was cancelled; retry")
 	}
-	f.log.Error("sqs: internal error", "error", err)
+	f.opts.Logger.Error("sqs: internal error", "error", err)
 	return newErr(kInternal, "internal error; the server log has the details")
 }
 

@@ -33,17 +33,17 @@ type attempt struct {
 	at      time.Time
 	vis     time.Duration // the visibility the receive asked for (negative: the queue's)
 	msgs    []wireMessage
-	checks  []leaseCheck
+	checks  []leaseCheck // checks[i] is about msgs[i]
 	bytes   int64
 	element *list.Element
 }
 
 // leaseCheck is what a remembered message must still be for the answer to be replayed:
-// in flight with this delivery count.
+// in flight with this delivery count. Its receipt is not kept here: the remembered
+// wireMessage at the same index already holds it.
 type leaseCheck struct {
 	id         uint64
 	deliveries uint32
-	receipt    string
 }
 
 // attempts remembers receives by (queue, ReceiveRequestAttemptId) for attemptTTL, at

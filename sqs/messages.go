@@ -70,6 +70,12 @@ func invalidParam(format string, args ...any) *apiError {
 	return newErr(kInvalidParameterValue, format, args...)
 }
 
+// missingParam is SQS's answer to a request without a required parameter; one place so
+// that every action words it the same.
+func missingParam(name string) *apiError {
+	return newErr(kMissingParameter, "The request must contain the parameter %s.", name)
+}
+
 // checkAttrName applies SQS's rules for message attribute names, and keeps "okiba." for
 // okiba's own attributes.
 func checkAttrName(n string) *apiError {
@@ -135,7 +141,7 @@ func prepareSend(qi broker.QueueInfo, e *sendEntry) (queue.SendInput, sendMessag
 	var out sendMessageOut
 	fifo := isFIFO(qi.Name)
 	if e.MessageBody == nil || *e.MessageBody == "" {
-		return queue.SendInput{}, out, newErr(kMissingParameter, "The request must contain the parameter MessageBody.")
+		return queue.SendInput{}, out, missingParam("MessageBody")
 	}
 	body := *e.MessageBody
 	if !validSQSText(body) {
@@ -160,7 +166,7 @@ func prepareSend(qi broker.QueueInfo, e *sendEntry) (queue.SendInput, sendMessag
 		}
 		in.Payload.Group = g
 	} else if fifo {
-		return queue.SendInput{}, out, newErr(kMissingParameter, "The request must contain the parameter MessageGroupId.")
+		return queue.SendInput{}, out, missingParam("MessageGroupId")
 	}
 	switch {
 	case e.MessageDeduplicationID != nil && !fifo:
@@ -177,35 +183,13 @@ func prepareSend(qi broker.QueueInfo, e *sendEntry) (queue.SendInput, sendMessag
 		sum := sha256.Sum256(in.Payload.Body)
 		in.Payload.DedupID = hex.EncodeToString(sum[:])
 	}
-	if len(e.MessageAttributes) > maxMessageAttrs {
-		return queue.SendInput{}, out, invalidParam("Number of message attributes [%d] exceeds the allowed maximum [%d].", len(e.MessageAttributes), maxMessageAttrs)
+	digest, ae := parseMessageAttrs(e.MessageAttributes, &in.Payload)
+	if ae != nil {
+		return queue.SendInput{}, out, ae
 	}
-	digest := make(map[string]attrValue, len(e.MessageAttributes))
-	for _, name := range slices.Sorted(maps.Keys(e.MessageAttributes)) {
-		if ae := checkAttrName(name); ae != nil {
-			return queue.SendInput{}, out, ae
-		}
-		a, d, ae := parseAttr(name, e.MessageAttributes[name])
-		if ae != nil {
-			return queue.SendInput{}, out, ae
-		}
-		in.Payload.Attrs = append(in.Payload.Attrs, a)
-		digest[name] = d
-	}
-	sys := make(map[string]attrValue, len(e.MessageSystemAttributes))
-	for name, v := range e.MessageSystemAttributes {
-		if name != "AWSTraceHeader" {
-			return queue.SendInput{}, out, invalidParam("Message system attribute %q is not supported: the only one is AWSTraceHeader.", name)
-		}
-		if v.DataType != "String" {
-			return queue.SendInput{}, out, invalidParam("Message system attribute AWSTraceHeader must have DataType String.")
-		}
-		_, d, ae := parseAttr(name, v)
-		if ae != nil {
-			return queue.SendInput{}, out, ae
-		}
-		in.Payload.Attrs = append(in.Payload.Attrs, queue.Attr{Name: traceHeaderKey, Type: "String", Value: []byte(d.StringValue)})
-		sys[name] = d
+	sys, ae := parseSystemAttrs(e.MessageSystemAttributes, &in.Payload)
+	if ae != nil {
+		return queue.SendInput{}, out, ae
 	}
 	if size := in.Payload.Size(); size > qi.Config.MaxMessageSize {
 		return queue.SendInput{}, out, invalidParam("One or more parameters are invalid. Reason: Message must be shorter than %d bytes (body plus attribute names, types and values; this one is %d).", qi.Config.MaxMessageSize+1, size)
@@ -214,6 +198,49 @@ func prepareSend(qi broker.QueueInfo, e *sendEntry) (queue.SendInput, sendMessag
 	out.MD5OfMessageAttributes = md5OfAttributes(digest)
 	out.MD5OfMessageSystemAttributes = md5OfAttributes(sys)
 	return in, out, nil
+}
+
+// parseMessageAttrs validates a message's attributes, in name order so that the first
+// bad one named is always the same, adds them to p and returns them as SQS digests them.
+func parseMessageAttrs(attrs map[string]wireAttrValue, p *queue.Payload) (map[string]attrValue, *apiError) {
+	if len(attrs) > maxMessageAttrs {
+		return nil, invalidParam("Number of message attributes [%d] exceeds the allowed maximum [%d].", len(attrs), maxMessageAttrs)
+	}
+	digest := make(map[string]attrValue, len(attrs))
+	for _, name := range slices.Sorted(maps.Keys(attrs)) {
+		if ae := checkAttrName(name); ae != nil {
+			return nil, ae
+		}
+		a, d, ae := parseAttr(name, attrs[name])
+		if ae != nil {
+			return nil, ae
+		}
+		p.Attrs = append(p.Attrs, a)
+		digest[name] = d
+	}
+	return digest, nil
+}
+
+// parseSystemAttrs validates a message's system attributes (AWSTraceHeader is the only
+// one), stores them in p under internal names that receivers never see as message
+// attributes, and returns them as SQS digests them.
+func parseSystemAttrs(attrs map[string]wireAttrValue, p *queue.Payload) (map[string]attrValue, *apiError) {
+	sys := make(map[string]attrValue, len(attrs))
+	for name, v := range attrs {
+		if name != "AWSTraceHeader" {
+			return nil, invalidParam("Message system attribute %q is not supported: the only one is AWSTraceHeader.", name)
+		}
+		if v.DataType != "String" {
+			return nil, invalidParam("Message system attribute AWSTraceHeader must have DataType String.")
+		}
+		_, d, ae := parseAttr(name, v)
+		if ae != nil {
+			return nil, ae
+		}
+		p.Attrs = append(p.Attrs, queue.Attr{Name: traceHeaderKey, Type: "String", Value: []byte(d.StringValue)})
+		sys[name] = d
+	}
+	return sys, nil
 }
 
 func seqNumber(seq uint64) string { return fmt.Sprintf("%020d", seq) }
@@ -238,24 +265,39 @@ func (f *Front) sendMessage(q *request) (any, *apiError) {
 	if res[0].Err != nil {
 		return nil, f.errorOf(res[0].Err, qi.Name)
 	}
-	out.MessageID = queue.FormatID(res[0].ID)
-	if isFIFO(qi.Name) && res[0].Seq != 0 {
-		out.SequenceNumber = seqNumber(res[0].Seq)
-	}
+	out.fill(res[0], isFIFO(qi.Name))
 	return out, nil
 }
 
-// checkBatchIDs applies the request-level rules of every batch action.
-func checkBatchIDs(ids []*string) *apiError {
-	if len(ids) == 0 {
+// fill completes the answer to a send from the broker's result: the message id and, on
+// a FIFO queue, its sequence number (the original's for a deduplicated send).
+func (o *sendMessageOut) fill(r queue.SendResult, fifo bool) {
+	o.MessageID = queue.FormatID(r.ID)
+	if fifo && r.Seq != 0 {
+		o.SequenceNumber = seqNumber(r.Seq)
+	}
+}
+
+// batchEntry is an entry of a batch action: each carries the Id its result is reported
+// under.
+type batchEntry interface{ entryID() *string }
+
+func (e sendEntry) entryID() *string    { return e.ID }
+func (e receiptEntry) entryID() *string { return e.ID }
+
+// checkBatchIDs applies the request-level rules of every batch action. It runs before the
+// queue is resolved, so that a malformed batch is reported as such even for a missing
+// queue.
+func checkBatchIDs[E batchEntry](entries []E) *apiError {
+	if len(entries) == 0 {
 		return newErr(kEmptyBatch, "There should be at least one entry in the request.")
 	}
-	if len(ids) > maxBatch {
-		return newErr(kTooManyEntries, "Maximum number of entries per request are %d. You have sent %d.", maxBatch, len(ids))
+	if len(entries) > maxBatch {
+		return newErr(kTooManyEntries, "Maximum number of entries per request are %d. You have sent %d.", maxBatch, len(entries))
 	}
-	seen := make(map[string]bool, len(ids))
-	for _, p := range ids {
-		id := deref(p)
+	seen := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		id := deref(e.entryID())
 		if !batchIDRE.MatchString(id) {
 			return newErr(kInvalidBatchEntryID, "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long (%q).", id)
 		}
@@ -276,11 +318,7 @@ func (f *Front) sendMessageBatch(q *request) (any, *apiError) {
 	if e := q.decode(&in); e != nil {
 		return nil, e
 	}
-	ids := make([]*string, len(in.Entries))
-	for i := range in.Entries {
-		ids[i] = in.Entries[i].ID
-	}
-	if e := checkBatchIDs(ids); e != nil {
+	if e := checkBatchIDs(in.Entries); e != nil {
 		return nil, e
 	}
 	qi, e := f.queueInfo(in.QueueURL)
@@ -317,6 +355,7 @@ func (f *Front) sendMessageBatch(q *request) (any, *apiError) {
 	if err != nil {
 		return nil, f.errorOf(err, qi.Name)
 	}
+	fifo := isFIFO(qi.Name)
 	full := 0
 	for i, r := range res {
 		if r.Err != nil {
@@ -327,10 +366,7 @@ func (f *Front) sendMessageBatch(q *request) (any, *apiError) {
 			continue
 		}
 		o := outs[i]
-		o.MessageID = queue.FormatID(r.ID)
-		if isFIFO(qi.Name) && r.Seq != 0 {
-			o.SequenceNumber = seqNumber(r.Seq)
-		}
+		o.fill(r, fifo)
 		out.Successful = append(out.Successful, o)
 	}
 	if full == len(in.Entries) {
@@ -430,11 +466,11 @@ func (f *Front) wireMsg(m *broker.Message, fifo bool, s *receiveSpec) wireMessag
 	w := wireMessage{MessageID: queue.FormatID(m.ID), ReceiptHandle: m.Receipt}
 	attrs := map[string]wireAttrValue{}
 	digest := map[string]attrValue{}
-	body := m.Payload.Body
-	if utf8.Valid(body) && validSQSText(string(body)) {
-		w.Body = string(body)
+	// validSQSText also rejects invalid UTF-8, so one pass over one copy decides.
+	if body := string(m.Payload.Body); validSQSText(body) {
+		w.Body = body
 	} else {
-		w.Body = base64.StdEncoding.EncodeToString(body)
+		w.Body = base64.StdEncoding.EncodeToString(m.Payload.Body)
 		v := "base64"
 		attrs[bodyEncodingAttr] = wireAttrValue{DataType: "String", StringValue: &v}
 		digest[bodyEncodingAttr] = attrValue{DataType: "String", StringValue: v}
@@ -506,13 +542,9 @@ func (f *Front) receiveMessage(q *request) (any, *apiError) {
 		return nil, e
 	}
 	ctx := q.r.Context()
-	if spec.attemptID != "" {
-		if at := f.attempts.get(keyOf(qi), spec.attemptID, f.now()); at != nil {
-			if msgs, ok := f.replay(ctx, qi, at); ok {
-				return receiveMessageOut{Messages: msgs}, nil
-			}
-			f.attempts.forget(keyOf(qi), spec.attemptID)
-		}
+	key := keyOf(qi)
+	if msgs, ok := f.replayAttempt(ctx, qi, key, spec.attemptID); ok {
+		return receiveMessageOut{Messages: msgs}, nil
 	}
 	msgs, err := f.b.Receive(ctx, qi.Name, broker.ReceiveOptions{Max: spec.max, Wait: spec.wait, Visibility: spec.vis})
 	if err != nil {
@@ -522,15 +554,42 @@ func (f *Front) receiveMessage(q *request) (any, *apiError) {
 	for i := range msgs {
 		out.Messages = append(out.Messages, f.wireMsg(&msgs[i], fifo, &spec))
 	}
-	if spec.attemptID != "" && len(msgs) > 0 {
-		at := &attempt{key: keyOf(qi), id: spec.attemptID, at: f.now(), vis: spec.vis, msgs: out.Messages}
-		for i, m := range msgs {
-			at.checks = append(at.checks, leaseCheck{id: m.ID, deliveries: m.Deliveries, receipt: m.Receipt})
-			at.bytes += int64(len(out.Messages[i].Body)) + 512
-		}
-		f.attempts.put(at, f.now())
-	}
+	f.rememberAttempt(key, &spec, msgs, out.Messages)
 	return out, nil
+}
+
+// replayAttempt answers a FIFO receive retried with the same ReceiveRequestAttemptId from
+// memory while the first answer still holds. An answer that no longer holds is
+// forgotten, so that the retry is served as a new receive.
+func (f *Front) replayAttempt(ctx context.Context, qi broker.QueueInfo, key queueKey, id string) ([]wireMessage, bool) {
+	if id == "" {
+		return nil, false
+	}
+	at := f.attempts.get(key, id, f.now())
+	if at == nil {
+		return nil, false
+	}
+	if msgs, ok := f.replay(ctx, qi, at); ok {
+		return msgs, true
+	}
+	f.attempts.forget(key, id)
+	return nil, false
+}
+
+// rememberAttempt keeps the answer to a FIFO receive that named a
+// ReceiveRequestAttemptId, with what each message must still be for a retry to get the
+// same answer. An empty answer is not kept: a retry of it may as well receive anew.
+func (f *Front) rememberAttempt(key queueKey, s *receiveSpec, msgs []broker.Message, wire []wireMessage) {
+	if s.attemptID == "" || len(msgs) == 0 {
+		return
+	}
+	now := f.now()
+	at := &attempt{key: key, id: s.attemptID, at: now, vis: s.vis, msgs: wire, checks: make([]leaseCheck, len(msgs))}
+	for i, m := range msgs {
+		at.checks[i] = leaseCheck{id: m.ID, deliveries: m.Deliveries}
+		at.bytes += int64(len(wire[i].Body)) + 512
+	}
+	f.attempts.put(at, now)
 }
 
 // replay answers a retried FIFO receive with the messages of the first attempt if none
@@ -544,7 +603,7 @@ func (f *Front) replay(ctx context.Context, qi broker.QueueInfo, at *attempt) ([
 		if err != nil || pm.State != queue.StateInFlight || pm.Deliveries != c.deliveries || pm.VisibleAt <= now {
 			return nil, false
 		}
-		receipts[i] = c.receipt
+		receipts[i] = at.msgs[i].ReceiptHandle
 	}
 	vis := at.vis
 	if vis < 0 {
@@ -575,7 +634,7 @@ func (f *Front) deleteMessage(q *request) (any, *apiError) {
 		return nil, e
 	}
 	if deref(in.ReceiptHandle) == "" {
-		return nil, newErr(kMissingParameter, "The request must contain the parameter ReceiptHandle.")
+		return nil, missingParam("ReceiptHandle")
 	}
 	errs, err := f.b.Ack(q.r.Context(), qi.Name, []string{*in.ReceiptHandle})
 	if err != nil {
@@ -604,54 +663,91 @@ func (f *Front) deleteResult(err error, name string) (bool, *apiError) {
 }
 
 func (f *Front) deleteMessageBatch(q *request) (any, *apiError) {
+	rb, e := f.openReceiptBatch(q, nil)
+	if e != nil {
+		return nil, e
+	}
+	if len(rb.receipts) == 0 {
+		return rb.out, nil
+	}
+	errs, err := f.b.Ack(q.r.Context(), rb.qi.Name, rb.receipts)
+	if err != nil {
+		return nil, f.errorOf(err, rb.qi.Name)
+	}
+	var unsettled []string
+	rb.record(errs, func(id string, err error) *apiError {
+		settled, ae := f.deleteResult(err, rb.qi.Name)
+		if ae == nil && !settled {
+			unsettled = append(unsettled, id)
+		}
+		return ae
+	})
+	if len(unsettled) > 0 {
+		q.header.Set("X-Okiba-Unsettled", strings.Join(unsettled, ","))
+	}
+	return rb.out, nil
+}
+
+// receiptBatch is a DeleteMessageBatch or ChangeMessageVisibilityBatch request, its
+// queue resolved and its entries sorted: those that passed their own checks wait for the
+// broker (receipts and ids, in request order); the others are already in out.Failed.
+type receiptBatch struct {
+	qi       broker.QueueInfo
+	receipts []string
+	ids      []string
+	out      receiptBatchOut
+}
+
+// openReceiptBatch decodes a receipt batch, applies the batch rules, resolves the queue
+// and sorts the entries. An entry fails at once without a ReceiptHandle or when check
+// (which may be nil) rejects it; check sees only entries with a ReceiptHandle, and sees
+// them in order.
+func (f *Front) openReceiptBatch(q *request, check func(e *receiptEntry) *apiError) (*receiptBatch, *apiError) {
 	var in receiptBatchIn
 	if e := q.decode(&in); e != nil {
 		return nil, e
 	}
-	ids := make([]*string, len(in.Entries))
-	for i := range in.Entries {
-		ids[i] = in.Entries[i].ID
-	}
-	if e := checkBatchIDs(ids); e != nil {
+	if e := checkBatchIDs(in.Entries); e != nil {
 		return nil, e
 	}
 	qi, e := f.queueInfo(in.QueueURL)
 	if e != nil {
 		return nil, e
 	}
-	out := receiptBatchOut{Successful: []idEntry{}, Failed: []batchError{}}
-	var receipts, rids []string
-	for _, ent := range in.Entries {
-		if deref(ent.ReceiptHandle) == "" {
-			out.Failed = append(out.Failed, failed(*ent.ID, newErr(kMissingParameter, "The request must contain the parameter ReceiptHandle.")))
+	rb := &receiptBatch{qi: qi, out: receiptBatchOut{Successful: []idEntry{}, Failed: []batchError{}}}
+	for i := range in.Entries {
+		ent := &in.Entries[i]
+		if ae := entryError(ent, check); ae != nil {
+			rb.out.Failed = append(rb.out.Failed, failed(*ent.ID, ae))
 			continue
 		}
-		receipts = append(receipts, *ent.ReceiptHandle)
-		rids = append(rids, *ent.ID)
+		rb.receipts = append(rb.receipts, *ent.ReceiptHandle)
+		rb.ids = append(rb.ids, *ent.ID)
 	}
-	if len(receipts) == 0 {
-		return out, nil
+	return rb, nil
+}
+
+// entryError is why one receipt batch entry fails before reaching the broker, or nil.
+func entryError(ent *receiptEntry, check func(e *receiptEntry) *apiError) *apiError {
+	if deref(ent.ReceiptHandle) == "" {
+		return missingParam("ReceiptHandle")
 	}
-	errs, err := f.b.Ack(q.r.Context(), qi.Name, receipts)
-	if err != nil {
-		return nil, f.errorOf(err, qi.Name)
+	if check == nil {
+		return nil
 	}
-	var unsettled []string
+	return check(ent)
+}
+
+// record adds the broker's per-entry results (errs[i] is about ids[i]) to the answer;
+// result interprets one of them: nil is a success.
+func (rb *receiptBatch) record(errs []error, result func(id string, err error) *apiError) {
 	for i, err := range errs {
-		settled, ae := f.deleteResult(err, qi.Name)
-		if ae != nil {
-			out.Failed = append(out.Failed, failed(rids[i], ae))
+		if ae := result(rb.ids[i], err); ae != nil {
+			rb.out.Failed = append(rb.out.Failed, failed(rb.ids[i], ae))
 			continue
 		}
-		if !settled {
-			unsettled = append(unsettled, rids[i])
-		}
-		out.Successful = append(out.Successful, idEntry{ID: rids[i]})
+		rb.out.Successful = append(rb.out.Successful, idEntry{ID: rb.ids[i]})
 	}
-	if len(unsettled) > 0 {
-		q.header.Set("X-Okiba-Unsettled", strings.Join(unsettled, ","))
-	}
-	return out, nil
 }
 
 // visibilityResult interprets one extend.
@@ -667,7 +763,7 @@ func (f *Front) visibilityResult(err error, name string) *apiError {
 
 func checkVisibility(v *int64) (time.Duration, *apiError) {
 	if v == nil {
-		return 0, newErr(kMissingParameter, "The request must contain the parameter VisibilityTimeout.")
+		return 0, missingParam("VisibilityTimeout")
 	}
 	if *v < 0 || *v > 43200 {
 		return 0, invalidParam("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200.", *v)
@@ -685,7 +781,7 @@ func (f *Front) changeVisibility(q *request) (any, *apiError) {
 		return nil, e
 	}
 	if deref(in.ReceiptHandle) == "" {
-		return nil, newErr(kMissingParameter, "The request must contain the parameter ReceiptHandle.")
+		return nil, missingParam("ReceiptHandle")
 	}
 	vis, e := checkVisibility(in.VisibilityTimeout)
 	if e != nil {
@@ -702,52 +798,25 @@ func (f *Front) changeVisibility(q *request) (any, *apiError) {
 }
 
 func (f *Front) changeVisibilityBatch(q *request) (any, *apiError) {
-	var in receiptBatchIn
-	if e := q.decode(&in); e != nil {
-		return nil, e
-	}
-	ids := make([]*string, len(in.Entries))
-	for i := range in.Entries {
-		ids[i] = in.Entries[i].ID
-	}
-	if e := checkBatchIDs(ids); e != nil {
-		return nil, e
-	}
-	qi, e := f.queueInfo(in.QueueURL)
+	var vis []time.Duration // vis[i] is for receipts[i]
+	rb, e := f.openReceiptBatch(q, func(ent *receiptEntry) *apiError {
+		v, ae := checkVisibility(ent.VisibilityTimeout)
+		if ae == nil {
+			vis = append(vis, v)
+		}
+		return ae
+	})
 	if e != nil {
 		return nil, e
 	}
-	out := receiptBatchOut{Successful: []idEntry{}, Failed: []batchError{}}
-	var receipts, entryIDs []string
-	var vis []time.Duration
-	for _, ent := range in.Entries {
-		if deref(ent.ReceiptHandle) == "" {
-			out.Failed = append(out.Failed, failed(*ent.ID, newErr(kMissingParameter, "The request must contain the parameter ReceiptHandle.")))
-			continue
-		}
-		v, ae := checkVisibility(ent.VisibilityTimeout)
-		if ae != nil {
-			out.Failed = append(out.Failed, failed(*ent.ID, ae))
-			continue
-		}
-		receipts = append(receipts, *ent.ReceiptHandle)
-		entryIDs = append(entryIDs, *ent.ID)
-		vis = append(vis, v)
-	}
-	if len(receipts) == 0 {
-		return out, nil
+	if len(rb.receipts) == 0 {
+		return rb.out, nil
 	}
 	// One commit for the whole batch, each entry with its own timeout.
-	errs, err := f.b.ExtendEach(q.r.Context(), qi.Name, receipts, vis)
+	errs, err := f.b.ExtendEach(q.r.Context(), rb.qi.Name, rb.receipts, vis)
 	if err != nil {
-		return nil, f.errorOf(err, qi.Name)
+		return nil, f.errorOf(err, rb.qi.Name)
 	}
-	for i, err := range errs {
-		if ae := f.visibilityResult(err, qi.Name); ae != nil {
-			out.Failed = append(out.Failed, failed(entryIDs[i], ae))
-			continue
-		}
-		out.Successful = append(out.Successful, idEntry{ID: entryIDs[i]})
-	}
-	return out, nil
+	rb.record(errs, func(_ string, err error) *apiError { return f.visibilityResult(err, rb.qi.Name) })
+	return rb.out, nil
 }

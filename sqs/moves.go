@@ -47,13 +47,13 @@ func taskStatus(s queue.TaskState) string {
 // arnQueue resolves an ARN parameter to an existing queue's name.
 func (f *Front) arnQueue(param string, arn *string) (string, *apiError) {
 	if deref(arn) == "" {
-		return "", newErr(kMissingParameter, "The request must contain the parameter %s.", param)
+		return "", missingParam(param)
 	}
 	name, ok := nameFromARN(*arn)
 	if !ok {
 		return "", invalidParam("Value %q for parameter %s is invalid. Reason: not an SQS queue ARN (arn:aws:sqs:<region>:<account-id>:<queue-name>).", *arn, param)
 	}
-	if _, err := f.b.Queue(name); err != nil {
+	if _, err := f.b.QueueConfig(name); err != nil {
 		return "", newErr(kResourceNotFound, "The resource that you specified for the %s parameter doesn't exist: queue %s.", param, name)
 	}
 	return name, nil
@@ -156,7 +156,7 @@ func (f *Front) cancelMoveTask(q *request) (any, *apiError) {
 		return nil, e
 	}
 	if deref(in.TaskHandle) == "" {
-		return nil, newErr(kMissingParameter, "The request must contain the parameter TaskHandle.")
+		return nil, missingParam("TaskHandle")
 	}
 	id, ok := parseTaskHandle(*in.TaskHandle)
 	if !ok {

@@ -22,6 +22,16 @@ func (f *Front) queueURL(r *http.Request, name string) string {
 	return f.baseURL(r) + "/" + f.opts.AccountID + "/" + name
 }
 
+// queueURLs returns the URLs of the named queues, never nil: ListDeadLetterSourceQueues
+// always carries its list, and ListQueues omits an empty one (omitempty).
+func (f *Front) queueURLs(r *http.Request, names []string) []string {
+	urls := make([]string, len(names))
+	for i, n := range names {
+		urls[i] = f.queueURL(r, n)
+	}
+	return urls
+}
+
 func (f *Front) baseURL(r *http.Request) string {
 	if f.opts.BaseURL != "" {
 		return f.opts.BaseURL
@@ -49,7 +59,7 @@ func (f *Front) queueARN(name string) string {
 // /<account>/<name>, or a plain name.
 func nameFromURL(s string) (string, *apiError) {
 	if s == "" {
-		return "", newErr(kMissingParameter, "The request must contain the parameter QueueUrl.")
+		return "", missingParam("QueueUrl")
 	}
 	p := s
 	if strings.Contains(s, "://") {

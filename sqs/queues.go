@@ -12,30 +12,29 @@ import (
 	"github.com/okiba/okiba/queue"
 )
 
-func (f *Front) now() time.Time { return f.clock.Now() }
+// now is the front's time for purge limits and attempt memory (Options.Clock).
+func (f *Front) now() time.Time { return f.opts.Clock.Now() }
 
 // queueInfo resolves a request's QueueUrl to an existing queue: its configuration, without
 // statistics (every request does this; see queueStats for the counts).
 func (f *Front) queueInfo(u *string) (broker.QueueInfo, *apiError) {
-	name, e := nameFromURL(deref(u))
-	if e != nil {
-		return broker.QueueInfo{}, e
-	}
-	qi, err := f.b.QueueConfig(name)
-	if err != nil {
-		return broker.QueueInfo{}, f.errorOf(err, name)
-	}
-	return qi, nil
+	return f.resolveQueue(u, f.b.QueueConfig)
 }
 
 // queueStats resolves a request's QueueUrl with the queue's statistics and dead-letter
 // sources.
 func (f *Front) queueStats(u *string) (broker.QueueInfo, *apiError) {
+	return f.resolveQueue(u, f.b.Queue)
+}
+
+// resolveQueue resolves a request's QueueUrl with lookup, which decides how much of the
+// queue is read.
+func (f *Front) resolveQueue(u *string, lookup func(name string) (broker.QueueInfo, error)) (broker.QueueInfo, *apiError) {
 	name, e := nameFromURL(deref(u))
 	if e != nil {
 		return broker.QueueInfo{}, e
 	}
-	qi, err := f.b.Queue(name)
+	qi, err := lookup(name)
 	if err != nil {
 		return broker.QueueInfo{}, f.errorOf(err, name)
 	}
@@ -51,6 +50,13 @@ func deref(s *string) string {
 
 func keyOf(qi broker.QueueInfo) queueKey { return queueKey{qi.Name, qi.CreatedAt} }
 
+// applyEdits applies parsed queue attributes to c, in the order they were parsed.
+func applyEdits(c *queue.Config, edits []attrEdit) {
+	for _, ed := range edits {
+		ed(c)
+	}
+}
+
 // errNoChange aborts a PutQueue edit that must not create or change anything.
 var errNoChange = errors.New("no change")
 
@@ -61,7 +67,7 @@ func (f *Front) createQueue(q *request) (any, *apiError) {
 	}
 	name := deref(in.QueueName)
 	if name == "" {
-		return nil, newErr(kMissingParameter, "The request must contain the parameter QueueName.")
+		return nil, missingParam("QueueName")
 	}
 	if queue.ValidateName(name) != nil {
 		return nil, newErr(kInvalidParameterValue, "Invalid queue name %q: %s.", name, nameRule)
@@ -82,9 +88,7 @@ func (f *Front) createQueue(q *request) (any, *apiError) {
 			// CreateQueue never changes an existing queue: the given attributes must
 			// match it, or the answer is QueueNameExists.
 			probe := c.Clone()
-			for _, ed := range edits {
-				ed(&probe)
-			}
+			applyEdits(&probe, edits)
 			if !probe.Equal(*c) {
 				mismatch = true
 				return errNoChange
@@ -92,9 +96,7 @@ func (f *Front) createQueue(q *request) (any, *apiError) {
 			return nil
 		}
 		sqsDefaults(c, name)
-		for _, ed := range edits {
-			ed(c)
-		}
+		applyEdits(c, edits)
 		if len(in.Tags) > 0 {
 			c.Tags = maps.Clone(in.Tags)
 		}
@@ -115,7 +117,7 @@ func (f *Front) checkRedriveTarget(source string, t *redriveTarget) *apiError {
 	if t == nil {
 		return nil
 	}
-	dlq, err := f.b.Queue(t.name)
+	dlq, err := f.b.QueueConfig(t.name)
 	if err != nil {
 		return newErr(kInvalidAttributeValue, "Value for parameter RedrivePolicy is invalid. Reason: Dead letter target %s does not exist.", f.queueARN(t.name))
 	}
@@ -144,9 +146,9 @@ func (f *Front) getQueueURL(q *request) (any, *apiError) {
 	}
 	name := deref(in.QueueName)
 	if name == "" {
-		return nil, newErr(kMissingParameter, "The request must contain the parameter QueueName.")
+		return nil, missingParam("QueueName")
 	}
-	if _, err := f.b.Queue(name); err != nil {
+	if _, err := f.b.QueueConfig(name); err != nil { // existence only: no statistics
 		return nil, f.errorOf(err, name)
 	}
 	return queueURLOut{QueueURL: f.queueURL(q.r, name)}, nil
@@ -210,11 +212,7 @@ func (f *Front) listQueues(q *request) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	out := listQueuesOut{NextToken: next}
-	for _, n := range sel {
-		out.QueueUrls = append(out.QueueUrls, f.queueURL(q.r, n))
-	}
-	return out, nil
+	return listQueuesOut{QueueUrls: f.queueURLs(q.r, sel), NextToken: next}, nil
 }
 
 func (f *Front) deleteQueue(q *request) (any, *apiError) {
@@ -273,16 +271,16 @@ func (f *Front) setQueueAttributes(q *request) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	if _, err := f.b.Queue(name); err != nil {
+	// Checked before the redrive target so that a missing queue is reported as such; the
+	// edit below checks again, atomically.
+	if _, err := f.b.QueueConfig(name); err != nil {
 		return nil, f.errorOf(err, name)
 	}
 	if e := f.checkRedriveTarget(name, target); e != nil {
 		return nil, e
 	}
 	if err := f.editQueue(q, name, func(c *queue.Config) error {
-		for _, ed := range edits {
-			ed(c)
-		}
+		applyEdits(c, edits)
 		return nil
 	}); err != nil {
 		return nil, f.errorOf(err, name)
@@ -332,7 +330,7 @@ func (f *Front) tagQueue(q *request) (any, *apiError) {
 		return nil, e
 	}
 	if len(in.Tags) == 0 {
-		return nil, newErr(kMissingParameter, "The request must contain the parameter Tags.")
+		return nil, missingParam("Tags")
 	}
 	if e := f.checkTags(in.Tags); e != nil {
 		return nil, e
@@ -365,7 +363,7 @@ func (f *Front) untagQueue(q *request) (any, *apiError) {
 		return nil, e
 	}
 	if len(in.TagKeys) == 0 {
-		return nil, newErr(kMissingParameter, "The request must contain the parameter TagKeys.")
+		return nil, missingParam("TagKeys")
 	}
 	err := f.editQueue(q, name, func(c *queue.Config) error {
 		m := maps.Clone(c.Tags)
@@ -407,9 +405,5 @@ func (f *Front) listDeadLetterSources(q *request) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	out := listDLQSourcesOut{QueueUrls: []string{}, NextToken: next}
-	for _, n := range sel {
-		out.QueueUrls = append(out.QueueUrls, f.queueURL(q.r, n))
-	}
-	return out, nil
+	return listDLQSourcesOut{QueueUrls: f.queueURLs(q.r, sel), NextToken: next}, nil
 }
