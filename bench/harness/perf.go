@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,14 +22,7 @@ type Profiler struct {
 }
 
 func (p *Profiler) matches(system, cell string) bool {
-	if p == nil {
-		return false
-	}
-	okSys := false
-	for _, s := range p.Systems {
-		okSys = okSys || s == system
-	}
-	if !okSys {
+	if p == nil || !slices.Contains(p.Systems, system) {
 		return false
 	}
 	for _, c := range p.Cells {
@@ -48,12 +42,11 @@ func (p *Profiler) start(name string, pids []int) (func() (string, error), error
 	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	var ps []string
-	if len(pids) == 1 && pids[0] == os.Getpid() {
-		pids = pids[:1] // the harness itself: not its servers
-	} else {
+	// The harness itself is recorded alone, not with the servers it started.
+	if len(pids) != 1 || pids[0] != os.Getpid() {
 		pids = Descendants(pids)
 	}
+	var ps []string
 	for _, pid := range pids {
 		ps = append(ps, strconv.Itoa(pid))
 	}

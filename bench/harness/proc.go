@@ -64,9 +64,6 @@ func (e *Env) StartProc(name string, cmd *exec.Cmd) (*Proc, error) {
 // Pid is the process id of the started command.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
-// Done is closed when the process has exited.
-func (p *Proc) Done() <-chan struct{} { return p.done }
-
 // Exited reports whether the process has exited, and how.
 func (p *Proc) Exited() (bool, error) {
 	select {

@@ -17,11 +17,9 @@ const clockTick = 100
 
 // TreeSample is the resources of a process tree at one moment, from /proc.
 type TreeSample struct {
-	At         time.Time
-	CPU        time.Duration // user+system of every live process of the tree
-	RSS        int64         // sum of proportional set sizes (PSS; RSS where PSS is unreadable)
-	WriteBytes int64         // bytes the tree caused to be written to storage
-	Procs      int
+	At  time.Time
+	CPU time.Duration // user+system of every live process of the tree
+	RSS int64         // sum of proportional set sizes (PSS; RSS where PSS is unreadable)
 	// PerPid is each process's user+system CPU and write_bytes, so that a window
 	// can account for processes that start or end inside it (PostgreSQL backends).
 	PerPid map[int]PidUsage
@@ -61,8 +59,6 @@ func SampleTree(roots []int) TreeSample {
 		s.PerPid[pid] = u
 		s.CPU += u.CPU
 		s.RSS += pss(pid)
-		s.WriteBytes += u.WriteBytes
-		s.Procs++
 	}
 	return s
 }
@@ -193,10 +189,7 @@ func NewUsage(s TreeSample) *Usage {
 // in the next keeps its baseline.
 func (u *Usage) Add(s TreeSample) {
 	for pid, cur := range s.PerPid {
-		prev, ok := u.last[pid]
-		if !ok {
-			prev = PidUsage{}
-		}
+		prev := u.last[pid] // zero for a process not seen before
 		if cur.CPU >= prev.CPU {
 			u.CPU += cur.CPU - prev.CPU
 		}

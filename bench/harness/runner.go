@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,20 +103,11 @@ func (r *Runner) add(res Result) {
 		if res.Errors > 0 {
 			line += fmt.Sprintf("  errors %d (%s)", res.Errors, res.FirstError)
 		}
-		for _, k := range sortedKeys(res.Extra) {
+		for _, k := range slices.Sorted(maps.Keys(res.Extra)) {
 			line += fmt.Sprintf("  %s=%.4g", k, res.Extra[k])
 		}
 		r.Logf("%s", line)
 	}
-}
-
-func sortedKeys(m map[string]float64) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // Cells returns the cells of scenario s under the config.
@@ -398,7 +389,6 @@ func (r *Runner) openWindow(ctx context.Context, sys System) *window {
 	return w
 }
 
-// close fills res's resource figures for msgs messages over the window.
 // end takes the closing samples; it may run before the message count is known.
 func (w *window) end(ctx context.Context, r *Runner) {
 	if w.ended {
@@ -574,10 +564,10 @@ func (r *Runner) fill(ctx context.Context, sys System, q Queue, c Cell, capDur t
 		select {
 		case <-done:
 			el := time.Since(start)
-			*series = append(*series, Point{T: el.Seconds(), Done: published.Load(), RSS: SampleTree(sys.Pids()).RSS, Disk: dirsSize(dataDirs), Phase: "fill"})
+			*series = append(*series, curvePoint(sys, dataDirs, el, published.Load(), "fill"))
 			return published.Load(), el, firstErr
 		case <-t.C:
-			*series = append(*series, Point{T: time.Since(start).Seconds(), Done: published.Load(), RSS: SampleTree(sys.Pids()).RSS, Disk: dirsSize(dataDirs), Phase: "fill"})
+			*series = append(*series, curvePoint(sys, dataDirs, time.Since(start), published.Load(), "fill"))
 		}
 	}
 }
@@ -586,6 +576,11 @@ func (r *Runner) fill(ctx context.Context, sys System, q Queue, c Cell, capDur t
 // disk-use curve of scenario 5).
 type DataDirer interface {
 	DataDirs() []string
+}
+
+// curvePoint is one sample of scenario 5's curves, t into the phase with done messages.
+func curvePoint(sys System, dirs []string, t time.Duration, done int64, phase string) Point {
+	return Point{T: t.Seconds(), Done: done, RSS: SampleTree(sys.Pids()).RSS, Disk: dirsSize(dirs), Phase: phase}
 }
 
 func dirsSize(dirs []string) int64 {
@@ -699,11 +694,11 @@ loop:
 		case <-done:
 			break loop
 		case <-t.C:
-			res.Series = append(res.Series, Point{T: time.Since(start).Seconds(), Done: acked.Load(), RSS: SampleTree(sys.Pids()).RSS, Disk: dirsSize(dirs), Phase: "drain"})
+			res.Series = append(res.Series, curvePoint(sys, dirs, time.Since(start), acked.Load(), "drain"))
 		}
 	}
 	del := time.Since(start)
-	res.Series = append(res.Series, Point{T: del.Seconds(), Done: acked.Load(), RSS: SampleTree(sys.Pids()).RSS, Disk: dirsSize(dirs), Phase: "drain"})
+	res.Series = append(res.Series, curvePoint(sys, dirs, del, acked.Load(), "drain"))
 	res.ConsumeRate = float64(acked.Load()-drained) / del.Seconds()
 	res.Extra["drained"] = float64(acked.Load())
 	res.Extra["drain_seconds"] = del.Seconds()
@@ -759,12 +754,7 @@ func (r *Runner) lease(ctx context.Context, sys System, q Queue, c Cell, res *Re
 	deliveries := make([]uint8, c.Count+1)
 	var mu sync.Mutex
 	var acked, unacked, firstPass atomic.Int64
-	expected := int64(0)
-	for i := int64(1); i <= n; i++ {
-		if i%10 == 0 {
-			expected++
-		}
-	}
+	expected := n / 10 // seqs 10, 20, … are left unacked once
 	start := time.Now()
 	var firstPassAt time.Duration
 	limit := r.Cfg.Visibility*3 + r.Cfg.BacklogPhaseCap

@@ -94,6 +94,14 @@ type QueueSpec struct {
 	Groups     bool          // per-key FIFO (scenario 8)
 }
 
+// Lease is the lease length the spec asks for: Visibility, or 30s when that is 0.
+func (s QueueSpec) Lease() time.Duration {
+	if s.Visibility == 0 {
+		return 30 * time.Second
+	}
+	return s.Visibility
+}
+
 // Queue is one queue (stream, table) of a system.
 type Queue interface {
 	// NewProducer returns a producer that keeps up to window publishes unconfirmed.

@@ -11,8 +11,6 @@ import (
 
 // Agg is one system on one cell, over its repeats.
 type Agg struct {
-	Cell     harness.Cell
-	System   string
 	Runs     []harness.Result
 	Rate     float64 // median
 	Min, Max float64
@@ -59,9 +57,14 @@ func (a *Agg) Extra(k string) (float64, bool) {
 	return harness.Median(xs), len(xs) > 0
 }
 
+// extra is the median of an extra figure, 0 when no repeat has it.
+func (a *Agg) extra(k string) float64 {
+	v, _ := a.Extra(k)
+	return v
+}
+
 // Table is every aggregate of a run, by scenario, cell and system.
 type Table struct {
-	Run     *harness.Run
 	Cells   map[string][]harness.Cell // by scenario, in run order
 	aggs    map[[3]string]*Agg
 	Systems []harness.Info
@@ -69,12 +72,12 @@ type Table struct {
 
 // Aggregate groups a run's results.
 func Aggregate(run *harness.Run) *Table {
-	t := &Table{Run: run, Cells: map[string][]harness.Cell{}, aggs: map[[3]string]*Agg{}, Systems: run.Systems}
+	t := &Table{Cells: map[string][]harness.Cell{}, aggs: map[[3]string]*Agg{}, Systems: run.Systems}
 	for _, r := range run.Results {
 		k := [3]string{r.Cell.Scenario, r.Cell.Name, r.System}
 		a := t.aggs[k]
 		if a == nil {
-			a = &Agg{Cell: r.Cell, System: r.System}
+			a = &Agg{}
 			t.aggs[k] = a
 			if !slices.ContainsFunc(t.Cells[r.Cell.Scenario], func(c harness.Cell) bool { return c.Name == r.Cell.Name }) {
 				t.Cells[r.Cell.Scenario] = append(t.Cells[r.Cell.Scenario], r.Cell)

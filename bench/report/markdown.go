@@ -3,8 +3,9 @@ package report
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/okiba/okiba/bench/harness"
@@ -113,6 +114,25 @@ func okibaSystems(t *Table) []string {
 	return out
 }
 
+// eachRun calls f for every system that ran each cell (skipped ones left out): the
+// rows of the per-system tables, cells in order, systems in run order.
+func eachRun(t *Table, s string, cells []harness.Cell, f func(c harness.Cell, sys harness.Info, a *Agg)) {
+	for _, c := range cells {
+		for _, sys := range t.Systems {
+			if a := t.Get(s, c.Name, sys.Name); a != nil && len(a.Runs) > 0 {
+				f(c, sys, a)
+			}
+		}
+	}
+}
+
+// Latency percentiles, for Agg.MedLat.
+func latP50(l *harness.Latency) float64  { return l.P50 }
+func latP90(l *harness.Latency) float64  { return l.P90 }
+func latP99(l *harness.Latency) float64  { return l.P99 }
+func latP999(l *harness.Latency) float64 { return l.P999 }
+func latMax(l *harness.Latency) float64  { return l.Max }
+
 func cellText(a *Agg) string {
 	switch {
 	case a == nil:
@@ -156,19 +176,17 @@ func rateTables(w io.Writer, t *Table, s string, cells []harness.Cell) {
 
 // ratioTable: okiba / peer for every durable peer, and okiba as a share of the limit.
 func ratioTable(w io.Writer, t *Table, s string, cells []harness.Cell, okiba []string) {
-	peers := t.SystemsOf(harness.Durable)
-	limits := t.SystemsOf(harness.Limit)
+	var cols []harness.Info
+	for _, p := range append(t.SystemsOf(harness.Durable), t.SystemsOf(harness.Limit)...) {
+		if p.Peer != "okiba" {
+			cols = append(cols, p)
+		}
+	}
+	if len(cols) == 0 {
+		return
+	}
 	for _, o := range okiba {
-		var cols []harness.Info
-		for _, p := range append(peers, limits...) {
-			if p.Peer != "okiba" {
-				cols = append(cols, p)
-			}
-		}
-		if len(cols) == 0 {
-			continue
-		}
-		any := false
+		some := false
 		var b strings.Builder
 		fmt.Fprintf(&b, "Ratio `%s` / peer (same session, medians; > 1 means okiba is faster):\n\n| cell |", o)
 		for _, c := range cols {
@@ -182,13 +200,13 @@ func ratioTable(w io.Writer, t *Table, s string, cells []harness.Cell, okiba []s
 				if r == 0 {
 					fmt.Fprintf(&b, " – |")
 				} else {
-					any = true
+					some = true
 					fmt.Fprintf(&b, " %.2f |", r)
 				}
 			}
 			fmt.Fprintln(&b)
 		}
-		if any {
+		if some {
 			fmt.Fprintf(w, "%s\n", b.String())
 		}
 	}
@@ -198,44 +216,30 @@ func latencyTable(w io.Writer, t *Table, s string, cells []harness.Cell, e2e boo
 	kind := "publish → confirm"
 	if e2e {
 		kind = "end to end (publish → receive)"
-	}
-	if e2e {
 		fmt.Fprintf(w, "Closed loop: producers keep their window full whatever the consumers do, so where producers outrun consumers the queue grows during the cell and end-to-end latency measures that backlog (compare publish and consume rates); S4 measures latency at a fixed rate.\n\n")
 	}
 	fmt.Fprintf(w, "Latency, %s (medians over repeats):\n\n| cell | system | msg/s | published msg/s | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|---|---|\n", kind)
-	for _, c := range cells {
-		for _, sys := range t.Systems {
-			a := t.Get(s, c.Name, sys.Name)
-			if a == nil || a.Rate == 0 {
-				continue
-			}
-			f := func(g func(*harness.Latency) float64) string { return ms(a.MedLat(e2e, g)) }
-			fmt.Fprintf(w, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, sys.Name, rate(a.Rate),
-				rate(a.Med(func(r harness.Result) float64 { return r.PublishRate })),
-				f(func(l *harness.Latency) float64 { return l.P50 }), f(func(l *harness.Latency) float64 { return l.P90 }),
-				f(func(l *harness.Latency) float64 { return l.P99 }), f(func(l *harness.Latency) float64 { return l.P999 }),
-				f(func(l *harness.Latency) float64 { return l.Max }))
+	eachRun(t, s, cells, func(c harness.Cell, sys harness.Info, a *Agg) {
+		if a.Rate == 0 {
+			return
 		}
-	}
+		f := func(g func(*harness.Latency) float64) string { return ms(a.MedLat(e2e, g)) }
+		fmt.Fprintf(w, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, sys.Name, rate(a.Rate),
+			rate(a.Med(func(r harness.Result) float64 { return r.PublishRate })),
+			f(latP50), f(latP90), f(latP99), f(latP999), f(latMax))
+	})
 	fmt.Fprintln(w)
 }
 
 func openLoopTable(w io.Writer, t *Table, s string, cells []harness.Cell) {
 	fmt.Fprintf(w, "Open-loop schedule at a fraction of each system's own s3 4/4 batched rate; latency from the *intended* send time (no coordinated omission):\n\n")
 	fmt.Fprintf(w, "| cell | system | target msg/s | achieved | e2e p50 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|---|\n")
-	for _, c := range cells {
-		for _, sys := range t.Systems {
-			a := t.Get(s, c.Name, sys.Name)
-			if a == nil || len(a.Runs) == 0 {
-				continue
-			}
-			f := func(g func(*harness.Latency) float64) string { return ms(a.MedLat(true, g)) }
-			fmt.Fprintf(w, "| %s | `%s` | %s | %s | %s | %s | %s | %s |\n", c.Name, sys.Name,
-				rate(a.Med(func(r harness.Result) float64 { return r.TargetRate })), rate(a.Rate),
-				f(func(l *harness.Latency) float64 { return l.P50 }), f(func(l *harness.Latency) float64 { return l.P99 }),
-				f(func(l *harness.Latency) float64 { return l.P999 }), f(func(l *harness.Latency) float64 { return l.Max }))
-		}
-	}
+	eachRun(t, s, cells, func(c harness.Cell, sys harness.Info, a *Agg) {
+		f := func(g func(*harness.Latency) float64) string { return ms(a.MedLat(true, g)) }
+		fmt.Fprintf(w, "| %s | `%s` | %s | %s | %s | %s | %s | %s |\n", c.Name, sys.Name,
+			rate(a.Med(func(r harness.Result) float64 { return r.TargetRate })), rate(a.Rate),
+			f(latP50), f(latP99), f(latP999), f(latMax))
+	})
 	fmt.Fprintln(w)
 }
 
@@ -251,44 +255,30 @@ func gib(v float64) string {
 
 func backlogTable(w io.Writer, t *Table, s string, cells []harness.Cell) {
 	fmt.Fprintf(w, "| cell | system | filled | fill msg/s | RSS after fill | disk after fill | restart: accepting | restart: first receive | drain msg/s | note |\n|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, c := range cells {
-		for _, sys := range t.Systems {
-			a := t.Get(s, c.Name, sys.Name)
-			if a == nil || len(a.Runs) == 0 {
-				continue
+	eachRun(t, s, cells, func(c harness.Cell, sys harness.Info, a *Agg) {
+		sec := func(k string) string {
+			if v, ok := a.Extra(k); ok {
+				return fmt.Sprintf("%.2f s", v)
 			}
-			x := func(k string) float64 { v, _ := a.Extra(k); return v }
-			sec := func(k string) string {
-				if v, ok := a.Extra(k); ok {
-					return fmt.Sprintf("%.2f s", v)
-				}
-				return "–"
-			}
-			note := a.Runs[0].Note
-			if a.Runs[0].FirstError != "" {
-				note = strings.TrimSpace(note + " error: " + a.Runs[0].FirstError)
-			}
-			fmt.Fprintf(w, "| %s | `%s` | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, sys.Name, x("filled"), rate(a.Rate),
-				gib(x("rss_after_fill")), gib(x("disk_after_fill")), sec("restart_accepting_s"), sec("restart_first_receive_s"),
-				rate(a.Med(func(r harness.Result) float64 { return r.ConsumeRate })), note)
+			return "–"
 		}
-	}
+		note := a.Runs[0].Note
+		if a.Runs[0].FirstError != "" {
+			note = strings.TrimSpace(note + " error: " + a.Runs[0].FirstError)
+		}
+		fmt.Fprintf(w, "| %s | `%s` | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, sys.Name, a.extra("filled"), rate(a.Rate),
+			gib(a.extra("rss_after_fill")), gib(a.extra("disk_after_fill")), sec("restart_accepting_s"), sec("restart_first_receive_s"),
+			rate(a.Med(func(r harness.Result) float64 { return r.ConsumeRate })), note)
+	})
 	fmt.Fprintln(w)
 }
 
 func leaseTable(w io.Writer, t *Table, s string, cells []harness.Cell) {
 	fmt.Fprintf(w, "| cell | system | first pass msg/s | total s | redeliveries | expected | extra deliveries | never delivered |\n|---|---|---|---|---|---|---|---|\n")
-	for _, c := range cells {
-		for _, sys := range t.Systems {
-			a := t.Get(s, c.Name, sys.Name)
-			if a == nil || len(a.Runs) == 0 {
-				continue
-			}
-			x := func(k string) float64 { v, _ := a.Extra(k); return v }
-			fmt.Fprintf(w, "| %s | `%s` | %s | %.1f | %.0f | %.0f | %.0f | %.0f |\n", c.Name, sys.Name, rate(a.Rate), x("total_seconds"),
-				x("redeliveries"), x("redeliveries_expected"), x("extra_deliveries"), x("never_delivered"))
-		}
-	}
+	eachRun(t, s, cells, func(c harness.Cell, sys harness.Info, a *Agg) {
+		fmt.Fprintf(w, "| %s | `%s` | %s | %.1f | %.0f | %.0f | %.0f | %.0f |\n", c.Name, sys.Name, rate(a.Rate), a.extra("total_seconds"),
+			a.extra("redeliveries"), a.extra("redeliveries_expected"), a.extra("extra_deliveries"), a.extra("never_delivered"))
+	})
 	fmt.Fprintln(w)
 }
 
@@ -298,13 +288,11 @@ func resourceTable(w io.Writer, t *Table, s string, cells []harness.Cell) {
 		a         *Agg
 	}
 	var rows []row
-	for _, c := range cells {
-		for _, sys := range t.Systems {
-			if a := t.Get(s, c.Name, sys.Name); a != nil && len(a.Runs) > 0 && (a.Rate > 0 || s == "s5" || s == "s7") {
-				rows = append(rows, row{c.Name, sys.Name, a})
-			}
+	eachRun(t, s, cells, func(c harness.Cell, sys harness.Info, a *Agg) {
+		if a.Rate > 0 || s == "s5" || s == "s7" {
+			rows = append(rows, row{c.Name, sys.Name, a})
 		}
-	}
+	})
 	if len(rows) == 0 {
 		return
 	}
@@ -352,7 +340,7 @@ func skipped(w io.Writer, t *Table, s string, cells []harness.Cell) {
 			if a == nil {
 				continue
 			}
-			if a.Skipped != "" && !containsStr(reasons[a.Skipped], sys.Name) {
+			if a.Skipped != "" && !slices.Contains(reasons[a.Skipped], sys.Name) {
 				reasons[a.Skipped] = append(reasons[a.Skipped], sys.Name)
 			}
 			if a.Failed != "" {
@@ -360,24 +348,10 @@ func skipped(w io.Writer, t *Table, s string, cells []harness.Cell) {
 			}
 		}
 	}
-	var keys []string
-	for k := range reasons {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(reasons)) {
 		fmt.Fprintf(w, "Not run on %s: %s.\n\n", "`"+strings.Join(reasons[k], "`, `")+"`", k)
 	}
 	for _, f := range failed {
 		fmt.Fprintf(w, "Failed: %s\n\n", f)
 	}
-}
-
-func containsStr(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -62,8 +62,7 @@ func SVG(w io.Writer, run *harness.Run) {
 			if a == nil || a.Rate == 0 {
 				continue
 			}
-			p50 := a.MedLat(false, func(l *harness.Latency) float64 { return l.P50 })
-			p99 := a.MedLat(false, func(l *harness.Latency) float64 { return l.P99 })
+			p50, p99 := a.MedLat(false, latP50), a.MedLat(false, latP99)
 			p.bars = append(p.bars, bar{system: sys.Name, dur: sys.Durability, okiba: sys.Peer == "okiba",
 				value: p50, lo: p50, hi: p99, label: fmt.Sprintf("%s / %s", ms(p50), ms(p99))})
 		}

@@ -87,41 +87,11 @@ func (q *ceilingQueue) NewConsumer(context.Context, harness.ConsumerOptions) (ha
 // NewProducer: appends never block; one goroutine per producer waits on the tickets
 // in order (batches complete in order) and reports each.
 func (q *ceilingQueue) NewProducer(ctx context.Context, window int) (harness.Producer, error) {
-	p := &ceilingProducer{l: q.l, waits: make(chan ceilingWait, max(window, 1))}
-	p.wg.Add(1)
-	go p.run()
-	return p, nil
-}
-
-type ceilingProducer struct {
-	l     *wal.Log
-	waits chan ceilingWait
-	wg    sync.WaitGroup
-}
-
-type ceilingWait struct {
-	t    wal.Ticket
-	done func(error)
-}
-
-func (p *ceilingProducer) Publish(m harness.Msg, done func(error)) {
-	_, t, err := p.l.Append(m.Body)
-	if err != nil {
-		done(err)
-		return
-	}
-	p.waits <- ceilingWait{t, done}
-}
-
-func (p *ceilingProducer) run() {
-	defer p.wg.Done()
-	for w := range p.waits {
-		w.done(w.t.Wait(context.Background()))
-	}
-}
-
-func (p *ceilingProducer) Close() error {
-	close(p.waits)
-	p.wg.Wait()
-	return nil
+	return newAsyncProducer(window,
+		func(m harness.Msg) (wal.Ticket, error) {
+			_, t, err := q.l.Append(m.Body)
+			return t, err
+		},
+		func(t wal.Ticket) error { return t.Wait(context.Background()) },
+		nil), nil
 }

@@ -131,19 +131,16 @@ func (j *JetStream) stop() {
 	}
 }
 
-func (j *JetStream) conn() (*nats.Conn, jetstream.JetStream) {
+func (j *JetStream) client() jetstream.JetStream {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.nc, j.js
+	return j.js
 }
 
 func (j *JetStream) Pids() []int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.proc == nil {
-		return nil
-	}
-	return []int{j.proc.Pid()}
+	return procPids(j.proc)
 }
 
 func (j *JetStream) DataDirs() []string { return []string{j.dir} }
@@ -160,11 +157,8 @@ func (j *JetStream) Kill(ctx context.Context) error {
 func (j *JetStream) Restart(ctx context.Context) error { return j.start(ctx) }
 
 func (j *JetStream) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness.Queue, error) {
-	vis := spec.Visibility
-	if vis == 0 {
-		vis = 30 * time.Second
-	}
-	_, js := j.conn()
+	vis := spec.Lease()
+	js := j.client()
 	name := strings.ReplaceAll(spec.Name, "-", "_")
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: name, Subjects: []string{name}, Storage: jetstream.FileStorage,
@@ -189,7 +183,7 @@ type jsQueue struct {
 }
 
 func (q *jsQueue) Delete(ctx context.Context) error {
-	_, js := q.j.conn()
+	js := q.j.client()
 	return js.DeleteStream(ctx, q.name)
 }
 
@@ -203,57 +197,23 @@ func (q *jsQueue) NewProducer(ctx context.Context, window int) (harness.Producer
 		nc.Close()
 		return nil, err
 	}
-	p := &jsProducer{nc: nc, js: js, subj: q.name, acks: make(chan jsPending, max(window, 1))}
-	p.wg.Add(1)
-	go p.run()
-	return p, nil
-}
-
-type jsProducer struct {
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	subj string
-	acks chan jsPending
-	wg   sync.WaitGroup
-}
-
-type jsPending struct {
-	f    jetstream.PubAckFuture
-	done func(error)
-}
-
-func (p *jsProducer) Publish(m harness.Msg, done func(error)) {
-	f, err := p.js.PublishAsync(p.subj, m.Body)
-	if err != nil {
-		done(err)
-		return
-	}
-	p.acks <- jsPending{f, done}
-}
-
-func (p *jsProducer) run() {
-	defer p.wg.Done()
-	for a := range p.acks {
-		select {
-		case <-a.f.Ok():
-			a.done(nil)
-		case err := <-a.f.Err():
-			a.done(err)
-		case <-time.After(time.Minute):
-			a.done(errors.New("no publish ack within a minute"))
-		}
-	}
-}
-
-func (p *jsProducer) Close() error {
-	close(p.acks)
-	p.wg.Wait()
-	p.nc.Close()
-	return nil
+	return newAsyncProducer(window,
+		func(m harness.Msg) (jetstream.PubAckFuture, error) { return js.PublishAsync(q.name, m.Body) },
+		func(f jetstream.PubAckFuture) error {
+			select {
+			case <-f.Ok():
+				return nil
+			case err := <-f.Err():
+				return err
+			case <-time.After(time.Minute):
+				return errors.New("no publish ack within a minute")
+			}
+		},
+		func() error { nc.Close(); return nil }), nil
 }
 
 func (q *jsQueue) NewConsumer(ctx context.Context, opts harness.ConsumerOptions) (harness.Consumer, error) {
-	_, js := q.j.conn()
+	js := q.j.client()
 	c, err := js.Consumer(ctx, q.name, "workers")
 	if err != nil {
 		return nil, err

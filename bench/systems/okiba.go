@@ -95,10 +95,7 @@ func (s *okibaServer) stop() {
 func (s *okibaServer) pids() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc == nil {
-		return nil
-	}
-	return []int{s.proc.Pid()}
+	return procPids(s.proc)
 }
 
 func (s *okibaServer) kill() error {
@@ -171,10 +168,7 @@ func (o *OkibaHTTP) Kill(ctx context.Context) error    { return o.srv.kill() }
 func (o *OkibaHTTP) Restart(ctx context.Context) error { return o.srv.start(ctx) }
 
 func (o *OkibaHTTP) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness.Queue, error) {
-	vis := spec.Visibility
-	if vis == 0 {
-		vis = 30 * time.Second
-	}
+	vis := spec.Lease()
 	cfg := api.QueueConfig{VisibilityTimeout: api.Ptr(vis)}
 	if spec.Groups {
 		t := true

@@ -63,10 +63,7 @@ func (o *OkibaSQS) Close() error       { return nil }
 func (o *OkibaSQS) Fsyncs(ctx context.Context) (uint64, error) { return o.srv.fsyncs(ctx) }
 
 func (o *OkibaSQS) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness.Queue, error) {
-	vis := spec.Visibility
-	if vis == 0 {
-		vis = 30 * time.Second
-	}
+	vis := spec.Lease()
 	name := spec.Name
 	attrs := map[string]string{"VisibilityTimeout": strconv.Itoa(int(vis / time.Second))}
 	if spec.Groups {

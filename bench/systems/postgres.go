@@ -160,10 +160,7 @@ func (s *pgServer) kill() error {
 func (s *pgServer) pids() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc == nil {
-		return nil
-	}
-	return []int{s.proc.Pid()}
+	return procPids(s.proc)
 }
 
 // fsyncs is pg_stat_wal.wal_sync: WAL flushes to disk (flushed into the statistics
@@ -212,10 +209,6 @@ func (p *PGQueue) Kill(ctx context.Context) error             { return p.srv.kil
 func (p *PGQueue) Restart(ctx context.Context) error          { return p.srv.start(ctx) }
 
 func (p *PGQueue) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness.Queue, error) {
-	vis := spec.Visibility
-	if vis == 0 {
-		vis = 30 * time.Second
-	}
 	table := pgx.Identifier{"q_" + sanitize(spec.Name)}.Sanitize()
 	_, err := p.srv.db().Exec(ctx, `CREATE TABLE `+table+` (
 		id bigserial PRIMARY KEY,
@@ -225,17 +218,7 @@ func (p *PGQueue) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness
 	if err != nil {
 		return nil, err
 	}
-	return &pgQueue{srv: p.srv, table: table, vis: vis}, nil
-}
-
-func sanitize(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
+	return &pgQueue{srv: p.srv, table: table, vis: spec.Lease()}, nil
 }
 
 type pgQueue struct {
@@ -273,39 +256,18 @@ type pgConsumer struct {
 }
 
 func (c *pgConsumer) Receive(ctx context.Context, max int) ([]harness.Delivery, error) {
-	deadline := time.Now().Add(500 * time.Millisecond)
-	for {
+	return pollLeases(ctx, func() ([]harness.Delivery, error) {
 		rows, err := c.q.srv.db().Query(ctx, c.lease, max, c.q.vis.String())
 		if err != nil {
 			return nil, err
 		}
-		var out []harness.Delivery
-		for rows.Next() {
-			var id int64
-			var body []byte
-			if err := rows.Scan(&id, &body); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out = append(out, harness.Delivery{Body: body, Handle: id})
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		if len(out) > 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			return out, nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer rows.Close()
+		return scanLeases(rows)
+	})
 }
 
 func (c *pgConsumer) Ack(ctx context.Context, ds []harness.Delivery) error {
-	ids := make([]int64, len(ds))
-	for i, d := range ds {
-		ids[i] = d.Handle.(int64)
-	}
-	_, err := c.q.srv.db().Exec(ctx, "DELETE FROM "+c.q.table+" WHERE id = ANY($1)", ids)
+	_, err := c.q.srv.db().Exec(ctx, "DELETE FROM "+c.q.table+" WHERE id = ANY($1)", leaseIDs(ds))
 	return err
 }
 

@@ -292,52 +292,21 @@ func (q *rabbitQueue) NewProducer(ctx context.Context, window int) (harness.Prod
 		c.Close()
 		return nil, err
 	}
-	p := &rabbitProducer{c: c, ch: ch, queue: q.name, waits: make(chan rabbitWait, max(window, 1))}
-	p.wg.Add(1)
-	go p.run()
-	return p, nil
-}
-
-type rabbitProducer struct {
-	c     *amqp.Connection
-	ch    *amqp.Channel
-	queue string
-	waits chan rabbitWait
-	wg    sync.WaitGroup
-}
-
-type rabbitWait struct {
-	dc   *amqp.DeferredConfirmation
-	done func(error)
-}
-
-func (p *rabbitProducer) Publish(m harness.Msg, done func(error)) {
-	dc, err := p.ch.PublishWithDeferredConfirm("", p.queue, false, false,
-		amqp.Publishing{DeliveryMode: amqp.Persistent, Body: m.Body})
-	if err != nil {
-		done(err)
-		return
-	}
-	p.waits <- rabbitWait{dc, done}
-}
-
-func (p *rabbitProducer) run() {
-	defer p.wg.Done()
-	for w := range p.waits {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		ok, err := w.dc.WaitContext(ctx)
-		cancel()
-		if err == nil && !ok {
-			err = errors.New("nacked by the broker")
-		}
-		w.done(err)
-	}
-}
-
-func (p *rabbitProducer) Close() error {
-	close(p.waits)
-	p.wg.Wait()
-	return p.c.Close()
+	return newAsyncProducer(window,
+		func(m harness.Msg) (*amqp.DeferredConfirmation, error) {
+			return ch.PublishWithDeferredConfirm("", q.name, false, false,
+				amqp.Publishing{DeliveryMode: amqp.Persistent, Body: m.Body})
+		},
+		func(dc *amqp.DeferredConfirmation) error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			ok, err := dc.WaitContext(ctx)
+			if err == nil && !ok {
+				err = errors.New("nacked by the broker")
+			}
+			return err
+		},
+		c.Close), nil
 }
 
 func (q *rabbitQueue) NewConsumer(ctx context.Context, opts harness.ConsumerOptions) (harness.Consumer, error) {
@@ -364,32 +333,9 @@ type rabbitConsumer struct {
 }
 
 func (c *rabbitConsumer) Receive(ctx context.Context, max int) ([]harness.Delivery, error) {
-	var out []harness.Delivery
-	t := time.NewTimer(500 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case d, ok := <-c.ds:
-		if !ok {
-			return nil, errors.New("consumer channel closed")
-		}
-		out = append(out, harness.Delivery{Body: d.Body, Handle: d.DeliveryTag})
-	case <-t.C:
-		return nil, nil
-	case <-ctx.Done():
-		return nil, nil
-	}
-	for len(out) < max {
-		select {
-		case d, ok := <-c.ds:
-			if !ok {
-				return out, nil
-			}
-			out = append(out, harness.Delivery{Body: d.Body, Handle: d.DeliveryTag})
-		default:
-			return out, nil
-		}
-	}
-	return out, nil
+	return receiveChan(ctx, c.ds, max, func(d amqp.Delivery) harness.Delivery {
+		return harness.Delivery{Body: d.Body, Handle: d.DeliveryTag}
+	})
 }
 
 // Ack acks one delivery alone, and a whole receive with one multiple-ack of its last

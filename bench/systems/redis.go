@@ -123,10 +123,7 @@ func (r *Redis) client() *redis.Client {
 func (r *Redis) Pids() []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.proc == nil {
-		return nil
-	}
-	return []int{r.proc.Pid()}
+	return procPids(r.proc)
 }
 
 func (r *Redis) DataDirs() []string { return []string{r.dir} }
@@ -143,10 +140,7 @@ func (r *Redis) Kill(ctx context.Context) error {
 func (r *Redis) Restart(ctx context.Context) error { return r.start(ctx) }
 
 func (r *Redis) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness.Queue, error) {
-	vis := spec.Visibility
-	if vis == 0 {
-		vis = 30 * time.Second
-	}
+	vis := spec.Lease()
 	if err := r.client().XGroupCreateMkStream(ctx, spec.Name, "g", "0").Err(); err != nil {
 		return nil, err
 	}

@@ -21,10 +21,7 @@ import (
 type River struct {
 	srv *pgServer
 	ver string
-
-	once   sync.Once
-	migErr error
-	ins    *river.Client[pgx.Tx]
+	ins *river.Client[pgx.Tx]
 }
 
 func NewRiver() *River { return &River{} }
@@ -33,7 +30,7 @@ func (r *River) Info() harness.Info {
 	return harness.Info{
 		Name: "river", Label: "River on PostgreSQL", Peer: "postgres", Durability: harness.Durable,
 		Version:  r.ver,
-		Settings: "fsync on, synchronous_commit on; InsertMany of a window; workers (MaxWorkers = prefetch × consumers) finish a job when the harness acks it; FetchCooldown 1 ms, FetchPollInterval 50 ms",
+		Settings: "fsync on, synchronous_commit on; InsertMany of a window; workers (MaxWorkers = prefetch × 4) finish a job when the harness acks it; FetchCooldown 1 ms, FetchPollInterval 50 ms",
 		Caps:     harness.Caps{Consume: true},
 	}
 }
@@ -78,8 +75,6 @@ type riverQueue struct {
 
 	mu      sync.Mutex
 	workers *river.Client[pgx.Tx]
-	cancel  context.CancelFunc
-	n       int
 }
 
 type riverJob struct {
@@ -138,7 +133,6 @@ func (w *riverWorker) Timeout(*river.Job[benchArgs]) time.Duration { return -1 }
 func (q *riverQueue) NewConsumer(ctx context.Context, opts harness.ConsumerOptions) (harness.Consumer, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.n++
 	if q.workers == nil {
 		workers := river.NewWorkers()
 		if err := river.AddWorkerSafely(workers, &riverWorker{jobs: q.jobs}); err != nil {
@@ -164,26 +158,9 @@ func (q *riverQueue) NewConsumer(ctx context.Context, opts harness.ConsumerOptio
 type riverConsumer struct{ q *riverQueue }
 
 func (c *riverConsumer) Receive(ctx context.Context, max int) ([]harness.Delivery, error) {
-	var out []harness.Delivery
-	t := time.NewTimer(500 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case j := <-c.q.jobs:
-		out = append(out, harness.Delivery{Body: j.body, Handle: j.done})
-	case <-t.C:
-		return nil, nil
-	case <-ctx.Done():
-		return nil, nil
-	}
-	for len(out) < max {
-		select {
-		case j := <-c.q.jobs:
-			out = append(out, harness.Delivery{Body: j.body, Handle: j.done})
-		default:
-			return out, nil
-		}
-	}
-	return out, nil
+	return receiveChan(ctx, c.q.jobs, max, func(j riverJob) harness.Delivery {
+		return harness.Delivery{Body: j.body, Handle: j.done}
+	})
 }
 
 func (c *riverConsumer) Ack(ctx context.Context, ds []harness.Delivery) error {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"maragu.dev/goqite"
@@ -50,13 +49,6 @@ type SQLiteQueue struct {
 
 func NewSQLiteQueue(full bool) *SQLiteQueue { return &SQLiteQueue{full: full} }
 
-func (s *SQLiteQueue) mode() string {
-	if s.full {
-		return "FULL"
-	}
-	return "NORMAL"
-}
-
 func (s *SQLiteQueue) Info() harness.Info {
 	d := harness.Durable
 	name := "sqlite-queue-full"
@@ -64,9 +56,9 @@ func (s *SQLiteQueue) Info() harness.Info {
 		d, name = harness.Relaxed, "sqlite-queue-normal"
 	}
 	return harness.Info{
-		Name: name, Label: "SQLite table queue, synchronous=" + s.mode(), Peer: "sqlite", Durability: d,
+		Name: name, Label: "SQLite table queue, synchronous=" + syncMode(s.full), Peer: "sqlite", Durability: d,
 		Version:   s.ver,
-		Settings:  "in process; WAL, synchronous=" + s.mode() + ", one connection; a transaction per window of inserts, UPDATE … RETURNING to lease, DELETE to ack",
+		Settings:  "in process; WAL, synchronous=" + syncMode(s.full) + ", one connection; a transaction per window of inserts, UPDATE … RETURNING to lease, DELETE to ack",
 		InProcess: true,
 		Caps:      harness.Caps{Consume: true, Visibility: true},
 	}
@@ -78,7 +70,7 @@ func (s *SQLiteQueue) Start(ctx context.Context, env *harness.Env) error {
 		return err
 	}
 	s.dir = dir
-	s.db, err = openSQLite(filepath.Join(dir, "queue.db"), s.mode())
+	s.db, err = openSQLite(filepath.Join(dir, "queue.db"), syncMode(s.full))
 	if err != nil {
 		return err
 	}
@@ -91,10 +83,7 @@ func (s *SQLiteQueue) DataDirs() []string { return []string{s.dir} }
 func (s *SQLiteQueue) Close() error       { return s.db.Close() }
 
 func (s *SQLiteQueue) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness.Queue, error) {
-	vis := spec.Visibility
-	if vis == 0 {
-		vis = 30 * time.Second
-	}
+	vis := spec.Lease()
 	t := `"q_` + sanitize(spec.Name) + `"`
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE `+t+` (
 		id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -148,40 +137,19 @@ type sqliteConsumer struct {
 }
 
 func (c *sqliteConsumer) Receive(ctx context.Context, max int) ([]harness.Delivery, error) {
-	deadline := time.Now().Add(500 * time.Millisecond)
-	for {
+	return pollLeases(ctx, func() ([]harness.Delivery, error) {
 		now := time.Now()
 		rows, err := c.q.db.QueryContext(ctx, c.lease, now.Add(c.q.vis).UnixMilli(), now.UnixMilli(), max)
 		if err != nil {
 			return nil, err
 		}
-		var out []harness.Delivery
-		for rows.Next() {
-			var id int64
-			var body []byte
-			if err := rows.Scan(&id, &body); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out = append(out, harness.Delivery{Body: body, Handle: id})
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		if len(out) > 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			return out, nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer rows.Close()
+		return scanLeases(rows)
+	})
 }
 
 func (c *sqliteConsumer) Ack(ctx context.Context, ds []harness.Delivery) error {
-	ids := make([]int64, len(ds))
-	for i, d := range ds {
-		ids[i] = d.Handle.(int64)
-	}
-	b, _ := json.Marshal(ids)
+	b, _ := json.Marshal(leaseIDs(ds))
 	_, err := c.q.db.ExecContext(ctx, "DELETE FROM "+c.q.table+" WHERE id IN (SELECT value FROM json_each(?))", string(b))
 	return err
 }
@@ -197,7 +165,6 @@ type Goqite struct {
 	db   *sql.DB
 	dir  string
 	ver  string
-	mu   sync.Mutex
 }
 
 func NewGoqite(full bool) *Goqite { return &Goqite{full: full} }
@@ -234,11 +201,7 @@ func (g *Goqite) Start(ctx context.Context, env *harness.Env) error {
 		return err
 	}
 	g.dir = dir
-	mode := "FULL"
-	if !g.full {
-		mode = "NORMAL"
-	}
-	g.db, err = openSQLite(filepath.Join(dir, "goqite.db"), mode)
+	g.db, err = openSQLite(filepath.Join(dir, "goqite.db"), syncMode(g.full))
 	if err != nil {
 		return err
 	}
@@ -254,10 +217,7 @@ func (g *Goqite) DataDirs() []string { return []string{g.dir} }
 func (g *Goqite) Close() error       { return g.db.Close() }
 
 func (g *Goqite) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness.Queue, error) {
-	vis := spec.Visibility
-	if vis == 0 {
-		vis = 30 * time.Second
-	}
+	vis := spec.Lease()
 	q := goqite.New(goqite.NewOpts{DB: g.db, Name: spec.Name, Timeout: vis, MaxReceive: 1000})
 	return &goqiteQueue{db: g.db, q: q, name: spec.Name}, nil
 }

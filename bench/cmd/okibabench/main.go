@@ -56,9 +56,8 @@ func modeConfig(mode string) (harness.Config, string, error) {
 		c.Warmup, c.Duration, c.Repeats = 200*time.Millisecond, 500*time.Millisecond, 1
 		c.S1Sizes = []int{128}
 		c.S2Sizes, c.S2Producers, c.S2Windows = []int{128}, []int{4}, []int{64}
-		c.S3Sizes, c.S3Pairs, c.S3AckModes = []int{128}, []int{2}, []string{"batched"}
+		c.S3Sizes, c.S3Pairs, c.S3AckModes = []int{128}, []int{4}, []string{"batched"}
 		c.S4Fracs, c.S4Size = []float64{0.5}, 128
-		c.S3Pairs = []int{4}
 		c.BacklogCount, c.BacklogSize, c.BacklogPhaseCap = 2000, 128, 20*time.Second
 		c.LeaseCount, c.Visibility = 500, 2*time.Second
 		c.GroupKeys = 2000
