@@ -565,6 +565,7 @@ func TestFsyncFailureAtEverySync(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIP: storage fault injection runs in its own tier (make storage)")
 	}
+	opened, failedAny := 0, 0
 	for n := 1; n <= 40; n++ {
 		mem := vfs.NewMemFS()
 		var syncs int
@@ -585,8 +586,14 @@ func TestFsyncFailureAtEverySync(t *testing.T) {
 		l := newLedger()
 		b, err := Open(Config{Dir: "/data", FS: fs, Clock: clk, SegmentSize: 2 << 20, NoPrecreate: true})
 		if err != nil {
-			continue // the failure hit start-up itself: nothing was acknowledged
+			// The failure hit start-up itself: nothing was acknowledged. Any other
+			// refusal is a bug, not this case.
+			if !errors.Is(err, vfs.ErrInjected) && !errors.Is(err, ErrStorageFailed) {
+				t.Fatalf("sync %d: Open: %v, want the injected fsync failure", n, err)
+			}
+			continue
 		}
+		opened++
 		failed := false
 		check := func(what string, err error) bool {
 			switch {
@@ -621,9 +628,17 @@ func TestFsyncFailureAtEverySync(t *testing.T) {
 		if failed != (b.Healthy() != nil) {
 			t.Fatalf("sync %d: failed %v but Healthy() = %v", n, failed, b.Healthy())
 		}
+		if failed {
+			failedAny++
+		}
 		if err := verifyRecovered(fmt.Sprintf("after failing sync %d", n), mem.Crash(), clk.Now(), l, fs.Ops()+1); err != nil {
 			t.Fatal(err)
 		}
 		b.Close()
 	}
+	// Otherwise the loop proves nothing: every Open refused, or no fsync ever failed.
+	if opened == 0 || failedAny == 0 {
+		t.Fatalf("%d brokers opened, %d saw a failed fsync: the workload no longer reaches the injected failures", opened, failedAny)
+	}
+	t.Logf("%d brokers opened, %d saw a failed fsync", opened, failedAny)
 }

@@ -340,9 +340,9 @@ func TestProducerPublishCallsBackOnce(t *testing.T) {
 	if err != nil || q.Stats.Ready != n {
 		t.Fatalf("queue holds %v, want %d (%v)", q.Stats.Ready, n, err)
 	}
-	p.Publish(context.Background(), client.Message{Body: []byte("late")}, func(r client.SendResult) {
-		if !errors.Is(r.Err, client.ErrProducerClosed) {
-			t.Errorf("publish after close: %v", r.Err)
-		}
-	})
+	late := make(chan client.SendResult, 1)
+	p.Publish(context.Background(), client.Message{Body: []byte("late")}, func(r client.SendResult) { late <- r })
+	if r := recv(t, late, 10*time.Second, "the callback of a Publish after Close"); !errors.Is(r.Err, client.ErrProducerClosed) {
+		t.Errorf("publish after close: %v", r.Err)
+	}
 }

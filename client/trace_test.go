@@ -139,6 +139,8 @@ func TestTraceWithoutAnSDK(t *testing.T) {
 			if len(d.Headers) != 0 {
 				t.Errorf("headers without a trace: %v", d.Headers)
 			}
+		default:
+			t.Errorf("received %q, which was never sent", d.Body)
 		}
 	}
 }

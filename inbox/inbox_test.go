@@ -135,12 +135,18 @@ func TestCleanup(t *testing.T) {
 		ib := setup(t, db, "c", inbox.Options{Now: clock, Horizon: time.Hour})
 		other := setup(t, db, "other", inbox.Options{Now: clock})
 		noop := func(context.Context, *sql.Tx) error { return nil }
-		for i := 0; i < 1500; i++ {
-			ib.Once(ctx, fmt.Sprintf("old-%d", i), noop)
+		once := func(ib *inbox.Inbox, key string) {
+			t.Helper()
+			if ran, err := ib.Once(ctx, key, noop); !ran || err != nil {
+				t.Fatalf("%s: ran %v, err %v", key, ran, err)
+			}
 		}
-		other.Once(ctx, "old", noop)
+		for i := 0; i < 1500; i++ {
+			once(ib, fmt.Sprintf("old-%d", i))
+		}
+		once(other, "old")
 		now = now.Add(2 * time.Hour)
-		ib.Once(ctx, "new", noop)
+		once(ib, "new")
 		if _, err := other.Cleanup(ctx, 0); err == nil {
 			t.Fatal("Cleanup without a horizon must refuse")
 		}
@@ -149,12 +155,12 @@ func TestCleanup(t *testing.T) {
 			t.Fatalf("cleanup: %d, %v; want 1500", n, err)
 		}
 		for key, want := range map[string]bool{"old-7": false, "new": true} {
-			if seen, _, _ := ib.Seen(ctx, key); seen != want {
-				t.Errorf("%s seen %v, want %v", key, seen, want)
+			if seen, _, err := ib.Seen(ctx, key); err != nil || seen != want {
+				t.Errorf("%s seen %v (%v), want %v", key, seen, err, want)
 			}
 		}
-		if seen, _, _ := other.Seen(ctx, "old"); !seen {
-			t.Error("cleanup of one consumer removed another's record")
+		if seen, _, err := other.Seen(ctx, "old"); err != nil || !seen {
+			t.Errorf("cleanup of one consumer removed another's record (%v)", err)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -339,10 +340,14 @@ func TestCleanupDeletesOldSentRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ob.Setup(ctx)
+		if err := ob.Setup(ctx); err != nil {
+			t.Fatal(err)
+		}
 		first := add(t, db, ob, "q", outbox.Message{Body: []byte("1")}, outbox.Message{Body: []byte("2")})
 		r := ob.Relay(srv.Client, outbox.RelayOptions{KeepSent: time.Hour})
-		r.RunOnce(ctx)
+		if _, err := r.RunOnce(ctx); err != nil || pending(t, ob) != 0 {
+			t.Fatalf("RunOnce: %v, %d rows pending", err, pending(t, ob))
+		}
 		add(t, db, ob, "q", outbox.Message{Body: []byte("3")}) // pending: never cleaned
 		now = now.Add(2 * time.Hour)
 		if n, err := r.Cleanup(ctx); n != 2 || err != nil {
@@ -367,18 +372,45 @@ func TestPostgresNotifyWakesRelay(t *testing.T) {
 	srv.CreateQueue(t, "q")
 	ob := newOutbox(t, db, "svc")
 	ctx, cancel := context.WithCancel(context.Background())
+	// The listener's wake-ups pass through here on their way to the relay, counted, so
+	// that the test knows when the listener listens and when a notification came.
+	heard := make(chan struct{}, 1)
 	wake := make(chan struct{}, 1)
+	var pokes atomic.Int64
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); pgwake.Listen(ctx, db.DB, ob.Channel(), wake) }()
+	wg.Add(2)
+	go func() { defer wg.Done(); pgwake.Listen(ctx, db.DB, ob.Channel(), heard) }()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-heard:
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+				pokes.Add(1) // after forwarding: pokes > 0 means the wake-up is in wake or taken
+			}
+		}
+	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	r := ob.Relay(srv.Client, outbox.RelayOptions{PollInterval: time.Hour, Wake: wake})
 	runRelay(t, r)
-	// Wait for the listener's first wake-up to be consumed, so the next one is ours.
-	dbtest.Eventually(t, 5*time.Second, func() bool { return len(wake) == 0 }, func() string { return "listener" })
+	// Wait for the listener's first wake-up (sent once it listens) to be consumed, so the
+	// next ones are notifications. (Before, len(wake) == 0 held before the listener had
+	// even started.)
+	dbtest.Eventually(t, 5*time.Second, func() bool { return pokes.Load() > 0 && len(wake) == 0 },
+		func() string { return fmt.Sprintf("listener: %d wake-ups, %d pending", pokes.Load(), len(wake)) })
 	for i := 0; i < 3; i++ {
+		before := pokes.Load()
 		add(t, db, ob, "q", outbox.Message{Body: []byte(strconv.Itoa(i))})
-		dbtest.Eventually(t, 5*time.Second, func() bool { return pending(t, ob) == 0 }, func() string { return "not woken" })
+		// Each commit is notified, and the row published without polling.
+		dbtest.Eventually(t, 5*time.Second, func() bool { return pokes.Load() > before && pending(t, ob) == 0 },
+			func() string {
+				return fmt.Sprintf("not woken: %d wake-ups since the commit, %d rows pending", pokes.Load()-before, pending(t, ob))
+			})
 	}
 }
 

@@ -185,17 +185,23 @@ func TestRetentionWithoutDLQRemovesWithARecord(t *testing.T) {
 func TestDedupWindowIsFixedAndSurvivesAck(t *testing.T) {
 	m, s := newMachine(t, "q", nil)
 	in := []SendInput{{Payload: Payload{Body: []byte("x"), DedupID: "d"}, Delay: -1}}
-	r1, _ := m.Send(t0, s, "q", in)
+	r1, err := m.Send(t0, s, "q", in)
+	if err != nil || r1[0].Err != nil {
+		t.Fatalf("first send: %v %+v", err, r1)
+	}
 	_, ls := receiveBodies(t, m, s, t0, "q", 1, 1000)
-	m.Ack(t0, s, "q", ls)
-	r2, _ := m.Send(t0+4*60_000, s, "q", in)
-	if !r2[0].Duplicate || r2[0].ID != r1[0].ID {
-		t.Fatalf("duplicate after ack inside the window: %+v", r2[0])
+	// The ack must really happen, or "survives ack" is not what is tested.
+	if errs, err := m.Ack(t0, s, "q", ls); err != nil || len(ls) != 1 || errs[0] != nil {
+		t.Fatalf("ack of %d leases: %v %v", len(ls), err, errs)
+	}
+	r2, err := m.Send(t0+4*60_000, s, "q", in)
+	if err != nil || !r2[0].Duplicate || r2[0].ID != r1[0].ID {
+		t.Fatalf("duplicate after ack inside the window: %+v %v", r2, err)
 	}
 	// Fixed from the first send: the duplicate did not extend it.
-	r3, _ := m.Send(t0+5*60_000, s, "q", in)
-	if r3[0].Duplicate {
-		t.Fatalf("window slid with the duplicate")
+	r3, err := m.Send(t0+5*60_000, s, "q", in)
+	if err != nil || r3[0].Err != nil || r3[0].Duplicate {
+		t.Fatalf("window slid with the duplicate: %+v %v", r3, err)
 	}
 }
 

@@ -754,16 +754,6 @@ func equalUsage(a, b map[uint32]SegmentUsage) bool {
 	return true
 }
 
-// snapshotAt settles every queue at the model's clock (pure, in-memory transitions that
-// the next command would make anyway) and returns the snapshot, so that a live machine
-// that ticked without records and a replayed one compare equal.
-func (h *harness) snapshotAt(m *Machine) []byte {
-	for _, q := range m.byID {
-		m.settle(q, h.md.now)
-	}
-	return m.AppendSnapshot(nil)
-}
-
 // check compares every message's observable state with the model and checks invariants.
 func (h *harness) check(t *rapid.T) {
 	md := h.md
@@ -833,8 +823,14 @@ func (h *harness) check(t *rapid.T) {
 	}
 	// No message has two live leases: at most one in-flight entry per id.
 	infl := map[uint64]int{}
-	got, _ := h.m.Peek(md.now, "q", 0, 1<<20, StateInFlight)
+	got, err := h.m.Peek(md.now, "q", 0, 1<<20, StateInFlight)
+	if err != nil {
+		t.Fatalf("peek q in flight: %v", err)
+	}
 	for _, g := range got {
+		if g.State != StateInFlight {
+			t.Fatalf("peek of in-flight messages returned %d in state %s", g.ID, g.State)
+		}
 		infl[g.ID]++
 		if infl[g.ID] > 1 {
 			t.Fatalf("message %d leased twice", g.ID)

@@ -31,18 +31,9 @@ func faultyEnv(t *testing.T, armed *atomic.Bool, op vfs.Op, cfg broker.Config) (
 		}
 		return nil
 	})
-	cfg.Dir, cfg.FS, cfg.NoPrecreate = "/data", fs, true
-	b, err := broker.Open(cfg)
-	if err != nil {
-		t.Fatalf("open broker: %v", err)
-	}
-	hs := httptest.NewServer(server.New(b, server.Options{}).Handler())
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		b.Close()
-	})
-	return envAt(t, hs.URL), b
+	cfg.FS, cfg.NoPrecreate = fs, true
+	e := newEnv(t, okibatest.Options{Dir: "/data", Broker: cfg})
+	return e, e.srv.Broker
 }
 
 // TestEveryErrorCode produces every error code of package api through HTTP and checks

@@ -24,11 +24,16 @@ func TestTortureShort(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cfg := Config{Binary: bin, Cycles: 20, Log: testWriter{t}}
+	var err error
 	if s := os.Getenv("OKIBA_TORTURE_CYCLES"); s != "" {
-		cfg.Cycles, _ = strconv.Atoi(s)
+		if cfg.Cycles, err = strconv.Atoi(s); err != nil || cfg.Cycles <= 0 {
+			t.Fatalf("OKIBA_TORTURE_CYCLES=%q: want a positive number (%v)", s, err)
+		}
 	}
 	if s := os.Getenv("OKIBA_TORTURE_SEED"); s != "" {
-		cfg.Seed, _ = strconv.ParseUint(s, 10, 64)
+		if cfg.Seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("OKIBA_TORTURE_SEED=%q: %v", s, err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

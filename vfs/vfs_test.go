@@ -212,8 +212,15 @@ func testOpenFlags(t *testing.T, mk func(*testing.T) (vfs.FS, string)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteAt([]byte("data"), 0)
-	f.Close()
+	if _, err := f.WriteAt([]byte("data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := fsys.Stat(name); err != nil || fi.Size() != 4 {
+		t.Fatalf("Stat before O_TRUNC = %v, %v; want 4 bytes", fi, err) // else O_TRUNC below proves nothing
+	}
 	if _, err := fsys.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("O_EXCL on existing = %v", err)
 	}

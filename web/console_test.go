@@ -293,7 +293,11 @@ func TestOverviewNumbersAndUpdates(t *testing.T) {
 	})
 	// since= leaves out the samples the page has.
 	r = do(t, "GET", fmt.Sprintf("%s/ui/api/overview?since=%d", e.url, a.Seq+1000), nil)
-	for _, q := range decodeOverview(t, r).Queues {
+	later := decodeOverview(t, r)
+	if len(later.Queues) != len(a.Queues) {
+		t.Fatalf("since= answered %d queues, want %d", len(later.Queues), len(a.Queues))
+	}
+	for _, q := range later.Queues {
 		if len(q.Spark) != 0 {
 			t.Fatalf("samples after the latest: %v", q.Spark)
 		}
