@@ -332,10 +332,13 @@ func TestLongPoll(t *testing.T) {
 		parked := clk.Timers()
 		ch := make(chan result, 1)
 		var done atomic.Bool
+		answer := e.doAsync("POST", "/v1/queues/lp/receive", body)
 		go func() {
-			r := e.do("POST", "/v1/queues/lp/receive", body)
+			r := <-answer
 			var out api.ReceiveResponse
-			json.Unmarshal(r.Body, &out)
+			if r != nil {
+				json.Unmarshal(r.Body, &out)
+			}
 			done.Store(true)
 			ch <- result{r, out.Messages}
 		}()
@@ -351,7 +354,7 @@ func TestLongPoll(t *testing.T) {
 		t.Helper()
 		select {
 		case res := <-ch:
-			if res.r.Status != 200 {
+			if res.r == nil || res.r.Status != 200 {
 				t.Fatalf("receive: %v", res.r)
 			}
 			return res
@@ -398,13 +401,12 @@ func TestLongPoll(t *testing.T) {
 func TestLongPollRealClock(t *testing.T) {
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("lp", `{}`)
-	ch := make(chan *response, 1)
 	begin := time.Now()
-	go func() { ch <- e.do("POST", "/v1/queues/lp/receive", `{"wait":"30s"}`) }()
+	ch := e.doAsync("POST", "/v1/queues/lp/receive", `{"wait":"30s"}`)
 	e.send("lp", "hi")
 	select {
 	case r := <-ch:
-		if r.Status != 200 || !strings.Contains(string(r.Body), `"body":"hi"`) {
+		if r == nil || r.Status != 200 || !strings.Contains(string(r.Body), `"body":"hi"`) {
 			t.Fatalf("receive: %v", r)
 		}
 		if time.Since(begin) > 20*time.Second {

@@ -58,6 +58,34 @@ func (r *response) String() string {
 // nil, and JSON-encoded otherwise.
 func (e *env) do(method, path string, body any, hdr ...string) *response {
 	e.t.Helper()
+	r, err := e.roundTrip(e.request(method, path, body, hdr...))
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// doAsync is do in another goroutine: the answer arrives on the channel, or, when the
+// request fails, the test is marked failed (from that goroutine only t.Error may be
+// called) and nil arrives.
+func (e *env) doAsync(method, path string, body any, hdr ...string) <-chan *response {
+	e.t.Helper()
+	req := e.request(method, path, body, hdr...)
+	ch := make(chan *response, 1)
+	go func() {
+		r, err := e.roundTrip(req)
+		if err != nil {
+			e.t.Errorf("%s %s: %v", method, path, err)
+		}
+		ch <- r
+	}()
+	return ch
+}
+
+// request builds a request as do sends it: a string, []byte or JSON-encoded body,
+// the env's token, and hdr as name, value pairs ("" deletes a header).
+func (e *env) request(method, path string, body any, hdr ...string) *http.Request {
+	e.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -89,16 +117,22 @@ func (e *env) do(method, path string, body any, hdr ...string) *response {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
 	}
+	return req
+}
+
+// roundTrip sends req and reads the whole answer. Unlike do it does not end the test,
+// so goroutines other than the test's own may use it.
+func (e *env) roundTrip(req *http.Request) (*response, error) {
 	res, err := e.hc.Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		return nil, err
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(res.Body)
 	if err != nil {
-		e.t.Fatalf("%s %s: read response: %v", method, path, err)
+		return nil, fmt.Errorf("read response: %w", err)
 	}
-	return &response{Status: res.StatusCode, Header: res.Header, Body: data}
+	return &response{Status: res.StatusCode, Header: res.Header, Body: data}, nil
 }
 
 // call sends a request, checks the status and decodes the answer into out (if not nil).
