@@ -1,0 +1,85 @@
+package clock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/clock"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// fired reports whether tm fired, and at what fake time, without waiting.
+func fired(tm clock.Timer) (time.Time, bool) {
+	select {
+	case at := <-tm.C():
+		return at, true
+	default:
+		return time.Time{}, false
+	}
+}
+
+func TestFakeTimersFireWhenTheirTimeComes(t *testing.T) {
+	f := clock.NewFake(t0)
+	a, b := f.NewTimer(time.Second), f.NewTimer(3*time.Second)
+	if f.Timers() != 2 {
+		t.Fatalf("Timers() = %d, want 2", f.Timers())
+	}
+	f.Advance(999 * time.Millisecond)
+	if _, ok := fired(a); ok {
+		t.Fatal("a fired before its time")
+	}
+	f.Advance(time.Millisecond)
+	if at, ok := fired(a); !ok || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("a at its time: fired %v at %v", ok, at)
+	}
+	if _, ok := fired(b); ok || f.Timers() != 1 {
+		t.Fatalf("b fired early, or %d timers wait (want 1)", f.Timers())
+	}
+	if got := f.Now(); !got.Equal(t0.Add(time.Second)) {
+		t.Fatalf("Now() = %v", got)
+	}
+	f.Set(t0.Add(time.Hour))
+	if _, ok := fired(b); !ok || f.Timers() != 0 {
+		t.Fatalf("b after Set past it: fired %v, %d timers wait", ok, f.Timers())
+	}
+}
+
+func TestFakeTimerStopAndReset(t *testing.T) {
+	f := clock.NewFake(t0)
+	tm := f.NewTimer(time.Second)
+	if !tm.Stop() {
+		t.Fatal("Stop of a waiting timer reported false")
+	}
+	if tm.Stop() {
+		t.Fatal("second Stop reported true")
+	}
+	f.Advance(time.Hour)
+	if _, ok := fired(tm); ok {
+		t.Fatal("a stopped timer fired")
+	}
+	if tm.Reset(time.Minute) {
+		t.Fatal("Reset of a stopped timer reported it was waiting")
+	}
+	if !tm.Reset(2 * time.Minute) {
+		t.Fatal("Reset of a waiting timer reported false")
+	}
+	f.Advance(time.Minute)
+	if _, ok := fired(tm); ok {
+		t.Fatal("the timer fired at its old time after Reset")
+	}
+	f.Advance(time.Minute)
+	if _, ok := fired(tm); !ok {
+		t.Fatal("the timer did not fire at its reset time")
+	}
+	// A timer for now or the past fires at once, and a clock stepping back does not
+	// fire a timer still in the future.
+	if _, ok := fired(f.NewTimer(0)); !ok {
+		t.Fatal("NewTimer(0) did not fire at once")
+	}
+	later := f.NewTimer(time.Second)
+	f.Set(t0)
+	if _, ok := fired(later); ok {
+		t.Fatal("stepping the clock back fired a future timer")
+	}
+}
