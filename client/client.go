@@ -39,6 +39,12 @@ type Options struct {
 	// HTTPClient does the requests. Defaults to a client with no overall timeout (long
 	// polls last up to 60s; pass a context to bound a call).
 	HTTPClient *http.Client
+	// NoStream makes every call a plain HTTP/1.1 request. By default the client's calls
+	// travel as frames on one persistent connection (the stream of docs/api.md), which
+	// carries many at once and costs both sides less per call; the client falls back to
+	// HTTP by itself when the server does not offer it. A client with its own
+	// HTTPClient, or whose server address has a path, always uses HTTP.
+	NoStream bool
 	// JSON makes sends and receives use the JSON encoding instead of okiba's compact
 	// binary one (api.ContentTypeBinary), for example to read them through a proxy. The
 	// binary encoding costs the server and the client much less per message.
@@ -61,6 +67,9 @@ type Client struct {
 	json   bool
 	prop   propagation.TextMapPropagator
 	tracer trace.Tracer
+
+	noStream bool
+	streams  streamState
 }
 
 // New returns a client for the server at base (for example "http://127.0.0.1:7070").
@@ -81,8 +90,17 @@ func New(base string, opts Options) (*Client, error) {
 		}}
 	}
 	c := &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc, json: opts.JSON}
+	c.noStream = opts.NoStream || opts.HTTPClient != nil || strings.Trim(u.Path, "/") != ""
 	c.prop, c.tracer = tracing(opts)
 	return c, nil
+}
+
+// Close closes the client's stream connection; calls still waiting on it fail. A
+// client is meant to live as long as the program: Close is for programs that make
+// clients and drop them. Calls after Close open a new connection.
+func (c *Client) Close() error {
+	c.closeStream()
+	return nil
 }
 
 // Server returns the base URL.
@@ -155,6 +173,11 @@ func (c *Client) doBinary(ctx context.Context, path string, in any, body []byte,
 
 // roundTrip sends req with the client's credentials and reads the whole answer.
 func (c *Client) roundTrip(req *http.Request) (*http.Response, []byte, error) {
+	if !c.noStream {
+		if st := c.stream(req.Context()); st != nil {
+			return st.roundTrip(req)
+		}
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

@@ -57,6 +57,7 @@ type Server struct {
 	SQS *sqs.Front
 
 	http *httptest.Server
+	srv  *server.Server
 }
 
 // New starts a broker for t and stops it at cleanup.
@@ -99,7 +100,8 @@ func Start(opts Options) (*Server, error) {
 		sqsOpts.Credentials = map[string]string{"okiba": opts.Token}
 	}
 	s.SQS = sqs.New(b, sqsOpts)
-	s.http = httptest.NewServer(server.New(b, server.Options{AuthToken: opts.Token, SQS: s.SQS}).Handler())
+	s.srv = server.New(b, server.Options{AuthToken: opts.Token, SQS: s.SQS})
+	s.http = httptest.NewServer(s.srv.Handler())
 	s.URL = s.http.URL
 	if s.Client, err = client.New(s.URL, client.Options{Token: opts.Token}); err != nil {
 		s.Close()
@@ -110,6 +112,14 @@ func Start(opts Options) (*Server, error) {
 
 // Close stops the HTTP server and the broker. It is safe to call twice.
 func (s *Server) Close() {
+	if s.Client != nil {
+		s.Client.Close()
+	}
+	if s.srv != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.srv.CloseStreams(ctx) // at once: the broker closes next
+	}
 	if s.http != nil {
 		s.http.CloseClientConnections()
 		s.http.Close()

@@ -2,18 +2,24 @@ package server_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/okibatest"
+	"github.com/okiba/okiba/server"
 )
 
-// HTTP benchmarks through the Go client against a real server on loopback: JSON over
-// HTTP/1.1, every send fsynced before its answer. docs/benchmarks.md records results.
+// Benchmarks through the Go client against a real server on loopback (by default on
+// the client's stream; the serial ones compare transports), every send fsynced before
+// its answer. docs/benchmarks.md records results.
 
 // BenchmarkHTTPSend: 16 concurrent producers, one 1 KiB message per request.
 func BenchmarkHTTPSend(b *testing.B) {
@@ -33,45 +39,99 @@ func BenchmarkHTTPSend(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
 
+// transports are the ways the Go client can reach the server, for the serial
+// benchmarks: the stream (its default), plain HTTP/1.1 (NoStream), and HTTP/2 without
+// TLS (h2c), the stream's alternative that docs/benchmarks.md compares it with.
+var transports = []struct {
+	name string
+	dial func(b *testing.B) *client.Client
+}{
+	{"stream", func(b *testing.B) *client.Client { return benchClient(b, false, client.Options{}) }},
+	{"http1", func(b *testing.B) *client.Client { return benchClient(b, false, client.Options{NoStream: true}) }},
+	{"h2c", func(b *testing.B) *client.Client {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		return benchClient(b, true, client.Options{HTTPClient: &http.Client{Transport: &http.Transport{Protocols: &p}}})
+	}},
+}
+
+// benchClient starts a server with queue "bench" and returns a client for it.
+func benchClient(b *testing.B, h2c bool, opts client.Options) *client.Client {
+	br, err := broker.Open(broker.Config{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := server.New(br, server.Options{})
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	if h2c {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		hs.Config.Protocols = &p
+	}
+	hs.Start()
+	c, err := client.New(hs.URL, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		c.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		srv.CloseStreams(ctx)
+		hs.Close()
+		br.Close()
+	})
+	if _, err := c.PutQueue(context.Background(), "bench", api.QueueConfig{}); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
 // BenchmarkHTTPSendSerial: one producer, one 1 KiB message per request, each waiting
-// for its answer (so for its fsync): the latency a lone synchronous sender sees.
-// p50-µs and p99-µs are of the per-request round trip.
+// for its answer (so for its fsync): the latency a lone synchronous sender sees, over
+// each transport. p50-µs and p99-µs are of the per-request round trip.
 func BenchmarkHTTPSendSerial(b *testing.B) {
-	srv := okibatest.New(b, okibatest.Options{})
-	srv.CreateQueue(b, "bench")
 	body := []byte(strings.Repeat("x", 1024))
 	ctx := context.Background()
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
-		if _, err := srv.Client.Send(ctx, "bench", client.Message{Body: body}); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
+	for _, tr := range transports {
+		b.Run(tr.name, func(b *testing.B) {
+			c := tr.dial(b)
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				if _, err := c.Send(ctx, "bench", client.Message{Body: body}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			reportLatency(b, lat)
+		})
 	}
-	b.StopTimer()
-	reportLatency(b, lat)
 }
 
 // BenchmarkHTTPQueueSerial: one client reading a queue's description and statistics,
 // one request at a time: the cost of a round trip that waits for no fsync, to set
 // BenchmarkHTTPSendSerial against.
 func BenchmarkHTTPQueueSerial(b *testing.B) {
-	srv := okibatest.New(b, okibatest.Options{})
-	srv.CreateQueue(b, "bench")
 	ctx := context.Background()
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
-		if _, err := srv.Client.Queue(ctx, "bench"); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
+	for _, tr := range transports {
+		b.Run(tr.name, func(b *testing.B) {
+			c := tr.dial(b)
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				if _, err := c.Queue(ctx, "bench"); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			reportLatency(b, lat)
+		})
 	}
-	b.StopTimer()
-	reportLatency(b, lat)
 }
 
 // reportLatency reports the median and 99th percentile of lat in microseconds.

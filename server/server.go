@@ -74,6 +74,8 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	mux  *http.ServeMux
+
+	streams streams
 }
 
 // New returns a server for b.
@@ -94,14 +96,17 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
-func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) { s.observed(w, r, s.dispatch) }
+
+// observed serves r with serve, which returns the route, and tells Observe about it.
+func (s *Server) observed(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request) string) {
 	if s.opts.Observe == nil {
-		s.dispatch(w, r)
+		serve(w, r)
 		return
 	}
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
-	route := s.dispatch(sw, r)
+	route := serve(sw, r)
 	if sw.status == 0 {
 		sw.status = http.StatusOK
 	}
@@ -136,6 +141,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
 			return "unauthorized"
 		}
 	}
+	return s.route(w, r)
+}
+
+// route serves an authenticated request of the native API (or of a handler added with
+// Handle) and returns its route.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) string {
 	s.mux.ServeHTTP(w, r)
 	return r.Pattern // set by the mux on r itself
 }
@@ -212,6 +223,7 @@ func (s *Server) routes() {
 	s.mux.Handle("/v1/redrives", methods{"GET": s.listRedrives})
 	s.mux.Handle("/v1/redrives/{id}", methods{"GET": s.getRedrive, "DELETE": s.cancelRedrive})
 	s.mux.Handle("/v1/stats", methods{"GET": s.listQueues})
+	s.mux.Handle(api.StreamPath, methods{"GET": s.stream})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no route for %s %s; see docs/api.md", r.Method, r.URL.Path)})
 	})

@@ -20,6 +20,7 @@ import (
 func All() []harness.System {
 	return []harness.System{
 		NewOkibaHTTP(),
+		NewOkibaHTTP1(),
 		NewOkibaHTTPJSON(),
 		NewOkibaHTTPBatch(),
 		NewOkibaSQS(),

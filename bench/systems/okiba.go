@@ -111,6 +111,7 @@ func (s *okibaServer) kill() error {
 // (okiba's compact binary one for sends and receives), or JSON with json set.
 type OkibaHTTP struct {
 	json      bool
+	noStream  bool
 	sendBatch bool
 	srv       *okibaServer
 	c         *client.Client
@@ -123,6 +124,11 @@ func NewOkibaHTTP() *OkibaHTTP { return &OkibaHTTP{} }
 // every non-Go client use.
 func NewOkibaHTTPJSON() *OkibaHTTP { return &OkibaHTTP{json: true} }
 
+// NewOkibaHTTP1 is the default client path with client.Options.NoStream: every call a
+// plain HTTP/1.1 request, as before the stream existed and as through proxies that
+// drop upgrades.
+func NewOkibaHTTP1() *OkibaHTTP { return &OkibaHTTP{noStream: true} }
+
 // NewOkibaHTTPBatch sends with Client.SendBatch of whatever has gathered, one request
 // at a time per producer (as the Redis pipeline does), instead of the Producer: the
 // client path without the Producer's per-message hand-offs.
@@ -132,14 +138,18 @@ func (o *OkibaHTTP) Info() harness.Info {
 	i := harness.Info{
 		Name: "okiba-http", Label: "okiba, native HTTP API (Go client, default encoding)", Peer: "okiba", Durability: harness.Durable,
 		Version:  o.ver,
-		Settings: "fsync before every answer (group commit); HTTP/1.1, the Go client's default encoding (binary sends and receives); client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1; acks handed to one acker goroutine that sends what has gathered, one request in flight (as client.Consume settles them)",
+		Settings: "fsync before every answer (group commit); the Go client's default transport (the stream: framed requests on one persistent connection) and encoding (binary sends and receives); client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1; acks handed to one acker goroutine that sends what has gathered, one request in flight (as client.Consume settles them)",
 		Caps:     harness.Caps{Consume: true, Visibility: true, Restart: true, Groups: true},
 	}
 	switch {
 	case o.json:
 		i.Name, i.Label = "okiba-http-json", "okiba, native HTTP API (Go client, JSON)"
-		i.Settings = strings.Replace(i.Settings, "the Go client's default encoding (binary sends and receives)", "JSON (client.Options.JSON)", 1)
+		i.Settings = strings.Replace(i.Settings, "and encoding (binary sends and receives)", "and JSON (client.Options.JSON)", 1)
 		i.Caps.Restart = false // the same server as okiba-http
+	case o.noStream:
+		i.Name, i.Label = "okiba-http1", "okiba, native API over plain HTTP/1.1 (Go client, NoStream)"
+		i.Settings = strings.Replace(i.Settings, "the Go client's default transport (the stream: framed requests on one persistent connection)", "plain HTTP/1.1 requests (client.Options.NoStream)", 1)
+		i.Caps.Restart = false
 	case o.sendBatch:
 		i.Name, i.Label = "okiba-http-batch", "okiba, native HTTP API (Go client, SendBatch pipeline)"
 		i.Settings = strings.Replace(i.Settings, "client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1",
@@ -155,7 +165,7 @@ func (o *OkibaHTTP) Start(ctx context.Context, env *harness.Env) error {
 		return err
 	}
 	o.srv = srv
-	o.c, err = client.New("http://"+srv.addr, client.Options{JSON: o.json})
+	o.c, err = client.New("http://"+srv.addr, client.Options{JSON: o.json, NoStream: o.noStream})
 	o.ver = srv.version + ", Go client from the same tree"
 	return err
 }

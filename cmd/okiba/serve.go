@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -189,7 +190,22 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		}
 		logger.Info("console", "url", "http://"+ln.Addr().String()+"/", "access", signIn)
 	}
+	// Streams (docs/api.md) are connections http.Server gave up when they upgraded:
+	// they end alongside it, with the same grace, and end their long polls the same way.
+	streamsClosed := make(chan error, 1)
+	closeStreams := func() {
+		gctx, cancel := context.WithTimeout(context.Background(), *grace)
+		defer cancel()
+		streamsClosed <- srv.CloseStreams(gctx)
+	}
+	stopStreams := context.AfterFunc(ctx, closeStreams)
 	serveErr := server.Serve(ctx, ln, endLongPolls(ctx, srv.Handler()), logger, *grace)
+	if stopStreams() { // Serve failed before shutdown began
+		closeStreams()
+	}
+	if err := <-streamsClosed; errors.Is(err, context.DeadlineExceeded) {
+		serveErr = cmp.Or(serveErr, err)
+	}
 	if errors.Is(serveErr, context.DeadlineExceeded) {
 		logger.Warn("grace period over: requests still running are cut off", "grace", *grace)
 		serveErr = nil

@@ -36,8 +36,23 @@ type Broker struct {
 }
 
 type running struct {
-	b *broker.Broker
-	h http.Handler
+	b   *broker.Broker
+	srv *server.Server
+}
+
+func serving(b *broker.Broker, opts server.Options) *running {
+	return &running{b: b, srv: server.New(b, opts)}
+}
+
+// stop closes the broker (requests in progress fail with 503, long polls end), then
+// the server's streams, which outlive a handler swap: their clients reconnect to the
+// next broker, as HTTP clients' next requests reach it.
+func (r *running) stop() error {
+	err := r.b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r.srv.CloseStreams(ctx)
+	return err
 }
 
 // StartBroker opens a broker with cfg (cfg.Dir is required) and serves it on addr
@@ -56,7 +71,7 @@ func StartBroker(cfg broker.Config, addr string, opts server.Options) (*Broker, 
 		return nil, err
 	}
 	x := &Broker{URL: "http://" + ln.Addr().String(), cfg: cfg, opts: opts, done: make(chan struct{})}
-	x.cur.Store(&running{b: b, h: server.New(b, opts).Handler()})
+	x.cur.Store(serving(b, opts))
 	x.srv = &http.Server{Handler: http.HandlerFunc(x.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(x.done)
@@ -74,7 +89,7 @@ func (x *Broker) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"error":{"code":%q,"message":"the broker is restarting"}}`, api.CodeUnavailable)
 		return
 	}
-	cur.h.ServeHTTP(w, r)
+	cur.srv.Handler().ServeHTTP(w, r)
 }
 
 // Broker returns the broker running now (nil while restarting or after Close).
@@ -97,14 +112,14 @@ func (x *Broker) Restart() error {
 		return errors.New("chaos: broker is closed")
 	}
 	old := x.cur.Swap(nil)
-	if err := old.b.Close(); err != nil {
+	if err := old.stop(); err != nil {
 		return fmt.Errorf("chaos: close broker: %w", err)
 	}
 	b, err := broker.Open(x.cfg)
 	if err != nil {
 		return fmt.Errorf("chaos: reopen broker: %w", err)
 	}
-	x.cur.Store(&running{b: b, h: server.New(b, x.opts).Handler()})
+	x.cur.Store(serving(b, x.opts))
 	x.restarts.Add(1)
 	return nil
 }
@@ -120,7 +135,7 @@ func (x *Broker) Close() error {
 	old := x.cur.Swap(nil)
 	var errs []error
 	if old != nil {
-		errs = append(errs, old.b.Close()) // ends long polls, so Shutdown need not wait for them
+		errs = append(errs, old.stop()) // ends long polls, so Shutdown need not wait for them
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -1,0 +1,81 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"testing"
+)
+
+func TestFramesRoundTrip(t *testing.T) {
+	frames := []Frame{
+		{Kind: FrameRequest, ID: 1, Method: "POST", Target: "/v1/queues/q/messages?x=1", Header: []Header{{Name: "Content-Type", Value: "application/json"}}, Body: []byte(`{"messages":[]}`)},
+		{Kind: FrameRequest, ID: 1 << 62, Method: "GET", Target: "/", Body: []byte{}},
+		{Kind: FrameCancel, ID: 7},
+		{Kind: FrameAnswer, ID: 3, Status: 429, Header: []Header{{Name: "Retry-After", Value: "1"}, {Name: "Content-Type", Value: "application/json"}}, Body: []byte("{}")},
+		{Kind: FrameAnswer, ID: 0, Status: 400, Body: []byte{}},
+	}
+	var wire []byte
+	for i := range frames {
+		wire = AppendFrame(wire, &frames[i])
+	}
+	r := bufio.NewReader(bytes.NewReader(wire))
+	var buf []byte
+	for i, want := range frames {
+		got, b, err := ReadFrame(r, nil, MaxFrame)
+		buf = b
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("frame %d: %+v, %v; want %+v", i, got, err, want)
+		}
+	}
+	if _, _, err := ReadFrame(r, buf, MaxFrame); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want io.EOF", err)
+	}
+}
+
+func TestFramesRejectMalformedInput(t *testing.T) {
+	req := AppendFrame(nil, &Frame{Kind: FrameRequest, ID: 1, Method: "GET", Target: "/v1/queues"})
+	for name, b := range map[string][]byte{
+		"empty":            {},
+		"unknown kind":     {9, 1},
+		"no id":            {FrameRequest},
+		"no method":        AppendFrame(nil, &Frame{Kind: FrameRequest, ID: 1, Target: "/x"})[4:],
+		"relative target":  AppendFrame(nil, &Frame{Kind: FrameRequest, ID: 1, Method: "GET", Target: "v1/queues"})[4:],
+		"truncated":        req[4 : len(req)-3],
+		"answer status 42": AppendFrame(nil, &Frame{Kind: FrameAnswer, ID: 1, Status: 42})[4:],
+		"cancel with more": append(AppendFrame(nil, &Frame{Kind: FrameCancel, ID: 1})[4:], 0),
+		"long varint":      {FrameCancel, 0x81, 0x00},
+	} {
+		if _, err := DecodeFrame(b); !errors.Is(err, ErrBinary) {
+			t.Errorf("%s: %v, want ErrBinary", name, err)
+		}
+	}
+	big := []byte{0x7f, 0xff, 0xff, 0xff}
+	if _, _, err := ReadFrame(bufio.NewReader(bytes.NewReader(big)), nil, MaxFrame); !errors.Is(err, ErrFrameTooLarge) {
+		t.Errorf("a 2 GiB frame: %v, want ErrFrameTooLarge", err)
+	}
+	if _, _, err := ReadFrame(bufio.NewReader(bytes.NewReader(req[:len(req)-1])), nil, MaxFrame); !errors.Is(err, ErrBinary) {
+		t.Errorf("a connection ending inside a frame: %v, want ErrBinary", err)
+	}
+	if _, _, err := ReadFrame(bufio.NewReader(bytes.NewReader(req[:2])), nil, MaxFrame); !errors.Is(err, ErrBinary) {
+		t.Errorf("a connection ending inside a length: %v, want ErrBinary", err)
+	}
+}
+
+// FuzzFrame: the decoder never panics, and what it accepts re-encodes to the same bytes.
+func FuzzFrame(f *testing.F) {
+	f.Add(AppendFrame(nil, &Frame{Kind: FrameRequest, ID: 5, Method: "POST", Target: "/v1/queues/q/ack", Header: []Header{{Name: "a", Value: "b"}}, Body: []byte("{}")})[4:])
+	f.Add(AppendFrame(nil, &Frame{Kind: FrameAnswer, ID: 5, Status: 200, Body: []byte("{}")})[4:])
+	f.Add(AppendFrame(nil, &Frame{Kind: FrameCancel, ID: 5})[4:])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := DecodeFrame(b)
+		if err != nil {
+			return
+		}
+		if got := AppendFrame(nil, &fr)[4:]; !bytes.Equal(got, b) {
+			t.Fatalf("frame does not re-encode to its input:\n in  %x\n out %x", b, got)
+		}
+	})
+}

@@ -1,0 +1,280 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/coalesce"
+)
+
+// The client's calls travel as frames on one persistent stream connection (api's
+// stream, docs/api.md), opened on first use; many calls share it at once, as requests
+// pipelined to Redis or publishes in a RabbitMQ confirm window do. A server that does
+// not offer the stream (an older okiba, or a proxy that drops Upgrade) gets plain HTTP
+// requests instead, as does every client with Options.NoStream or its own HTTPClient.
+
+// maxAnswer bounds the answer frames the client reads, against a corrupt length.
+const maxAnswer = 1 << 30
+
+// streamRetry is how long a client waits before trying to open a stream again after
+// an attempt failed for a reason that may pass (a refused connection, a restart).
+const streamRetry = time.Second
+
+// errStreamBroken wraps the errors of calls whose stream broke before they were answered:
+// like an HTTP request on a broken connection, such a call may or may not have happened.
+var errStreamBroken = errors.New("okiba stream broken")
+
+// streamState is the client's stream, or why it has none.
+type streamState struct {
+	mu      sync.Mutex
+	st      *stream
+	off     bool      // the server does not offer streams: plain HTTP from now on
+	retryAt time.Time // after a failed attempt, plain HTTP until then
+}
+
+// stream returns the client's open stream, opening one if needed, or nil when this
+// call should be a plain HTTP request.
+func (c *Client) stream(ctx context.Context) *stream {
+	s := &c.streams
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.off {
+		return nil
+	}
+	if s.st != nil && s.st.alive() {
+		return s.st
+	}
+	s.st = nil
+	if time.Now().Before(s.retryAt) {
+		return nil
+	}
+	st, err := c.dialStream(ctx)
+	if err != nil {
+		var refused *upgradeRefused
+		if errors.As(err, &refused) && refused.permanent() {
+			s.off = true
+		} else {
+			s.retryAt = time.Now().Add(streamRetry)
+		}
+		return nil
+	}
+	s.st = st
+	return st
+}
+
+// closeStream closes the client's stream, if any; calls in flight fail.
+func (c *Client) closeStream() {
+	c.streams.mu.Lock()
+	st := c.streams.st
+	c.streams.st = nil
+	c.streams.mu.Unlock()
+	if st != nil {
+		st.fail(fmt.Errorf("%w: the client was closed", errStreamBroken))
+	}
+}
+
+// upgradeRefused is a server's answer other than 101 to the stream's upgrade.
+type upgradeRefused struct{ status int }
+
+func (e *upgradeRefused) Error() string {
+	return fmt.Sprintf("the server refused the stream upgrade with HTTP %d", e.status)
+}
+
+// permanent reports whether the answer means the server does not offer streams at all,
+// rather than a passing condition (shutting down, overloaded).
+func (e *upgradeRefused) permanent() bool {
+	switch e.status {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusUpgradeRequired, http.StatusNotImplemented:
+		return true
+	}
+	return false
+}
+
+// dialStream connects and upgrades a connection to a stream.
+func (c *Client) dialStream(ctx context.Context) (*stream, error) {
+	u, err := url.Parse(c.base)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		conn = tc
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	req := "GET " + api.StreamPath + " HTTP/1.1\r\nHost: " + u.Host + "\r\nConnection: Upgrade\r\nUpgrade: " + api.StreamProtocol + "\r\n"
+	if c.token != "" {
+		req += "Authorization: Bearer " + c.token + "\r\n"
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	resp, err := func() (*http.Response, error) {
+		if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
+			return nil, err
+		}
+		return http.ReadResponse(br, nil)
+	}()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols || !strings.EqualFold(resp.Header.Get("Upgrade"), api.StreamProtocol) {
+		conn.Close()
+		return nil, &upgradeRefused{status: resp.StatusCode}
+	}
+	_ = conn.SetDeadline(time.Time{})
+	st := &stream{conn: conn, w: coalesce.New(conn), pending: make(map[uint64]chan answer), done: make(chan struct{})}
+	go st.readLoop(br)
+	return st, nil
+}
+
+// stream is one open stream connection.
+type stream struct {
+	conn net.Conn
+	w    *coalesce.Writer
+	done chan struct{} // closed when the stream breaks
+
+	mu      sync.Mutex
+	pending map[uint64]chan answer
+	next    uint64
+	err     error
+}
+
+// answer is what a call gets back: an answer frame, or the stream's failure.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+	err    error
+}
+
+func (st *stream) alive() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.err == nil
+}
+
+// fail breaks the stream: every call waiting gets err, and the connection closes.
+func (st *stream) fail(err error) {
+	st.mu.Lock()
+	if st.err != nil {
+		st.mu.Unlock()
+		return
+	}
+	st.err = err
+	pending := st.pending
+	st.pending = nil
+	st.mu.Unlock()
+	close(st.done)
+	st.conn.Close()
+	for _, ch := range pending {
+		ch <- answer{err: err}
+	}
+}
+
+// readLoop hands each answer to its call until the connection ends.
+func (st *stream) readLoop(br *bufio.Reader) {
+	for {
+		f, _, err := api.ReadFrame(br, nil, maxAnswer)
+		if err != nil {
+			st.fail(fmt.Errorf("%w: %w", errStreamBroken, err))
+			return
+		}
+		if f.Kind != api.FrameAnswer {
+			st.fail(fmt.Errorf("%w: the server sent a frame of kind %d", errStreamBroken, f.Kind))
+			return
+		}
+		if f.ID == 0 { // the server found fault with the connection and closes it
+			e, _ := answerError(f.Status, f.Body)
+			st.fail(fmt.Errorf("%w: %w", errStreamBroken, e))
+			return
+		}
+		h := make(http.Header, len(f.Header))
+		for _, kv := range f.Header {
+			h.Add(kv.Name, kv.Value)
+		}
+		st.mu.Lock()
+		ch := st.pending[f.ID]
+		delete(st.pending, f.ID)
+		st.mu.Unlock()
+		if ch != nil { // nil: the call gave up waiting
+			ch <- answer{status: f.Status, header: h, body: f.Body}
+		}
+	}
+}
+
+// roundTrip sends req as a frame and waits for its answer. When ctx ends first, it
+// tells the server to cancel the request and returns ctx's error.
+func (st *stream) roundTrip(req *http.Request) (*http.Response, []byte, error) {
+	f := api.Frame{Kind: api.FrameRequest, Method: req.Method, Target: req.URL.RequestURI()}
+	for name, vs := range req.Header {
+		if name == "Authorization" { // the stream was authorized when it opened
+			continue
+		}
+		for _, v := range vs {
+			f.Header = append(f.Header, api.Header{Name: name, Value: v})
+		}
+	}
+	if req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, nil, err
+		}
+		f.Body = body
+	}
+	ch := make(chan answer, 1)
+	st.mu.Lock()
+	if st.err != nil {
+		err := st.err
+		st.mu.Unlock()
+		return nil, nil, err
+	}
+	st.next++
+	f.ID = st.next
+	st.pending[f.ID] = ch
+	st.mu.Unlock()
+	if err := st.w.Write(func(b []byte) []byte { return api.AppendFrame(b, &f) }); err != nil {
+		st.fail(fmt.Errorf("%w: %w", errStreamBroken, err))
+	}
+	ctx := req.Context()
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			return nil, nil, a.err
+		}
+		return &http.Response{StatusCode: a.status, Header: a.header}, a.body, nil
+	case <-ctx.Done():
+		st.mu.Lock()
+		delete(st.pending, f.ID)
+		st.mu.Unlock()
+		cancel := api.Frame{Kind: api.FrameCancel, ID: f.ID}
+		_ = st.w.Write(func(b []byte) []byte { return api.AppendFrame(b, &cancel) })
+		return nil, nil, ctx.Err()
+	}
+}

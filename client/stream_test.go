@@ -1,0 +1,251 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/server"
+)
+
+// streamServer is a real broker and server whose HTTP requests are counted before they
+// reach the server: a call carried by a stream never shows up there.
+type streamServer struct {
+	srv      *server.Server
+	url      string
+	requests atomic.Int64 // HTTP requests, upgrades included
+	upgrades atomic.Int64
+}
+
+func newStreamServer(t *testing.T, token string, noStreams bool) *streamServer {
+	t.Helper()
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &streamServer{srv: server.New(b, server.Options{AuthToken: token})}
+	h := s.srv.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		if r.URL.Path == api.StreamPath {
+			s.upgrades.Add(1)
+			if noStreams { // an older server, or a proxy that does not pass upgrades
+				http.NotFound(w, r)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	s.url = hs.URL
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.srv.CloseStreams(ctx)
+		hs.Close()
+		b.Close()
+	})
+	return s
+}
+
+func newClient(t *testing.T, url, token string) *client.Client {
+	t.Helper()
+	c, err := client.New(url, client.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// exchange sends n messages from concurrent goroutines, receives and acks them all.
+func exchange(t *testing.T, c *client.Client, queue string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.PutQueue(ctx, queue, api.QueueConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if _, err := c.Send(ctx, queue, client.Message{Body: fmt.Appendf(nil, "m%d", i)}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("send: %v", err)
+	}
+	seen := map[string]bool{}
+	for len(seen) < n {
+		ms, err := c.Receive(ctx, queue, client.ReceiveOptions{Max: 100, Wait: ptr(time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			t.Fatalf("received %d of %d", len(seen), n)
+		}
+		receipts := make([]string, len(ms))
+		for i, m := range ms {
+			seen[string(m.Body)] = true
+			receipts[i] = m.Receipt
+		}
+		if _, err := c.Ack(ctx, queue, receipts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestClientCallsTravelOnOneStream: concurrent calls share one connection, opened once,
+// with the token checked when it opens.
+func TestClientCallsTravelOnOneStream(t *testing.T) {
+	s := newStreamServer(t, "tok", false)
+	c := newClient(t, s.url, "tok")
+	exchange(t, c, "jobs", 200)
+	if got := s.requests.Load(); got != 1 || s.upgrades.Load() != 1 {
+		t.Fatalf("%d HTTP requests (%d upgrades), want 1: the upgrade alone", got, s.upgrades.Load())
+	}
+
+	wrong := newClient(t, s.url, "nope")
+	_, err := wrong.Queue(context.Background(), "jobs")
+	if e := (*api.Error)(nil); !errors.As(err, &e) || e.Code != api.CodeUnauthorized {
+		t.Fatalf("wrong token: %v, want unauthorized", err)
+	}
+}
+
+// TestClientFallsBackToHTTP: against a server without streams the client makes plain
+// HTTP requests, and asks for a stream only once.
+func TestClientFallsBackToHTTP(t *testing.T) {
+	s := newStreamServer(t, "", true)
+	c := newClient(t, s.url, "")
+	exchange(t, c, "jobs", 20)
+	if got := s.upgrades.Load(); got != 1 {
+		t.Fatalf("%d upgrade attempts, want 1", got)
+	}
+	if got := s.requests.Load(); got < 20 {
+		t.Fatalf("%d HTTP requests for 20 sends", got)
+	}
+}
+
+// TestClientReopensABrokenStream: when the connection breaks, the calls waiting on it
+// fail, and the next call opens a new stream.
+func TestClientReopensABrokenStream(t *testing.T) {
+	s := newStreamServer(t, "", false)
+	p := newCutter(t, s.url)
+	c := newClient(t, p.url, "")
+	ctx := context.Background()
+	exchange(t, c, "jobs", 10)
+
+	waiting := make(chan error, 1)
+	sent := p.sent.Load()
+	go func() {
+		_, err := c.Receive(ctx, "jobs", client.ReceiveOptions{Wait: ptr(30 * time.Second)})
+		waiting <- err
+	}()
+	eventually(t, 10*time.Second, "the long poll to leave the client", func() bool { return p.sent.Load() > sent })
+	p.cut()
+	if err := recv(t, waiting, 10*time.Second, "the long poll to fail"); err == nil {
+		t.Fatal("a call on a broken stream succeeded")
+	}
+	exchange(t, c, "jobs2", 10)
+	if got := s.upgrades.Load(); got != 2 {
+		t.Fatalf("%d upgrades, want 2", got)
+	}
+}
+
+// TestClientCancelLeasesNothing: a call whose context ends is cancelled on the server
+// too: a long poll given up does not lease the message that arrives afterwards.
+func TestClientCancelLeasesNothing(t *testing.T) {
+	s := newStreamServer(t, "", false)
+	c := newClient(t, s.url, "")
+	ctx := context.Background()
+	if _, err := c.PutQueue(ctx, "jobs", api.QueueConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Receive(short, "jobs", client.ReceiveOptions{Wait: ptr(20 * time.Second)}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("receive past its deadline: %v", err)
+	}
+	// The cancel frame left before Receive returned, so it reaches the server before
+	// the send below does.
+	if _, err := c.Send(ctx, "jobs", client.Message{Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := c.Queue(ctx, "jobs")
+	if err != nil || q.Stats.Ready != 1 || q.Stats.InFlight != 0 {
+		t.Fatalf("after a cancelled receive: %+v %v", q.Stats, err)
+	}
+}
+
+// cutter forwards TCP connections to a server and can cut them all.
+type cutter struct {
+	url   string
+	sent  atomic.Int64 // bytes from clients to the server
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newCutter(t *testing.T, target string) *cutter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	p := &cutter{url: "http://" + ln.Addr().String()}
+	addr := target[len("http://"):]
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", addr)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { io.Copy(countingWriter{out, &p.sent}, in); out.Close() }()
+			go func() { io.Copy(in, out); in.Close() }()
+		}
+	}()
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *cutter) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
