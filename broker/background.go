@@ -34,6 +34,7 @@ func (b *Broker) tickLoop(ctx context.Context) {
 			b.m.Tick(now, &b.sink)
 			if b.sink.n > 0 {
 				b.lastTicket = b.sink.last
+				b.log.Commit() // nobody waits for these records
 			}
 			b.afterLocked()
 			next, ok = b.m.NextEvent()

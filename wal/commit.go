@@ -17,8 +17,8 @@ import (
 // itself (see lead), so the common case of one writer waiting for its own
 // record pays no hand-off to this goroutine and back. l.inflight, set while a
 // cycle runs, makes sure that exactly one goroutine runs a cycle at a time;
-// this loop covers the records nobody waits for, and the batches that filled
-// while another cycle ran.
+// this loop covers the records nobody waits for (see Commit), and the batches
+// that filled while another cycle ran.
 //
 // Any I/O error fails the log for good (see ErrFailed) and ends the loop.
 func (l *Log) flushLoop() {

@@ -140,6 +140,7 @@ func TestWaitContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.Commit()
 	// The flusher commits the record (nobody waits for it yet) and is held in
 	// its fsync; a waiter that finds its batch being committed honours ctx. (A
 	// waiter that commits its batch itself, when no commit runs, returns when

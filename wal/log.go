@@ -369,11 +369,21 @@ func (l *Log) placeLocked(b *batch, lo int) Pos {
 	if b.records == 0 && l.observer != nil {
 		b.first = time.Now()
 	}
-	if b.records == 0 {
-		l.wake.Signal() // the flusher, for records nobody waits for
-	}
 	b.records++
 	return pos
+}
+
+// Commit makes what has been appended durable soon, without waiting for it: the
+// background committer takes it. Appending alone does not start a commit, because the
+// appender that waits for its ticket commits its batch itself (see Ticket.Wait), and
+// waking the committer for nothing cost a wake-up of another core per batch. An
+// appender that will not wait calls Commit.
+func (l *Log) Commit() {
+	l.mu.Lock()
+	if l.pending.records > 0 {
+		l.wake.Signal()
+	}
+	l.mu.Unlock()
 }
 
 // End returns the position just after the last appended record. The next
