@@ -40,8 +40,8 @@ type Options struct {
 	// polls last up to 60s; pass a context to bound a call).
 	HTTPClient *http.Client
 	// NoStream makes every call a plain HTTP/1.1 request. By default the client's calls
-	// travel as frames on one persistent connection (the stream of docs/api.md), which
-	// carries many at once and costs both sides less per call; the client falls back to
+	// travel as frames on a few persistent connections (the stream of docs/api.md), each
+	// carrying many at once and costs both sides less per call; the client falls back to
 	// HTTP by itself when the server does not offer it. A client with its own
 	// HTTPClient, or whose server address has a path, always uses HTTP.
 	NoStream bool
@@ -95,11 +95,11 @@ func New(base string, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Close closes the client's stream connection; calls still waiting on it fail. A
+// Close closes the client's stream connections; calls still waiting on them fail. A
 // client is meant to live as long as the program: Close is for programs that make
 // clients and drop them. Calls after Close open a new connection.
 func (c *Client) Close() error {
-	c.closeStream()
+	c.closeStreams()
 	return nil
 }
 
@@ -175,7 +175,15 @@ func (c *Client) doBinary(ctx context.Context, path string, in any, body []byte,
 func (c *Client) roundTrip(req *http.Request) (*http.Response, []byte, error) {
 	if !c.noStream {
 		if st := c.stream(req.Context()); st != nil {
-			return st.roundTrip(req)
+			resp, data, err := st.roundTrip(req)
+			if err == nil || !errors.Is(err, errStreamBroken) || !readOnly(req) || req.Context().Err() != nil {
+				return resp, data, err
+			}
+			// A stream the server closed can look alive until its reader notices; a read
+			// is safe to send again, as net/http does with a stale keep-alive connection.
+			if st := c.stream(req.Context()); st != nil {
+				return st.roundTrip(req)
+			}
 		}
 	}
 	if c.token != "" {
@@ -191,6 +199,11 @@ func (c *Client) roundTrip(req *http.Request) (*http.Response, []byte, error) {
 		return nil, nil, err
 	}
 	return resp, data, nil
+}
+
+// readOnly reports whether req may be sent twice.
+func readOnly(req *http.Request) bool {
+	return (req.Method == http.MethodGet || req.Method == http.MethodHead) && req.Body == nil
 }
 
 // answerError is the error of an answer with status: the server's JSON error body

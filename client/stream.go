@@ -12,14 +12,15 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/internal/coalesce"
 )
 
-// The client's calls travel as frames on one persistent stream connection (api's
-// stream, docs/api.md), opened on first use; many calls share it at once, as requests
+// The client's calls travel as frames on a few persistent stream connections (api's
+// stream, docs/api.md), opened on first use; many calls share each at once, as requests
 // pipelined to Redis or publishes in a RabbitMQ confirm window do. A server that does
 // not offer the stream (an older okiba, or a proxy that drops Upgrade) gets plain HTTP
 // requests instead, as does every client with Options.NoStream or its own HTTPClient.
@@ -35,27 +36,34 @@ const streamRetry = time.Second
 // like an HTTP request on a broken connection, such a call may or may not have happened.
 var errStreamBroken = errors.New("okiba stream broken")
 
-// streamState is the client's stream, or why it has none.
+// streamConns is how many stream connections a client spreads its calls over. One
+// connection serializes everything on one reader at each end; a few let the server's
+// and the client's cores share the decoding and the copying of large batches.
+const streamConns = 4
+
+// streamState is the client's streams, or why it has none.
 type streamState struct {
+	next    atomic.Uint32 // round robin over sts
 	mu      sync.Mutex
-	st      *stream
+	sts     [streamConns]*stream
 	off     bool      // the server does not offer streams: plain HTTP from now on
 	retryAt time.Time // after a failed attempt, plain HTTP until then
 }
 
-// stream returns the client's open stream, opening one if needed, or nil when this
-// call should be a plain HTTP request.
+// stream returns one of the client's open streams, in turn, opening it if needed, or
+// nil when this call should be a plain HTTP request.
 func (c *Client) stream(ctx context.Context) *stream {
 	s := &c.streams
+	i := s.next.Add(1) % streamConns
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.off {
 		return nil
 	}
-	if s.st != nil && s.st.alive() {
-		return s.st
+	if st := s.sts[i]; st != nil && st.alive() {
+		return st
 	}
-	s.st = nil
+	s.sts[i] = nil
 	if time.Now().Before(s.retryAt) {
 		return nil
 	}
@@ -69,18 +77,20 @@ func (c *Client) stream(ctx context.Context) *stream {
 		}
 		return nil
 	}
-	s.st = st
+	s.sts[i] = st
 	return st
 }
 
-// closeStream closes the client's stream, if any; calls in flight fail.
-func (c *Client) closeStream() {
+// closeStreams closes the client's streams; calls in flight on them fail.
+func (c *Client) closeStreams() {
 	c.streams.mu.Lock()
-	st := c.streams.st
-	c.streams.st = nil
+	sts := c.streams.sts
+	c.streams.sts = [streamConns]*stream{}
 	c.streams.mu.Unlock()
-	if st != nil {
-		st.fail(fmt.Errorf("%w: the client was closed", errStreamBroken))
+	for _, st := range sts {
+		if st != nil {
+			st.fail(fmt.Errorf("%w: the client was closed", errStreamBroken))
+		}
 	}
 }
 

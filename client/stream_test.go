@@ -109,14 +109,14 @@ func exchange(t *testing.T, c *client.Client, queue string, n int) {
 	}
 }
 
-// TestClientCallsTravelOnOneStream: concurrent calls share one connection, opened once,
-// with the token checked when it opens.
-func TestClientCallsTravelOnOneStream(t *testing.T) {
+// TestClientCallsTravelOnStreams: concurrent calls share a few connections, each opened
+// once, with the token checked when it opens.
+func TestClientCallsTravelOnStreams(t *testing.T) {
 	s := newStreamServer(t, "tok", false)
 	c := newClient(t, s.url, "tok")
 	exchange(t, c, "jobs", 200)
-	if got := s.requests.Load(); got != 1 || s.upgrades.Load() != 1 {
-		t.Fatalf("%d HTTP requests (%d upgrades), want 1: the upgrade alone", got, s.upgrades.Load())
+	if got, up := s.requests.Load(), s.upgrades.Load(); got != up || up < 1 || up > client.StreamConns {
+		t.Fatalf("%d HTTP requests, %d of them upgrades; want only upgrades, 1 to %d", got, up, client.StreamConns)
 	}
 
 	wrong := newClient(t, s.url, "nope")
@@ -140,8 +140,8 @@ func TestClientFallsBackToHTTP(t *testing.T) {
 	}
 }
 
-// TestClientReopensABrokenStream: when the connection breaks, the calls waiting on it
-// fail, and the next call opens a new stream.
+// TestClientReopensABrokenStream: when the connections break, the calls waiting on them
+// fail, and the next calls open new streams.
 func TestClientReopensABrokenStream(t *testing.T) {
 	s := newStreamServer(t, "", false)
 	p := newCutter(t, s.url)
@@ -160,9 +160,17 @@ func TestClientReopensABrokenStream(t *testing.T) {
 	if err := recv(t, waiting, 10*time.Second, "the long poll to fail"); err == nil {
 		t.Fatal("a call on a broken stream succeeded")
 	}
+	// Reads that meet a broken stream are sent again on a new one; one per connection
+	// replaces them all. Writes that meet one fail, as on a broken HTTP connection.
+	for range client.StreamConns {
+		if _, err := c.Queue(ctx, "jobs"); err != nil {
+			t.Fatalf("a read after the cut: %v", err)
+		}
+	}
+	before := s.upgrades.Load()
 	exchange(t, c, "jobs2", 10)
-	if got := s.upgrades.Load(); got != 2 {
-		t.Fatalf("%d upgrades, want 2", got)
+	if got := s.upgrades.Load(); got != before || s.requests.Load() != got || got <= int64(client.StreamConns) {
+		t.Fatalf("%d upgrades after the reads, %d after the exchange, %d HTTP requests: want new streams opened by the reads, and no plain requests", before, got, s.requests.Load())
 	}
 }
 
