@@ -138,7 +138,7 @@ func (o *OkibaHTTP) Info() harness.Info {
 	i := harness.Info{
 		Name: "okiba-http", Label: "okiba, native HTTP API (Go client, default encoding)", Peer: "okiba", Durability: harness.Durable,
 		Version:  o.ver,
-		Settings: "fsync before every answer (group commit); the Go client's default transport (the stream: framed requests on one persistent connection) and encoding (binary sends and receives); client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1; acks handed to one acker goroutine that sends what has gathered, one request in flight (as client.Consume settles them)",
+		Settings: "fsync before every answer (group commit); the Go client's default transport (the stream: framed requests on four persistent connections) and encoding (binary sends and receives); client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1; acks handed to one acker goroutine that sends what has gathered, one request in flight (as client.Consume settles them)",
 		Caps:     harness.Caps{Consume: true, Visibility: true, Restart: true, Groups: true},
 	}
 	switch {
@@ -148,7 +148,7 @@ func (o *OkibaHTTP) Info() harness.Info {
 		i.Caps.Restart = false // the same server as okiba-http
 	case o.noStream:
 		i.Name, i.Label = "okiba-http1", "okiba, native API over plain HTTP/1.1 (Go client, NoStream)"
-		i.Settings = strings.Replace(i.Settings, "the Go client's default transport (the stream: framed requests on one persistent connection)", "plain HTTP/1.1 requests (client.Options.NoStream)", 1)
+		i.Settings = strings.Replace(i.Settings, "the Go client's default transport (the stream: framed requests on four persistent connections)", "plain HTTP/1.1 requests (client.Options.NoStream)", 1)
 		i.Caps.Restart = false
 	case o.sendBatch:
 		i.Name, i.Label = "okiba-http-batch", "okiba, native HTTP API (Go client, SendBatch pipeline)"
