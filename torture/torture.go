@@ -186,6 +186,19 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	if err != nil {
 		return rep, err
 	}
+	// Half the native producers and consumers use the Go client's default transport, the
+	// stream (docs/api.md), whose connections the kills break mid-frame.
+	scl, err := client.New(srv.url, client.Options{})
+	if err != nil {
+		return rep, err
+	}
+	defer scl.Close()
+	native := func(i int) *client.Client {
+		if i%2 == 1 {
+			return scl
+		}
+		return cl
+	}
 	five, backlog := 5, int64(maxBacklog)
 	if err := retry(ctx, func() error {
 		// max_messages bounds the backlog (producers outrun consumers over a long run):
@@ -206,7 +219,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
-			produce(loadCtx, cl, h, p, cfg.Seed)
+			produce(loadCtx, native(p), h, p, cfg.Seed)
 		}(p)
 	}
 	sq := &sqsClient{url: srv.url, hc: hc}
@@ -223,7 +236,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		cwg.Add(1)
 		go func(c int) {
 			defer cwg.Done()
-			consume(consumeCtx, cl, h, c, cfg.Seed, queueName, false)
+			consume(consumeCtx, native(c), h, c, cfg.Seed, queueName, false)
 		}(c)
 	}
 	for c := 0; c < cfg.SQSConsumers; c++ {
