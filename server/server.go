@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -76,6 +77,7 @@ type Server struct {
 	mux  *http.ServeMux
 
 	streams streams
+	busy    atomic.Int64 // stream requests in flight, all streams
 }
 
 // New returns a server for b.

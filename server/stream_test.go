@@ -441,3 +441,26 @@ func TestCloseStreams(t *testing.T) {
 		t.Fatalf("the ended long poll leased %d messages", q.Stats.InFlight)
 	}
 }
+
+// TestStreamSurvivesAPanickingHandler: a handler that panics answers 500 internal, and
+// the stream and the server go on, as with HTTP.
+func TestStreamSurvivesAPanickingHandler(t *testing.T) {
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	srv := server.New(b, server.Options{})
+	srv.Handle("/boom", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	e := envAt(t, hs.URL)
+	s := e.openStream()
+	f := s.call(1, "GET", "/boom", "")
+	if got := frameError(t, f); f.Status != 500 || got.Code != api.CodeInternal {
+		t.Fatalf("panicking handler: HTTP %d %s", f.Status, f.Body)
+	}
+	if f := s.call(2, "GET", "/v1/queues", ""); f.Status != 200 {
+		t.Fatalf("after the panic: HTTP %d %s", f.Status, f.Body)
+	}
+}
