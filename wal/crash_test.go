@@ -422,6 +422,7 @@ func TestSyncFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.Commit() // the flusher takes it; nobody waits yet
 	select {
 	case <-blocked:
 	case <-testCtx(t).Done():
@@ -537,7 +538,8 @@ func TestBackgroundCreationFailureFailsLog(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatal("the log did not fail after its background segment creation failed")
 		}
-		// Appending wakes the flusher; a cheap way to poll.
+		// Each append is committed by its waiter; a cheap way to poll until the
+		// flusher, woken by the failed preparer, fails the log.
 		if _, tk, err := l.Append([]byte("x")); err == nil {
 			tk.Wait(ctx)
 		}
