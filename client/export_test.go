@@ -1,8 +1,17 @@
 package client
 
+import "time"
+
 // ProducerAccepted reports how many Sends p's owner goroutine has taken, so that tests
 // can wait until messages are gathered instead of sleeping.
 func ProducerAccepted(p *Producer) int64 { return p.accepted.Load() }
 
 // StreamConns is how many stream connections a client opens at most.
 const StreamConns = streamConns
+
+// SetStreamIdle changes how long a stream may go unused, until restore is called.
+func SetStreamIdle(d time.Duration) (restore func()) {
+	old := streamIdle
+	streamIdle = d
+	return func() { streamIdle = old }
+}

@@ -28,6 +28,11 @@ import (
 // maxAnswer bounds the answer frames the client reads, against a corrupt length.
 const maxAnswer = 1 << 30
 
+// streamIdle is how long a stream may go unused before the client closes it rather
+// than use it again: shorter than the server's idle timeout, as HTTP clients close
+// idle keep-alive connections before servers do.
+var streamIdle = 2 * time.Minute
+
 // streamRetry is how long a client waits before trying to open a stream again after
 // an attempt failed for a reason that may pass (a refused connection, a restart).
 const streamRetry = time.Second
@@ -61,7 +66,12 @@ func (c *Client) stream(ctx context.Context) *stream {
 		return nil
 	}
 	if st := s.sts[i]; st != nil && st.alive() {
-		return st
+		if st.idle() < streamIdle {
+			return st
+		}
+		// Close it before the server does (after 5 minutes by default), so that no call
+		// races the server's close.
+		st.fail(fmt.Errorf("%w: closed after %v idle", errStreamBroken, streamIdle))
 	}
 	s.sts[i] = nil
 	if time.Now().Before(s.retryAt) {
@@ -159,7 +169,7 @@ func (c *Client) dialStream(ctx context.Context) (*stream, error) {
 		return nil, &upgradeRefused{status: resp.StatusCode}
 	}
 	_ = conn.SetDeadline(time.Time{})
-	st := &stream{conn: conn, w: coalesce.New(conn), pending: make(map[uint64]chan answer), done: make(chan struct{})}
+	st := &stream{conn: conn, w: coalesce.New(conn), pending: make(map[uint64]chan answer), done: make(chan struct{}), lastUsed: time.Now()}
 	go st.readLoop(br)
 	return st, nil
 }
@@ -170,10 +180,21 @@ type stream struct {
 	w    *coalesce.Writer
 	done chan struct{} // closed when the stream breaks
 
-	mu      sync.Mutex
-	pending map[uint64]chan answer
-	next    uint64
-	err     error
+	mu       sync.Mutex
+	pending  map[uint64]chan answer
+	next     uint64
+	err      error
+	lastUsed time.Time // last request sent or answer received
+}
+
+// idle is how long the stream has had nothing in flight; 0 while it has.
+func (st *stream) idle() time.Duration {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.pending) > 0 {
+		return 0
+	}
+	return time.Since(st.lastUsed)
 }
 
 // answer is what a call gets back: an answer frame, or the stream's failure.
@@ -232,6 +253,7 @@ func (st *stream) readLoop(br *bufio.Reader) {
 		st.mu.Lock()
 		ch := st.pending[f.ID]
 		delete(st.pending, f.ID)
+		st.lastUsed = time.Now()
 		st.mu.Unlock()
 		if ch != nil { // nil: the call gave up waiting
 			ch <- answer{status: f.Status, header: h, body: f.Body}
@@ -268,6 +290,7 @@ func (st *stream) roundTrip(req *http.Request) (*http.Response, []byte, error) {
 	st.next++
 	f.ID = st.next
 	st.pending[f.ID] = ch
+	st.lastUsed = time.Now()
 	st.mu.Unlock()
 	if err := st.w.Write(func(b []byte) []byte { return api.AppendFrame(b, &f) }); err != nil {
 		st.fail(fmt.Errorf("%w: %w", errStreamBroken, err))

@@ -257,3 +257,25 @@ func (c countingWriter) Write(b []byte) (int, error) {
 	c.n.Add(int64(n))
 	return n, err
 }
+
+// TestClientClosesIdleStreams: a stream unused for the idle time is closed and replaced
+// at the next call, before a server would close it under the call.
+func TestClientClosesIdleStreams(t *testing.T) {
+	defer client.SetStreamIdle(50 * time.Millisecond)()
+	s := newStreamServer(t, "", false)
+	c := newClient(t, s.url, "")
+	ctx := context.Background()
+	for range client.StreamConns {
+		if _, err := c.Queues(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := s.upgrades.Load()
+	time.Sleep(100 * time.Millisecond) // longer than the idle time
+	if _, err := c.Queues(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.upgrades.Load(); got != before+1 {
+		t.Fatalf("%d upgrades after an idle call, %d before: want one new stream", got, before)
+	}
+}

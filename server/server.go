@@ -48,6 +48,10 @@ type Options struct {
 	// matched (its pattern, "sqs" for the SQS API, "unauthorized" when refused before
 	// routing), its method, status and duration. Package metrics records them.
 	Observe func(route, method string, status int, d time.Duration)
+	// StreamIdleTimeout closes a stream (docs/api.md) on which no frame has arrived for
+	// this long and no request is in flight, as HTTP servers close idle keep-alive
+	// connections. Default 5 minutes; the Go client closes its own idle streams sooner.
+	StreamIdleTimeout time.Duration
 }
 
 // Browsers is how a console signs in web browsers (package web implements it).
@@ -109,7 +113,10 @@ func (s *Server) observed(w http.ResponseWriter, r *http.Request, serve func(htt
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	route := serve(sw, r)
-	if sw.status == 0 {
+	switch {
+	case sw.status == 0 && route == api.StreamPath: // upgraded: its duration is the stream's life
+		sw.status = http.StatusSwitchingProtocols
+	case sw.status == 0:
 		sw.status = http.StatusOK
 	}
 	s.opts.Observe(route, r.Method, sw.status, time.Since(start))

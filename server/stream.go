@@ -29,9 +29,10 @@ const (
 	// streamInFlight bounds the requests one stream runs at once; further frames wait
 	// in the socket, which pushes back on the client.
 	streamInFlight = 1024
-	// streamFrameTimeout is how long a frame may take to arrive once its first byte has;
-	// between frames a stream may stay idle.
+	// streamFrameTimeout is how long a frame may take to arrive once its first byte has.
 	streamFrameTimeout = 60 * time.Second
+	// defaultStreamIdle is Options.StreamIdleTimeout's default.
+	defaultStreamIdle = 5 * time.Minute
 	// streamWriteTimeout bounds one write of answers to a client that stopped reading.
 	streamWriteTimeout = 90 * time.Second
 )
@@ -141,7 +142,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.streams.remove(sc)
-	_ = conn.SetDeadline(time.Time{}) // the http.Server's deadlines were for one request
+	_ = conn.SetWriteDeadline(time.Time{}) // the http.Server's deadlines were for one request
+	_ = conn.SetReadDeadline(time.Now().Add(s.streamIdle()))
 	if _, err := conn.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + api.StreamProtocol + "\r\n\r\n")); err != nil {
 		conn.Close()
 		return
@@ -265,22 +267,46 @@ func (sc *streamConn) start(f api.Frame) context.Context {
 // read reads the next frame: idle as long as the client likes, then the whole frame
 // within streamFrameTimeout.
 func (sc *streamConn) read() (api.Frame, error) {
-	if _, err := sc.br.Peek(1); err != nil {
-		return api.Frame{}, err
+	for {
+		_, err := sc.br.Peek(1)
+		if err == nil {
+			break
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return api.Frame{}, err
+		}
+		// The idle deadline passed. A stream with requests in flight (a long poll) is
+		// not idle; one without is closed, as HTTP servers close idle connections.
+		sc.mu.Lock()
+		busy := len(sc.calls) > 0 && !sc.draining
+		if busy {
+			sc.setDeadlineLocked(sc.s.streamIdle())
+		}
+		sc.mu.Unlock()
+		if !busy {
+			return api.Frame{}, err
+		}
 	}
 	sc.mu.Lock()
-	if !sc.draining { // drain set a deadline in the past to wake the reader: keep it
-		_ = sc.conn.SetReadDeadline(time.Now().Add(streamFrameTimeout))
-	}
+	sc.setDeadlineLocked(streamFrameTimeout)
 	sc.mu.Unlock()
 	// A fresh buffer each time: the frame's body lives on in its request's goroutine.
 	f, _, err := api.ReadFrame(sc.br, nil, api.MaxFrame)
-	sc.mu.Lock()
-	if err == nil && !sc.draining {
-		_ = sc.conn.SetReadDeadline(time.Time{})
+	if err == nil {
+		sc.mu.Lock()
+		sc.setDeadlineLocked(sc.s.streamIdle())
+		sc.mu.Unlock()
 	}
-	sc.mu.Unlock()
 	return f, err
+}
+
+// setDeadlineLocked sets the read deadline d from now, unless the stream is draining
+// (drain set a deadline in the past to wake the reader: it stays).
+func (sc *streamConn) setDeadlineLocked(d time.Duration) {
+	if !sc.draining {
+		_ = sc.conn.SetReadDeadline(time.Now().Add(d))
+	}
 }
 
 func pathOf(target string) string {
@@ -384,6 +410,13 @@ func (sc *streamConn) drain() {
 	}
 	sc.mu.Unlock()
 	_ = sc.conn.SetReadDeadline(time.Now()) // wakes the reader
+}
+
+func (s *Server) streamIdle() time.Duration {
+	if s.opts.StreamIdleTimeout > 0 {
+		return s.opts.StreamIdleTimeout
+	}
+	return defaultStreamIdle
 }
 
 // cut closes the connection at once.

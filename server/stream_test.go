@@ -464,3 +464,69 @@ func TestStreamSurvivesAPanickingHandler(t *testing.T) {
 		t.Fatalf("after the panic: HTTP %d %s", f.Status, f.Body)
 	}
 }
+
+// TestStreamIdleTimeout: a stream with nothing in flight closes after the idle timeout;
+// one with a long poll in flight does not.
+func TestStreamIdleTimeout(t *testing.T) {
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	srv := server.New(b, server.Options{StreamIdleTimeout: 300 * time.Millisecond})
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	e := envAt(t, hs.URL)
+	e.putQueue("q", "{}")
+
+	busy := e.openStream()
+	busy.request(1, "POST", "/v1/queues/q/receive", `{"wait":"1500ms"}`)
+	if f := busy.next(); f.ID != 1 || f.Status != 200 {
+		t.Fatalf("a long poll longer than the idle timeout: id %d HTTP %d %s", f.ID, f.Status, f.Body)
+	}
+	if !busy.closed() {
+		t.Fatal("the stream stayed open once idle")
+	}
+
+	idle := e.openStream()
+	if !idle.closed() {
+		t.Fatal("an idle stream stayed open")
+	}
+}
+
+// TestStreamRequestsAreObserved: framed requests reach Observe under their own routes,
+// and the stream itself once, when it ends, with status 101.
+func TestStreamRequestsAreObserved(t *testing.T) {
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	seen := make(chan string, 16)
+	srv := server.New(b, server.Options{Observe: func(route, method string, status int, d time.Duration) {
+		seen <- fmt.Sprintf("%s %s %d", method, route, status)
+	}})
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	e := envAt(t, hs.URL)
+	s := e.openStream()
+	if f := s.call(1, "GET", "/v1/queues/nope", ""); f.Status != 404 {
+		t.Fatalf("GET: HTTP %d", f.Status)
+	}
+	if got := <-seen; got != "GET /v1/queues/{name} 404" {
+		t.Fatalf("observed %q for the framed request", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if err := srv.CloseStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-seen:
+		if got != "GET /v1/stream 101" {
+			t.Fatalf("observed %q for the stream", got)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("the stream's end was not observed")
+	}
+}
