@@ -92,29 +92,25 @@ func benchClient(b *testing.B, h2c bool, opts client.Options) *client.Client {
 // each transport. p50-µs and p99-µs are of the per-request round trip.
 func BenchmarkHTTPSendSerial(b *testing.B) {
 	body := []byte(strings.Repeat("x", 1024))
-	ctx := context.Background()
-	for _, tr := range transports {
-		b.Run(tr.name, func(b *testing.B) {
-			c := tr.dial(b)
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for range b.N {
-				t0 := time.Now()
-				if _, err := c.Send(ctx, "bench", client.Message{Body: body}); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			b.StopTimer()
-			reportLatency(b, lat)
-		})
-	}
+	serialLatency(b, func(ctx context.Context, c *client.Client) error {
+		_, err := c.Send(ctx, "bench", client.Message{Body: body})
+		return err
+	})
 }
 
 // BenchmarkHTTPQueueSerial: one client reading a queue's description and statistics,
 // one request at a time: the cost of a round trip that waits for no fsync, to set
 // BenchmarkHTTPSendSerial against.
 func BenchmarkHTTPQueueSerial(b *testing.B) {
+	serialLatency(b, func(ctx context.Context, c *client.Client) error {
+		_, err := c.Queue(ctx, "bench")
+		return err
+	})
+}
+
+// serialLatency runs call one at a time over each transport and reports the round
+// trip's percentiles.
+func serialLatency(b *testing.B, call func(context.Context, *client.Client) error) {
 	ctx := context.Background()
 	for _, tr := range transports {
 		b.Run(tr.name, func(b *testing.B) {
@@ -123,7 +119,7 @@ func BenchmarkHTTPQueueSerial(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				t0 := time.Now()
-				if _, err := c.Queue(ctx, "bench"); err != nil {
+				if err := call(ctx, c); err != nil {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))

@@ -56,6 +56,29 @@ func (e *env) upgrade(lines ...string) (*http.Response, *rawStream) {
 	return res, &rawStream{t: e.t, conn: conn, br: br}
 }
 
+// serverAt starts a broker and a server with opts (after setup, if given, has added its
+// handlers) on loopback, for tests that need the *server.Server itself.
+func serverAt(t *testing.T, opts server.Options, setup ...func(*server.Server)) (*server.Server, *env) {
+	t.Helper()
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(b, opts)
+	for _, f := range setup {
+		f(srv)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		srv.CloseStreams(ctx)
+		hs.Close()
+		b.Close()
+	})
+	return srv, envAt(t, hs.URL)
+}
+
 const upgradeLines = "Connection: Upgrade\r\nUpgrade: okiba-stream/1\r\n"
 
 func (e *env) openStream() *rawStream {
@@ -403,15 +426,7 @@ func TestStreamCancelEndsALongPoll(t *testing.T) {
 // TestCloseStreams: shutdown ends long polls, answers what is in flight, closes the
 // connections and refuses new streams.
 func TestCloseStreams(t *testing.T) {
-	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	srv := server.New(b, server.Options{})
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	e := envAt(t, hs.URL)
+	srv, e := serverAt(t, server.Options{})
 	e.putQueue("q", "{}")
 	s := e.openStream()
 	s.request(1, "POST", "/v1/queues/q/receive", `{"wait":"60s"}`)
@@ -445,16 +460,9 @@ func TestCloseStreams(t *testing.T) {
 // TestStreamSurvivesAPanickingHandler: a handler that panics answers 500 internal, and
 // the stream and the server go on, as with HTTP.
 func TestStreamSurvivesAPanickingHandler(t *testing.T) {
-	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	srv := server.New(b, server.Options{})
-	srv.Handle("/boom", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	e := envAt(t, hs.URL)
+	_, e := serverAt(t, server.Options{}, func(srv *server.Server) {
+		srv.Handle("/boom", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	})
 	s := e.openStream()
 	f := s.call(1, "GET", "/boom", "")
 	if got := frameError(t, f); f.Status != 500 || got.Code != api.CodeInternal {
@@ -468,15 +476,7 @@ func TestStreamSurvivesAPanickingHandler(t *testing.T) {
 // TestStreamIdleTimeout: a stream with nothing in flight closes after the idle timeout;
 // one with a long poll in flight does not.
 func TestStreamIdleTimeout(t *testing.T) {
-	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	srv := server.New(b, server.Options{StreamIdleTimeout: 300 * time.Millisecond})
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	e := envAt(t, hs.URL)
+	_, e := serverAt(t, server.Options{StreamIdleTimeout: 300 * time.Millisecond})
 	e.putQueue("q", "{}")
 
 	busy := e.openStream()
@@ -497,18 +497,10 @@ func TestStreamIdleTimeout(t *testing.T) {
 // TestStreamRequestsAreObserved: framed requests reach Observe under their own routes,
 // and the stream itself once, when it ends, with status 101.
 func TestStreamRequestsAreObserved(t *testing.T) {
-	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	seen := make(chan string, 16)
-	srv := server.New(b, server.Options{Observe: func(route, method string, status int, d time.Duration) {
+	srv, e := serverAt(t, server.Options{Observe: func(route, method string, status int, d time.Duration) {
 		seen <- fmt.Sprintf("%s %s %d", method, route, status)
 	}})
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	e := envAt(t, hs.URL)
 	s := e.openStream()
 	if f := s.call(1, "GET", "/v1/queues/nope", ""); f.Status != 404 {
 		t.Fatalf("GET: HTTP %d", f.Status)
