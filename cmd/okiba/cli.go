@@ -222,7 +222,8 @@ func (a *app) serverFlags(cmd, usage, examples string) *flags {
 func (f *flags) client() (*client.Client, error) {
 	a := f.app
 	server := a.pick(f.conn.server, "OKIBA_SERVER", client.DefaultServer)
-	cl, err := client.New(server, client.Options{Token: a.pick(f.conn.token, "OKIBA_TOKEN", "")})
+	// A command makes a request or a few: opening a stream would only add a round trip.
+	cl, err := client.New(server, client.Options{Token: a.pick(f.conn.token, "OKIBA_TOKEN", ""), NoStream: true})
 	if err != nil {
 		return nil, f.fail("--server %q must look like http://host:port", server)
 	}
