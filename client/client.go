@@ -91,6 +91,7 @@ func New(base string, opts Options) (*Client, error) {
 	}
 	c := &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc, json: opts.JSON}
 	c.noStream = opts.NoStream || opts.HTTPClient != nil || strings.Trim(u.Path, "/") != ""
+	c.streams.init()
 	c.prop, c.tracer = tracing(opts)
 	return c, nil
 }

@@ -48,24 +48,41 @@ const streamConns = 4
 
 // streamState is the client's streams, or why it has none.
 type streamState struct {
-	next    atomic.Uint32 // round robin over sts
+	next  atomic.Uint32 // round robin over slots
+	slots [streamConns]streamSlot
+
 	mu      sync.Mutex
-	sts     [streamConns]*stream
 	off     bool      // the server does not offer streams: plain HTTP from now on
 	retryAt time.Time // after a failed attempt, plain HTTP until then
 }
 
+// streamSlot holds one stream connection. Its lock is a channel so that a call waiting
+// while another opens the connection can give up when its context ends; each slot has
+// its own, so that a slow dial holds up only the calls that picked its slot.
+type streamSlot struct {
+	lock chan struct{}
+	st   *stream
+}
+
+func (s *streamState) init() {
+	for i := range s.slots {
+		s.slots[i].lock = make(chan struct{}, 1)
+	}
+}
+
 // stream returns one of the client's open streams, in turn, opening it if needed, or
-// nil when this call should be a plain HTTP request.
+// nil when this call should be a plain HTTP request (which then fails at once if ctx
+// has ended).
 func (c *Client) stream(ctx context.Context) *stream {
 	s := &c.streams
-	i := s.next.Add(1) % streamConns
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.off {
+	sl := &s.slots[s.next.Add(1)%streamConns]
+	select {
+	case sl.lock <- struct{}{}:
+	case <-ctx.Done():
 		return nil
 	}
-	if st := s.sts[i]; st != nil && st.alive() {
+	defer func() { <-sl.lock }()
+	if st := sl.st; st != nil && st.alive() {
 		if st.idle() < streamIdle {
 			return st
 		}
@@ -73,31 +90,37 @@ func (c *Client) stream(ctx context.Context) *stream {
 		// races the server's close.
 		st.fail(fmt.Errorf("%w: closed after %v idle", errStreamBroken, streamIdle))
 	}
-	s.sts[i] = nil
-	if time.Now().Before(s.retryAt) {
+	sl.st = nil
+	s.mu.Lock()
+	skip := s.off || time.Now().Before(s.retryAt)
+	s.mu.Unlock()
+	if skip {
 		return nil
 	}
 	st, err := c.dialStream(ctx)
 	if err != nil {
 		var refused *upgradeRefused
+		s.mu.Lock()
 		if errors.As(err, &refused) && refused.permanent() {
 			s.off = true
 		} else {
 			s.retryAt = time.Now().Add(streamRetry)
 		}
+		s.mu.Unlock()
 		return nil
 	}
-	s.sts[i] = st
+	sl.st = st
 	return st
 }
 
 // closeStreams closes the client's streams; calls in flight on them fail.
 func (c *Client) closeStreams() {
-	c.streams.mu.Lock()
-	sts := c.streams.sts
-	c.streams.sts = [streamConns]*stream{}
-	c.streams.mu.Unlock()
-	for _, st := range sts {
+	for i := range c.streams.slots {
+		sl := &c.streams.slots[i]
+		sl.lock <- struct{}{}
+		st := sl.st
+		sl.st = nil
+		<-sl.lock
 		if st != nil {
 			st.fail(fmt.Errorf("%w: the client was closed", errStreamBroken))
 		}
@@ -149,6 +172,9 @@ func (c *Client) dialStream(ctx context.Context) (*stream, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
+	// A cancelled ctx ends the handshake too, not only its deadline.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
 	req := "GET " + api.StreamPath + " HTTP/1.1\r\nHost: " + u.Host + "\r\nConnection: Upgrade\r\nUpgrade: " + api.StreamProtocol + "\r\n"
 	if c.token != "" {
 		req += "Authorization: Bearer " + c.token + "\r\n"
@@ -167,6 +193,10 @@ func (c *Client) dialStream(ctx context.Context) (*stream, error) {
 	if resp.StatusCode != http.StatusSwitchingProtocols || !strings.EqualFold(resp.Header.Get("Upgrade"), api.StreamProtocol) {
 		conn.Close()
 		return nil, &upgradeRefused{status: resp.StatusCode}
+	}
+	if !stop() { // ctx ended just as the handshake did: the deadline may be set
+		conn.Close()
+		return nil, ctx.Err()
 	}
 	_ = conn.SetDeadline(time.Time{})
 	st := &stream{conn: conn, w: coalesce.New(conn), pending: make(map[uint64]chan answer), done: make(chan struct{}), lastUsed: time.Now()}

@@ -279,3 +279,57 @@ func TestClientClosesIdleStreams(t *testing.T) {
 		t.Fatalf("%d upgrades after an idle call, %d before: want one new stream", got, before)
 	}
 }
+
+// TestClientCallHonoursItsContextWhileAStreamOpens: a server that accepts connections
+// but never answers holds up the call that opens a stream, not the others' contexts.
+func TestClientCallHonoursItsContextWhileAStreamOpens(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	c := newClient(t, "http://"+ln.Addr().String(), "")
+	slow, cancelSlow := context.WithCancel(context.Background())
+	defer cancelSlow()
+	first := make(chan error, 1)
+	go func() { _, err := c.Queue(slow, "q"); first <- err }()
+	// Every slot in turn: whichever the first call holds, some call waits for it.
+	for range client.StreamConns {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { _, err := c.Queue(ctx, "q"); done <- err }()
+		if err := recv(t, done, 5*time.Second, "a call with a 100ms deadline to return"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call with a 100ms deadline: %v", err)
+		}
+		cancel()
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the call opening the stream returned before its context ended: %v", err)
+	default:
+	}
+	cancelSlow()
+	if err := recv(t, first, 15*time.Second, "the first call to end with its context"); err == nil {
+		t.Fatal("a call to a server that never answers succeeded")
+	}
+}
