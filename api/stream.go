@@ -100,16 +100,31 @@ func ReadFrame(r *bufio.Reader, buf []byte, max int) (Frame, []byte, error) {
 	if size > max {
 		return Frame{}, buf, fmt.Errorf("%w: frame of %d bytes; the limit is %d", ErrFrameTooLarge, size, max)
 	}
-	if cap(buf) < size {
-		buf = make([]byte, size)
+	// Memory follows the bytes that arrived, not the length a peer announced: beyond
+	// eagerFrame the buffer doubles as the frame comes in, so that a peer cannot make the
+	// reader hold 16 MiB by sending four bytes.
+	if cap(buf) < min(size, eagerFrame) {
+		buf = make([]byte, 0, min(size, eagerFrame))
 	}
-	buf = buf[:size]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return Frame{}, buf, fmt.Errorf("%w: connection ended inside a frame (%v)", ErrBinary, err)
+	buf = buf[:0]
+	for len(buf) < size {
+		if len(buf) == cap(buf) { // double, up to the frame's size
+			grown := make([]byte, len(buf), len(buf)+min(size-len(buf), cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		n := min(size, cap(buf))
+		if _, err := io.ReadFull(r, buf[len(buf):n]); err != nil {
+			return Frame{}, buf, fmt.Errorf("%w: connection ended inside a frame (%v)", ErrBinary, err)
+		}
+		buf = buf[:n]
 	}
 	f, err := DecodeFrame(buf)
 	return f, buf, err
 }
+
+// eagerFrame is the largest frame ReadFrame allocates whole before its bytes arrive.
+const eagerFrame = 1 << 20
 
 // ErrFrameTooLarge is returned by ReadFrame for a frame longer than its limit.
 var ErrFrameTooLarge = fmt.Errorf("%w: frame too large", ErrBinary)

@@ -79,3 +79,25 @@ func FuzzFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestReadFrameGrowsWithTheBytes: a frame longer than eagerFrame is read whole, and a
+// frame announced long but cut short costs no more memory than what arrived.
+func TestReadFrameGrowsWithTheBytes(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789abcdef"), (5<<20)/16)
+	wire := AppendFrame(nil, &Frame{Kind: FrameAnswer, ID: 9, Status: 200, Body: body})
+	f, buf, err := ReadFrame(bufio.NewReader(bytes.NewReader(wire)), nil, MaxFrame)
+	if err != nil || f.ID != 9 || !bytes.Equal(f.Body, body) {
+		t.Fatalf("a 5 MiB frame: id %d, %d bytes, %v", f.ID, len(f.Body), err)
+	}
+	if cap(buf) > len(wire) {
+		t.Fatalf("buffer of %d bytes for a frame of %d", cap(buf), len(wire)-4)
+	}
+	cut := wire[:4+100]
+	_, buf, err = ReadFrame(bufio.NewReader(bytes.NewReader(cut)), nil, MaxFrame)
+	if !errors.Is(err, ErrBinary) {
+		t.Fatalf("a frame cut short: %v", err)
+	}
+	if cap(buf) > eagerFrame {
+		t.Fatalf("a frame that sent 100 of its %d bytes got a %d-byte buffer", len(wire)-4, cap(buf))
+	}
+}
