@@ -175,15 +175,17 @@ func (c *Client) doBinary(ctx context.Context, path string, in any, body []byte,
 // roundTrip sends req with the client's credentials and reads the whole answer.
 func (c *Client) roundTrip(req *http.Request) (*http.Response, []byte, error) {
 	if !c.noStream {
-		if st := c.stream(req.Context()); st != nil {
-			resp, data, err := st.roundTrip(req)
-			if err == nil || !errors.Is(err, errStreamBroken) || !readOnly(req) || req.Context().Err() != nil {
-				return resp, data, err
+		// A stream the server closed can look alive until its reader notices, and when
+		// the server restarts, all of them do; a read is safe to send again, as net/http
+		// does with a stale keep-alive connection, on each in turn, then on a new one.
+		for try := 0; ; try++ {
+			st := c.stream(req.Context())
+			if st == nil {
+				break
 			}
-			// A stream the server closed can look alive until its reader notices; a read
-			// is safe to send again, as net/http does with a stale keep-alive connection.
-			if st := c.stream(req.Context()); st != nil {
-				return st.roundTrip(req)
+			resp, data, err := st.roundTrip(req)
+			if err == nil || !errors.Is(err, errStreamBroken) || !readOnly(req) || req.Context().Err() != nil || try == streamConns {
+				return resp, data, err
 			}
 		}
 	}
