@@ -100,31 +100,43 @@ func ReadFrame(r *bufio.Reader, buf []byte, max int) (Frame, []byte, error) {
 	if size > max {
 		return Frame{}, buf, fmt.Errorf("%w: frame of %d bytes; the limit is %d", ErrFrameTooLarge, size, max)
 	}
-	// Memory follows the bytes that arrived, not the length a peer announced: beyond
-	// eagerFrame the buffer doubles as the frame comes in, so that a peer cannot make the
-	// reader hold 16 MiB by sending four bytes.
-	if cap(buf) < min(size, eagerFrame) {
-		buf = make([]byte, 0, min(size, eagerFrame))
-	}
-	buf = buf[:0]
-	for len(buf) < size {
-		if len(buf) == cap(buf) { // double, up to the frame's size
-			grown := make([]byte, len(buf), len(buf)+min(size-len(buf), cap(buf)))
-			copy(grown, buf)
-			buf = grown
-		}
-		n := min(size, cap(buf))
-		if _, err := io.ReadFull(r, buf[len(buf):n]); err != nil {
-			return Frame{}, buf, fmt.Errorf("%w: connection ended inside a frame (%v)", ErrBinary, err)
-		}
-		buf = buf[:n]
+	buf, err := readFull(r, buf, size)
+	if err != nil {
+		return Frame{}, buf, fmt.Errorf("%w: connection ended inside a frame (%v)", ErrBinary, err)
 	}
 	f, err := DecodeFrame(buf)
 	return f, buf, err
 }
 
-// eagerFrame is the largest frame ReadFrame allocates whole before its bytes arrive.
-const eagerFrame = 1 << 20
+// ReadFull reads exactly n bytes from r. Memory follows the bytes that arrive, not the
+// length a peer announced: up to 1 MiB is allocated at once, and beyond that the buffer
+// doubles as the bytes come in, to exactly n, so that a peer cannot make a server hold
+// 16 MiB by announcing it. The server reads request bodies and stream frames with it.
+func ReadFull(r io.Reader, n int) ([]byte, error) { return readFull(r, nil, n) }
+
+// eagerRead is the most ReadFull allocates before the bytes arrive.
+const eagerRead = 1 << 20
+
+// readFull is ReadFull into buf, reused when large enough.
+func readFull(r io.Reader, buf []byte, n int) ([]byte, error) {
+	if cap(buf) < min(n, eagerRead) {
+		buf = make([]byte, 0, min(n, eagerRead))
+	}
+	buf = buf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) { // double, up to n
+			grown := make([]byte, len(buf), len(buf)+min(n-len(buf), cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		end := min(n, cap(buf))
+		if _, err := io.ReadFull(r, buf[len(buf):end]); err != nil {
+			return buf, err
+		}
+		buf = buf[:end]
+	}
+	return buf, nil
+}
 
 // ErrFrameTooLarge is returned by ReadFrame for a frame longer than its limit.
 var ErrFrameTooLarge = fmt.Errorf("%w: frame too large", ErrBinary)

@@ -97,7 +97,7 @@ func TestReadFrameGrowsWithTheBytes(t *testing.T) {
 	if !errors.Is(err, ErrBinary) {
 		t.Fatalf("a frame cut short: %v", err)
 	}
-	if cap(buf) > eagerFrame {
+	if cap(buf) > eagerRead {
 		t.Fatalf("a frame that sent 100 of its %d bytes got a %d-byte buffer", len(wire)-4, cap(buf))
 	}
 }
