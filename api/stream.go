@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net/http"
+	"slices"
 )
 
 // The stream: the native API's requests as length-prefixed frames on one persistent
@@ -177,4 +179,27 @@ func DecodeFrame(b []byte) (Frame, error) {
 	}
 	f.Body = r.b
 	return f, nil
+}
+
+// FrameHeader lists h's fields for a frame, leaving out the names in skip (canonical).
+func FrameHeader(h http.Header, skip ...string) []Header {
+	var out []Header
+	for name, vs := range h {
+		if slices.Contains(skip, name) {
+			continue
+		}
+		for _, v := range vs {
+			out = append(out, Header{Name: name, Value: v})
+		}
+	}
+	return out
+}
+
+// HTTPHeader returns the frame's headers as an http.Header.
+func (f *Frame) HTTPHeader() http.Header {
+	h := make(http.Header, len(f.Header))
+	for _, kv := range f.Header {
+		h.Add(kv.Name, kv.Value)
+	}
+	return h
 }

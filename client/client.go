@@ -111,22 +111,21 @@ func (c *Client) Server() string { return c.base }
 // answer with per-item results even on error statuses, out receives the body and the
 // error is still returned when the body carries a top-level error.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	req, err := newRequest(ctx, method, c.base+path, body)
 	if err != nil {
 		return err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, data, err := c.roundTrip(req)
+	resp, data, err := c.roundTrip(req, body)
 	if err != nil {
 		return err
 	}
@@ -155,13 +154,13 @@ func (c *Client) doBinary(ctx context.Context, path string, in any, body []byte,
 		}
 		body, ctype = b, "application/json"
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", c.base+path, bytes.NewReader(body))
+	req, err := newRequest(ctx, "POST", c.base+path, body)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", ctype)
 	req.Header.Set("Accept", api.ContentTypeBinary)
-	resp, data, err := c.roundTrip(req)
+	resp, data, err := c.roundTrip(req, body)
 	if err != nil {
 		return err
 	}
@@ -172,8 +171,18 @@ func (c *Client) doBinary(ctx context.Context, path string, in any, body []byte,
 	return e
 }
 
-// roundTrip sends req with the client's credentials and reads the whole answer.
-func (c *Client) roundTrip(req *http.Request) (*http.Response, []byte, error) {
+// newRequest makes a request whose body, if any, is body.
+func newRequest(ctx context.Context, method, url string, body []byte) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	return http.NewRequestWithContext(ctx, method, url, rd)
+}
+
+// roundTrip sends req, whose body is body, with the client's credentials and reads the
+// whole answer. On a stream the body travels as it is, without reading req.Body.
+func (c *Client) roundTrip(req *http.Request, body []byte) (*http.Response, []byte, error) {
 	if !c.noStream {
 		// A stream the server closed can look alive until its reader notices, and when
 		// the server restarts, all of them do; a read is safe to send again, as net/http
@@ -183,7 +192,7 @@ func (c *Client) roundTrip(req *http.Request) (*http.Response, []byte, error) {
 			if st == nil {
 				break
 			}
-			resp, data, err := st.roundTrip(req)
+			resp, data, err := st.roundTrip(req, body)
 			if err == nil || !errors.Is(err, errStreamBroken) || !readOnly(req) || req.Context().Err() != nil || try == streamConns {
 				return resp, data, err
 			}

@@ -169,10 +169,7 @@ func (c *Client) dialStream(ctx context.Context) (*stream, error) {
 		}
 		conn = tc
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	// A cancelled ctx ends the handshake too, not only its deadline.
+	// ctx's end (its deadline or a cancel) ends the handshake.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 	req := "GET " + api.StreamPath + " HTTP/1.1\r\nHost: " + u.Host + "\r\nConnection: Upgrade\r\nUpgrade: " + api.StreamProtocol + "\r\n"
@@ -198,8 +195,7 @@ func (c *Client) dialStream(ctx context.Context) (*stream, error) {
 		conn.Close()
 		return nil, ctx.Err()
 	}
-	_ = conn.SetDeadline(time.Time{})
-	st := &stream{conn: conn, w: coalesce.New(conn), pending: make(map[uint64]chan answer), done: make(chan struct{}), lastUsed: time.Now()}
+	st := &stream{conn: conn, w: coalesce.New(conn), pending: make(map[uint64]chan answer), lastUsed: time.Now()}
 	go st.readLoop(br)
 	return st, nil
 }
@@ -208,7 +204,6 @@ func (c *Client) dialStream(ctx context.Context) (*stream, error) {
 type stream struct {
 	conn net.Conn
 	w    *coalesce.Writer
-	done chan struct{} // closed when the stream breaks
 
 	mu       sync.Mutex
 	pending  map[uint64]chan answer
@@ -252,7 +247,6 @@ func (st *stream) fail(err error) {
 	pending := st.pending
 	st.pending = nil
 	st.mu.Unlock()
-	close(st.done)
 	st.conn.Close()
 	for _, ch := range pending {
 		ch <- answer{err: err}
@@ -276,40 +270,22 @@ func (st *stream) readLoop(br *bufio.Reader) {
 			st.fail(fmt.Errorf("%w: %w", errStreamBroken, e))
 			return
 		}
-		h := make(http.Header, len(f.Header))
-		for _, kv := range f.Header {
-			h.Add(kv.Name, kv.Value)
-		}
 		st.mu.Lock()
 		ch := st.pending[f.ID]
 		delete(st.pending, f.ID)
 		st.lastUsed = time.Now()
 		st.mu.Unlock()
 		if ch != nil { // nil: the call gave up waiting
-			ch <- answer{status: f.Status, header: h, body: f.Body}
+			ch <- answer{status: f.Status, header: f.HTTPHeader(), body: f.Body}
 		}
 	}
 }
 
-// roundTrip sends req as a frame and waits for its answer. When ctx ends first, it
-// tells the server to cancel the request and returns ctx's error.
-func (st *stream) roundTrip(req *http.Request) (*http.Response, []byte, error) {
-	f := api.Frame{Kind: api.FrameRequest, Method: req.Method, Target: req.URL.RequestURI()}
-	for name, vs := range req.Header {
-		if name == "Authorization" { // the stream was authorized when it opened
-			continue
-		}
-		for _, v := range vs {
-			f.Header = append(f.Header, api.Header{Name: name, Value: v})
-		}
-	}
-	if req.Body != nil {
-		body, err := io.ReadAll(req.Body)
-		if err != nil {
-			return nil, nil, err
-		}
-		f.Body = body
-	}
+// roundTrip sends req, whose body is body, as a frame and waits for its answer. When
+// ctx ends first, it tells the server to cancel the request and returns ctx's error.
+func (st *stream) roundTrip(req *http.Request, body []byte) (*http.Response, []byte, error) {
+	f := api.Frame{Kind: api.FrameRequest, Method: req.Method, Target: req.URL.RequestURI(), Body: body,
+		Header: api.FrameHeader(req.Header, "Authorization")} // the stream was authorized when it opened
 	ch := make(chan answer, 1)
 	st.mu.Lock()
 	if st.err != nil {

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/subtle"
@@ -113,10 +114,7 @@ func (s *Server) observed(w http.ResponseWriter, r *http.Request, serve func(htt
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	route := serve(sw, r)
-	switch {
-	case sw.status == 0 && route == api.StreamPath: // upgraded: its duration is the stream's life
-		sw.status = http.StatusSwitchingProtocols
-	case sw.status == 0:
+	if sw.status == 0 {
 		sw.status = http.StatusOK
 	}
 	s.opts.Observe(route, r.Method, sw.status, time.Since(start))
@@ -198,6 +196,17 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack hands the connection over (http.ResponseController finds it before Unwrap)
+// and records 101: the request became another protocol (a stream), and its duration is
+// that connection's life.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return conn, brw, err
+}
 
 // methods dispatches one path by method, answering 405 in JSON for the others.
 type methods map[string]http.HandlerFunc

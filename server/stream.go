@@ -232,17 +232,17 @@ func (sc *streamConn) run() {
 				sc.protocolError(fmt.Errorf("%w: request id 0 is reserved for errors of the connection", api.ErrBinary))
 				return
 			}
-			ctx := sc.start(f)
-			if ctx == nil {
+			ctx, call := sc.start(f)
+			if call == nil {
 				sc.protocolError(fmt.Errorf("%w: request id %d is already in flight", api.ErrBinary, f.ID))
 				return
 			}
 			sc.wg.Add(1)
-			if sc.alone(f) {
-				sc.serve(ctx, f)
+			if sc.alone(call) {
+				sc.serve(ctx, f, call)
 				continue
 			}
-			go sc.serve(ctx, f)
+			go sc.serve(ctx, f, call)
 		default:
 			sc.protocolError(fmt.Errorf("%w: a client sends requests (kind %d) and cancels (kind %d), not kind %d", api.ErrBinary, api.FrameRequest, api.FrameCancel, f.Kind))
 			return
@@ -251,17 +251,18 @@ func (sc *streamConn) run() {
 }
 
 // start registers request f, which a cancel frame can then stop, and returns its
-// context; nil if its id is already in flight.
-func (sc *streamConn) start(f api.Frame) context.Context {
+// context and call; a nil call if its id is already in flight.
+func (sc *streamConn) start(f api.Frame) (context.Context, *streamCall) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if _, dup := sc.calls[f.ID]; dup {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := context.WithCancel(sc.ctx)
 	sc.s.busy.Add(1)
-	sc.calls[f.ID] = &streamCall{cancel: cancel, longPoll: strings.HasSuffix(pathOf(f.Target), "/receive")}
-	return ctx
+	call := &streamCall{cancel: cancel, longPoll: strings.HasSuffix(pathOf(f.Target), "/receive")}
+	sc.calls[f.ID] = call
+	return ctx, call
 }
 
 // read reads the next frame: idle as long as the client likes, then the whole frame
@@ -315,34 +316,34 @@ func pathOf(target string) string {
 }
 
 // serve runs one request and sends its answer.
-func (sc *streamConn) serve(ctx context.Context, f api.Frame) {
+func (sc *streamConn) serve(ctx context.Context, f api.Frame, call *streamCall) {
 	defer sc.wg.Done()
-	fw := &frameWriter{header: make(http.Header)}
+	fw := newFrameWriter()
 	if r, err := sc.request(ctx, f); err != nil {
 		writeError(fw, invalid("%v", err))
 	} else {
 		sc.handle(fw, r)
 	}
 	sc.mu.Lock()
-	c := sc.calls[f.ID]
 	delete(sc.calls, f.ID)
 	sc.mu.Unlock()
 	sc.s.busy.Add(-1)
-	c.cancel()
-	if fw.status == 0 {
-		fw.status = http.StatusOK
-	}
-	ans := api.Frame{Kind: api.FrameAnswer, ID: f.ID, Status: fw.status, Body: fw.body}
-	for name, vs := range fw.header {
-		for _, v := range vs {
-			ans.Header = append(ans.Header, api.Header{Name: name, Value: v})
-		}
-	}
-	err := sc.w.Write(func(b []byte) []byte { return api.AppendFrame(b, &ans) })
+	call.cancel()
+	err := sc.answer(fw, f.ID)
 	<-sc.slots
 	if err != nil {
 		sc.cut()
 	}
+}
+
+// answer sends what fw collected as the answer to request id.
+func (sc *streamConn) answer(fw *frameWriter, id uint64) error {
+	status := fw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	ans := api.Frame{Kind: api.FrameAnswer, ID: id, Status: status, Header: api.FrameHeader(fw.header), Body: fw.body}
+	return sc.w.Write(func(b []byte) []byte { return api.AppendFrame(b, &ans) })
 }
 
 // handle runs r's handler. A handler that panics answers 500 and the stream goes on,
@@ -351,7 +352,7 @@ func (sc *streamConn) handle(fw *frameWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
 			sc.s.log.Error("panic serving a stream request", "method", r.Method, "target", r.RequestURI, "panic", v, "stack", string(debug.Stack()))
-			*fw = frameWriter{header: make(http.Header)}
+			*fw = *newFrameWriter()
 			writeError(fw, &api.Error{Code: api.CodeInternal, Message: "internal error; see the server's log"})
 		}
 	}()
@@ -368,15 +369,13 @@ func (sc *streamConn) request(ctx context.Context, f api.Frame) (*http.Request, 
 	if err != nil {
 		return nil, fmt.Errorf("frame %d is not a request: %v", f.ID, err)
 	}
-	if r.URL.IsAbs() || r.URL.Host != "" {
+	if r.URL.Host != "" { // "//host/path"; DecodeFrame let only targets starting with / through
 		return nil, fmt.Errorf("frame %d: the target must be a path, not %q", f.ID, f.Target)
 	}
 	r.RequestURI = f.Target
 	r.Host = sc.host
 	r.RemoteAddr = sc.remote
-	for _, h := range f.Header {
-		r.Header.Add(h.Name, h.Value)
-	}
+	r.Header = f.HTTPHeader()
 	return r, nil
 }
 
@@ -387,10 +386,9 @@ func (sc *streamConn) protocolError(err error) {
 	if errors.Is(err, api.ErrFrameTooLarge) {
 		e.Code = api.CodeRequestTooLarge
 	}
-	fw := &frameWriter{header: make(http.Header)}
+	fw := newFrameWriter()
 	writeError(fw, e)
-	ans := api.Frame{Kind: api.FrameAnswer, Status: fw.status, Header: []api.Header{{Name: "Content-Type", Value: "application/json"}}, Body: fw.body}
-	_ = sc.w.Write(func(b []byte) []byte { return api.AppendFrame(b, &ans) })
+	_ = sc.answer(fw, 0)
 }
 
 func (sc *streamConn) isDraining() bool {
@@ -434,6 +432,8 @@ func (d deadlineWriter) Write(p []byte) (int, error) {
 	return d.c.Write(p)
 }
 
+func newFrameWriter() *frameWriter { return &frameWriter{header: make(http.Header)} }
+
 // frameWriter collects a handler's answer for a frame.
 type frameWriter struct {
 	header http.Header
@@ -457,23 +457,19 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// alone reports whether request f, just registered, may be served by the reader
-// itself: it is the only stream request in flight on the whole server, no other frame
-// of this stream has been read, and it is not a receive (which may wait long for
-// messages). A lone request then costs no goroutine start and no hand-off, which on a
-// machine whose idle cores sleep wakes one of them: a lone sender's p50 through
-// `okiba serve` went from 262–293 µs to 240–272 µs (docs/benchmarks.md).
+// alone reports whether call, just registered, may be served by the reader itself: it
+// is the only stream request in flight on the whole server (so the only one of this
+// stream too), no other frame of this stream has been read, and it is not a receive
+// (which may wait long for messages). A lone request then costs no goroutine start and
+// no hand-off, which on a machine whose idle cores sleep wakes one of them: a lone
+// sender's p50 through `okiba serve` went from 262–293 µs to 240–272 µs
+// (docs/benchmarks.md).
 //
 // Whenever anything else is in flight, each request gets a goroutine of its own, so
 // that the reader goes on decoding and appending the frames behind it while its fsync
 // runs and they make the next group commit. Serving every request that was alone on
 // its own stream inline cost 16 pipelining producers 10% of their throughput, on one
 // connection half of it; the server-wide condition costs them nothing measurable.
-func (sc *streamConn) alone(f api.Frame) bool {
-	if sc.br.Buffered() > 0 || sc.s.busy.Load() != 1 {
-		return false
-	}
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return len(sc.calls) == 1 && !sc.calls[f.ID].longPoll
+func (sc *streamConn) alone(call *streamCall) bool {
+	return !call.longPoll && sc.br.Buffered() == 0 && sc.s.busy.Load() == 1
 }
