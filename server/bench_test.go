@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/api"
-	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/okibatest"
 	"github.com/okiba/okiba/server"
@@ -57,30 +56,18 @@ var transports = []struct {
 
 // benchClient starts a server with queue "bench" and returns a client for it.
 func benchClient(b *testing.B, h2c bool, opts client.Options) *client.Client {
-	br, err := broker.Open(broker.Config{Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := server.New(br, server.Options{})
-	hs := httptest.NewUnstartedServer(srv.Handler())
-	if h2c {
-		var p http.Protocols
-		p.SetUnencryptedHTTP2(true)
-		hs.Config.Protocols = &p
-	}
-	hs.Start()
-	c, err := client.New(hs.URL, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		c.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		srv.CloseStreams(ctx)
-		hs.Close()
-		br.Close()
+	_, e := serverAt(b, server.Options{}, func(_ *server.Server, hs *httptest.Server) {
+		if h2c {
+			var p http.Protocols
+			p.SetUnencryptedHTTP2(true)
+			hs.Config.Protocols = &p
+		}
 	})
+	c, err := client.New(e.base, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
 	if _, err := c.PutQueue(context.Background(), "bench", api.QueueConfig{}); err != nil {
 		b.Fatal(err)
 	}

@@ -56,19 +56,21 @@ func (e *env) upgrade(lines ...string) (*http.Response, *rawStream) {
 	return res, &rawStream{t: e.t, conn: conn, br: br}
 }
 
-// serverAt starts a broker and a server with opts (after setup, if given, has added its
-// handlers) on loopback, for tests that need the *server.Server itself.
-func serverAt(t *testing.T, opts server.Options, setup ...func(*server.Server)) (*server.Server, *env) {
+// serverAt starts a broker and a server with opts on loopback, for tests and
+// benchmarks that need the *server.Server itself; setup, if given, runs before the
+// listener starts (to add handlers, or to set the HTTP server's protocols).
+func serverAt(t testing.TB, opts server.Options, setup ...func(*server.Server, *httptest.Server)) (*server.Server, *env) {
 	t.Helper()
 	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := server.New(b, opts)
+	hs := httptest.NewUnstartedServer(srv.Handler())
 	for _, f := range setup {
-		f(srv)
+		f(srv, hs)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -397,14 +399,10 @@ func TestStreamCancelEndsALongPoll(t *testing.T) {
 	if f := s.call(6, "GET", "/v1/queues/q", ""); f.Status != 200 {
 		t.Fatalf("GET: HTTP %d", f.Status)
 	}
-	start := time.Now()
 	s.write(api.AppendFrame(nil, &api.Frame{Kind: api.FrameCancel, ID: 5}))
-	f := s.next()
+	f := s.next() // within waitLong, far less than the receive's 30 s wait
 	if f.ID != 5 {
 		t.Fatalf("answer to %d, want 5", f.ID)
-	}
-	if waited := time.Since(start); waited > waitLong {
-		t.Fatalf("the cancelled receive answered after %v", waited)
 	}
 	var out api.ReceiveResponse
 	if f.Status == 200 {
@@ -435,12 +433,8 @@ func TestCloseStreams(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	start := time.Now()
-	if err := srv.CloseStreams(ctx); err != nil {
+	if err := srv.CloseStreams(ctx); err != nil { // within waitLong: the 60 s long poll did not hold it
 		t.Fatalf("CloseStreams: %v", err)
-	}
-	if d := time.Since(start); d > waitLong {
-		t.Fatalf("CloseStreams took %v: the long poll held it", d)
 	}
 	if f := s.next(); f.ID != 1 {
 		t.Fatalf("answer to %d, want the long poll's", f.ID)
@@ -460,7 +454,7 @@ func TestCloseStreams(t *testing.T) {
 // TestStreamSurvivesAPanickingHandler: a handler that panics answers 500 internal, and
 // the stream and the server go on, as with HTTP.
 func TestStreamSurvivesAPanickingHandler(t *testing.T) {
-	_, e := serverAt(t, server.Options{}, func(srv *server.Server) {
+	_, e := serverAt(t, server.Options{}, func(srv *server.Server, _ *httptest.Server) {
 		srv.Handle("/boom", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
 	})
 	s := e.openStream()
