@@ -172,30 +172,34 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 		b.mu.Unlock()
 		return err
 	}
-	// Sized from the last checkpoint, so that a large index is not copied again at
-	// every doubling of the buffer while the lock is held (and the peak is not twice it).
-	snap := b.m.AppendSnapshot(make([]byte, 0, b.ckptSize+b.ckptSize/8+4096))
+	// In pieces of a megabyte: a large index is neither one allocation nor copied as a
+	// buffer grows while the lock is held, and the pieces are written as they are.
+	snap := b.m.Snapshot()
+	size := 0
+	for _, c := range snap {
+		size += len(c)
+	}
 	pos := b.log.End()
 	t := b.lastTicket
 	b.mu.Unlock()
 	if err := t.Wait(ctx); err != nil {
 		return err
 	}
-	if err := wal.SaveCheckpoint(b.fs, filepath.Join(b.cfg.Dir, "checkpoints"), pos, snap); err != nil {
+	if err := wal.SaveCheckpoint(b.fs, filepath.Join(b.cfg.Dir, "checkpoints"), pos, snap...); err != nil {
 		if o := b.cfg.Observer; o != nil {
-			o.Checkpointed(time.Since(start), len(snap), err)
+			o.Checkpointed(time.Since(start), size, err)
 		}
 		return err
 	}
 	b.mu.Lock()
 	b.ckptPos = pos
-	b.ckptSize = int64(len(snap))
+	b.ckptSize = int64(size)
 	usage := b.m.SegmentUsage()
 	b.mu.Unlock()
 	removed := b.collect(pos, usage)
-	b.logger.Debug("checkpoint", "pos", pos.String(), "bytes", len(snap), "segments_removed", removed, "duration", time.Since(start))
+	b.logger.Debug("checkpoint", "pos", pos.String(), "bytes", size, "segments_removed", removed, "duration", time.Since(start))
 	if o := b.cfg.Observer; o != nil {
-		o.Checkpointed(time.Since(start), len(snap), nil)
+		o.Checkpointed(time.Since(start), size, nil)
 	}
 	if final {
 		return nil

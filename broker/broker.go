@@ -393,7 +393,7 @@ func (b *Broker) checkFormat() error {
 	path := filepath.Join(b.cfg.Dir, formatFile)
 	data, err := vfs.ReadFile(b.fs, path)
 	if errors.Is(err, os.ErrNotExist) {
-		return vfs.WriteFile(b.fs, path, []byte(fmt.Sprintf("okiba data directory format %d\n", FormatVersion)), 0o644)
+		return vfs.WriteFile(b.fs, path, 0o644, []byte(fmt.Sprintf("okiba data directory format %d\n", FormatVersion)))
 	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
@@ -425,7 +425,7 @@ func (b *Broker) loadSecret() ([]byte, error) {
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	if err := vfs.WriteFile(b.fs, path, secret, 0o600); err != nil {
+	if err := vfs.WriteFile(b.fs, path, 0o600, secret); err != nil {
 		return nil, fmt.Errorf("write receipt secret: %w", err)
 	}
 	return secret, nil

@@ -109,16 +109,22 @@ func ReadFile(fsys FS, path string) ([]byte, error) {
 
 // WriteFile writes a whole file durably and atomically, by the rule for new files: a
 // temporary file (path + ".tmp") is written and fsynced, renamed over path, and the
-// directory fsynced. A crash leaves either the old file or the new one.
-func WriteFile(fsys FS, path string, data []byte, perm os.FileMode) error {
+// directory fsynced. A crash leaves either the old file or the new one. The file's
+// content is the pieces of data one after the other, so that a large file need not be
+// one buffer.
+func WriteFile(fsys FS, path string, perm os.FileMode, data ...[]byte) error {
 	tmp := path + ".tmp"
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
+	off := int64(0)
+	for _, p := range data {
+		if _, err := f.WriteAt(p, off); err != nil {
+			f.Close()
+			return fmt.Errorf("write %s: %w", tmp, err)
+		}
+		off += int64(len(p))
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()

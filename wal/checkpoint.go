@@ -41,7 +41,8 @@ func parseCheckpointName(name string) (Pos, bool) {
 	return Pos(v), true
 }
 
-// SaveCheckpoint writes payload as the checkpoint covering the log up to
+// SaveCheckpoint writes payload — its pieces one after the other, so that a
+// large state need not be one buffer — as the checkpoint covering the log up to
 // pos: pos is the position of the first record the checkpoint does not
 // cover (typically Log.End read under the same lock as the state the
 // payload captures), and Open(start = pos) replays exactly the records
@@ -55,25 +56,30 @@ func parseCheckpointName(name string) (Pos, bool) {
 // directory. The caller must make sure every record before pos is durable
 // first (wait on the ticket of the last one, or see Log.Durable() >= pos),
 // or the checkpoint may cover records a crash takes back.
-func SaveCheckpoint(fsys vfs.FS, dir string, pos Pos, payload []byte) error {
+func SaveCheckpoint(fsys vfs.FS, dir string, pos Pos, payload ...[]byte) error {
 	if fsys == nil {
 		fsys = vfs.OS
 	}
 	path := filepath.Join(dir, checkpointName(pos))
-	data := make([]byte, checkpointHeaderSize+len(payload))
-	copy(data, checkpointMagic)
-	binary.LittleEndian.PutUint32(data[8:], FormatVersion)
-	binary.LittleEndian.PutUint32(data[12:], 0) // flags
-	binary.LittleEndian.PutUint64(data[16:], uint64(pos))
-	binary.LittleEndian.PutUint64(data[24:], uint64(len(payload)))
-	binary.LittleEndian.PutUint32(data[32:], crc32.Checksum(payload, castagnoli))
-	binary.LittleEndian.PutUint32(data[36:], crc32.Checksum(data[:36], castagnoli))
-	copy(data[checkpointHeaderSize:], payload)
+	var size int64
+	var sum uint32
+	for _, p := range payload {
+		size += int64(len(p))
+		sum = crc32.Update(sum, castagnoli, p)
+	}
+	header := make([]byte, checkpointHeaderSize)
+	copy(header, checkpointMagic)
+	binary.LittleEndian.PutUint32(header[8:], FormatVersion)
+	binary.LittleEndian.PutUint32(header[12:], 0) // flags
+	binary.LittleEndian.PutUint64(header[16:], uint64(pos))
+	binary.LittleEndian.PutUint64(header[24:], uint64(size))
+	binary.LittleEndian.PutUint32(header[32:], sum)
+	binary.LittleEndian.PutUint32(header[36:], crc32.Checksum(header[:36], castagnoli))
 
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("wal: save checkpoint: %w", err)
 	}
-	if err := vfs.WriteFile(fsys, path, data, 0o644); err != nil {
+	if err := vfs.WriteFile(fsys, path, 0o644, append([][]byte{header}, payload...)...); err != nil {
 		return fmt.Errorf("wal: save checkpoint %s: %w", path, err)
 	}
 

@@ -1,10 +1,12 @@
 package wal_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,6 +42,16 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	names, _ := vfs.OS.ReadDir(dir)
 	if want := []string{fmt.Sprintf("checkpoint-%016x.ckpt", uint64(p2))}; !slices.Equal(names, want) {
 		t.Fatalf("directory = %v, want %v", names, want)
+	}
+	// A payload in pieces is stored as their concatenation, byte for byte what one
+	// buffer would give (the documented layout, checkpointFile).
+	p3 := wal.MakePos(4, 64)
+	if err := wal.SaveCheckpoint(vfs.OS, dir, p3, []byte("state "), nil, []byte("in "), []byte("pieces")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("checkpoint-%016x.ckpt", uint64(p3))))
+	if err != nil || !bytes.Equal(raw, checkpointFile(wal.FormatVersion, p3, []byte("state in pieces"))) {
+		t.Fatalf("pieces stored as %q (%v)", raw, err)
 	}
 }
 
