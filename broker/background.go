@@ -174,13 +174,16 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 	}
 	// In pieces of a megabyte: a large index is neither one allocation nor copied as a
 	// buffer grows while the lock is held, and the pieces are written as they are.
+	locked := time.Now()
 	snap := b.m.Snapshot()
+	encoded := time.Since(locked)
 	size := 0
 	for _, c := range snap {
 		size += len(c)
 	}
 	pos := b.log.End()
 	t := b.lastTicket
+	recs, msgs := b.sink.total, b.m.MessageCount()
 	b.mu.Unlock()
 	if err := t.Wait(ctx); err != nil {
 		return err
@@ -194,10 +197,20 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 	b.mu.Lock()
 	b.ckptPos = pos
 	b.ckptSize = int64(size)
+	b.ckptRecs, b.ckptMsgs = recs, msgs
+	// Commands that ended while this checkpoint was being taken asked for one by the
+	// previous checkpoint's position: this one answers them (a second, right after, would
+	// visit the whole index again for a few records). The next command asks again if the
+	// log since pos calls for it.
+	select {
+	case <-b.kickCkpt:
+	default:
+	}
 	usage := b.m.SegmentUsage()
 	b.mu.Unlock()
 	removed := b.collect(pos, usage)
-	b.logger.Debug("checkpoint", "pos", pos.String(), "bytes", size, "segments_removed", removed, "duration", time.Since(start))
+	b.logger.Debug("checkpoint", "pos", pos.String(), "bytes", size, "messages", msgs, "segments_removed", removed,
+		"duration", time.Since(start), "locked", encoded)
 	if o := b.cfg.Observer; o != nil {
 		o.Checkpointed(time.Since(start), size, nil)
 	}

@@ -112,3 +112,63 @@ func TestBrokerMadeDeadLettersAreLogged(t *testing.T) {
 		t.Fatalf("max_deliveries logged %d times", n)
 	}
 }
+
+// With a deep backlog, a checkpoint waits for an eighth of the backlog's count in records
+// (a checkpoint visits every message), not only for bytes of log: big messages would
+// otherwise call for one every few thousand records.
+func TestCheckpointsFollowTheBacklog(t *testing.T) {
+	var o testObserver
+	b := start(t, Config{Dir: t.TempDir(), Observer: &o, CheckpointBytes: 64 << 10})
+	defer b.Close()
+	mustQueue(t, b, "q", nil)
+	small := make([]string, 1000)
+	for i := range small {
+		small[i] = "s"
+	}
+	for range 80 {
+		send(t, b, "q", small...)
+	}
+	if err := b.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	before := o.checkpoints
+	o.mu.Unlock()
+	big := make([]string, 100)
+	for i := range big {
+		big[i] = strings.Repeat("b", 4096)
+	}
+	// 9,000 records (under an eighth of 80,000 messages) and 36 MiB of log (far over
+	// 64 KiB and twice the checkpoint): not due.
+	for range 90 {
+		send(t, b, "q", big...)
+	}
+	b.mu.Lock()
+	due, since := b.checkpointDueLocked(), b.logBytesSince(b.ckptPos)
+	b.mu.Unlock()
+	if due || since < 2*b.ckptSize || since < 64<<10 {
+		t.Fatalf("after 9000 records (%d bytes of log): due %v", since, due)
+	}
+	o.mu.Lock()
+	taken := o.checkpoints - before
+	o.mu.Unlock()
+	if taken != 0 {
+		t.Fatalf("%d checkpoints taken before an eighth of the backlog was logged", taken)
+	}
+	// Past 10,000 records (an eighth of the 80,000 messages the checkpoint held; the
+	// backlog has grown since, which the next checkpoint will count) the checkpointer runs.
+	for range 11 {
+		send(t, b, "q", big...)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		o.mu.Lock()
+		taken = o.checkpoints - before
+		o.mu.Unlock()
+		if taken > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint after an eighth of the backlog was logged")
+		}
+	}
+}

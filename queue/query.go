@@ -68,6 +68,16 @@ func (m *Machine) Depth(name string) int64 {
 	return int64(q.msgs.live)
 }
 
+// MessageCount is the number of messages in every queue: the size of the index, which is
+// what a snapshot's cost follows.
+func (m *Machine) MessageCount() int64 {
+	n := int64(0)
+	for _, q := range m.queues {
+		n += int64(q.msgs.live)
+	}
+	return n
+}
+
 // QueueCount is the number of queues.
 func (m *Machine) QueueCount() int { return len(m.queues) }
 
