@@ -13,6 +13,14 @@ func (m *Machine) Apply(r Record, loc Loc) error {
 	return m.apply(r, loc)
 }
 
+// ApplyShared is Apply for a record from DecodeRecordShared, whose payload lies in a
+// buffer the caller reuses: the machine copies what it keeps of it (a body it caches).
+func (m *Machine) ApplyShared(r Record, loc Loc) error {
+	m.sharedPayload = true
+	defer func() { m.sharedPayload = false }()
+	return m.apply(r, loc)
+}
+
 func (m *Machine) apply(r Record, loc Loc) error {
 	now := r.Time()
 	if now > m.now {

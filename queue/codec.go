@@ -42,6 +42,8 @@ func appendBool(b []byte, v bool) []byte {
 type decoder struct {
 	b   []byte
 	err error
+	// shared: bytes() returns slices of b instead of copies (DecodeRecordShared).
+	shared bool
 }
 
 func (d *decoder) fail(err error) {
@@ -130,8 +132,8 @@ func (d *decoder) string() string { return string(d.rawBytes(maxDecodedString)) 
 // bytes returns a copy, so the decoded value does not alias the (reused) input buffer.
 func (d *decoder) bytes() []byte {
 	raw := d.rawBytes(maxDecodedBytes)
-	if raw == nil {
-		return nil
+	if raw == nil || d.shared {
+		return raw
 	}
 	return append([]byte(nil), raw...)
 }

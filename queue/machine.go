@@ -69,6 +69,9 @@ type Machine struct {
 	lastQID uint64
 	lastTID uint64
 	cached  int64
+	// sharedPayload: the record being applied shares its payload's bytes with the
+	// caller (ApplyShared), so maybeCache keeps a copy.
+	sharedPayload bool
 }
 
 // SegmentUsage counts the live messages whose payload record lies in one log segment.
@@ -449,6 +452,9 @@ func (m *Machine) uncache(x *message) {
 func (m *Machine) maybeCache(x *message, p *Payload) {
 	if m.opts.CacheBytes < 0 || m.cached+x.size() > m.opts.CacheBytes {
 		return
+	}
+	if m.sharedPayload {
+		p = p.clone()
 	}
 	x.setPayload(p)
 	m.cached += x.size()

@@ -487,7 +487,18 @@ func (r *TaskEndRecord) AppendTo(b []byte) []byte {
 
 // DecodeRecord decodes one record. The result does not alias b.
 func DecodeRecord(b []byte) (Record, error) {
-	d := &decoder{b: b}
+	return decodeRecord(&decoder{b: b})
+}
+
+// DecodeRecordShared decodes one record whose payload (body and attribute values) stays
+// in b, for replay through Machine.ApplyShared: a restart reads every send record of the
+// log since the checkpoint and keeps few of their bodies, and copying each one was most
+// of its time.
+func DecodeRecordShared(b []byte) (Record, error) {
+	return decodeRecord(&decoder{b: b, shared: true})
+}
+
+func decodeRecord(d *decoder) (Record, error) {
 	k := Kind(d.byte())
 	now := d.varint()
 	var r Record

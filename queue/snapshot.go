@@ -336,6 +336,13 @@ func (m *Machine) restoreQueue(d *decoder, version uint64) *queueState {
 	q.nextSeq = d.uvarint()
 	q.stats = d.counters()
 	n := d.count()
+	if n > 0 {
+		// Room for the backlog and some more: growing a deep backlog's index by
+		// doubling copied and cleared most of it several times over.
+		c := n + n/8
+		q.msgs.slots = make([]*message, 0, c)
+		q.ready = make(readyHeap, 0, c)
+	}
 	lastSeq := uint64(0)
 	var prev message
 	for i := 0; i < n && d.err == nil; i++ {

@@ -124,3 +124,35 @@ func TestSnapshotChunksAndSize(t *testing.T) {
 		t.Fatalf("restored depth %d", r.Depth("q"))
 	}
 }
+
+// Replay through DecodeRecordShared and ApplyShared keeps no byte of the caller's buffer:
+// a cached body is a copy, so the buffer can be reused for the next record.
+func TestApplySharedCopiesWhatItKeeps(t *testing.T) {
+	live, s := New(Options{}), &memSink{}
+	live.PutQueue(t0, s, "q", DefaultConfig("q"))
+	attrs := []Attr{{Name: "a", Type: "String", Value: []byte("attr value")}}
+	if _, err := live.Send(t0, s, "q", []SendInput{{Payload: Payload{Body: []byte("the body"), Attrs: attrs}, Delay: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	replayed := New(Options{})
+	for i, r := range s.recs {
+		buf := r.AppendTo(nil)
+		x, err := DecodeRecordShared(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := replayed.ApplyShared(x, Loc(1<<32|uint64(64*(i+1)))); err != nil {
+			t.Fatal(err)
+		}
+		for j := range buf {
+			buf[j] = 'X'
+		}
+	}
+	ds, err := replayed.Receive(t0+1, &memSink{}, "q", 1, 1000, 0)
+	if err != nil || len(ds) != 1 || ds[0].Payload == nil {
+		t.Fatalf("receive after replay: %v %+v", err, ds)
+	}
+	if p := ds[0].Payload; string(p.Body) != "the body" || len(p.Attrs) != 1 || string(p.Attrs[0].Value) != "attr value" {
+		t.Fatalf("cached payload after the buffer was reused: %q %+v", p.Body, p.Attrs)
+	}
+}

@@ -33,6 +33,20 @@ type Payload struct {
 	DedupID string
 }
 
+// clone returns a copy of p that shares no bytes with it.
+func (p *Payload) clone() *Payload {
+	c := *p
+	c.Body = append([]byte{}, p.Body...)
+	if p.Attrs != nil {
+		c.Attrs = make([]Attr, len(p.Attrs))
+		for i, a := range p.Attrs {
+			a.Value = append([]byte(nil), a.Value...)
+			c.Attrs[i] = a
+		}
+	}
+	return &c
+}
+
 // Size is the size counted against max_message_size and max_bytes: body plus attribute
 // names, types and values.
 func (p *Payload) Size() int64 {
