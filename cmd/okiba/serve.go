@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/gcpace"
 	"github.com/okiba/okiba/metrics"
 	"github.com/okiba/okiba/server"
 	"github.com/okiba/okiba/sqs"
@@ -74,11 +75,12 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	sqsBase := f.String("sqs-base-url", "", "scheme and host of SQS queue `URL`s, e.g. https://sqs.example.com (default: those each request came in with)")
 	var segment, ckpt, cache byteSize
 	f.Var(&segment, "segment-size", "log segment file `SIZE` (default 64MiB, at least 2MiB)")
-	f.Var(&ckpt, "checkpoint-bytes", "take a checkpoint after this `SIZE` of log; bounds replay at start-up (default 128MiB, or twice the last checkpoint's size)")
+	f.Var(&ckpt, "checkpoint-bytes", "take a checkpoint after this `SIZE` of log; bounds replay at start-up (default 128MiB; more with a deep backlog, docs/operations.md)")
 	f.Var(&cache, "cache-bytes", "`SIZE` of message bodies kept in memory; the rest are read from the log (default 256MiB)")
 	maxQueues := f.Int("max-queues", 0, "most queues the broker holds (default 10000)")
 	maxInFlight := f.Int("max-in-flight", 0, "most leased messages per queue (default 120000, as SQS)")
-	var minFree byteSize
+	var minFree, gcHeadroom byteSize
+	f.Var(&gcHeadroom, "gc-headroom", "let the heap grow by this `SIZE` between garbage collections, or by half of what is live once that is more (default 256MiB; \"off\" keeps Go's default, as does setting GOGC)")
 	f.Var(&minFree, "min-free-disk", "refuse sends while the data directory's disk has less free `SIZE` (default twice --segment-size; \"off\" turns the check off)")
 	if _, err := f.parseArgs(args, 0, 0, "[flags]"); err != nil {
 		return err
@@ -152,6 +154,17 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		b.Close()
 		return fmt.Errorf("cannot listen: %w", err)
+	}
+	if gcHeadroom >= 0 && a.env("GOGC") == "" {
+		// The index of a deep backlog is most of the heap: Go's default pace would hold
+		// twice it (internal/gcpace).
+		pace, stopPace := context.WithCancel(context.Background())
+		paced := make(chan struct{})
+		go func() {
+			defer close(paced)
+			gcpace.Run(pace, gcpace.Config{MinHeadroom: int64(gcHeadroom)})
+		}()
+		defer func() { stopPace(); <-paced }()
 	}
 	rec := b.Recovery()
 	logger.Info("okiba serving", "url", "http://"+ln.Addr().String(), "data", dir,
