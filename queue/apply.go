@@ -74,8 +74,8 @@ func (q *queueState) msg(seq uint64, want State) (*message, error) {
 	if x == nil {
 		return nil, fmt.Errorf("queue %q has no message with seq %d", q.name, seq)
 	}
-	if want != 0 && x.state != want {
-		return nil, fmt.Errorf("queue %q message seq %d is %s, want %s", q.name, seq, x.state, want)
+	if want != 0 && x.state() != want {
+		return nil, fmt.Errorf("queue %q message seq %d is %s, want %s", q.name, seq, x.state(), want)
 	}
 	return x, nil
 }
@@ -98,7 +98,8 @@ func (m *Machine) applyQueuePut(r *QueuePutRecord) error {
 	if m.queues[r.Name] != nil {
 		return fmt.Errorf("queue %q exists with another id", r.Name)
 	}
-	q := &queueState{id: r.QueueID, name: r.Name, cfg: r.Config.Clone(), createdAt: r.Now, updatedAt: r.Now, evIdx: -1}
+	q := m.newQueueState()
+	q.id, q.name, q.cfg, q.createdAt, q.updatedAt = r.QueueID, r.Name, r.Config.Clone(), r.Now, r.Now
 	m.queues[r.Name] = q
 	m.byID[r.QueueID] = q
 	return nil
@@ -111,7 +112,7 @@ func (m *Machine) applyQueueDelete(r *QueueDeleteRecord) error {
 	}
 	q.msgs.each(0, func(x *message) bool {
 		m.segRemove(x.loc, x.size())
-		m.uncache(x)
+		m.drop(x)
 		return true
 	})
 	delete(m.queues, q.name)
@@ -137,7 +138,9 @@ func (m *Machine) applySend(r *SendRecord, loc Loc) error {
 		m.lastID = r.MsgID
 	}
 	p := r.Payload
-	x := &message{id: r.MsgID, sz: uint32(p.Size()), loc: loc}
+	x := m.ar.alloc()
+	x.id, x.loc = r.MsgID, loc
+	x.setSize(p.Size())
 	m.attachGroup(q, x, p.Group)
 	m.add(q, x, r.VisibleAt, r.Now)
 	if key := q.dedupKey(&p); key != "" {
@@ -181,13 +184,13 @@ func (m *Machine) applyDeliver(r *DeliverRecord) error {
 		}
 		q.ready.remove(x)
 		q.nReady--
-		x.state = StateInFlight
+		x.setState(StateInFlight)
 		x.deliv++
 		x.at = r.Deadline
 		q.timers.push(x)
 		q.nInFlight++
-		if x.grp != nil {
-			x.grp.leased++
+		if g := m.ar.group(x); g != nil {
+			g.leased++
 		}
 		q.stats.Delivered++
 		if x.deliv > 1 {
@@ -232,10 +235,10 @@ func (m *Machine) applyAck(r *AckRecord) error {
 			return fmt.Errorf("ack: %w", err)
 		}
 		m.detach(q, x)
-		m.uncache(x)
 		q.stats.Acked++
 		q.stats.SojournSum += uint64(max(r.Now-x.entered, 0))
 		q.stats.SojournCount++
+		m.drop(x)
 	}
 	m.reschedule(q)
 	return nil
@@ -253,15 +256,15 @@ func (m *Machine) applyNack(r *NackRecord) error {
 		}
 		q.timers.remove(x)
 		q.nInFlight--
-		if x.grp != nil {
-			x.grp.leased--
+		if g := m.ar.group(x); g != nil {
+			g.leased--
 		}
 		if it.Time > r.Now {
-			x.state = StateDelayed
+			x.setState(StateDelayed)
 			x.at = it.Time
 			q.nDelayed++
 			q.timers.push(x)
-			m.maybeReadyGroup(q, x.grp)
+			m.maybeReadyGroup(q, m.ar.group(x))
 		} else {
 			m.makeReady(q, x)
 		}
@@ -288,8 +291,8 @@ func (m *Machine) applyDeadLetter(r *DeadLetterRecord) error {
 			return fmt.Errorf("dead letter: %w", err)
 		}
 		key := ""
-		if x.grp != nil {
-			key = x.grp.key
+		if g := m.ar.group(x); g != nil {
+			key = g.key
 		}
 		deliv := x.deliv
 		m.detach(q, x)
@@ -297,7 +300,7 @@ func (m *Machine) applyDeadLetter(r *DeadLetterRecord) error {
 			q.stats.Expired++
 		}
 		if t == nil { // no DLQ: expiry removes the message, with this record as its trace
-			m.uncache(x)
+			m.drop(x)
 			continue
 		}
 		q.stats.DeadLettered++
@@ -308,7 +311,7 @@ func (m *Machine) applyDeadLetter(r *DeadLetterRecord) error {
 		if (t.cfg.MaxMessages > 0 && int64(t.msgs.live) >= t.cfg.MaxMessages) || (t.cfg.MaxBytes > 0 && t.bytes+x.size() > t.cfg.MaxBytes) {
 			t.stats.Overflow++
 		}
-		x.setDead(&DeadInfo{Source: q.id, SourceName: q.name, Reason: r.Reason, Description: r.Description, At: r.Now, Deliveries: deliv})
+		m.ar.setDead(x, &DeadInfo{Source: q.id, SourceName: q.name, Reason: r.Reason, Description: r.Description, At: r.Now, Deliveries: deliv})
 		x.deliv = 0
 		x.firstRecv = 0
 		m.attachGroup(t, x, key)
@@ -333,7 +336,7 @@ func (m *Machine) applyRemove(r *RemoveRecord) error {
 			return fmt.Errorf("remove: %w", err)
 		}
 		m.detach(q, x)
-		m.uncache(x)
+		m.drop(x)
 		q.stats.Deleted++
 	}
 	m.reschedule(q)
@@ -347,14 +350,13 @@ func (m *Machine) applyPurge(r *PurgeRecord) error {
 	}
 	q.msgs.each(0, func(x *message) bool {
 		m.segRemove(x.loc, x.size())
-		m.uncache(x)
-		x.grp = nil
+		m.drop(x)
 		return true
 	})
 	q.stats.Purged += uint64(q.msgs.live)
-	q.msgs = seqIndex{}
-	q.ready = nil
-	q.timers = nil
+	q.msgs = seqIndex{a: &m.ar}
+	q.ready = readyHeap{a: &m.ar}
+	q.timers = timerHeap{a: &m.ar}
 	q.pending = nil
 	q.groups = nil
 	q.nReady, q.nDelayed, q.nInFlight, q.bytes = 0, 0, 0, 0
@@ -406,11 +408,11 @@ func (m *Machine) applyTaskMove(r *TaskMoveRecord) error {
 			return err
 		}
 		key := ""
-		if x.grp != nil {
-			key = x.grp.key
+		if g := m.ar.group(x); g != nil {
+			key = g.key
 		}
 		m.detach(src, x)
-		x.setDead(nil)
+		m.ar.setDead(x, nil)
 		x.deliv = 0
 		x.firstRecv = 0
 		m.attachGroup(dst, x, key)

@@ -2,6 +2,10 @@ package queue
 
 // message is the in-memory index entry of one message. Only metadata lives here; the
 // payload is cached within a budget and otherwise read back from the log at loc.
+// message is one entry of the index. It holds no pointers and lives in the machine's
+// arena, named by a ref: a deep backlog is a few thousand arena chunks that the garbage
+// collector neither scans nor marks one by one, where separate objects cost it ten million
+// marks a cycle (DESIGN.md §4: deep backlogs).
 type message struct {
 	id        uint64
 	seq       uint64 // arrival order within the queue; also the retention order
@@ -9,67 +13,251 @@ type message struct {
 	at        int64  // delayed: visible-at; in flight: lease deadline
 	firstRecv int64  // first delivery in this queue, 0 if never
 	loc       Loc
-	grp       *group
-	ext       *msgExt // nil for most messages of a deep backlog
-	sz        uint32  // see size
-	deliv     uint32
+	self      ref    // its own name in the arena
+	grp       uint32 // the arena's group slot + 1; 0 if none
+	ext       uint32 // the arena's ext slot + 1; 0 for most messages of a deep backlog
 	// hidx is the message's index in the heap its state puts it in: the ready heap for
 	// StateReady (or -1: a group's non-head), the timer heap for StateDelayed and
 	// StateInFlight; -1 when in none. One field serves both: a message is never in both.
 	hidx  int32
-	state State
+	deliv uint32
+	meta  uint32 // size << 8 | state
 }
 
-// msgExt holds what only some messages have, to keep the common index entry small
-// (DESIGN.md §4: deep backlogs).
+// msgExt holds what only some messages have, to keep the common index entry small.
 type msgExt struct {
 	payload *Payload  // cached payload, within the cache budget
 	dead    *DeadInfo // set when this message was dead-lettered into this queue
 }
 
+// maxIndexedSize bounds what meta can hold of a size (max_message_size is at most 1 MiB).
+const maxIndexedSize = 1<<24 - 1
+
 // size is what the message counts against max_message_size and max_bytes.
-func (m *message) size() int64 { return int64(m.sz) }
+func (x *message) size() int64 { return int64(x.meta >> 8) }
 
-func (m *message) payload() *Payload {
-	if m.ext == nil {
+func (x *message) setSize(n int64) { x.meta = uint32(n)<<8 | x.meta&0xff }
+
+func (x *message) state() State { return State(x.meta & 0xff) }
+
+func (x *message) setState(s State) { x.meta = x.meta&^0xff | uint32(s) }
+
+// ref names a message in an arena: chunk index << chunkShift | slot. 0 names none (chunk
+// 0 is never used).
+type ref uint32
+
+const (
+	chunkShift = 12
+	chunkSize  = 1 << chunkShift
+)
+
+// chunk is a block of message slots; freed slots form a list through their seq field.
+type chunk struct {
+	msgs     []message // never grown: pointers into it stay valid
+	free     uint32    // first free slot + 1; 0: none
+	bump     uint32    // slots from here on were never used
+	live     uint32
+	availIdx int32 // position in arena.avail; -1 when full
+}
+
+// arena owns every message of a machine, and the groups and extensions messages point
+// to. A chunk with free slots is reused before a new one is made, and an empty chunk is
+// given back (but one), so memory follows the live count rather than its history.
+type arena struct {
+	chunks    []*chunk // by index; nil when given back
+	nchunks   int      // chunks not given back
+	avail     []uint32 // indexes of chunks with free slots
+	unused    []uint32 // indexes of given-back chunks, for reuse
+	groups    []*group
+	freeGroup []uint32
+	exts      []msgExt
+	freeExt   []uint32
+}
+
+// alloc returns a zeroed message and its ref.
+func (a *arena) alloc() *message {
+	for len(a.avail) > 0 {
+		ci := a.avail[len(a.avail)-1]
+		c := a.chunks[ci]
+		var slot uint32
+		switch {
+		case c.free != 0:
+			slot = c.free - 1
+			c.free = uint32(c.msgs[slot].seq)
+		case c.bump < uint32(len(c.msgs)):
+			slot = c.bump
+			c.bump++
+		default:
+			a.unavail(c)
+			continue
+		}
+		c.live++
+		if c.free == 0 && c.bump == uint32(len(c.msgs)) {
+			a.unavail(c)
+		}
+		x := &c.msgs[slot]
+		*x = message{self: ref(ci<<chunkShift | slot), hidx: -1}
+		return x
+	}
+	var ci uint32
+	if n := len(a.unused); n > 0 {
+		ci = a.unused[n-1]
+		a.unused = a.unused[:n-1]
+	} else {
+		if len(a.chunks) == 0 {
+			a.chunks = append(a.chunks, nil) // chunk 0: ref 0 names none
+		}
+		if len(a.chunks) > 1<<(32-chunkShift)-1 {
+			panic("queue: more than 4 billion messages in memory")
+		}
+		ci = uint32(len(a.chunks))
+		a.chunks = append(a.chunks, nil)
+	}
+	// A machine's first chunks are small (a queue of a few messages costs a few
+	// kilobytes), then they double up to chunkSize.
+	n := min(chunkSize, 64<<min(a.nchunks, 6))
+	a.nchunks++
+	a.chunks[ci] = &chunk{msgs: make([]message, n), availIdx: -1}
+	a.makeAvail(ci)
+	return a.alloc()
+}
+
+// free returns x's slot; x must not be used afterwards.
+func (a *arena) free(x *message) {
+	r := x.self
+	ci, slot := uint32(r>>chunkShift), uint32(r)&(chunkSize-1)
+	c := a.chunks[ci]
+	a.setExt(x, nil)
+	a.setGroup(x, nil)
+	*x = message{seq: uint64(c.free)}
+	c.free = slot + 1
+	c.live--
+	if c.availIdx < 0 {
+		a.makeAvail(ci)
+	}
+	if c.live == 0 && len(a.avail) > 1 {
+		a.unavail(c)
+		a.chunks[ci] = nil
+		a.unused = append(a.unused, ci)
+		a.nchunks--
+	}
+}
+
+func (a *arena) makeAvail(ci uint32) {
+	a.chunks[ci].availIdx = int32(len(a.avail))
+	a.avail = append(a.avail, ci)
+}
+
+func (a *arena) unavail(c *chunk) {
+	i := c.availIdx
+	last := len(a.avail) - 1
+	moved := a.avail[last]
+	a.avail[i] = moved
+	a.chunks[moved].availIdx = i
+	a.avail = a.avail[:last]
+	c.availIdx = -1
+}
+
+func (a *arena) get(r ref) *message {
+	return &a.chunks[r>>chunkShift].msgs[r&(chunkSize-1)]
+}
+
+// group returns x's group, nil if none.
+func (a *arena) group(x *message) *group {
+	if x.grp == 0 {
 		return nil
 	}
-	return m.ext.payload
+	return a.groups[x.grp-1]
 }
 
-func (m *message) dead() *DeadInfo {
-	if m.ext == nil {
+// setGroup sets x's group. The group's slot is taken when its first message joins and
+// given back when its last one leaves (group.refs counts them).
+func (a *arena) setGroup(x *message, g *group) {
+	if old := a.group(x); old != nil {
+		if old.refs--; old.refs == 0 {
+			a.groups[old.slot] = nil
+			a.freeGroup = append(a.freeGroup, old.slot)
+		}
+		x.grp = 0
+	}
+	if g == nil {
+		return
+	}
+	if g.refs == 0 {
+		if n := len(a.freeGroup); n > 0 {
+			g.slot = a.freeGroup[n-1]
+			a.freeGroup = a.freeGroup[:n-1]
+			a.groups[g.slot] = g
+		} else {
+			g.slot = uint32(len(a.groups))
+			a.groups = append(a.groups, g)
+		}
+	}
+	g.refs++
+	x.grp = g.slot + 1
+}
+
+func (a *arena) ext(x *message) *msgExt {
+	if x.ext == 0 {
 		return nil
 	}
-	return m.ext.dead
+	return &a.exts[x.ext-1]
 }
 
-func (m *message) setPayload(p *Payload) {
-	if m.ext == nil {
-		if p == nil {
-			return
+// setExt sets x's extension; nil or an empty one gives its slot back.
+func (a *arena) setExt(x *message, e *msgExt) {
+	if e != nil && e.payload == nil && e.dead == nil {
+		e = nil
+	}
+	switch {
+	case e == nil && x.ext != 0:
+		a.exts[x.ext-1] = msgExt{}
+		a.freeExt = append(a.freeExt, x.ext-1)
+		x.ext = 0
+	case e != nil && x.ext != 0:
+		a.exts[x.ext-1] = *e
+	case e != nil:
+		if n := len(a.freeExt); n > 0 {
+			x.ext = a.freeExt[n-1] + 1
+			a.freeExt = a.freeExt[:n-1]
+			a.exts[x.ext-1] = *e
+		} else {
+			a.exts = append(a.exts, *e)
+			x.ext = uint32(len(a.exts))
 		}
-		m.ext = &msgExt{}
 	}
-	m.ext.payload = p
-	m.trimExt()
 }
 
-func (m *message) setDead(d *DeadInfo) {
-	if m.ext == nil {
-		if d == nil {
-			return
-		}
-		m.ext = &msgExt{}
+func (a *arena) payload(x *message) *Payload {
+	if e := a.ext(x); e != nil {
+		return e.payload
 	}
-	m.ext.dead = d
-	m.trimExt()
+	return nil
 }
 
-func (m *message) trimExt() {
-	if m.ext.payload == nil && m.ext.dead == nil {
-		m.ext = nil
+func (a *arena) dead(x *message) *DeadInfo {
+	if e := a.ext(x); e != nil {
+		return e.dead
 	}
+	return nil
+}
+
+func (a *arena) setPayload(x *message, p *Payload) {
+	var e msgExt
+	if old := a.ext(x); old != nil {
+		e = *old
+	}
+	e.payload = p
+	a.setExt(x, &e)
+}
+
+func (a *arena) setDead(x *message, d *DeadInfo) {
+	var e msgExt
+	if old := a.ext(x); old != nil {
+		e = *old
+	}
+	e.dead = d
+	a.setExt(x, &e)
 }
 
 // enqueuedAt is the original enqueue time, which the id encodes (see nextID).
@@ -79,8 +267,10 @@ func (m *message) enqueuedAt() int64 { return int64(m.id >> idTimeShift) }
 // while it has messages, so idle keys cost nothing.
 type group struct {
 	key    string
-	msgs   []*message
+	msgs   []*message // pointers into the arena: groups are few next to messages
 	leased int
+	slot   uint32 // in arena.groups while refs > 0
+	refs   int    // messages whose grp names it
 }
 
 func (g *group) head() *message {
@@ -110,8 +300,9 @@ func (g *group) remove(m *message) {
 // arrival order, so this is a slice with a moving base: appends at the tail, removals
 // leave holes that are trimmed when they reach the head.
 type seqIndex struct {
+	a     *arena
 	base  uint64 // seq of slots[0]
-	slots []*message
+	slots []ref
 	live  int
 }
 
@@ -119,7 +310,10 @@ func (s *seqIndex) get(seq uint64) *message {
 	if seq < s.base || seq-s.base >= uint64(len(s.slots)) {
 		return nil
 	}
-	return s.slots[seq-s.base]
+	if r := s.slots[seq-s.base]; r != 0 {
+		return s.a.get(r)
+	}
+	return nil
 }
 
 func (s *seqIndex) add(m *message) {
@@ -128,20 +322,20 @@ func (s *seqIndex) add(m *message) {
 	}
 	// Sequences are dense and increasing; pad holes if a sequence was skipped.
 	for s.base+uint64(len(s.slots)) < m.seq {
-		s.slots = append(s.slots, nil)
+		s.slots = append(s.slots, 0)
 	}
-	s.slots = append(s.slots, m)
+	s.slots = append(s.slots, m.self)
 	s.live++
 }
 
 func (s *seqIndex) remove(seq uint64) {
 	i := seq - s.base
-	if seq < s.base || i >= uint64(len(s.slots)) || s.slots[i] == nil {
+	if seq < s.base || i >= uint64(len(s.slots)) || s.slots[i] == 0 {
 		return
 	}
-	s.slots[i] = nil
+	s.slots[i] = 0
 	s.live--
-	for len(s.slots) > 0 && s.slots[0] == nil {
+	for len(s.slots) > 0 && s.slots[0] == 0 {
 		s.slots = s.slots[1:]
 		s.base++
 	}
@@ -157,7 +351,7 @@ func (s *seqIndex) each(after uint64, fn func(*message) bool) {
 		start = after - s.base + 1
 	}
 	for i := start; i < uint64(len(s.slots)); i++ {
-		if m := s.slots[i]; m != nil && !fn(m) {
+		if r := s.slots[i]; r != 0 && !fn(s.a.get(r)) {
 			return
 		}
 	}
@@ -167,25 +361,31 @@ func (s *seqIndex) first() *message {
 	if len(s.slots) == 0 {
 		return nil
 	}
-	return s.slots[0]
+	return s.a.get(s.slots[0])
 }
 
 // readyHeap is a min-heap of deliverable messages by seq (oldest arrival first), with
 // each message's position kept in hidx for O(log n) removal.
-type readyHeap []*message
+type readyHeap struct {
+	a *arena
+	h []ref
+}
+
+func (h *readyHeap) len() int { return len(h.h) }
+
+func (h *readyHeap) at(i int) *message { return h.a.get(h.h[i]) }
 
 func (h *readyHeap) push(m *message) {
-	m.hidx = int32(len(*h))
-	*h = append(*h, m)
-	h.up(len(*h) - 1)
+	m.hidx = int32(len(h.h))
+	h.h = append(h.h, m.self)
+	h.up(len(h.h) - 1)
 }
 
 func (h *readyHeap) pop() *message {
-	old := *h
-	if len(old) == 0 {
+	if len(h.h) == 0 {
 		return nil
 	}
-	m := old[0]
+	m := h.at(0)
 	h.removeAt(0)
 	return m
 }
@@ -197,15 +397,13 @@ func (h *readyHeap) remove(m *message) {
 }
 
 func (h *readyHeap) removeAt(i int) {
-	old := *h
-	n := len(old) - 1
-	m := old[i]
+	n := len(h.h) - 1
+	m := h.at(i)
 	if i != n {
-		old[i] = old[n]
-		old[i].hidx = int32(i)
+		h.h[i] = h.h[n]
+		h.at(i).hidx = int32(i)
 	}
-	old[n] = nil
-	*h = old[:n]
+	h.h = h.h[:n]
 	if i != n {
 		if !h.down(i) {
 			h.up(i)
@@ -214,15 +412,15 @@ func (h *readyHeap) removeAt(i int) {
 	m.hidx = -1
 }
 
-func (h readyHeap) less(i, j int) bool { return h[i].seq < h[j].seq }
+func (h *readyHeap) less(i, j int) bool { return h.at(i).seq < h.at(j).seq }
 
-func (h readyHeap) swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].hidx = int32(i)
-	h[j].hidx = int32(j)
+func (h *readyHeap) swap(i, j int) {
+	h.h[i], h.h[j] = h.h[j], h.h[i]
+	h.at(i).hidx = int32(i)
+	h.at(j).hidx = int32(j)
 }
 
-func (h readyHeap) up(j int) {
+func (h *readyHeap) up(j int) {
 	for j > 0 {
 		i := (j - 1) / 2
 		if !h.less(j, i) {
@@ -233,8 +431,8 @@ func (h readyHeap) up(j int) {
 	}
 }
 
-func (h readyHeap) down(i0 int) bool {
-	i, n := i0, len(h)
+func (h *readyHeap) down(i0 int) bool {
+	i, n := i0, len(h.h)
 	for {
 		j := 2*i + 1
 		if j >= n {
@@ -254,34 +452,39 @@ func (h readyHeap) down(i0 int) bool {
 
 // timerHeap orders delayed and in-flight messages by the time they become visible
 // (visible-at or lease deadline), then by seq.
-type timerHeap []*message
-
-func (h *timerHeap) push(m *message) {
-	m.hidx = int32(len(*h))
-	*h = append(*h, m)
-	h.up(len(*h) - 1)
+type timerHeap struct {
+	a *arena
+	h []ref
 }
 
-func (h timerHeap) peek() *message {
-	if len(h) == 0 {
+func (h *timerHeap) len() int { return len(h.h) }
+
+func (h *timerHeap) at(i int) *message { return h.a.get(h.h[i]) }
+
+func (h *timerHeap) push(m *message) {
+	m.hidx = int32(len(h.h))
+	h.h = append(h.h, m.self)
+	h.up(len(h.h) - 1)
+}
+
+func (h *timerHeap) peek() *message {
+	if len(h.h) == 0 {
 		return nil
 	}
-	return h[0]
+	return h.at(0)
 }
 
 func (h *timerHeap) remove(m *message) {
 	if m.hidx < 0 {
 		return
 	}
-	old := *h
 	i := int(m.hidx)
-	n := len(old) - 1
+	n := len(h.h) - 1
 	if i != n {
-		old[i] = old[n]
-		old[i].hidx = int32(i)
+		h.h[i] = h.h[n]
+		h.at(i).hidx = int32(i)
 	}
-	old[n] = nil
-	*h = old[:n]
+	h.h = h.h[:n]
 	if i != n {
 		if !h.down(i) {
 			h.up(i)
@@ -291,26 +494,27 @@ func (h *timerHeap) remove(m *message) {
 }
 
 // fix restores the heap after m.at changed.
-func (h timerHeap) fix(m *message) {
+func (h *timerHeap) fix(m *message) {
 	if !h.down(int(m.hidx)) {
 		h.up(int(m.hidx))
 	}
 }
 
-func (h timerHeap) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+func (h *timerHeap) less(i, j int) bool {
+	x, y := h.at(i), h.at(j)
+	if x.at != y.at {
+		return x.at < y.at
 	}
-	return h[i].seq < h[j].seq
+	return x.seq < y.seq
 }
 
-func (h timerHeap) swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].hidx = int32(i)
-	h[j].hidx = int32(j)
+func (h *timerHeap) swap(i, j int) {
+	h.h[i], h.h[j] = h.h[j], h.h[i]
+	h.at(i).hidx = int32(i)
+	h.at(j).hidx = int32(j)
 }
 
-func (h timerHeap) up(j int) {
+func (h *timerHeap) up(j int) {
 	for j > 0 {
 		i := (j - 1) / 2
 		if !h.less(j, i) {
@@ -321,8 +525,8 @@ func (h timerHeap) up(j int) {
 	}
 }
 
-func (h timerHeap) down(i0 int) bool {
-	i, n := i0, len(h)
+func (h *timerHeap) down(i0 int) bool {
+	i, n := i0, len(h.h)
 	for {
 		j := 2*i + 1
 		if j >= n {

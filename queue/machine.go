@@ -69,6 +69,7 @@ type Machine struct {
 	lastQID uint64
 	lastTID uint64
 	cached  int64
+	ar      arena // every message, by ref
 	// sharedPayload: the record being applied shares its payload's bytes with the
 	// caller (ApplyShared), so maybeCache keeps a copy.
 	sharedPayload bool
@@ -105,6 +106,11 @@ type queueState struct {
 type pendingDL struct {
 	m      *message
 	reason string
+}
+
+// newQueueState returns an empty queue whose index lives in m's arena.
+func (m *Machine) newQueueState() *queueState {
+	return &queueState{evIdx: -1, msgs: seqIndex{a: &m.ar}, ready: readyHeap{a: &m.ar}, timers: timerHeap{a: &m.ar}}
 }
 
 // New returns an empty machine.
@@ -184,19 +190,19 @@ func (m *Machine) settle(q *queueState, now int64) {
 			return
 		}
 		q.timers.remove(x)
-		switch x.state {
+		switch x.state() {
 		case StateDelayed:
 			q.nDelayed--
 			m.makeReady(q, x)
 		case StateInFlight:
 			q.nInFlight--
-			if x.grp != nil {
-				x.grp.leased--
+			if g := m.ar.group(x); g != nil {
+				g.leased--
 			}
 			if reason := q.mustDeadLetter(x, now); reason != "" {
-				x.state = statePending
+				x.setState(statePending)
 				q.pending = append(q.pending, pendingDL{x, reason})
-				m.maybeReadyGroup(q, x.grp)
+				m.maybeReadyGroup(q, m.ar.group(x))
 				continue
 			}
 			m.makeReady(q, x)
@@ -249,7 +255,7 @@ func (m *Machine) sweepRetention(q *queueState, now int64) []pendingDL {
 			return false
 		}
 		q.retCursor = x.seq
-		if x.state != StateInFlight && x.state != statePending {
+		if x.state() != StateInFlight && x.state() != statePending {
 			due = append(due, pendingDL{x, ReasonExpired})
 		}
 		return true
@@ -296,9 +302,9 @@ func (m *Machine) Tick(now int64, sink Sink) []string {
 	var woke []string
 	for len(m.events) > 0 && m.events[0].key <= now {
 		q := m.events[0].q
-		before := len(q.ready)
+		before := q.ready.len()
 		m.advance(sink, q, now)
-		if len(q.ready) > before {
+		if q.ready.len() > before {
 			woke = append(woke, q.name)
 		}
 		// advance rescheduled q past now (or removed it); guard against a stuck entry.
@@ -345,14 +351,14 @@ func (m *Machine) reschedule(q *queueState) {
 
 // makeReady marks x deliverable and, if it may be delivered now, puts it in the ready heap.
 func (m *Machine) makeReady(q *queueState, x *message) {
-	x.state = StateReady
+	x.setState(StateReady)
 	x.at = 0
 	q.nReady++
-	if x.grp == nil || !q.cfg.OrderedGroups {
+	if m.ar.group(x) == nil || !q.cfg.OrderedGroups {
 		q.ready.push(x)
 		return
 	}
-	m.maybeReadyGroup(q, x.grp)
+	m.maybeReadyGroup(q, m.ar.group(x))
 }
 
 // maybeReadyGroup puts g's head in the ready heap if g may be delivered: nothing leased
@@ -361,7 +367,7 @@ func (m *Machine) maybeReadyGroup(q *queueState, g *group) {
 	if g == nil || !q.cfg.OrderedGroups || g.leased > 0 {
 		return
 	}
-	if h := g.head(); h != nil && h.state == StateReady && h.hidx < 0 {
+	if h := g.head(); h != nil && h.state() == StateReady && h.hidx < 0 {
 		q.ready.push(h)
 	}
 }
@@ -374,11 +380,11 @@ func (m *Machine) add(q *queueState, x *message, visibleAt int64, now int64) {
 	x.hidx = -1
 	q.msgs.add(x)
 	q.bytes += x.size()
-	if g := x.grp; g != nil {
+	if g := m.ar.group(x); g != nil {
 		g.msgs = append(g.msgs, x)
 	}
 	if visibleAt > now {
-		x.state = StateDelayed
+		x.setState(StateDelayed)
 		x.at = visibleAt
 		q.nDelayed++
 		q.timers.push(x)
@@ -400,12 +406,12 @@ func (m *Machine) attachGroup(q *queueState, x *message, key string) {
 		g = &group{key: key}
 		q.groups[key] = g
 	}
-	x.grp = g
+	m.ar.setGroup(x, g)
 }
 
 // detach removes x from q entirely (settled, dead-lettered away, deleted, purged).
 func (m *Machine) detach(q *queueState, x *message) {
-	switch x.state {
+	switch x.state() {
 	case StateReady:
 		q.nReady--
 		q.ready.remove(x)
@@ -415,8 +421,8 @@ func (m *Machine) detach(q *queueState, x *message) {
 	case StateInFlight:
 		q.nInFlight--
 		q.timers.remove(x)
-		if x.grp != nil {
-			x.grp.leased--
+		if g := m.ar.group(x); g != nil {
+			g.leased--
 		}
 	case statePending:
 		for i, p := range q.pending {
@@ -428,7 +434,7 @@ func (m *Machine) detach(q *queueState, x *message) {
 	}
 	q.msgs.remove(x.seq)
 	q.bytes -= x.size()
-	if g := x.grp; g != nil {
+	if g := m.ar.group(x); g != nil {
 		g.remove(x)
 		if len(g.msgs) == 0 {
 			delete(q.groups, g.key)
@@ -437,15 +443,22 @@ func (m *Machine) detach(q *queueState, x *message) {
 			m.maybeReadyGroup(q, g)
 		}
 	}
-	x.grp = nil
+	m.ar.setGroup(x, nil)
 	m.segRemove(x.loc, x.size())
+}
+
+// drop frees x, which has left every queue (settled, expired without a dead-letter
+// queue, deleted, purged).
+func (m *Machine) drop(x *message) {
+	m.uncache(x)
+	m.ar.free(x)
 }
 
 // uncache drops x's payload from the cache accounting.
 func (m *Machine) uncache(x *message) {
-	if x.payload() != nil {
+	if m.ar.payload(x) != nil {
 		m.cached -= x.size()
-		x.setPayload(nil)
+		m.ar.setPayload(x, nil)
 	}
 }
 
@@ -456,7 +469,7 @@ func (m *Machine) maybeCache(x *message, p *Payload) {
 	if m.sharedPayload {
 		p = p.clone()
 	}
-	x.setPayload(p)
+	m.ar.setPayload(x, p)
 	m.cached += x.size()
 }
 
@@ -740,9 +753,9 @@ func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibilit
 		}
 		taken = append(taken, x)
 		bytes += x.size()
-		if g := x.grp; g != nil && q.cfg.OrderedGroups {
+		if g := m.ar.group(x); g != nil && q.cfg.OrderedGroups {
 			for _, y := range g.msgs[1:] {
-				if y.state != StateReady || full(y) {
+				if y.state() != StateReady || full(y) {
 					break
 				}
 				taken = append(taken, y)
@@ -775,11 +788,11 @@ func (m *Machine) delivery(q *queueState, x *message) Delivery {
 		EnqueuedAt:     x.enqueuedAt(),
 		FirstDelivered: x.firstRecv,
 		Loc:            x.loc,
-		Payload:        x.payload(),
-		Dead:           x.dead(),
+		Payload:        m.ar.payload(x),
+		Dead:           m.ar.dead(x),
 	}
-	if x.grp != nil {
-		d.Group = x.grp.key
+	if g := m.ar.group(x); g != nil {
+		d.Group = g.key
 	}
 	return d
 }
@@ -790,7 +803,7 @@ func (q *queueState) lease(l Lease, now int64) (*message, error) {
 		return nil, ErrReceiptStale
 	}
 	x := q.msgs.get(l.Seq)
-	if x == nil || x.id != l.MsgID || x.state != StateInFlight || x.deliv != l.Epoch || x.at <= now {
+	if x == nil || x.id != l.MsgID || x.state() != StateInFlight || x.deliv != l.Epoch || x.at <= now {
 		return nil, ErrReceiptStale
 	}
 	return x, nil

@@ -124,7 +124,7 @@ func (m *Machine) ReadyCount(name string) int {
 	if q == nil {
 		return 0
 	}
-	return len(q.ready)
+	return q.ready.len()
 }
 
 // Peek lists up to limit messages of queue with seq > after, in arrival order, without
@@ -150,12 +150,12 @@ func (m *Machine) Peek(now int64, queue string, after uint64, limit int, states 
 
 func effectiveState(x *message, now int64) State {
 	switch {
-	case x.state == statePending:
+	case x.state() == statePending:
 		return StateReady
-	case (x.state == StateInFlight || x.state == StateDelayed) && x.at <= now:
+	case (x.state() == StateInFlight || x.state() == StateDelayed) && x.at <= now:
 		return StateReady
 	}
-	return x.state
+	return x.state()
 }
 
 func containsState(states []State, s State) bool {
@@ -171,13 +171,13 @@ func (q *queueState) messageInfo(x *message, st State) MessageInfo {
 	mi := MessageInfo{
 		ID: x.id, Seq: x.seq, State: st, Deliveries: x.deliv, EnqueuedAt: x.enqueuedAt(),
 		EnteredAt: x.entered, FirstDelivered: x.firstRecv, Size: x.size(), Loc: x.loc,
-		Payload: x.payload(), Dead: x.dead(),
+		Payload: q.msgs.a.payload(x), Dead: q.msgs.a.dead(x),
 	}
 	if st == StateDelayed || st == StateInFlight {
 		mi.VisibleAt = x.at
 	}
-	if x.grp != nil {
-		mi.Group = x.grp.key
+	if g := q.msgs.a.group(x); g != nil {
+		mi.Group = g.key
 	}
 	return mi
 }

@@ -61,7 +61,7 @@ func (m *Machine) StartRedrive(now int64, sink Sink, spec RedriveSpec) (Task, er
 	f := newFilter(spec.Filter)
 	var total int64
 	src.msgs.each(0, func(x *message) bool {
-		if f.match(x, now) {
+		if f.match(&m.ar, x, now) {
 			total++
 		}
 		return true
@@ -87,14 +87,14 @@ func newFilter(f RedriveFilter) filter {
 	return c
 }
 
-func (f *filter) match(x *message, now int64) bool {
-	if f.From != 0 && (x.dead() == nil || x.dead().Source != f.From) {
+func (f *filter) match(a *arena, x *message, now int64) bool {
+	if f.From != 0 && (a.dead(x) == nil || a.dead(x).Source != f.From) {
 		return false
 	}
-	if f.Reason != "" && (x.dead() == nil || x.dead().Reason != f.Reason) {
+	if f.Reason != "" && (a.dead(x) == nil || a.dead(x).Reason != f.Reason) {
 		return false
 	}
-	if f.Group != "" && (x.grp == nil || x.grp.key != f.Group) {
+	if f.Group != "" && (a.group(x) == nil || a.group(x).key != f.Group) {
 		return false
 	}
 	if f.OlderThan > 0 && now-x.enqueuedAt() < f.OlderThan {
@@ -148,16 +148,16 @@ func (m *Machine) RedriveStep(now int64, sink Sink, id uint64, max int) (StepRes
 			return false
 		}
 		scanned++
-		if !f.match(x, now) {
+		if !f.match(&m.ar, x, now) {
 			cursor = x.seq
 			return true
 		}
 		target := t.Target
-		if target == 0 && x.dead() != nil {
-			target = x.dead().Source
+		if target == 0 && m.ar.dead(x) != nil {
+			target = m.ar.dead(x).Source
 		}
 		dst := m.byID[target]
-		if x.state == StateInFlight || x.state == statePending || dst == nil || dst == src {
+		if x.state() == StateInFlight || x.state() == statePending || dst == nil || dst == src {
 			skipped++
 			cursor = x.seq
 			return true

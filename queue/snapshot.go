@@ -175,12 +175,12 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 	b = appendUvarint(b, uint64(q.msgs.live))
 	var prev message
 	q.msgs.each(0, func(x *message) bool {
-		flags := byte(x.state) & snapStateMask
-		dead := x.dead()
+		flags := byte(x.state()) & snapStateMask
+		dead := q.msgs.a.dead(x)
 		if dead != nil {
 			flags |= snapDead
 		}
-		if x.grp != nil {
+		if q.msgs.a.group(x) != nil {
 			flags |= snapKey
 		}
 		if x.at != 0 {
@@ -203,16 +203,16 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 		if x.firstRecv != 0 {
 			b = appendVarint(b, x.firstRecv-x.entered)
 		}
-		b = appendUvarint(b, uint64(x.sz))
+		b = appendUvarint(b, uint64(x.size()))
 		b = appendVarint(b, int64(x.loc-prev.loc))
 		if x.deliv != 0 {
 			b = appendUvarint(b, uint64(x.deliv))
 		}
-		if x.state == statePending {
+		if x.state() == statePending {
 			b = appendString(b, pendingReason[x])
 		}
-		if x.grp != nil {
-			b = appendString(b, x.grp.key)
+		if g := q.msgs.a.group(x); g != nil {
+			b = appendString(b, g.key)
 		}
 		if dead != nil {
 			b = appendUvarint(b, dead.Source)
@@ -327,7 +327,7 @@ func Restore(b []byte, opts Options) (*Machine, error) {
 }
 
 func (m *Machine) restoreQueue(d *decoder, version uint64) *queueState {
-	q := &queueState{evIdx: -1}
+	q := m.newQueueState()
 	q.id = d.uvarint()
 	q.name = d.string()
 	q.cfg = d.config()
@@ -340,13 +340,13 @@ func (m *Machine) restoreQueue(d *decoder, version uint64) *queueState {
 		// Room for the backlog and some more: growing a deep backlog's index by
 		// doubling copied and cleared most of it several times over.
 		c := n + n/8
-		q.msgs.slots = make([]*message, 0, c)
-		q.ready = make(readyHeap, 0, c)
+		q.msgs.slots = make([]ref, 0, c)
+		q.ready.h = make([]ref, 0, c)
 	}
 	lastSeq := uint64(0)
 	var prev message
 	for i := 0; i < n && d.err == nil; i++ {
-		x := &message{hidx: -1}
+		x := m.ar.alloc()
 		var reason, key string
 		var di *DeadInfo
 		if version == 1 {
@@ -354,7 +354,7 @@ func (m *Machine) restoreQueue(d *decoder, version uint64) *queueState {
 		} else {
 			reason, key, di = d.messageV2(x, &prev)
 		}
-		x.setDead(di)
+		m.ar.setDead(x, di)
 		if d.err != nil {
 			break
 		}
@@ -370,14 +370,14 @@ func (m *Machine) restoreQueue(d *decoder, version uint64) *queueState {
 		m.attachGroup(q, x, key)
 		q.msgs.add(x)
 		q.bytes += x.size()
-		if x.grp != nil {
-			x.grp.msgs = append(x.grp.msgs, x)
+		if g := m.ar.group(x); g != nil {
+			g.msgs = append(g.msgs, x)
 		}
 		m.segAdd(x.loc, x.size())
-		switch x.state {
+		switch x.state() {
 		case StateReady:
 			q.nReady++
-			if x.grp == nil || !q.cfg.OrderedGroups {
+			if m.ar.group(x) == nil || !q.cfg.OrderedGroups {
 				q.ready.push(x)
 			}
 		case StateDelayed:
@@ -386,13 +386,13 @@ func (m *Machine) restoreQueue(d *decoder, version uint64) *queueState {
 		case StateInFlight:
 			q.nInFlight++
 			q.timers.push(x)
-			if x.grp != nil {
-				x.grp.leased++
+			if g := m.ar.group(x); g != nil {
+				g.leased++
 			}
 		case statePending:
 			q.pending = append(q.pending, pendingDL{x, reason})
 		default:
-			d.fail(fmt.Errorf("queue %q: message seq %d has unknown state %d", q.name, x.seq, x.state))
+			d.fail(fmt.Errorf("queue %q: message seq %d has unknown state %d", q.name, x.seq, x.state()))
 		}
 	}
 	for _, g := range q.groups {
@@ -420,11 +420,11 @@ func (d *decoder) messageV1(x *message) (reason, key string, dead *DeadInfo) {
 	x.entered = d.varint()
 	x.at = d.varint()
 	x.firstRecv = d.varint()
-	x.sz = uint32(d.varint())
+	d.size(x, d.varint())
 	x.loc = Loc(d.uvarint())
 	x.deliv = uint32(d.uvarint())
-	x.state = State(d.byte())
-	if x.state == statePending {
+	x.setState(State(d.byte()))
+	if x.state() == statePending {
 		reason = d.string()
 	}
 	key = d.string()
@@ -438,7 +438,7 @@ func (d *decoder) messageV1(x *message) (reason, key string, dead *DeadInfo) {
 // to prev, the entry before it in the same queue; it leaves x's in prev.
 func (d *decoder) messageV2(x, prev *message) (reason, key string, dead *DeadInfo) {
 	flags := d.byte()
-	x.state = State(flags & snapStateMask)
+	x.setState(State(flags & snapStateMask))
 	x.id = prev.id + uint64(d.varint())
 	x.seq = prev.seq + d.uvarint()
 	x.entered = prev.entered + d.varint()
@@ -448,12 +448,12 @@ func (d *decoder) messageV2(x, prev *message) (reason, key string, dead *DeadInf
 	if flags&snapFirstRecv != 0 {
 		x.firstRecv = x.entered + d.varint()
 	}
-	x.sz = uint32(d.uvarint())
+	d.size(x, int64(d.uvarint()))
 	x.loc = prev.loc + Loc(d.varint())
 	if flags&snapDeliv != 0 {
 		x.deliv = uint32(d.uvarint())
 	}
-	if x.state == statePending {
+	if x.state() == statePending {
 		reason = d.string()
 	}
 	if flags&snapKey != 0 {
@@ -464,6 +464,15 @@ func (d *decoder) messageV2(x, prev *message) (reason, key string, dead *DeadInf
 	}
 	prev.id, prev.seq, prev.entered, prev.loc = x.id, x.seq, x.entered, x.loc
 	return reason, key, dead
+}
+
+// size sets x's size, which must be one a message can have.
+func (d *decoder) size(x *message, n int64) {
+	if n < 0 || n > maxIndexedSize {
+		d.fail(fmt.Errorf("message size %d out of range", n))
+		return
+	}
+	x.setSize(n)
 }
 
 func (d *decoder) deadInfo() *DeadInfo {
