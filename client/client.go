@@ -230,7 +230,17 @@ func answerError(status int, data []byte) (e *api.Error, fromServer bool) {
 	return eb.Error, true
 }
 
-func formatID(id uint64) string { return fmt.Sprintf("%016x", id) }
+// formatID writes an id as the API does: 16 hex digits. (fmt.Sprintf was 2 % of a
+// pipelining producer's CPU.)
+func formatID(id uint64) string {
+	const digits = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = digits[id&0xf]
+		id >>= 4
+	}
+	return string(b[:])
+}
 
 func qpath(name string, rest ...string) string {
 	p := "/v1/queues/" + url.PathEscape(name)
