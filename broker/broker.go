@@ -76,7 +76,7 @@ type Config struct {
 	// CheckpointBytes: a checkpoint is taken after this many bytes of log. With a deep
 	// backlog it waits longer, until the log since the last checkpoint is also twice
 	// that checkpoint's size and holds an eighth as many records as it had messages: a
-	// checkpoint visits every message of the index (~35 ns each with the broker's lock
+	// checkpoint visits every message of the index (20–35 ns each with the broker's lock
 	// held), so this bounds what checkpoints cost each logged record (~0.3 µs) and what
 	// they write (half the log), while a restart replays at most an eighth of the backlog
 	// in records after loading the checkpoint. Defaults to 128 MiB.
