@@ -15,3 +15,10 @@ func SetStreamIdle(d time.Duration) (restore func()) {
 	streamIdle = d
 	return func() { streamIdle = old }
 }
+
+// SetDefaultProducerLinger changes the default linger's cap, until restore is called.
+func SetDefaultProducerLinger(d time.Duration) (restore func()) {
+	old := defaultProducerLinger
+	defaultProducerLinger = d
+	return func() { defaultProducerLinger = old }
+}

@@ -29,9 +29,13 @@ type ProducerOptions struct {
 	// 16 MiB).
 	MaxBytes int
 	// Linger is how long a batch that is not yet full waits for more messages after its
-	// first one arrived. Defaults to 1ms. NoLinger (any negative value) sends whatever has
-	// gathered as soon as a request may leave. Batches also grow, whatever the linger,
-	// while MaxInFlight requests are outstanding.
+	// first one arrived. The default (zero) adapts to the load: a batch leaves at once
+	// while none of this producer's requests is outstanding, and otherwise gathers until
+	// they have all come back, it is full, or 1ms has passed — so batches grow with the
+	// rate and the round trip, and a message sent to an idle producer does not wait. A
+	// positive Linger waits that long even when nothing is outstanding. NoLinger (any
+	// negative value) sends whatever has gathered as soon as a request may leave. Batches
+	// also grow, whatever the linger, while MaxInFlight requests are outstanding.
 	Linger time.Duration
 	// MaxInFlight is the most send requests outstanding at once. Many requests in flight
 	// let the broker commit many messages with one fsync (group commit). Defaults to 8.
@@ -42,9 +46,11 @@ const (
 	defaultProducerBatch    = 256
 	defaultProducerBytes    = 4 << 20
 	maxProducerBytes        = api.MaxRequestBody - 1<<20
-	defaultProducerLinger   = time.Millisecond
 	defaultProducerInFlight = 8
 )
+
+// defaultProducerLinger caps the default linger (a variable for the tests).
+var defaultProducerLinger = time.Millisecond
 
 func (o ProducerOptions) withDefaults() ProducerOptions {
 	if o.MaxBatch <= 0 {
@@ -79,10 +85,17 @@ type Producer struct {
 	c     *Client
 	queue string
 	opts  ProducerOptions
+	// adaptive: Linger was left at its default, so a batch does not linger while no
+	// request is outstanding.
+	adaptive bool
 
-	// Requests to the owner goroutine (run). reqs is unbuffered: a Send is accepted
-	// exactly when the owner takes it.
+	// Requests to the owner goroutine (run). reqs is buffered, so that a Publish costs no
+	// hand-off to the owner (which takes what has gathered in one go); closed, under
+	// pubMu, keeps a Publish from queueing once Close has begun, so that the owner's last
+	// drain sees every accepted message.
 	reqs    chan *pendingSend
+	pubMu   sync.RWMutex
+	closed  bool
 	flushes chan chan struct{}
 	batches chan uint64 // ids of finished batch requests, from the request goroutines
 
@@ -118,8 +131,8 @@ type batch struct {
 func NewProducer(c *Client, queue string, opts ProducerOptions) *Producer {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Producer{
-		c: c, queue: queue, opts: opts.withDefaults(),
-		reqs:    make(chan *pendingSend),
+		c: c, queue: queue, opts: opts.withDefaults(), adaptive: opts.Linger == 0,
+		reqs:    make(chan *pendingSend, max(opts.withDefaults().MaxBatch, 64)),
 		flushes: make(chan chan struct{}),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -168,10 +181,14 @@ func (p *Producer) Publish(ctx context.Context, m Message, done func(SendResult)
 	}
 	m.Headers = p.c.decorate(sctx, m.Headers)
 	ps := &pendingSend{ctx: ctx, msg: m, size: p.c.encodedSize(m), deliver: done}
+	p.pubMu.RLock()
+	defer p.pubMu.RUnlock()
+	if p.closed {
+		done(SendResult{Err: ErrProducerClosed})
+		return
+	}
 	select {
 	case p.reqs <- ps:
-	case <-p.closing:
-		done(SendResult{Err: ErrProducerClosed})
 	case <-ctx.Done():
 		done(SendResult{Err: ctx.Err()})
 	}
@@ -203,7 +220,12 @@ func (p *Producer) Flush(ctx context.Context) error {
 // returns ctx's error. Send after Close returns ErrProducerClosed. Close may be called
 // more than once.
 func (p *Producer) Close(ctx context.Context) error {
-	p.closeOnce.Do(func() { close(p.closing) })
+	p.closeOnce.Do(func() {
+		p.pubMu.Lock() // waits for Publishes queueing now; later ones see closed
+		p.closed = true
+		p.pubMu.Unlock()
+		close(p.closing)
+	})
 	select {
 	case <-p.done:
 		p.cancel()
@@ -257,6 +279,50 @@ func (p *Producer) run() {
 		}
 		return o
 	}
+	// accept adds a Send to the open batch (starting one if needed).
+	accept := func(ps *pendingSend) {
+		p.accepted.Add(1)
+		var open *batch
+		if n := len(queue); n > 0 && !queue[n-1].sealed {
+			open = queue[n-1]
+		}
+		if open != nil && len(open.items) > 0 && open.bytes+ps.size > p.opts.MaxBytes {
+			open.sealed = true
+			stopLinger()
+			open = nil
+		}
+		if open == nil {
+			open = &batch{id: nextID}
+			nextID++
+			queue = append(queue, open)
+			if p.opts.Linger > 0 {
+				if linger == nil {
+					linger = time.NewTimer(p.opts.Linger)
+				} else {
+					linger.Reset(p.opts.Linger)
+				}
+				lingerC, lingerDone = linger.C, false
+			}
+		}
+		open.items = append(open.items, ps)
+		open.bytes += ps.size
+		if len(open.items) >= p.opts.MaxBatch || open.bytes >= p.opts.MaxBytes {
+			open.sealed = true
+			stopLinger()
+		}
+	}
+	// drain accepts whatever is queued, so that a flush or the close sees every Send
+	// that was accepted before it.
+	drain := func() {
+		for {
+			select {
+			case ps := <-p.reqs:
+				accept(ps)
+			default:
+				return
+			}
+		}
+	}
 	for {
 		if p.ctx.Err() != nil { // Close gave up: fail what has not left
 			for _, b := range queue {
@@ -269,7 +335,8 @@ func (p *Producer) run() {
 		}
 		for len(queue) > 0 && len(inFlight) < p.opts.MaxInFlight {
 			b := queue[0]
-			if !b.sealed && !lingerDone && p.opts.Linger > 0 && !closing && !flushWants(b.id) {
+			idle := p.adaptive && len(inFlight) == 0
+			if !b.sealed && !lingerDone && p.opts.Linger > 0 && !closing && !flushWants(b.id) && !idle {
 				break
 			}
 			if !b.sealed {
@@ -303,40 +370,14 @@ func (p *Producer) run() {
 		}
 		select {
 		case ps := <-reqs:
-			p.accepted.Add(1)
-			var open *batch
-			if n := len(queue); n > 0 && !queue[n-1].sealed {
-				open = queue[n-1]
-			}
-			if open != nil && len(open.items) > 0 && open.bytes+ps.size > p.opts.MaxBytes {
-				open.sealed = true
-				stopLinger()
-				open = nil
-			}
-			if open == nil {
-				open = &batch{id: nextID}
-				nextID++
-				queue = append(queue, open)
-				if p.opts.Linger > 0 {
-					if linger == nil {
-						linger = time.NewTimer(p.opts.Linger)
-					} else {
-						linger.Reset(p.opts.Linger)
-					}
-					lingerC, lingerDone = linger.C, false
-				}
-			}
-			open.items = append(open.items, ps)
-			open.bytes += ps.size
-			if len(open.items) >= p.opts.MaxBatch || open.bytes >= p.opts.MaxBytes {
-				open.sealed = true
-				stopLinger()
-			}
+			accept(ps)
+			drain() // what else has gathered, in one pass of the loop rather than one each
 		case <-lingerC:
 			lingerC, lingerDone = nil, true
 		case id := <-p.batches:
 			delete(inFlight, id)
 		case done := <-p.flushes:
+			drain()
 			if nextID == 0 {
 				close(done)
 				continue
@@ -344,6 +385,7 @@ func (p *Producer) run() {
 			waiters = append(waiters, flushWaiter{target: nextID - 1, done: done})
 		case <-closingC:
 			closing, reqs, closingC = true, nil, nil
+			drain() // Close let no Publish queue after this
 		case <-ctxDone:
 		}
 	}

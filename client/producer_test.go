@@ -346,3 +346,52 @@ func TestProducerPublishCallsBackOnce(t *testing.T) {
 		t.Errorf("publish after close: %v", r.Err)
 	}
 }
+
+// With the default linger, a message sent to an idle producer leaves at once, and the
+// messages sent while its request is out gather into one batch that leaves when it comes
+// back. (The default's cap is raised to an hour here, so that only the rule can send.)
+func TestProducerDefaultLingerAdaptsToTheLoad(t *testing.T) {
+	defer client.SetDefaultProducerLinger(time.Hour)()
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	hold := make(chan struct{})
+	var release sync.Once
+	c, tr := countingClientWith(t, srv, &countingTransport{hold: hold})
+	p := client.NewProducer(c, "q", client.ProducerOptions{})
+	defer func() {
+		release.Do(func() { close(hold) })
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p.Close(cctx)
+	}()
+	ctx := context.Background()
+
+	results := make(chan error, 11)
+	go func() {
+		_, err := p.Send(ctx, client.Message{Body: []byte("first")})
+		results <- err
+	}()
+	eventually(t, 5*time.Second, "the first message's request", func() bool { return tr.sends.Load() == 1 })
+	for i := range 10 {
+		go func() {
+			_, err := p.Send(ctx, client.Message{Body: fmt.Appendf(nil, "m%d", i)})
+			results <- err
+		}()
+	}
+	eventually(t, 5*time.Second, "10 more Sends gathered", func() bool { return client.ProducerAccepted(p) == 11 })
+	if n := tr.sends.Load(); n != 1 {
+		t.Fatalf("%d send requests while the first was out, want the others gathered", n)
+	}
+	release.Do(func() { close(hold) })
+	for range 11 {
+		if err := recv(t, results, 5*time.Second, "a Send's result"); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	if n := tr.sends.Load(); n != 2 {
+		t.Fatalf("%d send requests, want 2 (the first alone, then the other 10 together)", n)
+	}
+	if got := stats(t, srv, "q").Ready; got != 11 {
+		t.Fatalf("server holds %d messages, want 11", got)
+	}
+}

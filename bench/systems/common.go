@@ -23,6 +23,7 @@ func All() []harness.System {
 		NewOkibaHTTP1(),
 		NewOkibaHTTPJSON(),
 		NewOkibaHTTPBatch(),
+		NewOkibaHTTPLinger(),
 		NewOkibaSQS(),
 		NewRedis(true),
 		NewPGQueue(),

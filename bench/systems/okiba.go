@@ -113,6 +113,7 @@ type OkibaHTTP struct {
 	json      bool
 	noStream  bool
 	sendBatch bool
+	linger    time.Duration // the Producer's Linger; 0 is its default
 	srv       *okibaServer
 	c         *client.Client
 	ver       string
@@ -134,11 +135,16 @@ func NewOkibaHTTP1() *OkibaHTTP { return &OkibaHTTP{noStream: true} }
 // client path without the Producer's per-message hand-offs.
 func NewOkibaHTTPBatch() *OkibaHTTP { return &OkibaHTTP{sendBatch: true} }
 
+// NewOkibaHTTPLinger is the default client path with the Producer's Linger fixed at 1 ms
+// (its default before it adapted to the load): batches wait that long even when no
+// request is out, to compare the two.
+func NewOkibaHTTPLinger() *OkibaHTTP { return &OkibaHTTP{linger: time.Millisecond} }
+
 func (o *OkibaHTTP) Info() harness.Info {
 	i := harness.Info{
 		Name: "okiba-http", Label: "okiba, native HTTP API (Go client, default encoding)", Peer: "okiba", Durability: harness.Durable,
 		Version:  o.ver,
-		Settings: "fsync before every answer (group commit); the Go client's default transport (the stream: framed requests on four persistent connections) and encoding (binary sends and receives); client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1; acks handed to one acker goroutine that sends what has gathered, one request in flight (as client.Consume settles them)",
+		Settings: "fsync before every answer (group commit); the Go client's default transport (the stream: framed requests on four persistent connections) and encoding (binary sends and receives); client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, a linger that adapts: none while no request is out, else up to 1 ms) for windows > 1; acks handed to one acker goroutine that sends what has gathered, one request in flight (as client.Consume settles them)",
 		Caps:     harness.Caps{Consume: true, Visibility: true, Restart: true, Groups: true},
 	}
 	switch {
@@ -152,8 +158,12 @@ func (o *OkibaHTTP) Info() harness.Info {
 		i.Caps.Restart = false
 	case o.sendBatch:
 		i.Name, i.Label = "okiba-http-batch", "okiba, native HTTP API (Go client, SendBatch pipeline)"
-		i.Settings = strings.Replace(i.Settings, "client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, 1 ms linger) for windows > 1",
+		i.Settings = strings.Replace(i.Settings, "client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, a linger that adapts: none while no request is out, else up to 1 ms) for windows > 1",
 			"Client.SendBatch of everything gathered (≤1000), one request at a time per producer, for windows > 1", 1)
+		i.Caps.Restart = false
+	case o.linger != 0:
+		i.Name, i.Label = "okiba-http-linger1ms", "okiba, native HTTP API (Go client, Producer linger fixed at 1 ms)"
+		i.Settings = strings.Replace(i.Settings, "a linger that adapts: none while no request is out, else up to 1 ms", "Linger: 1 ms, also when no request is out", 1)
 		i.Caps.Restart = false
 	}
 	return i
@@ -187,13 +197,14 @@ func (o *OkibaHTTP) NewQueue(ctx context.Context, spec harness.QueueSpec) (harne
 	if _, err := o.c.PutQueue(ctx, spec.Name, cfg); err != nil {
 		return nil, err
 	}
-	return &okibaQueue{c: o.c, name: spec.Name, sendBatch: o.sendBatch}, nil
+	return &okibaQueue{c: o.c, name: spec.Name, sendBatch: o.sendBatch, linger: o.linger}, nil
 }
 
 type okibaQueue struct {
 	c         *client.Client
 	name      string
 	sendBatch bool
+	linger    time.Duration
 }
 
 func (q *okibaQueue) Delete(ctx context.Context) error { return q.c.DeleteQueue(ctx, q.name, true) }
@@ -220,7 +231,7 @@ func (q *okibaQueue) NewProducer(ctx context.Context, window int) (harness.Produ
 			return nil
 		}), nil
 	}
-	return &okibaProducer{p: client.NewProducer(q.c, q.name, client.ProducerOptions{})}, nil
+	return &okibaProducer{p: client.NewProducer(q.c, q.name, client.ProducerOptions{Linger: q.linger})}, nil
 }
 
 // okibaSyncProducer sends one message per request and waits for it.
