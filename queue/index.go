@@ -243,21 +243,23 @@ func (a *arena) dead(x *message) *DeadInfo {
 }
 
 func (a *arena) setPayload(x *message, p *Payload) {
-	var e msgExt
-	if old := a.ext(x); old != nil {
-		e = *old
-	}
+	e := a.extValue(x)
 	e.payload = p
 	a.setExt(x, &e)
 }
 
 func (a *arena) setDead(x *message, d *DeadInfo) {
-	var e msgExt
-	if old := a.ext(x); old != nil {
-		e = *old
-	}
+	e := a.extValue(x)
 	e.dead = d
 	a.setExt(x, &e)
+}
+
+// extValue returns a copy of x's extension, empty if it has none.
+func (a *arena) extValue(x *message) msgExt {
+	if e := a.ext(x); e != nil {
+		return *e
+	}
+	return msgExt{}
 }
 
 // enqueuedAt is the original enqueue time, which the id encodes (see nextID).
