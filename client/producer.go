@@ -132,12 +132,12 @@ func NewProducer(c *Client, queue string, opts ProducerOptions) *Producer {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Producer{
 		c: c, queue: queue, opts: opts.withDefaults(), adaptive: opts.Linger == 0,
-		reqs:    make(chan *pendingSend, max(opts.withDefaults().MaxBatch, 64)),
 		flushes: make(chan chan struct{}),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 		ctx:     ctx, cancel: cancel,
 	}
+	p.reqs = make(chan *pendingSend, max(p.opts.MaxBatch, 64))
 	p.batches = make(chan uint64, p.opts.MaxInFlight)
 	go p.run()
 	return p
