@@ -1,51 +1,69 @@
-# okiba — build and test entry points. `make test` is what CI runs (.ci/run); it prints
-# how long each tier took against its budget (DESIGN.md §5).
+# okiba — build and test entry points. `make test` is what CI runs (.ci/run): it runs the
+# tiers one after another and ends with a summary (internal/testreport): each tier's time
+# against its budget, the total against 15 minutes, and every suite that was skipped, why,
+# and the command that enables it. Under CI=true a skipped suite or a total past 15 minutes
+# fails. `make deps` installs and starts what the suites need (as .ci/run does).
 GO ?= go
 export GOFLAGS ?= -buildvcs=false
-# Tiers filter verbose test output through grep: the tier must still fail when go test does.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: test build vet unit model storage torture-short bench-smoke browser torture fuzz bench bench-quick bench-setup bench-go clean
+# Where the tiers record their times and skips for the summary.
+export TESTREPORT_DIR ?= .test-report
+REPORT := $(TESTREPORT_DIR)/testreport
+TIERS := build vet unit model storage binary bench-smoke browser
 
-## test: everything CI checks, tier by tier.
-test: build vet unit model storage torture-short bench-smoke browser
-	@echo "make test: all tiers passed"
+.PHONY: test deps build vet unit model storage binary torture-short bench-smoke browser torture fuzz bench bench-quick bench-setup bench-go clean
 
-define timed
-	@start=$$(date +%s); $(2) || exit 1; \
-	took=$$(( $$(date +%s) - start )); echo "tier $(1): ok in $${took}s (budget $(3)s)"
-endef
+## test: everything CI checks, tier by tier, then the summary (printed even when a tier fails).
+test: $(REPORT)
+	@$(REPORT) start
+	@rc=0; for tier in $(TIERS); do $(MAKE) --no-print-directory $$tier || { rc=1; break; }; done; \
+	$(REPORT) summary -tiers "$(TIERS)" || rc=1; exit $$rc
 
-build:
-	$(call timed,build,$(GO) build ./...,180)
+$(REPORT): $(wildcard internal/testreport/*.go)
+	@$(GO) build -o $@ ./internal/testreport
 
-vet:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
-	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(call timed,vet,$(GO) vet ./...,60)
+## deps: install and start what the suites need (Node.js packages, Chromium, PostgreSQL on
+## 127.0.0.1:54329, left running): the provisioning .ci/run does. Needs root for apt-get.
+deps:
+	OKIBA_CI_PG_KEEP=1 bash .ci/provision
+
+# tier NAME BUDGET-SECONDS [testreport flags] -- COMMAND
+tier = $(REPORT) run -tier $(1) -budget $(2)
+
+build: $(REPORT)
+	@$(call tier,build,180) -- $(GO) build ./...
+
+vet: $(REPORT)
+	@$(call tier,vet,60) -- bash -c 'out=$$(gofmt -l $$(git ls-files "*.go" 2>/dev/null || find . -name "*.go")); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi; $(GO) vet ./...'
 
 ## unit: every package's tests with the race detector (fuzz seed corpora replay here too);
-## -short leaves the storage fault injection and the torture to their own tiers.
-unit:
-	$(call timed,unit,$(GO) test -race -short -count=1 ./...,240)
+## -short leaves the storage fault injection, the real binary and the browser to their tiers.
+unit: $(REPORT)
+	@$(call tier,unit,240) -json -- $(GO) test -json -race -short -count=1 ./...
 
 ## storage: crash at every file-system operation of a workload, torn writes, bit flips,
 ## failed fsyncs (seeds printed; OKIBA_CRASH_SEED replays one).
-storage:
-	$(call timed,storage,$(GO) test -race -count=1 -run 'CrashAt|BitFlips|FsyncFailureAtEvery' -v ./broker 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|seed|crash points|flips' ,120)
+storage: $(REPORT)
+	@$(call tier,storage,120) -json -show '^ *--- |seed|crash points|flips' -- \
+		$(GO) test -json -race -count=1 -run 'CrashAt|BitFlips|FsyncFailureAtEvery' ./broker
 
-## torture-short: kill -9 the real binary under load, 20 cycles (OKIBA_TORTURE_SEED replays).
-torture-short:
-	$(call timed,torture,$(GO) test -count=1 -run TestTortureShort -v ./torture 2>&1 | grep -E '^(--- |ok|FAIL)|seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:' ,60)
+## binary: the real binary end to end: serve started, used and stopped by signal, and
+## kill -9 under load for 20 cycles (OKIBA_TORTURE_SEED replays).
+binary: $(REPORT)
+	@$(call tier,binary,90) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:' -- \
+		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary)$$' ./torture ./cmd/okiba
+torture-short: binary
 
 ## torture: the long run: 1000 kill cycles with small segments and checkpoints.
 torture:
 	$(GO) run ./cmd/okiba torture --cycles 1000
 
 ## model: a deeper run of the state machine against its reference model (fixed count).
-model:
-	$(call timed,model,$(GO) test -race -count=1 ./queue -run Model -rapid.checks=3000 -rapid.steps=100,120)
+model: $(REPORT)
+	@$(call tier,model,120) -json -- $(GO) test -json -race -count=1 ./queue -run Model -rapid.checks=3000 -rapid.steps=100
 
 ## fuzz: each fuzz target for FUZZTIME (default 1m); new crashers land in testdata/fuzz.
 FUZZTIME ?= 1m
@@ -63,14 +81,14 @@ fuzz:
 ## browser: the console in real headless Chromium (web/e2e: sign-in, overview, queue page,
 ## dead-letter redrive, every playground lesson; screenshots in web/e2e/artifacts/).
 ## Needs /usr/bin/chromium and `npm ci --prefix web/e2e` (.ci/run installs both).
-browser:
-	$(call timed,browser,$(GO) test -count=1 -run TestBrowser -v ./web/e2e 2>&1 | grep -E '^(--- |ok|FAIL|PASS)|SKIP|step:|FAIL:|expected:' ,120)
+browser: $(REPORT)
+	@$(call tier,browser,120) -json -show '^ *--- |step:|FAIL:|expected:' -- $(GO) test -json -count=1 -run TestBrowser ./web/e2e
 
 ## bench-smoke: the side-by-side harness (bench/, its own module) on okiba alone, every
 ## scenario at a tiny scale, so that it keeps working; no peer needs installing, and
 ## nothing is asserted about speed.
-bench-smoke:
-	$(call timed,bench-smoke,cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...,180)
+bench-smoke: $(REPORT)
+	@$(call tier,bench-smoke,180) -json -- bash -c 'cd bench && $(GO) vet ./... && $(GO) test -json -count=1 ./...'
 
 ## bench: okiba side by side with its peers (docs/benchmarks.md, "Side by side"): installs
 ## the peers, builds okiba from this tree, runs every scenario (hours on 2 cores) and
@@ -93,4 +111,4 @@ bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./queue ./wal ./broker ./server
 
 clean:
-	rm -rf okiba-data
+	rm -rf okiba-data $(TESTREPORT_DIR)

@@ -1,10 +1,11 @@
-# Sourced by .ci/run: makes a PostgreSQL server reachable for the tests of the
+# Sourced by .ci/provision (.ci/run and make deps): makes a PostgreSQL server reachable for the tests of the
 # effectively-once toolkit (inbox, outbox, reconcile, CampusCafe) and exports
 # OKIBA_TEST_POSTGRES_URL. On a fresh Debian machine, as root, with no services running:
 # installs Debian's postgresql package if it is missing, creates a cluster of its own
 # (owned by the postgres user, listening on 127.0.0.1 only), starts it, creates a user
-# and a database for the tests, and stops the server when .ci/run exits. A second run
-# reuses the package and the cluster, so it takes a second or two.
+# and a database for the tests, and stops the server when .ci/run exits (unless
+# OKIBA_CI_PG_KEEP=1: make deps leaves it running). A second run reuses the package and the
+# cluster, so it takes a second or two. The URL is the one internal/dbtest tries by default.
 #
 # Settings (environment): OKIBA_CI_PG_PORT (default 54329), OKIBA_CI_PG_DIR (default
 # /var/tmp/okiba-ci-postgres). A URL already in OKIBA_TEST_POSTGRES_URL is used as it is.
@@ -54,8 +55,12 @@ okiba_ci_postgres() {
 			cat "$dir/server.log" >&2
 			return 1
 		}
-		OKIBA_CI_PG_STOP="${as[*]} $bin/pg_ctl -D $dir -m fast stop"
-		trap 'echo "postgres: stopping"; $OKIBA_CI_PG_STOP >/dev/null' EXIT
+		if [ "${OKIBA_CI_PG_KEEP:-}" = 1 ]; then
+			echo "postgres: left running; stop it with: ${as[*]} $bin/pg_ctl -D $dir -m fast stop"
+		else
+			OKIBA_CI_PG_STOP="${as[*]} $bin/pg_ctl -D $dir -m fast stop"
+			trap 'echo "postgres: stopping"; $OKIBA_CI_PG_STOP >/dev/null' EXIT
+		fi
 	fi
 	local psql=("$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 -qtA)
 	if [ "$("${psql[@]}" -c "SELECT 1 FROM pg_roles WHERE rolname = 'okiba'")" != 1 ]; then

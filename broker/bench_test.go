@@ -153,7 +153,7 @@ func byteSize(n int) string {
 
 // BenchmarkRestartWithBacklog measures Open on a data directory holding 1M queued
 // messages (128 B), after a clean close (from its checkpoint) and after a crash (from the
-// checkpoint plus the log since it). DESIGN.md §4: ready to serve in under 2 s.
+// checkpoint plus the log since it). docs/benchmarks.md: ready to serve in under 2 s.
 func BenchmarkRestartWithBacklog(b *testing.B) {
 	const n = 1_000_000
 	dir := b.TempDir()

@@ -40,7 +40,7 @@ import (
 // Errors callers branch on, beyond those of package queue.
 var (
 	// ErrStorageFailed: a write or fsync failed; the broker refuses every mutating call
-	// until it is restarted (CONTRACT.md "Durability").
+	// until it is restarted (docs/semantics.md "Durability").
 	ErrStorageFailed = errors.New("storage failed: the broker stopped accepting writes; restart it to recover from what is durable on disk")
 	// ErrInvalidReceipt: a receipt that is malformed, forged, or belongs to another queue.
 	ErrInvalidReceipt = receipt.ErrInvalid
@@ -482,7 +482,7 @@ func (b *Broker) usableLocked() error {
 }
 
 // nowLocked is the time commands run at, in Unix milliseconds: never earlier than the
-// latest logged time, so a wall clock that steps back stalls nothing (CONTRACT.md "Time").
+// latest logged time, so a wall clock that steps back stalls nothing (docs/semantics.md "Time").
 func (b *Broker) nowLocked() int64 {
 	now := b.clock.Now().UnixMilli()
 	if mnow := b.m.Now(); mnow > now {

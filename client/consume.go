@@ -150,7 +150,7 @@ func DeadLetter(reason, description string) error {
 // lease, in batches). Settles are batched with a short linger (AckLinger). Messages that
 // share a Group run one at a time, in the order received; when one fails, it and the
 // rest of its group held here are nacked without running, so the group is retried in
-// order (CONTRACT.md "FIFO groups"). Messages without a group run in parallel.
+// order (docs/semantics.md "Ordering: groups"). Messages without a group run in parallel.
 //
 // Stopping. Cancelling ctx drains gracefully: receiving stops, messages that have not
 // started are nacked with no delay (visible again at once), running handlers finish

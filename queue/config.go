@@ -62,7 +62,7 @@ func ParseDedupScope(s string) (DedupScope, error) {
 const NoDeadLetterQueue = "none"
 
 // Config is the complete, explicit configuration of a queue. Every field is stored at
-// creation (CONTRACT.md "Queues"), so a later change of defaults never changes an existing
+// creation (docs/semantics.md "Queues"), so a later change of defaults never changes an existing
 // queue. DefaultConfig gives okiba's defaults; the SQS front starts from SQS's.
 type Config struct {
 	// VisibilityTimeout is the lease length on receive (0..12h). 0 releases at once.
@@ -108,7 +108,7 @@ type Config struct {
 	Attrs map[string]string
 }
 
-// DefaultConfig returns okiba's defaults for a queue named name (DESIGN.md §2).
+// DefaultConfig returns okiba's defaults for a queue named name (docs/semantics.md "Queues").
 func DefaultConfig(name string) Config {
 	return Config{
 		VisibilityTimeout: 30 * time.Second,

@@ -26,7 +26,7 @@
 // arena of pointer-free chunks (index.go), named by 32-bit refs from the arrival index and
 // the heaps; the garbage collector marks a few thousand chunks instead of every message.
 //
-// Semantics follow CONTRACT.md: receipts bound to one lease (Lease.Epoch is the delivery
+// Semantics follow docs/semantics.md: receipts bound to one lease (Lease.Epoch is the delivery
 // count), strict per-group order with a held head, dedup windows fixed at the first
 // accepted send, dead letters that record why, retention that never cuts a live lease,
 // and backpressure that refuses sends but never dead letters.

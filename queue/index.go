@@ -5,7 +5,7 @@ package queue
 // message is one entry of the index. It holds no pointers and lives in the machine's
 // arena, named by a ref: a deep backlog is a few thousand arena chunks that the garbage
 // collector neither scans nor marks one by one, where separate objects cost it ten million
-// marks a cycle (DESIGN.md §4: deep backlogs).
+// marks a cycle (docs/benchmarks.md "The deep backlog").
 type message struct {
 	id        uint64
 	seq       uint64 // arrival order within the queue; also the retention order

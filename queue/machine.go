@@ -243,7 +243,7 @@ func (m *Machine) deadLetterAll(sink Sink, q *queueState, now int64, dl []pendin
 
 // sweepRetention returns messages that are not leased and have been in the queue longer
 // than its retention. A leased message is left to its lease: retention never cuts a live
-// lease short (CONTRACT.md).
+// lease short (docs/semantics.md "Retention and delay").
 func (m *Machine) sweepRetention(q *queueState, now int64) []pendingDL {
 	r := ms(q.cfg.Retention)
 	if r <= 0 {
@@ -596,7 +596,7 @@ func (m *Machine) deadLetterSources(name string) []string {
 }
 
 // Purge removes every message of a queue (ready, delayed and in flight). Dedup entries
-// stay (CONTRACT.md "Dedup").
+// stay (docs/semantics.md "Dedup").
 func (m *Machine) Purge(now int64, sink Sink, name string) (int64, error) {
 	now = m.clock(now)
 	q, err := m.queue(name)
@@ -857,7 +857,7 @@ func Backoff(cfg *Config, deliveries uint32, jitter uint64) int64 {
 }
 
 // Nack ends leases early. A message whose delivery count has reached max_deliveries, or
-// that is past retention, is dead-lettered instead (eagerly, CONTRACT.md).
+// that is past retention, is dead-lettered instead (eagerly, docs/semantics.md "Dead letters").
 func (m *Machine) Nack(now int64, sink Sink, queue string, items []NackInput) ([]error, error) {
 	now = m.clock(now)
 	q, err := m.queue(queue)

@@ -12,7 +12,7 @@ import (
 )
 
 // This file checks the machine against a deliberately naive reference model: every
-// operation is a linear scan over plain slices, written from CONTRACT.md rather than
+// operation is a linear scan over plain slices, written from docs/semantics.md rather than
 // from the machine's code. Random sequences of commands, clock advances and restarts
 // must give identical results, and the invariants below must hold after every step.
 

@@ -9,12 +9,12 @@ import (
 // Snapshot format: a versioned, deterministic binary image of the machine — equal states
 // give equal bytes, which the tests use to compare live and replayed machines. Payloads
 // are not included (they stay in the log at each message's Loc); dedup entries are (a
-// restart never forgets them, CONTRACT.md).
+// restart never forgets them, docs/semantics.md "Dedup").
 //
 // Version 2 encodes each message against the one before it in the queue (ids, sequences,
 // enqueue times and log locations grow together) behind one flag byte, about 12 bytes a
 // message where version 1 took about 37: a deep backlog's checkpoint is built while the
-// broker's lock is held and lives in memory until it is written (DESIGN.md §4). Restore
+// broker's lock is held and lives in memory until it is written (docs/benchmarks.md "The deep backlog"). Restore
 // still reads version 1.
 const (
 	snapshotMagic   = "OKQS"

@@ -17,7 +17,7 @@ import (
 // stores without interpreting them (Policy, RedriveAllowPolicy, the KMS settings,
 // FifoThroughputLimit) live in Config.Attrs under "sqs.<Name>".
 
-// SQS's defaults for a queue created through the front (CONTRACT.md "Queues").
+// SQS's defaults for a queue created through the front (docs/sqs.md).
 const (
 	sqsVisibility     = 30 * time.Second
 	sqsRetention      = 4 * 24 * time.Hour

@@ -8,27 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
 // TestJavaScriptSDK runs sqs/jstest/test.mjs (the AWS SDK for JavaScript v3) against a
-// real okiba server. It needs Node.js and `npm ci --prefix sqs/jstest`; without them it
-// skips with a visible SKIP line, except in CI (CI set), where it fails.
+// real okiba server. It needs Node.js and `npm ci --prefix sqs/jstest` (make deps);
+// without them it skips (testkit.Missing), except under CI, where it fails.
 func TestJavaScriptSDK(t *testing.T) {
-	missing := func(why string) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s (CI must run the JavaScript SDK test: .ci/run installs it with npm ci)", why)
-		}
-		t.Skipf("SKIP: %s; run `npm ci --prefix sqs/jstest` to include the JavaScript SDK test", why)
-	}
+	const suite = "the JavaScript SDK test"
 	node, err := exec.LookPath("node")
 	if err != nil {
-		missing("node is not installed")
-		return
+		testkit.Missing(t, suite, "node is not installed", "")
 	}
 	if _, err := os.Stat(filepath.Join("jstest", "node_modules", "@aws-sdk", "client-sqs")); err != nil {
-		missing("sqs/jstest/node_modules is not installed")
-		return
+		testkit.Missing(t, suite, "sqs/jstest/node_modules is not installed", "npm ci --prefix sqs/jstest (or make deps)")
 	}
 	// With a token, the SQS front verifies the SDK's SigV4 signatures (key "okiba",
 	// the token as secret).

@@ -8,7 +8,7 @@ import (
 	"github.com/okiba/okiba/queue"
 )
 
-// Message move tasks are okiba redrive tasks (CONTRACT.md "Redrive"): durable, resumed
+// Message move tasks are okiba redrive tasks (docs/semantics.md "Redrive"): durable, resumed
 // after a restart, listed and cancelled through either API. A task handle is the
 // base64url encoding of "okiba-redrive:<task id>:<source queue>".
 

@@ -15,7 +15,7 @@ import (
 // long version through the CLI.
 func TestTortureShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("SKIP: torture needs the real binary and about half a minute")
+		t.Skip("SKIP: torture needs the real binary and about half a minute: runs in its own tier (make binary), not with -short")
 	}
 	bin := filepath.Join(t.TempDir(), "okiba")
 	build := exec.Command("go", "build", "-o", bin, "../cmd/okiba")

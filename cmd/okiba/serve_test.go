@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/okiba/okiba/internal/testkit"
 )
 
 func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
@@ -190,11 +192,11 @@ func TestEndLongPollsOnShutdown(t *testing.T) {
 // port, talks to it with the binary, and stops it with SIGTERM.
 func TestServeBinary(t *testing.T) {
 	if testing.Short() {
-		t.Skip("SKIP: builds the okiba binary (run without -short)")
+		t.Skip("SKIP: builds the okiba binary: runs in its own tier (make binary), not with -short")
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("SKIP: no go command in PATH to build the binary")
+		testkit.Missing(t, "the okiba binary's test", "no go command in PATH to build it", "PATH=/usr/local/go/bin:$PATH")
 	}
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "okiba")

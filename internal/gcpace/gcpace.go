@@ -6,7 +6,7 @@
 // a 10-million-message backlog (about a gigabyte of index) the process holds two. Neither
 // suits a broker. gcpace allows a fixed headroom while the live heap is small (fewer
 // collections than GOGC=100, so less CPU per message) and a fraction of it once it is
-// large (memory that follows the backlog at 1.5× instead of 2×, DESIGN.md §4).
+// large (memory that follows the backlog at 1.5× instead of 2×, docs/benchmarks.md "The deep backlog").
 package gcpace
 
 import (
