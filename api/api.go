@@ -44,6 +44,7 @@ const (
 	CodeStorageFailed   = "storage_failed"       // a write or fsync failed; restart the broker
 	CodeUnavailable     = "unavailable"          // shutting down
 	CodeUnauthorized    = "unauthorized"         // missing or wrong bearer token
+	CodeForbidden       = "forbidden"            // a browser request from another origin, or an unknown Host name
 	CodeInternal        = "internal"             //
 )
 
@@ -56,7 +57,7 @@ var Status = map[string]int{
 	CodeMethod: 405, CodeReceiptStale: 409, CodeQueueInUse: 409, CodeDLQCycle: 409,
 	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
 	CodeTooManyQueues: 409, CodeTooManyInFlight: 429, CodeDiskFull: 507,
-	CodeUnavailable: 503, CodeUnauthorized: 401, CodeInternal: 500,
+	CodeUnavailable: 503, CodeUnauthorized: 401, CodeForbidden: 403, CodeInternal: 500,
 }
 
 // Error is the error object of every failed request and every failed batch item:

@@ -64,9 +64,9 @@ func TestThousandsOfIdleConnectionsDoNotStarveOthers(t *testing.T) {
 		}
 		switch i % 3 {
 		case 1: // half a request line, then nothing
-			c.Write([]byte("POST /v1/queues/q/messages HTTP/1.1\r\nHost: x\r\n"))
+			c.Write([]byte("POST /v1/queues/q/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"))
 		case 2: // headers promising a body that never comes
-			c.Write([]byte("POST /v1/queues/q/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{\"body\":"))
+			c.Write([]byte("POST /v1/queues/q/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n{\"body\":"))
 		}
 		conns = append(conns, c)
 	}

@@ -246,6 +246,9 @@ func TestEveryErrorCode(t *testing.T) {
 			}
 			return r
 		}},
+		api.CodeForbidden: {[]string{`"http://evil.example"`, "--cors-origins"}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/q/purge", nil, "Origin", "http://evil.example")
+		}},
 		api.CodeInternal: {[]string{"server log"}, func(t *testing.T) *response {
 			// Bodies are not cached, so reading a message goes to the log; the read fails.
 			var armed atomic.Bool

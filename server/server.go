@@ -24,6 +24,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/queue"
 )
 
@@ -47,8 +48,29 @@ type Options struct {
 	Browsers Browsers
 	// Observe, when set, is told about every request once it is answered: the route it
 	// matched (its pattern, "sqs" for the SQS API, "unauthorized" when refused before
-	// routing), its method, status and duration. Package metrics records them.
+	// routing, "cross-origin" when the browser checks of CORSOrigins and AllowedHosts
+	// answered it: a refusal or a preflight), its method, status and duration. Package
+	// metrics records them.
 	Observe func(route, method string, status int, d time.Duration)
+	// CORSOrigins are the origins (scheme://host[:port], for example
+	// "https://app.example.com") of browser applications that may call the server. Every
+	// other request that a browser marks as coming from a page of another origin
+	// (Sec-Fetch-Site, Origin) is refused on every route but /healthz and the console's
+	// sign-in page and assets — 403 forbidden, or AccessDenied for the SQS API — so that a
+	// page the user visits cannot drive a broker it can reach; listed origins get CORS
+	// answers (preflights, Access-Control-Allow-Origin). Requests without those headers
+	// (SDKs, curl, the Go client) are not affected. Defaults to none. New panics on an
+	// entry that is not an origin; okiba serve refuses them at start-up.
+	CORSOrigins []string
+	// AllowedHosts are host names by which requests may address the server while
+	// AuthToken is empty, besides localhost, the names under .localhost and this
+	// machine's host name: a request whose Host is any other name (not an IP address) is
+	// refused with 403 forbidden, because a page can reach a tokenless server through
+	// DNS rebinding only by a name its attacker controls. "*.example.com" stands for
+	// every name under example.com. With AuthToken the Host is not checked. okiba serve
+	// adds the host of --addr. Defaults to none; New panics on an entry that is not a
+	// host name.
+	AllowedHosts []string
 	// StreamIdleTimeout closes a stream (docs/api.md) on which no frame has arrived for
 	// this long and no request is in flight, as HTTP servers close idle keep-alive
 	// connections. Default 5 minutes; the Go client closes its own idle streams sooner.
@@ -72,14 +94,18 @@ type SQSFront interface {
 	Match(r *http.Request) bool
 	// Authenticates reports whether the front verifies request signatures.
 	Authenticates() bool
+	// Forbid answers, in the front's own error shape, a request the server refuses
+	// before the front sees it; message says why and what to do.
+	Forbid(w http.ResponseWriter, message string)
 }
 
 // Server serves the native API over a broker.
 type Server struct {
-	b    *broker.Broker
-	opts Options
-	log  *slog.Logger
-	mux  *http.ServeMux
+	b     *broker.Broker
+	opts  Options
+	log   *slog.Logger
+	mux   *http.ServeMux
+	guard *crossorigin.Guard // browsers from elsewhere, and DNS rebinding
 
 	streams streams
 	busy    atomic.Int64 // stream requests in flight, all streams
@@ -91,13 +117,46 @@ func New(b *broker.Broker, opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	guard, err := crossorigin.New(crossorigin.Config{
+		Origins:       opts.CORSOrigins,
+		Hosts:         opts.AllowedHosts,
+		Authenticated: opts.AuthToken != "",
+		Exempt:        s.openToBrowsers,
+		Refuse:        s.refuseBrowser,
+	})
+	if err != nil {
+		panic("server: Options.CORSOrigins or AllowedHosts: " + err.Error())
+	}
+	s.guard = guard
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
 }
 
+// openToBrowsers reports the requests that any page may make by any name, as they reveal
+// and change nothing: /healthz, and the console's sign-in page and assets (the sign-in
+// form checks its origin itself). A request for the SQS API is never one of them,
+// whatever its path.
+func (s *Server) openToBrowsers(r *http.Request) bool {
+	if s.opts.SQS != nil && s.opts.SQS.Match(r) {
+		return false
+	}
+	return r.URL.Path == "/healthz" || (s.opts.Browsers != nil && s.opts.Browsers.Public(r))
+}
+
+// refuseBrowser answers a request the guard refused, in the shape of the interface it
+// was addressed to.
+func (s *Server) refuseBrowser(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Debug("browser request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
+	if s.opts.SQS != nil && s.opts.SQS.Match(r) {
+		s.opts.SQS.Forbid(w, err.Error())
+		return
+	}
+	writeError(w, &api.Error{Code: api.CodeForbidden, Message: err.Error()})
+}
+
 // Handle adds another handler (for example the SQS front or the console) on the same
-// listener, behind the same authentication.
+// listener, behind the same authentication and browser checks.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Handler returns the HTTP handler.
@@ -120,8 +179,13 @@ func (s *Server) observed(w http.ResponseWriter, r *http.Request, serve func(htt
 	s.opts.Observe(route, r.Method, sw.status, time.Since(start))
 }
 
-// dispatch authenticates and routes one request, and returns its route for Observe.
+// dispatch checks where one request comes from, authenticates and routes it, and
+// returns its route for Observe. The origin check comes first: preflights carry no
+// credentials, and a refused request must not reach any handler.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
+	if s.guard.Serve(w, r) {
+		return "cross-origin"
+	}
 	if s.opts.SQS != nil && s.opts.SQS.Match(r) {
 		if s.opts.AuthToken != "" && !s.opts.SQS.Authenticates() {
 			writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and has no SQS access keys configured"})

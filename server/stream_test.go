@@ -34,12 +34,13 @@ type rawStream struct {
 // it returns the server's answer, and the stream when that answer is 101.
 func (e *env) upgrade(lines ...string) (*http.Response, *rawStream) {
 	e.t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	addr := strings.TrimPrefix(e.base, "http://")
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { conn.Close() })
-	req := "GET /v1/stream HTTP/1.1\r\nHost: okiba\r\n" + strings.Join(lines, "") + "\r\n"
+	req := "GET /v1/stream HTTP/1.1\r\nHost: " + addr + "\r\n" + strings.Join(lines, "") + "\r\n"
 	if _, err := io.WriteString(conn, req); err != nil {
 		e.t.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	}
 	defer c.Close()
 	body := `{"body":"never finished"}`
-	fmt.Fprintf(c, "POST /v1/queues/q/messages HTTP/1.1\r\nHost: okiba\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:10])
+	fmt.Fprintf(c, "POST /v1/queues/q/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:10])
 	got := closedByServer(t, c)
 	if got != "" && !strings.HasPrefix(got, "HTTP/1.1 400") {
 		t.Fatalf("answer to a stalled body: %q", got)

@@ -54,6 +54,7 @@ var (
 	kIncompleteSignature   = kind{400, "IncompleteSignature", "IncompleteSignature", false}
 	kInvalidClientTokenID  = kind{403, "InvalidClientTokenId", "InvalidClientTokenId", false}
 	kSignatureDoesNotMatch = kind{403, "SignatureDoesNotMatch", "SignatureDoesNotMatch", false}
+	kAccessDenied          = kind{403, "AccessDenied", "AccessDenied", false}
 	kRequestExpired        = kind{400, "RequestExpired", "RequestExpired", false}
 	kServiceUnavailable    = kind{503, "ServiceUnavailable", "ServiceUnavailable", true}
 	kInternal              = kind{500, "InternalError", "InternalError", true}

@@ -245,6 +245,14 @@ func (f *Front) writeError(w http.ResponseWriter, e *apiError) {
 	_ = enc.Encode(e.body())
 }
 
+// Forbid answers a request that the server refuses before it reaches the front (a
+// browser request from another origin, say) as SQS would: AccessDenied, 403, in the
+// JSON protocol's error shape, with message, so that SDKs report it like any SQS error.
+func (f *Front) Forbid(w http.ResponseWriter, message string) {
+	w.Header().Set("X-Amzn-RequestId", requestID())
+	f.writeError(w, newErr(kAccessDenied, "%s", message))
+}
+
 func (f *Front) unsupported(q *request) (any, *apiError) {
 	return nil, newErr(kUnsupportedOperation, "%s is not supported by okiba: queue policies and permissions are not implemented (see docs/sqs.md)", q.action)
 }

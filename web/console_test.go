@@ -136,15 +136,19 @@ func TestSignInWithTheToken(t *testing.T) {
 			t.Fatalf("GET %s with the session: %s", p, r.Status)
 		}
 	}
-	// Writes with the session from the console's own pages pass; from another site not.
+	// Writes with the session from the console's own pages pass; from another site not
+	// (the server refuses pages of other origins before it looks at the session).
 	if r := do(t, "POST", e.url+"/v1/queues/orders/messages", strings.NewReader(`{"body":"x"}`), "Cookie", cookie, "Sec-Fetch-Site", "same-origin"); r.StatusCode != 200 {
 		t.Fatalf("same-origin send with the session: %s", r.Status)
 	}
-	if r := do(t, "POST", e.url+"/v1/queues/orders/purge", nil, "Cookie", cookie, "Sec-Fetch-Site", "cross-site"); r.StatusCode != http.StatusUnauthorized {
+	if r := do(t, "POST", e.url+"/v1/queues/orders/purge", nil, "Cookie", cookie, "Sec-Fetch-Site", "cross-site"); r.StatusCode != http.StatusForbidden {
 		t.Fatalf("cross-site purge with the session: %s", r.Status)
 	}
-	if r := do(t, "POST", e.url+"/v1/queues/orders/purge", nil, "Cookie", cookie, "Origin", "https://evil.example"); r.StatusCode != http.StatusUnauthorized {
+	if r := do(t, "POST", e.url+"/v1/queues/orders/purge", nil, "Cookie", cookie, "Origin", "https://evil.example"); r.StatusCode != http.StatusForbidden {
 		t.Fatalf("cross-origin purge with the session: %s", r.Status)
+	}
+	if st, _ := e.api.Queue(context.Background(), "orders"); st == nil || st.Stats.Ready != 1 {
+		t.Fatalf("after refused purges: %+v", st)
 	}
 	// A forged or tampered cookie is worth nothing; the bearer token still works.
 	// One character inside the MAC changes (not the last, whose low bits base64 may
@@ -169,6 +173,47 @@ func TestSignInWithTheToken(t *testing.T) {
 	r := do(t, "POST", e.url+"/logout", nil, "Cookie", cookie, "Sec-Fetch-Site", "same-origin")
 	if r.StatusCode != http.StatusSeeOther || len(r.Cookies()) != 1 || r.Cookies()[0].MaxAge >= 0 {
 		t.Fatalf("sign-out: %s %v", r.Status, r.Cookies())
+	}
+}
+
+// TestSessionIsGoodOnlyOnTheConsolesPages: an origin listed for browser applications
+// may call the API with the bearer token, not with the console's session, which a page
+// of the same site (another port of localhost, say) would make the browser send.
+func TestSessionIsGoodOnlyOnTheConsolesPages(t *testing.T) {
+	const app = "http://localhost:3000"
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(b, Options{AuthToken: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(b, server.Options{AuthToken: testToken, Browsers: c, CORSOrigins: []string{app}})
+	c.Register(srv)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		c.Close()
+		b.Close()
+	})
+	if r := do(t, "PUT", hs.URL+"/v1/queues/orders", nil, "Authorization", "Bearer "+testToken); r.StatusCode != 201 {
+		t.Fatalf("create: %s", r.Status)
+	}
+	cookie := sessionCookie + "=" + c.newSession(time.Now().Add(time.Hour))
+	if r := do(t, "POST", hs.URL+"/v1/queues/orders/purge", nil, "Cookie", cookie, "Origin", app, "Sec-Fetch-Site", "same-site"); r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("purge from the listed origin with the session: %s", r.Status)
+	}
+	r := do(t, "POST", hs.URL+"/v1/queues/orders/purge", nil, "Authorization", "Bearer "+testToken, "Origin", app, "Sec-Fetch-Site", "same-site")
+	if r.StatusCode != 200 || r.Header.Get("Access-Control-Allow-Origin") != app {
+		t.Fatalf("purge from the listed origin with the token: %s %v", r.Status, r.Header)
+	}
+	// The console's own endpoints are behind the same checks.
+	if r := do(t, "GET", hs.URL+"/ui/api/overview", nil, "Cookie", cookie, "Origin", "https://evil.example"); r.StatusCode != http.StatusForbidden {
+		t.Fatalf("console endpoint from another origin: %s", r.Status)
+	}
+	if r := do(t, "GET", hs.URL+"/ui/api/overview", nil, "Cookie", cookie, "Sec-Fetch-Site", "same-origin"); r.StatusCode != 200 {
+		t.Fatalf("console endpoint from its page: %s", r.Status)
 	}
 }
 
@@ -208,9 +253,29 @@ func TestOpenWithoutAToken(t *testing.T) {
 	if r := do(t, "GET", e.url+"/login", nil); r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/" {
 		t.Fatalf("GET /login without a token: %s %q", r.Status, r.Header.Get("Location"))
 	}
-	// The playground refuses to be driven from another site even so.
+	// The playground refuses to be driven from another site even so, and so do the
+	// console's endpoints and the API its pages call.
 	if r := do(t, "POST", e.url+"/ui/api/playground/absorb", strings.NewReader(`{}`), "Sec-Fetch-Site", "cross-site"); r.StatusCode != http.StatusForbidden {
 		t.Fatalf("cross-site playground start: %s", r.Status)
+	}
+	for _, p := range []string{"/ui/api/overview", "/v1/queues"} {
+		if r := do(t, "GET", e.url+p, nil, "Sec-Fetch-Site", "cross-site"); r.StatusCode != http.StatusForbidden {
+			t.Fatalf("cross-site GET %s: %s", p, r.Status)
+		}
+		if r := do(t, "GET", e.url+p, nil, "Sec-Fetch-Site", "same-origin"); r.StatusCode != 200 {
+			t.Fatalf("same-origin GET %s: %s", p, r.Status)
+		}
+	}
+	// Its sign-in page and assets are open to any page, by any name.
+	for _, p := range []string{"/ui/static/console.css", "/favicon.ico"} {
+		req, _ := http.NewRequest("GET", e.url+p, nil)
+		req.Host = "rebound.example"
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		if r, err := noRedirect.Do(req); err != nil || r.StatusCode != 200 {
+			t.Fatalf("GET %s from anywhere: %v %v", p, r, err)
+		} else {
+			r.Body.Close()
+		}
 	}
 	// Pages carry their security headers; unknown queues and assets are 404.
 	r := do(t, "GET", e.url+"/queues/nope", nil)

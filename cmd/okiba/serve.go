@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/internal/gcpace"
 	"github.com/okiba/okiba/metrics"
 	"github.com/okiba/okiba/server"
@@ -41,6 +42,16 @@ must sign with an access key from --sqs-credentials-file (lines "ACCESS_KEY_ID S
 or, without that file, with access key id "okiba" and the token as the secret key.
 Without a token, the SQS API accepts any credentials.
 
+Any web page the user visits can send requests to the broker, so okiba refuses those that
+a browser marks as coming from a page of another origin (Sec-Fetch-Site, Origin), on
+every path but /healthz and the console's sign-in page: 403 forbidden (AccessDenied for
+SQS). List the origins of browser applications that may call it with --cors-origins;
+they get CORS answers. Without a token, okiba also answers only requests that name it by
+an IP address, localhost (or a name under .localhost), this machine's host name, the host
+of --addr or a name in --allowed-hosts, so that a page cannot reach it through DNS
+rebinding. Programs that send no browser headers (the Go client, SDKs, curl) are not
+affected by the first rule. docs/security.md says more.
+
 On SIGINT or SIGTERM okiba stops accepting connections, answers waiting long polls at
 once (with no messages), lets other requests finish within --shutdown-grace, and closes
 the broker, which writes a final checkpoint so the next start is quick. A second signal
@@ -53,7 +64,9 @@ OKIBA_AUTH_TOKEN=s3cret okiba serve --addr 0.0.0.0:7070
 okiba serve --addr 0.0.0.0:7070 --auth-token-file /etc/okiba/token
 okiba serve --addr 10.0.0.5:7070 --insecure   # no authentication: a trusted network only
 okiba serve --auth-token-file /etc/okiba/token --sqs-credentials-file /etc/okiba/sqs-keys
-aws sqs list-queues --endpoint-url http://127.0.0.1:7070   # any credentials without a token`
+aws sqs list-queues --endpoint-url http://127.0.0.1:7070   # any credentials without a token
+okiba serve --cors-origins https://app.example.com,http://localhost:5173   # browser applications
+okiba serve --addr 10.0.0.5:7070 --insecure --allowed-hosts broker.lan,*.broker.lan`
 
 type serveCmd struct{ app *app }
 
@@ -73,6 +86,8 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	sqsRegion := f.String("sqs-region", "", "`REGION` in SQS queue ARNs (default us-east-1; env OKIBA_SQS_REGION)")
 	sqsAccount := f.String("sqs-account-id", "", "account `ID` in SQS queue URLs and ARNs (default 000000000000; env OKIBA_SQS_ACCOUNT_ID)")
 	sqsBase := f.String("sqs-base-url", "", "scheme and host of SQS queue `URL`s, e.g. https://sqs.example.com (default: those each request came in with)")
+	corsOrigins := f.String("cors-origins", "", "comma-separated `ORIGINS` (scheme://host[:port]) of browser applications that may call the API; other pages' requests are refused (env OKIBA_CORS_ORIGINS)")
+	allowedHosts := f.String("allowed-hosts", "", "comma-separated host `NAMES` that requests may address without a token, besides localhost, this machine's name and the --addr host; *.example.com stands for every name under it (env OKIBA_ALLOWED_HOSTS)")
 	var segment, ckpt, cache byteSize
 	f.Var(&segment, "segment-size", "log segment file `SIZE` (default 64MiB, at least 2MiB)")
 	f.Var(&ckpt, "checkpoint-bytes", "take a checkpoint after this `SIZE` of log; bounds replay at start-up (default 128MiB; more with a deep backlog, docs/operations.md)")
@@ -97,6 +112,15 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return f.fail("--addr: %v", err)
 	}
+	origins, err := commaList(a.pick(*corsOrigins, "OKIBA_CORS_ORIGINS", ""), crossorigin.ParseOrigin)
+	if err != nil {
+		return f.fail("--cors-origins: %v", err)
+	}
+	hosts, err := commaList(a.pick(*allowedHosts, "OKIBA_ALLOWED_HOSTS", ""), crossorigin.ParseHost)
+	if err != nil {
+		return f.fail("--allowed-hosts: %v", err)
+	}
+	hosts = append(hosts, addrName(listen)...)
 	auth := *token
 	switch {
 	case *token != "" && *tokenFile != "":
@@ -120,6 +144,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 			"(or OKIBA_AUTH_TOKEN, or --auth-token), or pass --insecure to serve it unauthenticated", listen)
 	case !loopback:
 		logger.Warn("authentication off on a non-loopback address (--insecure): anyone who can reach it can read, send and delete messages", "addr", listen)
+		logger.Info("without a token, clients must address the server by an IP address, localhost, this machine's name or a name in --allowed-hosts", "allowed_hosts", strings.Join(hosts, ","))
 	}
 
 	var sqsOpts *sqs.Options
@@ -176,7 +201,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	})
 	defer stopLog()
 	m.Watch(b)
-	srvOpts := server.Options{AuthToken: auth, Logger: logger, Observe: m.ObserveRequest}
+	srvOpts := server.Options{AuthToken: auth, Logger: logger, Observe: m.ObserveRequest, CORSOrigins: origins, AllowedHosts: hosts}
 	if sqsOpts != nil {
 		front := sqs.New(b, *sqsOpts)
 		srvOpts.SQS = front
@@ -246,6 +271,40 @@ func isLoopback(addr string) (bool, error) {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback(), nil
+}
+
+// commaList splits a comma-separated flag value and checks each element with parse.
+// Spaces around elements are dropped; an empty element is refused, as a stray comma
+// usually hides a mistake.
+func commaList(v string, parse func(string) (string, error)) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	var out []string
+	for i, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			return nil, fmt.Errorf("element %d of %q is empty", i+1, v)
+		}
+		if _, err := parse(e); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// addrName returns the host of a listen address when it is a name (not an IP address):
+// requests may address the server by the name it was told to listen on.
+func addrName(listen string) []string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil
+	}
+	if n, err := crossorigin.ParseHost(host); err == nil && n != "" {
+		return []string{n}
+	}
+	return nil
 }
 
 // endLongPolls answers waiting receives (with no messages) as soon as shutdown begins,

@@ -49,6 +49,94 @@ func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
 	}
 }
 
+func TestServeRefusesMalformedBrowserFlags(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	h := &harness{t: t, env: map[string]string{"OKIBA_DATA": dir}}
+	for _, c := range []struct {
+		args     []string
+		mentions []string
+	}{
+		{[]string{"--cors-origins", "https://app.example.com/app"}, []string{"--cors-origins", `"https://app.example.com/app"`, "scheme://host[:port]"}},
+		{[]string{"--cors-origins", "https://app.example.com/"}, []string{"--cors-origins", "path"}},
+		{[]string{"--cors-origins", "app.example.com"}, []string{"--cors-origins", "scheme"}},
+		{[]string{"--cors-origins", "*"}, []string{"--cors-origins", "listed origins only"}},
+		{[]string{"--cors-origins", "https://a.example,,https://b.example"}, []string{"--cors-origins", "element 2", "empty"}},
+		{[]string{"--cors-origins", "https://a.example,"}, []string{"--cors-origins", "empty"}},
+		{[]string{"--allowed-hosts", "broker.lan:7070"}, []string{"--allowed-hosts", `"broker.lan:7070"`, "without a scheme, port or path"}},
+		{[]string{"--allowed-hosts", "http://broker.lan"}, []string{"--allowed-hosts", "not a host name"}},
+		{[]string{"--allowed-hosts", "broker.lan, ,other.lan"}, []string{"--allowed-hosts", "empty"}},
+	} {
+		r := h.fails(2, append([]string{"serve", "--addr", "127.0.0.1:0"}, c.args...)...)
+		contains(t, "stderr", r.err, c.mentions...)
+	}
+	// The environment is checked the same way.
+	h.env["OKIBA_CORS_ORIGINS"] = "ftp://app.example.com"
+	contains(t, "stderr", h.fails(2, "serve", "--addr", "127.0.0.1:0").err, "--cors-origins", "http or https")
+	delete(h.env, "OKIBA_CORS_ORIGINS")
+	h.env["OKIBA_ALLOWED_HOSTS"] = "a..b"
+	contains(t, "stderr", h.fails(2, "serve", "--addr", "127.0.0.1:0").err, "--allowed-hosts", `"a..b"`)
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused serve created the data directory: %v", err)
+	}
+
+	for addr, want := range map[string]string{"broker.lan:7070": "broker.lan", "Broker.LAN.:1": "broker.lan", "localhost:7070": "localhost",
+		"127.0.0.1:7070": "", "[::1]:7070": "", ":7070": "", "0.0.0.0:7070": "", "nonsense": ""} {
+		if got := strings.Join(addrName(addr), ","); got != want {
+			t.Errorf("addrName(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// TestServeBrowserFlags: --cors-origins and --allowed-hosts (or their environment
+// variables) reach the server, and the default refusals hold.
+func TestServeBrowserFlags(t *testing.T) {
+	const app = "https://app.example.com"
+	for _, viaEnv := range []bool{false, true} {
+		env := map[string]string{"OKIBA_DATA": t.TempDir()}
+		args := []string{"--addr", "127.0.0.1:0"}
+		if viaEnv {
+			env["OKIBA_CORS_ORIGINS"], env["OKIBA_ALLOWED_HOSTS"] = app+", http://localhost:5173", "broker.lan,*.corp.example"
+		} else {
+			args = append(args, "--cors-origins", app+",http://localhost:5173", "--allowed-hosts", "broker.lan, *.corp.example")
+		}
+		url, log, _ := serveInProcess(t, env, args...)
+		port := url[strings.LastIndex(url, ":")+1:]
+		get := func(host string, hdr ...string) *http.Response {
+			t.Helper()
+			req, _ := http.NewRequest("GET", url+"/v1/queues", nil)
+			if host != "" {
+				req.Host = host
+			}
+			for i := 0; i+1 < len(hdr); i += 2 {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp
+		}
+		for host, want := range map[string]int{
+			"": 200, "broker.lan:" + port: 200, "x.corp.example:" + port: 200, "localhost:" + port: 200,
+			"evil.test:" + port: 403, "corp.example:" + port: 403,
+		} {
+			if got := get(host).StatusCode; got != want {
+				t.Errorf("env %v: Host %q: %d, want %d\n%s", viaEnv, host, got, want, log.String())
+			}
+		}
+		if r := get("", "Origin", app, "Sec-Fetch-Site", "cross-site"); r.StatusCode != 200 || r.Header.Get("Access-Control-Allow-Origin") != app {
+			t.Errorf("env %v: listed origin: %d %v", viaEnv, r.StatusCode, r.Header)
+		}
+		if r := get("", "Origin", "http://localhost:5173"); r.StatusCode != 200 || r.Header.Get("Access-Control-Allow-Origin") != "http://localhost:5173" {
+			t.Errorf("env %v: second listed origin: %d %v", viaEnv, r.StatusCode, r.Header)
+		}
+		if r := get("", "Origin", "http://evil.example"); r.StatusCode != 403 {
+			t.Errorf("env %v: foreign origin: %d", viaEnv, r.StatusCode)
+		}
+	}
+}
+
 var urlRE = regexp.MustCompile(`msg="okiba serving" url=(\S+)`)
 
 // serveInProcess runs okiba serve in-process until the returned stop is called, and
@@ -103,7 +191,7 @@ func TestServeInProcess(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("serve exited with %d:\n%s", code, log.String())
 	}
-	contains(t, "log", log.String(), "level=WARN msg=\"authentication off on a non-loopback address (--insecure)",
+	contains(t, "log", log.String(), "level=WARN msg=\"authentication off on a non-loopback address (--insecure)", "--allowed-hosts",
 		"records_replayed=", "recovery_time=", "shutting down", "okiba stopped")
 
 	// Restart on the same directory with a token from a file: the queue is still there and
