@@ -9,7 +9,9 @@
 //     host is not the request's Host (as http.CrossOriginProtection decides) — is refused,
 //     whatever its method, unless its Origin is listed in Config.Origins. Listed origins
 //     get proper CORS answers: preflights, and Access-Control-Allow-Origin on responses.
-//     Requests without these headers (SDKs, curl, the Go client) pass.
+//     Requests without these headers (SDKs, curl, the Go client) pass, and so does a
+//     top-level navigation (a GET with Sec-Fetch-Mode navigate: a followed link), whose
+//     answer the linking page cannot read.
 //   - The Host rule. Unless the server requires a credential (Config.Authenticated), a
 //     request whose Host is a name rather than an IP address must use a name of this
 //     server: localhost, a name under .localhost (browsers resolve those to loopback
@@ -234,6 +236,12 @@ func (g *Guard) Check(r *http.Request) error {
 		return &Error{Err: ErrHost, Host: r.Host}
 	}
 	origin, site := r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site")
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Sec-Fetch-Mode") == "navigate" {
+		// A link followed from another site: the page that had the link cannot read
+		// what the browser then shows, and no GET changes anything, so it opens (the
+		// console from a bookmark page, an API URL from a chat message).
+		return nil
+	}
 	switch site {
 	case "same-origin", "none": // "none": the user typed the address or used a bookmark
 		return nil
