@@ -2,10 +2,8 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"math"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/okiba/okiba/queue"
@@ -28,17 +26,7 @@ func (b *Broker) tickLoop(ctx context.Context) {
 			}
 		}
 		now := b.nowLocked()
-		next, ok := b.m.NextEvent()
-		if ok && next <= now {
-			b.sink.n, b.sink.err = 0, nil
-			b.m.Tick(now, &b.sink)
-			if b.sink.n > 0 {
-				b.lastTicket = b.sink.last
-				b.log.Commit() // nobody waits for these records
-			}
-			b.afterLocked()
-			next, ok = b.m.NextEvent()
-		}
+		next, ok := b.tickLocked(now)
 		if !ok {
 			next = math.MaxInt64
 		}
@@ -63,6 +51,23 @@ func (b *Broker) tickLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// tickLocked runs the machine's time-driven work due at now and returns when the next is
+// due (ok false: none).
+func (b *Broker) tickLocked(now int64) (next int64, ok bool) {
+	next, ok = b.m.NextEvent()
+	if ok && next <= now {
+		b.sink.n, b.sink.err = 0, nil
+		b.m.Tick(now, &b.sink)
+		if b.sink.n > 0 {
+			b.lastTicket = b.sink.last
+			b.log.Commit() // nobody waits for these records
+		}
+		b.afterLocked()
+		next, ok = b.m.NextEvent()
+	}
+	return next, ok
 }
 
 // redriveLoop drives running redrive tasks in committed batches: a task survives a
@@ -173,22 +178,29 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 		return err
 	}
 	// In pieces of a megabyte: a large index is neither one allocation nor copied as a
-	// buffer grows while the lock is held, and the pieces are written as they are.
+	// buffer grows while the lock is held, and the pieces are written as they are. The
+	// semantic snapshot and the payload store's section are written in one pass.
 	locked := time.Now()
-	snap := b.m.Snapshot()
+	var semantic [][]byte
+	section, usage := b.store.Section(func(add func(queue.Ref, int64)) { semantic = b.m.Snapshot(add) })
 	encoded := time.Since(locked)
+	pieces := checkpointPieces(semantic, section)
 	size := 0
-	for _, c := range snap {
+	for _, c := range pieces {
 		size += len(c)
 	}
 	pos := b.log.End()
 	t := b.lastTicket
 	recs, msgs := b.sink.total, b.m.MessageCount()
 	b.mu.Unlock()
+	// Everything before pos must be durable: the machine's records and the store's frames.
 	if err := t.Wait(ctx); err != nil {
 		return err
 	}
-	if err := wal.SaveCheckpoint(b.fs, filepath.Join(b.cfg.Dir, "checkpoints"), pos, snap...); err != nil {
+	if err := b.store.Wait(ctx); err != nil {
+		return err
+	}
+	if err := wal.SaveCheckpoint(b.fs, filepath.Join(b.cfg.Dir, "checkpoints"), pos, pieces...); err != nil {
 		if o := b.cfg.Observer; o != nil {
 			o.Checkpointed(time.Since(start), size, err)
 		}
@@ -206,9 +218,11 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 	case <-b.kickCkpt:
 	default:
 	}
-	usage := b.m.SegmentUsage()
 	b.mu.Unlock()
-	removed := b.collect(pos, usage)
+	removed, err := b.store.Collect(pos, usage)
+	if err != nil {
+		b.logger.Warn("segment removal failed", "error", err)
+	}
 	b.logger.Debug("checkpoint", "pos", pos.String(), "bytes", size, "messages", msgs, "segments_removed", removed,
 		"duration", time.Since(start), "locked", encoded)
 	if o := b.cfg.Observer; o != nil {
@@ -217,89 +231,15 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 	if final {
 		return nil
 	}
-	if n := b.compact(ctx, pos, usage); n > 0 {
+	n, err := b.store.Compact(ctx, pos, usage, b.cfg.CompactRatio, b.cfg.SegmentSize)
+	if err != nil && ctx.Err() == nil {
+		b.logger.Error("compaction failed", "error", err)
+	}
+	if n > 0 {
+		b.logger.Debug("compacted", "messages", n)
 		kick(b.kickCkpt) // the next checkpoint covers the rewrites and frees the old segments
 	}
 	return nil
-}
-
-// collect removes the segments that lie before the checkpoint and hold no live payload.
-func (b *Broker) collect(ckpt wal.Pos, usage map[uint32]queue.SegmentUsage) int {
-	removed := 0
-	for _, s := range b.log.Segments() {
-		if s.Index >= ckpt.Segment() {
-			break
-		}
-		if usage[s.Index].Messages > 0 {
-			continue
-		}
-		b.gcMu.Lock()
-		err := b.log.Remove(s.Index)
-		b.gcMu.Unlock()
-		if err != nil {
-			b.logger.Warn("segment removal failed", "segment", s.Name, "error", err)
-			break
-		}
-		removed++
-	}
-	return removed
-}
-
-// compact rewrites the live messages of sparse segments before the checkpoint at the
-// head of the log, oldest segment first, so that those segments can be deleted. It
-// returns how many messages it moved.
-func (b *Broker) compact(ctx context.Context, ckpt wal.Pos, usage map[uint32]queue.SegmentUsage) int {
-	var segs []uint32
-	for idx, u := range usage {
-		if idx < ckpt.Segment() && float64(u.Bytes) < b.cfg.CompactRatio*float64(b.cfg.SegmentSize) {
-			segs = append(segs, idx)
-		}
-	}
-	sort.Slice(segs, func(i, j int) bool { return segs[i] < segs[j] })
-	moved := 0
-	for _, idx := range segs {
-		b.mu.Lock()
-		live := b.m.LiveAt(idx)
-		b.mu.Unlock()
-		// Read a batch of payloads without the lock, then rewrite them in one command (one
-		// commit); a message settled meanwhile is skipped by Relocate.
-		for len(live) > 0 {
-			n := min(len(live), 256)
-			batch, payloads := live[:n], make([]queue.Payload, n)
-			live = live[n:]
-			for i, lm := range batch {
-				raw, err := b.log.ReadAt(wal.Pos(lm.Loc))
-				if err != nil {
-					b.logger.Error("compaction read failed", "pos", wal.Pos(lm.Loc).String(), "error", err)
-					return moved
-				}
-				id, p, err := queue.DecodePayload(raw)
-				if err != nil || id != lm.MsgID {
-					b.logger.Error("compaction found an unexpected record", "pos", wal.Pos(lm.Loc).String(), "error", err)
-					return moved
-				}
-				payloads[i] = p
-			}
-			err := b.do(ctx, func(now int64) error {
-				for i, lm := range batch {
-					if b.m.Relocate(now, &b.sink, lm.QueueID, lm.Seq, lm.MsgID, lm.Loc, payloads[i]) {
-						moved++
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				if !errors.Is(err, context.Canceled) {
-					b.logger.Error("compaction failed", "error", err)
-				}
-				return moved
-			}
-		}
-	}
-	if moved > 0 {
-		b.logger.Debug("compacted", "segments", len(segs), "messages", moved)
-	}
-	return moved
 }
 
 // diskLoop watches the free space of the data directory's file system every 2 seconds.

@@ -6,12 +6,17 @@
 // A Broker is usable in-process as a library, "like an SQLite of queues": the HTTP server
 // is one adapter over it, and okibatest gives users one on a temporary directory.
 //
+// The queue state machine (package queue) is node-independent; where its messages'
+// bodies lie on this node is the business of the payload store (internal/payload), which
+// the broker owns beside it: the machine tells the store which messages came and went,
+// the broker tells it where each record lies, and the store reads bodies back, caches
+// them, removes segments nothing needs and compacts sparse ones (docs/architecture.md).
+//
 // Locking: one mutex (mu) guards the machine, the sink and everything else mutable that
 // commands touch; records are appended to the log under it, so log order is the order in
-// which the machine applied them. Waiting for fsync happens outside it. gcMu keeps a
-// segment from being deleted while a body is read from it; take it (read side) only
-// while holding mu or with no other lock; the collector takes it (write side) with no
-// other lock held.
+// which the machine applied them. Waiting for fsync happens outside it. The payload
+// store has its own lock, taken after mu (never mu after it); readers pin the segments
+// they read from, so no lock is held while bodies are read.
 package broker
 
 import (
@@ -31,6 +36,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/payload"
 	"github.com/okiba/okiba/queue"
 	"github.com/okiba/okiba/receipt"
 	"github.com/okiba/okiba/vfs"
@@ -86,9 +92,12 @@ type Config struct {
 	// that it can be deleted. Defaults to 0.25.
 	CompactRatio float64
 	// CacheBytes bounds message payloads kept in memory; the rest are read from the log.
-	// Defaults to 256 MiB.
+	// Defaults to payload.DefaultCacheBytes (256 MiB); negative caches nothing.
 	CacheBytes int64
-	// DedupCap bounds dedup ids remembered per queue. Defaults to 1,000,000.
+	// DedupCap bounds dedup ids remembered per queue. Defaults to 1,000,000. With
+	// MaxQueues and MaxInFlight it is replicated configuration (queue.Limits): the broker
+	// logs it when it differs from what the data directory holds, and every replay
+	// applies what was logged.
 	DedupCap int
 	// MaxReceiveBytes caps the payload bytes of one receive. Defaults to 16 MiB.
 	MaxReceiveBytes int64
@@ -113,6 +122,18 @@ type Config struct {
 	// Observer, when set, receives storage measurements for metrics: every group commit
 	// of the log and every checkpoint. Nil costs nothing.
 	Observer Observer
+	// Rand is the source of the jitter the broker chooses outside the state machine (the
+	// spread of nack backoffs). Defaults to a PCG generator seeded from crypto/rand; tests
+	// that compare brokers give each the same seed.
+	Rand mrand.Source
+
+	// manual, for this package's tests, starts none of the background work that changes
+	// state (ticks, redrive steps, checkpoints): the test drives each explicitly, so that
+	// two brokers fed the same steps take them at the same logical moments.
+	manual bool
+	// smallSegments, for this package's tests, allows segments below 2 MiB (the test's
+	// messages are small), so that a short test fills, compacts and removes many.
+	smallSegments bool
 }
 
 // Observer receives the broker's storage measurements (package metrics implements it).
@@ -141,7 +162,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SegmentSize == 0 {
 		c.SegmentSize = wal.DefaultSegmentSize
 	}
-	if c.SegmentSize < 2<<20 {
+	if c.SegmentSize < 2<<20 && !c.smallSegments {
 		return c, fmt.Errorf("broker: SegmentSize %d is below 2 MiB", c.SegmentSize)
 	}
 	if c.CheckpointBytes == 0 {
@@ -151,7 +172,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.CompactRatio = 0.25
 	}
 	if c.CacheBytes == 0 {
-		c.CacheBytes = 256 << 20
+		c.CacheBytes = payload.DefaultCacheBytes
 	}
 	if c.MaxReceiveBytes == 0 {
 		c.MaxReceiveBytes = 16 << 20
@@ -164,6 +185,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.FreeSpace == nil {
 		c.FreeSpace = freeSpace
+	}
+	if c.Rand == nil {
+		c.Rand = mrand.NewPCG(seed(), seed())
 	}
 	return c, nil
 }
@@ -180,6 +204,7 @@ type Broker struct {
 
 	mu         sync.Mutex
 	m          *queue.Machine
+	store      *payload.Store
 	sink       sink
 	waiters    map[string]chan struct{}
 	rng        *mrand.Rand
@@ -191,7 +216,6 @@ type Broker struct {
 	volatile   map[string]*Volatile
 	closed     bool
 
-	gcMu   sync.RWMutex
 	ckptMu sync.Mutex
 
 	nextTick    atomic.Int64 // when the ticker will next run (Unix ms); MaxInt64 if idle
@@ -221,10 +245,12 @@ type Recovery struct {
 	Duration   time.Duration
 }
 
-// sink appends the machine's records to the log in emission order and remembers the
-// last ticket of the current command.
+// sink appends the machine's records to the log in emission order, tells the payload
+// store where each lies (the machine applies a record right after emitting it), and
+// remembers the last ticket of the current command.
 type sink struct {
 	log     *wal.Log
+	store   *payload.Store
 	scratch []byte
 	last    wal.Ticket
 	n       int   // records of the current command
@@ -232,14 +258,15 @@ type sink struct {
 	err     error
 }
 
-func (s *sink) Emit(r queue.Record) queue.Loc {
+func (s *sink) Emit(r queue.Record) {
 	s.scratch = r.AppendTo(s.scratch[:0])
 	pos, t, err := s.log.Append(s.scratch)
+	s.store.At(pos, false)
 	if err != nil {
 		if s.err == nil {
 			s.err = err
 		}
-		return 0
+		return
 	}
 	s.last = t
 	s.n++
@@ -247,7 +274,6 @@ func (s *sink) Emit(r queue.Record) queue.Loc {
 	if cap(s.scratch) > 1<<20 {
 		s.scratch = nil
 	}
-	return queue.Loc(pos)
 }
 
 // Open opens (creating if needed) the data directory, recovers the state from the latest
@@ -276,8 +302,10 @@ func Open(cfg Config) (*Broker, error) {
 		kickTick:    make(chan struct{}, 1),
 		kickRedrive: make(chan struct{}, 1),
 		kickCkpt:    make(chan struct{}, 1),
-		rng:         mrand.New(mrand.NewPCG(seed(), seed())),
+		rng:         mrand.New(cfg.Rand),
+		store:       payload.New(payload.Config{CacheBytes: cfg.CacheBytes}),
 	}
+	b.sink.store = b.store
 	if err := b.open(start); err != nil {
 		if b.log != nil {
 			b.log.Close()
@@ -309,51 +337,50 @@ func (b *Broker) open(start time.Time) error {
 	if b.receipts, err = receipt.New(secret); err != nil {
 		return err
 	}
-	mopts := queue.Options{CacheBytes: b.cfg.CacheBytes, DedupCap: b.cfg.DedupCap, MaxQueues: b.cfg.MaxQueues, MaxInFlight: b.cfg.MaxInFlight}
 	ckptDir := filepath.Join(b.cfg.Dir, "checkpoints")
 	if err := b.fs.MkdirAll(ckptDir, 0o755); err != nil {
 		return fmt.Errorf("create checkpoint directory: %w", err)
 	}
-	pos, snap, ok, err := wal.LoadCheckpoint(b.fs, ckptDir)
+	pos, ckpt, ok, err := wal.LoadCheckpoint(b.fs, ckptDir)
 	if err != nil {
 		return fmt.Errorf("load checkpoint: %w", err)
 	}
 	if ok {
-		if b.m, err = queue.Restore(snap, mopts); err != nil {
+		if b.m, err = b.restore(ckpt); err != nil {
 			return fmt.Errorf("restore checkpoint at %v: %w", pos, err)
 		}
-		b.ckptPos, b.ckptSize, b.ckptMsgs = pos, int64(len(snap)), b.m.MessageCount()
+		b.ckptPos, b.ckptSize, b.ckptMsgs = pos, int64(len(ckpt)), b.m.MessageCount()
 		b.recovery.Checkpoint = true
 	} else {
-		b.m = queue.New(mopts)
+		b.m = queue.New()
 	}
+	b.m.SetBodies(b.store)
 	var records int64
 	b.log, err = wal.Open(wal.Options{
 		FS: b.fs, Dir: filepath.Join(b.cfg.Dir, "wal"), SegmentSize: b.cfg.SegmentSize,
 		Logger: b.logger, NoPrecreate: b.cfg.NoPrecreate, Observer: b.cfg.Observer,
-	}, pos, func(p wal.Pos, payload []byte) error {
-		r, err := queue.DecodeRecordShared(payload)
-		if err != nil {
-			return fmt.Errorf("record at %v: %w", p, err)
-		}
-		if err := b.m.ApplyShared(r, queue.Loc(p)); err != nil {
-			return fmt.Errorf("record at %v (%s): %w", p, r.Kind(), err)
-		}
+	}, pos, func(p wal.Pos, raw []byte) error {
 		records++
-		return nil
+		return b.replay(p, raw)
 	})
 	if err != nil {
 		return fmt.Errorf("recover log: %w", err)
 	}
+	b.store.FinishReplay()
+	b.store.SetLog(b.log)
 	b.sink.log = b.log
 	b.mu.Lock()
 	b.m.AdvanceAll(b.nowLocked(), &b.sink)
+	_, lerr := b.m.SetLimits(b.nowLocked(), &b.sink, queue.Limits{DedupCap: b.cfg.DedupCap, MaxQueues: b.cfg.MaxQueues, MaxInFlight: b.cfg.MaxInFlight})
 	b.lastTicket = b.sink.last
 	t, serr := b.lastTicket, b.sink.err
 	infos := b.m.Queues("")
 	deadSeen := make(map[string]autoDead) // dead letters from before this start are not news
 	autoDeadLocked(b.m.AllCounters(), deadSeen)
 	b.mu.Unlock()
+	if lerr != nil {
+		return fmt.Errorf("broker: %w", lerr)
+	}
 	if serr != nil {
 		return fmt.Errorf("recover: %w", serr)
 	}
@@ -371,9 +398,11 @@ func (b *Broker) open(start time.Time) error {
 	b.cancel = cancel
 	b.rates = newRates()
 	b.nextTick.Store(0)
-	b.goBackground(ctx, b.tickLoop)
-	b.goBackground(ctx, b.redriveLoop)
-	b.goBackground(ctx, b.checkpointLoop)
+	if !b.cfg.manual {
+		b.goBackground(ctx, b.tickLoop)
+		b.goBackground(ctx, b.redriveLoop)
+		b.goBackground(ctx, b.checkpointLoop)
+	}
 	b.goBackground(ctx, func(ctx context.Context) { b.sampleLoop(ctx, deadSeen) })
 	b.checkDisk()
 	b.goBackground(ctx, b.diskLoop)

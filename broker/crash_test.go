@@ -234,10 +234,12 @@ func verifyBroker(what string, b *Broker, now time.Time, l *ledger, limit int64,
 		}
 		all = append(all, ms...)
 	}
+	pin := b.store.Pin(infoRefs(all))
 	b.mu.Unlock()
+	defer pin.Release()
 	unreadable := map[uint64]bool{}
-	for _, mi := range all {
-		p, err := b.payload(mi.Payload, mi.Loc, mi.ID)
+	for i, mi := range all {
+		p, err := pin.Body(i, mi.ID)
 		var ce *wal.CorruptionError
 		if err != nil && damaged && errors.As(err, &ce) {
 			unreadable[mi.ID] = true // refused, not served: the message is still accounted for

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/okiba/okiba/internal/payload"
 	"github.com/okiba/okiba/queue"
-	"github.com/okiba/okiba/wal"
 )
 
 // PutQueue creates queue name or updates its configuration. edit receives the current
@@ -193,8 +193,8 @@ func (b *Broker) Receive(ctx context.Context, name string, opts ReceiveOptions) 
 	var deadline time.Time
 	for first := true; ; first = false {
 		var ds []queue.Delivery
+		var pin *payload.Pin
 		var wake chan struct{}
-		var reading bool
 		if !first && ctx.Err() != nil {
 			return nil, nil // the caller left while we waited: lease nothing for nobody
 		}
@@ -222,20 +222,19 @@ func (b *Broker) Receive(ctx context.Context, name string, opts ReceiveOptions) 
 			if len(ds) == 0 && b.clock.Now().Before(deadline) {
 				wake = b.waiterLocked(name)
 			}
-			reading = needsRead(ds)
-			if reading {
-				b.gcMu.RLock() // released after the bodies are read
+			if len(ds) > 0 {
+				pin = b.store.Pin(deliveryRefs(ds))
 			}
 			return nil
 		})
 		if err != nil {
-			if reading {
-				b.gcMu.RUnlock()
+			if pin != nil {
+				pin.Release()
 			}
 			return nil, err
 		}
 		if len(ds) > 0 {
-			return b.messages(ds, reading)
+			return b.messages(ds, pin)
 		}
 		if wake == nil {
 			return nil, nil
@@ -264,25 +263,21 @@ func (b *Broker) sleep(ctx context.Context, wake chan struct{}, deadline time.Ti
 	}
 }
 
-func needsRead(ds []queue.Delivery) bool {
+func deliveryRefs(ds []queue.Delivery) []queue.Ref {
+	refs := make([]queue.Ref, len(ds))
 	for i := range ds {
-		if ds[i].Payload == nil {
-			return true
-		}
+		refs[i] = ds[i].Ref
 	}
-	return false
+	return refs
 }
 
-// messages resolves payloads (reading uncached ones from the log; the caller holds
-// gcMu's read side if reading) and makes receipts.
-func (b *Broker) messages(ds []queue.Delivery, reading bool) ([]Message, error) {
-	if reading {
-		defer b.gcMu.RUnlock()
-	}
+// messages reads the pinned bodies (and releases them) and makes receipts.
+func (b *Broker) messages(ds []queue.Delivery, pin *payload.Pin) ([]Message, error) {
+	defer pin.Release()
 	out := make([]Message, len(ds))
 	for i := range ds {
 		d := &ds[i]
-		p, err := b.payload(d.Payload, d.Loc, d.MsgID)
+		p, err := pin.Body(i, d.MsgID)
 		if err != nil {
 			return nil, err
 		}
@@ -296,25 +291,6 @@ func (b *Broker) messages(ds []queue.Delivery, reading bool) ([]Message, error) 
 		}
 	}
 	return out, nil
-}
-
-// payload returns a cached payload or reads it from the log at loc.
-func (b *Broker) payload(cached *queue.Payload, loc queue.Loc, id uint64) (queue.Payload, error) {
-	if cached != nil {
-		return *cached, nil
-	}
-	raw, err := b.log.ReadAt(wal.Pos(loc))
-	if err != nil {
-		return queue.Payload{}, fmt.Errorf("read message %s at %v: %w", queue.FormatID(id), wal.Pos(loc), err)
-	}
-	got, p, err := queue.DecodePayload(raw)
-	if err != nil {
-		return queue.Payload{}, fmt.Errorf("read message %s at %v: %w", queue.FormatID(id), wal.Pos(loc), err)
-	}
-	if got != id {
-		return queue.Payload{}, fmt.Errorf("read message %s at %v: found message %s there", queue.FormatID(id), wal.Pos(loc), queue.FormatID(got))
-	}
-	return p, nil
 }
 
 // leases decodes receipts for queue name. Receipts that do not decode, or that belong
@@ -460,40 +436,50 @@ func (b *Broker) Peek(ctx context.Context, name string, after uint64, limit int,
 		return nil, &queue.ConfigError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and 1000, got %d", limit)}
 	}
 	var infos []queue.MessageInfo
-	err := b.readLocked(ctx, func(now int64) error {
+	pin, err := b.readPinned(ctx, func(now int64) ([]queue.Ref, error) {
 		var err error
 		infos, err = b.m.Peek(now, name, after, limit, states...)
-		return err
+		return infoRefs(infos), err
 	})
 	if err != nil {
 		return nil, err
 	}
-	defer b.gcMu.RUnlock()
-	return b.peeked(infos)
+	return b.peeked(infos, pin)
 }
 
-// readLocked runs fn like do and, if it succeeds, returns holding gcMu's read side, so
-// that the bodies fn found can be read before a collector deletes their segment.
-func (b *Broker) readLocked(ctx context.Context, fn func(now int64) error) error {
-	locked := false
+func infoRefs(infos []queue.MessageInfo) []queue.Ref {
+	refs := make([]queue.Ref, len(infos))
+	for i := range infos {
+		refs[i] = infos[i].Ref
+	}
+	return refs
+}
+
+// readPinned runs fn like do and pins the bodies of the messages it found, so that they
+// can be read, outside the lock, before a collector removes their segment.
+func (b *Broker) readPinned(ctx context.Context, fn func(now int64) ([]queue.Ref, error)) (*payload.Pin, error) {
+	var pin *payload.Pin
 	err := b.do(ctx, func(now int64) error {
-		if err := fn(now); err != nil {
+		refs, err := fn(now)
+		if err != nil {
 			return err
 		}
-		b.gcMu.RLock()
-		locked = true
+		pin = b.store.Pin(refs)
 		return nil
 	})
-	if err != nil && locked {
-		b.gcMu.RUnlock()
+	if err != nil && pin != nil {
+		pin.Release()
+		pin = nil
 	}
-	return err
+	return pin, err
 }
 
-func (b *Broker) peeked(infos []queue.MessageInfo) ([]PeekedMessage, error) {
+// peeked reads the pinned bodies of infos and releases them.
+func (b *Broker) peeked(infos []queue.MessageInfo, pin *payload.Pin) ([]PeekedMessage, error) {
+	defer pin.Release()
 	out := make([]PeekedMessage, len(infos))
 	for i, mi := range infos {
-		p, err := b.payload(mi.Payload, mi.Loc, mi.ID)
+		p, err := pin.Body(i, mi.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -505,16 +491,15 @@ func (b *Broker) peeked(infos []queue.MessageInfo) ([]PeekedMessage, error) {
 // GetMessage returns one message by id without leasing it.
 func (b *Broker) GetMessage(ctx context.Context, name string, id uint64) (PeekedMessage, error) {
 	var mi queue.MessageInfo
-	err := b.readLocked(ctx, func(now int64) error {
+	pin, err := b.readPinned(ctx, func(now int64) ([]queue.Ref, error) {
 		var err error
 		mi, err = b.m.Message(now, name, id)
-		return err
+		return []queue.Ref{mi.Ref}, err
 	})
 	if err != nil {
 		return PeekedMessage{}, err
 	}
-	defer b.gcMu.RUnlock()
-	out, err := b.peeked([]queue.MessageInfo{mi})
+	out, err := b.peeked([]queue.MessageInfo{mi}, pin)
 	if err != nil {
 		return PeekedMessage{}, err
 	}

@@ -1,8 +1,7 @@
 package queue
 
-// message is the in-memory index entry of one message. Only metadata lives here; the
-// payload is cached within a budget and otherwise read back from the log at loc.
-// message is one entry of the index. It holds no pointers and lives in the machine's
+// message is one entry of the index: metadata only (the node's payload store keeps
+// bodies, by the message's Ref). It holds no pointers and lives in the machine's
 // arena, named by a ref: a deep backlog is a few thousand arena chunks that the garbage
 // collector neither scans nor marks one by one, where separate objects cost it ten million
 // marks a cycle (docs/benchmarks.md "The deep backlog").
@@ -12,8 +11,7 @@ type message struct {
 	entered   int64  // when it entered this queue (send, dead-letter, redrive)
 	at        int64  // delayed: visible-at; in flight: lease deadline
 	firstRecv int64  // first delivery in this queue, 0 if never
-	loc       Loc
-	self      ref    // its own name in the arena
+	self      Ref    // its own name in the arena
 	grp       uint32 // the arena's group slot + 1; 0 if none
 	ext       uint32 // the arena's ext slot + 1; 0 for most messages of a deep backlog
 	// hidx is the message's index in the heap its state puts it in: the ready heap for
@@ -26,8 +24,7 @@ type message struct {
 
 // msgExt holds what only some messages have, to keep the common index entry small.
 type msgExt struct {
-	payload *Payload  // cached payload, within the cache budget
-	dead    *DeadInfo // set when this message was dead-lettered into this queue
+	dead *DeadInfo // set when this message was dead-lettered into this queue
 }
 
 // maxIndexedSize bounds what meta can hold of a size (max_message_size is at most 1 MiB).
@@ -42,9 +39,18 @@ func (x *message) state() State { return State(x.meta & 0xff) }
 
 func (x *message) setState(s State) { x.meta = x.meta&^0xff | uint32(s) }
 
-// ref names a message in an arena: chunk index << chunkShift | slot. 0 names none (chunk
-// 0 is never used).
-type ref uint32
+// Ref names a message in a machine's arena: chunk index << chunkShift | slot. 0 names
+// none (chunk 0 is never used). A Ref is this machine's handle, not part of the semantic
+// state: a freed slot is reused, and a restored or replayed machine gives the same message
+// another Ref. The node's payload store indexes bodies by it (see Bodies, EachMessage).
+type Ref uint32
+
+// RefSlots is how many Refs a chunk index spans: Ref>>RefShift is the chunk index and
+// Ref&(RefSlots-1) the slot, for stores that keep a dense table per chunk.
+const (
+	RefShift = chunkShift
+	RefSlots = chunkSize
+)
 
 const (
 	chunkShift = 12
@@ -96,7 +102,7 @@ func (a *arena) alloc() *message {
 			a.unavail(c)
 		}
 		x := &c.msgs[slot]
-		*x = message{self: ref(ci<<chunkShift | slot), hidx: -1}
+		*x = message{self: Ref(ci<<chunkShift | slot), hidx: -1}
 		return x
 	}
 	var ci uint32
@@ -158,7 +164,7 @@ func (a *arena) unavail(c *chunk) {
 	c.availIdx = -1
 }
 
-func (a *arena) get(r ref) *message {
+func (a *arena) get(r Ref) *message {
 	return &a.chunks[r>>chunkShift].msgs[r&(chunkSize-1)]
 }
 
@@ -206,7 +212,7 @@ func (a *arena) ext(x *message) *msgExt {
 
 // setExt sets x's extension; nil or an empty one gives its slot back.
 func (a *arena) setExt(x *message, e *msgExt) {
-	if e != nil && e.payload == nil && e.dead == nil {
+	if e != nil && e.dead == nil {
 		e = nil
 	}
 	switch {
@@ -228,24 +234,11 @@ func (a *arena) setExt(x *message, e *msgExt) {
 	}
 }
 
-func (a *arena) payload(x *message) *Payload {
-	if e := a.ext(x); e != nil {
-		return e.payload
-	}
-	return nil
-}
-
 func (a *arena) dead(x *message) *DeadInfo {
 	if e := a.ext(x); e != nil {
 		return e.dead
 	}
 	return nil
-}
-
-func (a *arena) setPayload(x *message, p *Payload) {
-	e := a.extValue(x)
-	e.payload = p
-	a.setExt(x, &e)
 }
 
 func (a *arena) setDead(x *message, d *DeadInfo) {
@@ -304,7 +297,7 @@ func (g *group) remove(m *message) {
 type seqIndex struct {
 	a     *arena
 	base  uint64 // seq of slots[0]
-	slots []ref
+	slots []Ref
 	live  int
 }
 
@@ -364,186 +357,6 @@ func (s *seqIndex) first() *message {
 		return nil
 	}
 	return s.a.get(s.slots[0])
-}
-
-// readyHeap is a min-heap of deliverable messages by seq (oldest arrival first), with
-// each message's position kept in hidx for O(log n) removal.
-type readyHeap struct {
-	a *arena
-	h []ref
-}
-
-func (h *readyHeap) len() int { return len(h.h) }
-
-func (h *readyHeap) at(i int) *message { return h.a.get(h.h[i]) }
-
-func (h *readyHeap) push(m *message) {
-	m.hidx = int32(len(h.h))
-	h.h = append(h.h, m.self)
-	h.up(len(h.h) - 1)
-}
-
-func (h *readyHeap) pop() *message {
-	if len(h.h) == 0 {
-		return nil
-	}
-	m := h.at(0)
-	h.removeAt(0)
-	return m
-}
-
-func (h *readyHeap) remove(m *message) {
-	if m.hidx >= 0 {
-		h.removeAt(int(m.hidx))
-	}
-}
-
-func (h *readyHeap) removeAt(i int) {
-	n := len(h.h) - 1
-	m := h.at(i)
-	if i != n {
-		h.h[i] = h.h[n]
-		h.at(i).hidx = int32(i)
-	}
-	h.h = h.h[:n]
-	if i != n {
-		if !h.down(i) {
-			h.up(i)
-		}
-	}
-	m.hidx = -1
-}
-
-func (h *readyHeap) less(i, j int) bool { return h.at(i).seq < h.at(j).seq }
-
-func (h *readyHeap) swap(i, j int) {
-	h.h[i], h.h[j] = h.h[j], h.h[i]
-	h.at(i).hidx = int32(i)
-	h.at(j).hidx = int32(j)
-}
-
-func (h *readyHeap) up(j int) {
-	for j > 0 {
-		i := (j - 1) / 2
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		j = i
-	}
-}
-
-func (h *readyHeap) down(i0 int) bool {
-	i, n := i0, len(h.h)
-	for {
-		j := 2*i + 1
-		if j >= n {
-			break
-		}
-		if j2 := j + 1; j2 < n && h.less(j2, j) {
-			j = j2
-		}
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		i = j
-	}
-	return i > i0
-}
-
-// timerHeap orders delayed and in-flight messages by the time they become visible
-// (visible-at or lease deadline), then by seq.
-type timerHeap struct {
-	a *arena
-	h []ref
-}
-
-func (h *timerHeap) len() int { return len(h.h) }
-
-func (h *timerHeap) at(i int) *message { return h.a.get(h.h[i]) }
-
-func (h *timerHeap) push(m *message) {
-	m.hidx = int32(len(h.h))
-	h.h = append(h.h, m.self)
-	h.up(len(h.h) - 1)
-}
-
-func (h *timerHeap) peek() *message {
-	if len(h.h) == 0 {
-		return nil
-	}
-	return h.at(0)
-}
-
-func (h *timerHeap) remove(m *message) {
-	if m.hidx < 0 {
-		return
-	}
-	i := int(m.hidx)
-	n := len(h.h) - 1
-	if i != n {
-		h.h[i] = h.h[n]
-		h.at(i).hidx = int32(i)
-	}
-	h.h = h.h[:n]
-	if i != n {
-		if !h.down(i) {
-			h.up(i)
-		}
-	}
-	m.hidx = -1
-}
-
-// fix restores the heap after m.at changed.
-func (h *timerHeap) fix(m *message) {
-	if !h.down(int(m.hidx)) {
-		h.up(int(m.hidx))
-	}
-}
-
-func (h *timerHeap) less(i, j int) bool {
-	x, y := h.at(i), h.at(j)
-	if x.at != y.at {
-		return x.at < y.at
-	}
-	return x.seq < y.seq
-}
-
-func (h *timerHeap) swap(i, j int) {
-	h.h[i], h.h[j] = h.h[j], h.h[i]
-	h.at(i).hidx = int32(i)
-	h.at(j).hidx = int32(j)
-}
-
-func (h *timerHeap) up(j int) {
-	for j > 0 {
-		i := (j - 1) / 2
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		j = i
-	}
-}
-
-func (h *timerHeap) down(i0 int) bool {
-	i, n := i0, len(h.h)
-	for {
-		j := 2*i + 1
-		if j >= n {
-			break
-		}
-		if j2 := j + 1; j2 < n && h.less(j2, j) {
-			j = j2
-		}
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		i = j
-	}
-	return i > i0
 }
 
 // dedupTable remembers dedup keys for a fixed window from the first accepted send.
@@ -621,83 +434,3 @@ func (d *dedupTable) compact() {
 }
 
 func (d *dedupTable) len() int { return len(d.m) }
-
-// eventHeap orders queues by the time of their next time-driven event, so that a tick
-// touches only queues with due work.
-type eventHeap []eventEntry
-
-type eventEntry struct {
-	key int64
-	q   *queueState
-}
-
-func (h *eventHeap) set(q *queueState, key int64) {
-	if q.evIdx >= 0 && q.evIdx < len(*h) && (*h)[q.evIdx].q == q {
-		(*h)[q.evIdx].key = key
-		if !h.down(q.evIdx) {
-			h.up(q.evIdx)
-		}
-		return
-	}
-	q.evIdx = len(*h)
-	*h = append(*h, eventEntry{key, q})
-	h.up(q.evIdx)
-}
-
-func (h *eventHeap) remove(q *queueState) {
-	i := q.evIdx
-	if i < 0 || i >= len(*h) || (*h)[i].q != q {
-		q.evIdx = -1
-		return
-	}
-	old := *h
-	n := len(old) - 1
-	if i != n {
-		old[i] = old[n]
-		old[i].q.evIdx = i
-	}
-	old[n] = eventEntry{}
-	*h = old[:n]
-	if i != n {
-		if !h.down(i) {
-			h.up(i)
-		}
-	}
-	q.evIdx = -1
-}
-
-func (h eventHeap) swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].q.evIdx = i
-	h[j].q.evIdx = j
-}
-
-func (h eventHeap) up(j int) {
-	for j > 0 {
-		i := (j - 1) / 2
-		if h[j].key >= h[i].key {
-			break
-		}
-		h.swap(i, j)
-		j = i
-	}
-}
-
-func (h eventHeap) down(i0 int) bool {
-	i, n := i0, len(h)
-	for {
-		j := 2*i + 1
-		if j >= n {
-			break
-		}
-		if j2 := j + 1; j2 < n && h[j2].key < h[j].key {
-			j = j2
-		}
-		if h[j].key >= h[i].key {
-			break
-		}
-		h.swap(i, j)
-		i = j
-	}
-	return i > i0
-}

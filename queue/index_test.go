@@ -6,7 +6,7 @@ import "testing"
 // one), so its memory follows the live count, not its history.
 func TestArenaFollowsTheLiveCount(t *testing.T) {
 	var a arena
-	seen := map[ref]bool{}
+	seen := map[Ref]bool{}
 	var xs []*message
 	for i := range 20_000 {
 		x := a.alloc()
@@ -62,15 +62,10 @@ func TestArenaSlotsForGroupsAndExtensions(t *testing.T) {
 	if a.group(y) != nil || len(a.freeGroup) != 1 || a.groups[g.slot] != nil {
 		t.Fatalf("group slot kept with no message naming it")
 	}
-	p, d := &Payload{Body: []byte("b")}, &DeadInfo{Reason: "r"}
-	a.setPayload(y, p)
+	d := &DeadInfo{Reason: "r"}
 	a.setDead(y, d)
-	if a.payload(y) != p || a.dead(y) != d || len(a.exts) != 1 {
-		t.Fatalf("ext: %v %v %d", a.payload(y), a.dead(y), len(a.exts))
-	}
-	a.setPayload(y, nil)
-	if a.payload(y) != nil || a.dead(y) != d || len(a.freeExt) != 0 {
-		t.Fatal("dropping the payload dropped the dead-letter info")
+	if a.dead(y) != d || len(a.exts) != 1 {
+		t.Fatalf("ext: %v %d", a.dead(y), len(a.exts))
 	}
 	a.setDead(y, nil)
 	if y.ext != 0 || len(a.freeExt) != 1 {

@@ -14,11 +14,11 @@ import (
 // stay unique across restarts (the last id is logged) and encode the enqueue time.
 const idTimeShift = 22
 
-// Options tune a Machine. The zero value gives the defaults.
-type Options struct {
-	// CacheBytes bounds the payload bytes kept in memory; payloads beyond it are read back
-	// from the log. Defaults to 256 MiB. Negative caches nothing.
-	CacheBytes int64
+// Limits bound what a machine holds. They are replicated configuration, not options of
+// the node: a LimitsRecord sets them (SetLimits), they are part of the state and of its
+// snapshot, and Apply reads them from there, so every replica and every replay bounds dedup
+// entries and finished tasks alike. The zero value of a field means its default.
+type Limits struct {
 	// DedupCap bounds dedup entries per queue; the oldest are evicted early beyond it
 	// (counted as DedupEvictedEarly). Defaults to 1,000,000.
 	DedupCap int
@@ -28,28 +28,57 @@ type Options struct {
 	// dead letter needs one are exempt (a dead letter is never refused). Defaults to 10,000.
 	MaxQueues int
 	// MaxInFlight bounds the leased messages of one queue; a receive beyond it is refused
-	// with ErrTooManyInFlight (SQS's limit is 120,000). Defaults to 120,000.
+	// with a *LimitError (SQS's limit is 120,000). Defaults to 120,000.
 	MaxInFlight int
 }
 
-func (o *Options) withDefaults() Options {
-	c := *o
-	if c.CacheBytes == 0 {
-		c.CacheBytes = 256 << 20
+// Defaults of Limits.
+const (
+	DefaultDedupCap    = 1_000_000
+	DefaultMaxTasks    = 100
+	DefaultMaxQueues   = 10_000
+	DefaultMaxInFlight = 120_000
+	maxLimit           = 1 << 31 // what a LimitsRecord may carry
+)
+
+// WithDefaults returns l with every zero field set to its default.
+func (l Limits) WithDefaults() Limits {
+	if l.DedupCap == 0 {
+		l.DedupCap = DefaultDedupCap
 	}
-	if c.DedupCap == 0 {
-		c.DedupCap = 1_000_000
+	if l.MaxTasks == 0 {
+		l.MaxTasks = DefaultMaxTasks
 	}
-	if c.MaxTasks == 0 {
-		c.MaxTasks = 100
+	if l.MaxQueues == 0 {
+		l.MaxQueues = DefaultMaxQueues
 	}
-	if c.MaxQueues == 0 {
-		c.MaxQueues = 10_000
+	if l.MaxInFlight == 0 {
+		l.MaxInFlight = DefaultMaxInFlight
 	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 120_000
+	return l
+}
+
+func (l Limits) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"dedup_cap", l.DedupCap}, {"max_tasks", l.MaxTasks}, {"max_queues", l.MaxQueues}, {"max_in_flight", l.MaxInFlight}} {
+		if f.v < 1 || f.v > maxLimit {
+			return &ConfigError{Field: f.name, Reason: fmt.Sprintf("must be between 1 and %d, got %d", maxLimit, f.v)}
+		}
 	}
-	return c
+	return nil
+}
+
+// Bodies is told which messages carry a body on this node: the seam between the
+// node-independent state and the node's payload store, which alone knows where bodies
+// lie. Added is called when a send record is applied (the record being applied holds the
+// body; p aliases it), Removed when a message leaves the machine for good. A message that
+// moves between queues (dead letter, redrive) keeps its Ref and its body. Calls happen
+// inside the machine's commands and Apply, so under whatever serialises the machine.
+type Bodies interface {
+	Added(ref Ref, p *Payload)
+	Removed(ref Ref, size int64)
 }
 
 // Machine is the queue semantics of a whole broker: every queue, every message's state,
@@ -58,27 +87,17 @@ func (o *Options) withDefaults() Options {
 // records that describe their outcome and apply them; Apply replays records. The state
 // after replay equals the state built live.
 type Machine struct {
-	opts    Options
+	limits  Limits
 	queues  map[string]*queueState
 	byID    map[uint64]*queueState
 	tasks   map[uint64]*Task
 	events  eventHeap
-	segs    map[uint32]*SegmentUsage
 	now     int64
 	lastID  uint64
 	lastQID uint64
 	lastTID uint64
-	cached  int64
-	ar      arena // every message, by ref
-	// sharedPayload: the record being applied shares its payload's bytes with the
-	// caller (ApplyShared), so maybeCache keeps a copy.
-	sharedPayload bool
-}
-
-// SegmentUsage counts the live messages whose payload record lies in one log segment.
-type SegmentUsage struct {
-	Messages int64
-	Bytes    int64
+	ar      arena  // every message, by ref
+	bodies  Bodies // nil: nobody keeps bodies (tests of the semantics alone)
 }
 
 type queueState struct {
@@ -110,18 +129,38 @@ type pendingDL struct {
 
 // newQueueState returns an empty queue whose index lives in m's arena.
 func (m *Machine) newQueueState() *queueState {
-	return &queueState{evIdx: -1, msgs: seqIndex{a: &m.ar}, ready: readyHeap{a: &m.ar}, timers: timerHeap{a: &m.ar}}
+	return &queueState{evIdx: -1, msgs: seqIndex{a: &m.ar}, ready: newReadyHeap(&m.ar), timers: newTimerHeap(&m.ar)}
 }
 
-// New returns an empty machine.
-func New(opts Options) *Machine {
+// New returns an empty machine with the default limits.
+func New() *Machine {
 	return &Machine{
-		opts:   opts.withDefaults(),
+		limits: Limits{}.WithDefaults(),
 		queues: make(map[string]*queueState),
 		byID:   make(map[uint64]*queueState),
 		tasks:  make(map[uint64]*Task),
-		segs:   make(map[uint32]*SegmentUsage),
 	}
+}
+
+// SetBodies names the node's payload store; nil turns the calls off.
+func (m *Machine) SetBodies(b Bodies) { m.bodies = b }
+
+// Limits returns the limits in force.
+func (m *Machine) Limits() Limits { return m.limits }
+
+// SetLimits changes the limits (zero fields: defaults), with a LimitsRecord, unless they
+// are in force already. It reports whether it emitted one.
+func (m *Machine) SetLimits(now int64, sink Sink, l Limits) (bool, error) {
+	now = m.clock(now)
+	l = l.WithDefaults()
+	if err := l.validate(); err != nil {
+		return false, err
+	}
+	if l == m.limits {
+		return false, nil
+	}
+	m.emit(sink, &LimitsRecord{Now: now, Limits: l})
+	return true, nil
 }
 
 // Now is the latest logged time the machine has seen.
@@ -155,8 +194,8 @@ func (m *Machine) queue(name string) (*queueState, error) {
 // emit hands r to the sink and applies it. A failure to apply a record the machine just
 // made is a bug, never an input error.
 func (m *Machine) emit(sink Sink, r Record) {
-	loc := sink.Emit(r)
-	if err := m.apply(r, loc); err != nil {
+	sink.Emit(r)
+	if err := m.apply(r); err != nil {
 		panic(fmt.Sprintf("queue: applying own %s record: %v", r.Kind(), err))
 	}
 }
@@ -288,10 +327,8 @@ func (m *Machine) ensureDLQ(sink Sink, q *queueState, now int64) *queueState {
 // NextEvent returns the earliest time at which some queue has time-driven work (a delay
 // ending, a lease ending, retention), and false if there is none.
 func (m *Machine) NextEvent() (int64, bool) {
-	if len(m.events) == 0 {
-		return 0, false
-	}
-	return m.events[0].key, true
+	e, ok := m.events.first()
+	return e.key, ok
 }
 
 // Tick advances every queue whose next event is due at now. It returns the names of
@@ -300,15 +337,15 @@ func (m *Machine) NextEvent() (int64, bool) {
 func (m *Machine) Tick(now int64, sink Sink) []string {
 	now = m.clock(now)
 	var woke []string
-	for len(m.events) > 0 && m.events[0].key <= now {
-		q := m.events[0].q
+	for e, ok := m.events.first(); ok && e.key <= now; e, ok = m.events.first() {
+		q := e.q
 		before := q.ready.len()
 		m.advance(sink, q, now)
 		if q.ready.len() > before {
 			woke = append(woke, q.name)
 		}
 		// advance rescheduled q past now (or removed it); guard against a stuck entry.
-		if len(m.events) > 0 && m.events[0].q == q && m.events[0].key <= now {
+		if e, ok := m.events.first(); ok && e.q == q && e.key <= now {
 			m.events.remove(q)
 		}
 	}
@@ -391,7 +428,6 @@ func (m *Machine) add(q *queueState, x *message, visibleAt int64, now int64) {
 	} else {
 		m.makeReady(q, x)
 	}
-	m.segAdd(x.loc, x.size())
 }
 
 func (m *Machine) attachGroup(q *queueState, x *message, key string) {
@@ -444,64 +480,15 @@ func (m *Machine) detach(q *queueState, x *message) {
 		}
 	}
 	m.ar.setGroup(x, nil)
-	m.segRemove(x.loc, x.size())
 }
 
 // drop frees x, which has left every queue (settled, expired without a dead-letter
-// queue, deleted, purged).
+// queue, deleted, purged), and tells the node's payload store its body is no longer needed.
 func (m *Machine) drop(x *message) {
-	m.uncache(x)
+	if m.bodies != nil {
+		m.bodies.Removed(x.self, x.size())
+	}
 	m.ar.free(x)
-}
-
-// uncache drops x's payload from the cache accounting.
-func (m *Machine) uncache(x *message) {
-	if m.ar.payload(x) != nil {
-		m.cached -= x.size()
-		m.ar.setPayload(x, nil)
-	}
-}
-
-func (m *Machine) maybeCache(x *message, p *Payload) {
-	if m.opts.CacheBytes < 0 || m.cached+x.size() > m.opts.CacheBytes {
-		return
-	}
-	if m.sharedPayload {
-		p = p.clone()
-	}
-	m.ar.setPayload(x, p)
-	m.cached += x.size()
-}
-
-func (m *Machine) segAdd(l Loc, size int64) {
-	s := m.segs[l.Segment()]
-	if s == nil {
-		s = &SegmentUsage{}
-		m.segs[l.Segment()] = s
-	}
-	s.Messages++
-	s.Bytes += size
-}
-
-func (m *Machine) segRemove(l Loc, size int64) {
-	s := m.segs[l.Segment()]
-	if s == nil {
-		return
-	}
-	s.Messages--
-	s.Bytes -= size
-	if s.Messages <= 0 {
-		delete(m.segs, l.Segment())
-	}
-}
-
-// SegmentUsage returns the live messages per log segment that holds payloads.
-func (m *Machine) SegmentUsage() map[uint32]SegmentUsage {
-	out := make(map[uint32]SegmentUsage, len(m.segs))
-	for k, v := range m.segs {
-		out[k] = *v
-	}
-	return out
 }
 
 // ---------------------------------------------------------------------------------------
@@ -533,8 +520,8 @@ func (m *Machine) PutQueue(now int64, sink Sink, name string, cfg Config) (bool,
 		if dlq := cfg.DeadLetterQueue; dlq != NoDeadLetterQueue && m.queues[dlq] == nil {
 			need++
 		}
-		if len(m.queues)+need > m.opts.MaxQueues {
-			return false, &LimitError{Limit: "max_queues", Value: m.opts.MaxQueues, What: fmt.Sprintf("cannot create %q: the broker holds %d queues", name, len(m.queues))}
+		if len(m.queues)+need > m.limits.MaxQueues {
+			return false, &LimitError{Limit: "max_queues", Value: m.limits.MaxQueues, What: fmt.Sprintf("cannot create %q: the broker holds %d queues", name, len(m.queues))}
 		}
 	}
 	if dlq := cfg.DeadLetterQueue; dlq != NoDeadLetterQueue && m.queues[dlq] == nil {
@@ -731,9 +718,9 @@ func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibilit
 	if visibility < 0 {
 		visibility = ms(q.cfg.VisibilityTimeout)
 	}
-	if room := int64(m.opts.MaxInFlight) - q.nInFlight; room <= 0 {
+	if room := int64(m.limits.MaxInFlight) - q.nInFlight; room <= 0 {
 		m.reschedule(q)
-		return nil, &LimitError{Limit: "max_in_flight", Value: m.opts.MaxInFlight, What: fmt.Sprintf("%q has %d messages in flight: ack or nack some first", q.name, q.nInFlight)}
+		return nil, &LimitError{Limit: "max_in_flight", Value: m.limits.MaxInFlight, What: fmt.Sprintf("%q has %d messages in flight: ack or nack some first", q.name, q.nInFlight)}
 	} else if int64(max) > room {
 		max = int(room)
 	}
@@ -784,11 +771,10 @@ func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibilit
 func (m *Machine) delivery(q *queueState, x *message) Delivery {
 	d := Delivery{
 		Lease:          Lease{QueueID: q.id, Seq: x.seq, MsgID: x.id, Epoch: x.deliv},
+		Ref:            x.self,
 		Deadline:       x.at,
 		EnqueuedAt:     x.enqueuedAt(),
 		FirstDelivered: x.firstRecv,
-		Loc:            x.loc,
-		Payload:        m.ar.payload(x),
 		Dead:           m.ar.dead(x),
 	}
 	if g := m.ar.group(x); g != nil {
@@ -1018,58 +1004,51 @@ func (q *queueState) find(id uint64) *message {
 // FormatID prints a message id as 16 lower-case hex digits, so ids sort as strings.
 func FormatID(id uint64) string { return fmt.Sprintf("%016x", id) }
 
-// Relocate rewrites a live message's payload at the head of the log if it still lives at
-// from. It reports whether it did.
-func (m *Machine) Relocate(now int64, sink Sink, queueID, seq, msgID uint64, from Loc, p Payload) bool {
-	now = m.clock(now)
+// MessageRef returns the Ref of a live message named by queue id, sequence and id: how
+// the broker finds the message a relocate record of an older okiba names.
+func (m *Machine) MessageRef(queueID, seq, msgID uint64) (Ref, bool) {
 	q := m.byID[queueID]
 	if q == nil {
-		return false
+		return 0, false
 	}
 	x := q.msgs.get(seq)
-	if x == nil || x.id != msgID || x.loc != from {
-		return false
+	if x == nil || x.id != msgID {
+		return 0, false
 	}
-	m.emit(sink, &RelocateRecord{Now: now, QueueID: queueID, Seq: seq, MsgID: msgID, Payload: p})
-	return true
+	return x.self, true
 }
 
-// LiveMessage names a message whose payload lies in a given log segment.
-type LiveMessage struct {
-	QueueID uint64
-	Seq     uint64
-	MsgID   uint64
-	Loc     Loc
-}
-
-// LiveAt lists the messages whose payload is in segment, for compaction.
-func (m *Machine) LiveAt(segment uint32) []LiveMessage {
-	var out []LiveMessage
-	if m.segs[segment] == nil {
-		return nil
-	}
-	for _, q := range m.byID {
-		q.msgs.each(0, func(x *message) bool {
-			if x.loc.Segment() == segment {
-				out = append(out, LiveMessage{QueueID: q.id, Seq: x.seq, MsgID: x.id, Loc: x.loc})
-			}
-			return true
+// EachMessage calls fn for every message with its size, in the canonical order (queues by
+// id, messages by sequence) that snapshots use, until fn returns false. The payload
+// store's checkpoint section lists bodies in this order, so that it needs no key of its
+// own: a restored machine gives its messages new Refs, in the same order.
+func (m *Machine) EachMessage(fn func(ref Ref, size int64) bool) {
+	for _, id := range m.queueIDs() {
+		ok := true
+		m.byID[id].msgs.each(0, func(x *message) bool {
+			ok = fn(x.self, x.size())
+			return ok
 		})
+		if !ok {
+			return
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Loc < out[j].Loc })
-	return out
+}
+
+func (m *Machine) queueIDs() []uint64 {
+	ids := make([]uint64, 0, len(m.byID))
+	for id := range m.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // AdvanceAll brings every queue to now, emitting what time made due. The broker calls it
 // once after recovery, before serving.
 func (m *Machine) AdvanceAll(now int64, sink Sink) {
 	now = m.clock(now)
-	ids := make([]uint64, 0, len(m.byID))
-	for id := range m.byID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range m.queueIDs() {
 		if q := m.byID[id]; q != nil {
 			m.advance(sink, q, now)
 		}

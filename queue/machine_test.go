@@ -14,17 +14,30 @@ type memSink struct {
 	off  uint64
 }
 
-func (s *memSink) Emit(r Record) Loc {
+func (s *memSink) Emit(r Record) {
 	s.recs = append(s.recs, r)
 	s.off += 64
-	return Loc(1<<32 | s.off)
+}
+
+// memBodies keeps every body in memory by Ref: the payload store of the semantics' tests.
+// The records it is handed are never reused, so it keeps the pointer.
+type memBodies map[Ref]*Payload
+
+func (b memBodies) Added(r Ref, p *Payload) { b[r] = p }
+func (b memBodies) Removed(r Ref, _ int64)  { delete(b, r) }
+func (b memBodies) body(r Ref) string       { return string(b[r].Body) }
+func bodiesOf(m *Machine) memBodies         { return m.bodies.(memBodies) }
+func newTestMachine() (*Machine, *memSink) {
+	m := New()
+	m.SetBodies(memBodies{})
+	return m, &memSink{}
 }
 
 const t0 = int64(1_800_000_000_000)
 
 func newMachine(t *testing.T, name string, edit func(*Config)) (*Machine, *memSink) {
 	t.Helper()
-	m, s := New(Options{}), &memSink{}
+	m, s := newTestMachine()
 	cfg := DefaultConfig(name)
 	if edit != nil {
 		edit(&cfg)
@@ -64,7 +77,7 @@ func receiveBodies(t *testing.T, m *Machine, s Sink, now int64, q string, max in
 	var bodies []string
 	var ls []Lease
 	for _, d := range ds {
-		bodies = append(bodies, string(d.Payload.Body))
+		bodies = append(bodies, bodiesOf(m).body(d.Ref))
 		ls = append(ls, d.Lease)
 	}
 	return bodies, ls
@@ -151,7 +164,7 @@ func TestRetentionNeverCutsALiveLease(t *testing.T) {
 	_, ls := receiveBodies(t, m, s, t0, "q", 1, 60_000)
 	m.Tick(t0+10_000, s)
 	infos, _ := m.Peek(t0+10_000, "q", 0, 10)
-	if len(infos) != 1 || string(infos[0].Payload.Body) != "leased" {
+	if len(infos) != 1 || bodiesOf(m).body(infos[0].Ref) != "leased" {
 		t.Fatalf("after retention: %+v (the idle one expires, the leased one stays)", infos)
 	}
 	// A late ack still settles it.
@@ -159,7 +172,7 @@ func TestRetentionNeverCutsALiveLease(t *testing.T) {
 		t.Fatalf("late ack: %v", errs[0])
 	}
 	dl, _ := m.Peek(t0+30_000, "q-dlq", 0, 10)
-	if len(dl) != 1 || dl[0].Dead.Reason != ReasonExpired || string(dl[0].Payload.Body) != "idle" {
+	if len(dl) != 1 || dl[0].Dead.Reason != ReasonExpired || bodiesOf(m).body(dl[0].Ref) != "idle" {
 		t.Fatalf("DLQ after retention: %+v", dl)
 	}
 }
@@ -341,26 +354,6 @@ func TestSendRejectsBadPayloadsAndRecordsNothing(t *testing.T) {
 	}
 }
 
-func TestRelocateMovesOnlyTheLocation(t *testing.T) {
-	m, s := newMachine(t, "q", nil)
-	sendBodies(t, m, s, t0, "q", "", "m")
-	live := m.LiveAt(1)
-	if len(live) != 1 {
-		t.Fatalf("LiveAt: %+v", live)
-	}
-	lm := live[0]
-	if !m.Relocate(t0, s, lm.QueueID, lm.Seq, lm.MsgID, lm.Loc, Payload{Body: []byte("m")}) {
-		t.Fatal("Relocate refused a live message")
-	}
-	if m.Relocate(t0, s, lm.QueueID, lm.Seq, lm.MsgID, lm.Loc, Payload{Body: []byte("m")}) {
-		t.Fatal("Relocate from a stale location accepted")
-	}
-	infos, _ := m.Peek(t0, "q", 0, 10)
-	if infos[0].Loc == lm.Loc || infos[0].State != StateReady {
-		t.Fatalf("after relocate: %+v", infos[0])
-	}
-}
-
 func FuzzDecodeRecord(f *testing.F) {
 	cfg := DefaultConfig("q")
 	cfg.Tags = map[string]string{"team": "pay"}
@@ -372,6 +365,8 @@ func FuzzDecodeRecord(f *testing.F) {
 		&DeadLetterRecord{Now: t0, QueueID: 1, Target: 2, Reason: "r", Description: "d", Seqs: []uint64{3}},
 		&TaskCreateRecord{Now: t0, TaskID: 1, Source: 2, Filter: RedriveFilter{Reason: "r", IDs: []uint64{7}}},
 		&TaskMoveRecord{Now: t0, TaskID: 1, Cursor: 9, Items: []SeqTarget{{3, 1}}},
+		&LimitsRecord{Now: t0, Limits: Limits{}.WithDefaults()},
+		&RelocateRecord{Now: t0, QueueID: 1, Seq: 1, MsgID: 99, Payload: Payload{Body: []byte("moved")}},
 	} {
 		f.Add(r.AppendTo(nil))
 	}
@@ -392,13 +387,13 @@ func FuzzDecodeRecord(f *testing.F) {
 }
 
 func FuzzRestore(f *testing.F) {
-	m, s := New(Options{}), &memSink{}
+	m, s := newTestMachine()
 	m.PutQueue(t0, s, "q", DefaultConfig("q"))
 	m.Send(t0, s, "q", []SendInput{{Payload: Payload{Body: []byte("x"), Group: "g", DedupID: "d"}, Delay: -1}})
 	m.Receive(t0, s, "q", 1, 1000, 0)
 	f.Add(m.AppendSnapshot(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := Restore(b, Options{})
+		r, err := Restore(b, nil)
 		if err != nil {
 			return
 		}
@@ -408,4 +403,46 @@ func FuzzRestore(f *testing.F) {
 		}
 		r.AdvanceAll(t0+1_000_000, &memSink{})
 	})
+}
+
+// Limits are replicated configuration: they travel in the log as a record, so a replay
+// into a machine that was told nothing evicts dedup entries and prunes tasks exactly as
+// the live one did.
+func TestLimitsTravelInTheLog(t *testing.T) {
+	m, s := newTestMachine()
+	if _, err := m.SetLimits(t0, s, Limits{DedupCap: 2, MaxTasks: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := m.SetLimits(t0, s, Limits{DedupCap: 2, MaxTasks: 1}); again {
+		t.Fatal("limits already in force were logged again")
+	}
+	cfg := DefaultConfig("q")
+	cfg.DedupWindow = time.Hour
+	if _, err := m.PutQueue(t0, s, "q", cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"d1", "d2", "d3"} {
+		if _, err := m.Send(t0, s, "q", []SendInput{{Payload: Payload{Body: []byte(id), DedupID: id}, Delay: -1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, _ := m.Send(t0, s, "q", []SendInput{{Payload: Payload{Body: []byte("again"), DedupID: "d1"}, Delay: -1}})
+	if res[0].Duplicate {
+		t.Fatal("d1 still deduplicated beyond a cap of 2")
+	}
+	replayed := New()
+	for _, r := range s.recs {
+		if err := replayed.Apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(replayed.AppendSnapshot(nil), m.AppendSnapshot(nil)) {
+		t.Fatal("a replay without the node's options built another state")
+	}
+	if got := replayed.Limits(); got.DedupCap != 2 || got.MaxTasks != 1 || got.MaxQueues != DefaultMaxQueues {
+		t.Fatalf("replayed limits %+v", got)
+	}
+	if _, err := m.SetLimits(t0, s, Limits{DedupCap: -1}); err == nil {
+		t.Fatal("a negative limit accepted")
+	}
 }

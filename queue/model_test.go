@@ -16,16 +16,13 @@ import (
 // from the machine's code. Random sequences of commands, clock advances and restarts
 // must give identical results, and the invariants below must hold after every step.
 
-// logSink keeps every record's bytes, checks that each decodes back to the same bytes,
-// and hands out increasing locations across small pretend segments.
+// logSink keeps every record's bytes and checks that each decodes back to the same bytes.
 type logSink struct {
 	t    *rapid.T
 	recs [][]byte
-	locs []Loc
-	off  uint64
 }
 
-func (s *logSink) Emit(r Record) Loc {
+func (s *logSink) Emit(r Record) {
 	b := r.AppendTo(nil)
 	d, err := DecodeRecord(b)
 	if err != nil {
@@ -34,11 +31,7 @@ func (s *logSink) Emit(r Record) Loc {
 	if !bytes.Equal(d.AppendTo(nil), b) {
 		s.t.Fatalf("%s record does not round-trip", r.Kind())
 	}
-	loc := Loc((s.off/4096+1)<<32 | s.off%4096)
-	s.off += uint64(len(b))
 	s.recs = append(s.recs, b)
-	s.locs = append(s.locs, loc)
-	return loc
 }
 
 type mmsg struct {
@@ -326,7 +319,7 @@ func TestMachineMatchesModel(t *testing.T) {
 		if rapid.Bool().Draw(t, "dlqNone") && cfg.MaxDeliveries == 0 {
 			cfg.DeadLetterQueue = NoDeadLetterQueue
 		}
-		h := &harness{t: t, m: New(Options{CacheBytes: 64}), sink: &logSink{t: t}, seen: map[seenKey]uint32{}}
+		h := &harness{t: t, m: New(), sink: &logSink{t: t}, seen: map[seenKey]uint32{}}
 		h.md = &model{now: 1_700_000_000_000, acked: map[uint64]bool{}, gone: map[uint64]bool{},
 			q:   &mqueue{name: "q", cfg: cfg, dedup: map[string]dedupEntry{}},
 			dlq: &mqueue{name: cfg.DeadLetterQueue, cfg: DeadLetterConfig(cfg), dedup: map[string]dedupEntry{}}}
@@ -697,28 +690,25 @@ func (h *harness) redrive(t *rapid.T) {
 func (h *harness) restart(t *rapid.T) {
 	raw := h.m.AppendSnapshot(nil)
 	live := h.settledSnapshot(raw)
-	replayed := New(Options{CacheBytes: 64})
+	replayed := New()
 	for i, b := range h.sink.recs {
 		r, err := DecodeRecord(b)
 		if err != nil {
 			t.Fatalf("decode record %d: %v", i, err)
 		}
-		if err := replayed.Apply(r, h.sink.locs[i]); err != nil {
+		if err := replayed.Apply(r); err != nil {
 			t.Fatalf("replay record %d (%s): %v", i, r.Kind(), err)
 		}
 	}
 	if got := h.settledSnapshot(replayed.AppendSnapshot(nil)); !bytes.Equal(got, live) {
 		t.Fatalf("replayed state differs from live state")
 	}
-	restored, err := Restore(raw, Options{CacheBytes: 64})
+	restored, err := Restore(raw, nil)
 	if err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	if got := restored.AppendSnapshot(nil); !bytes.Equal(got, raw) {
 		t.Fatalf("restored state differs from live state")
-	}
-	if !equalUsage(restored.SegmentUsage(), h.m.SegmentUsage()) {
-		t.Fatalf("segment usage differs after restore: %v vs %v", restored.SegmentUsage(), h.m.SegmentUsage())
 	}
 	if rapid.Bool().Draw(t, "useReplayed") {
 		h.m = replayed
@@ -732,7 +722,7 @@ func (h *harness) restart(t *rapid.T) {
 // again, so that a live machine that ticked without records and a replayed one compare
 // equal. The machines under test are not touched.
 func (h *harness) settledSnapshot(snap []byte) []byte {
-	m, err := Restore(snap, Options{CacheBytes: 64})
+	m, err := Restore(snap, nil)
 	if err != nil {
 		h.t.Fatalf("Restore: %v", err)
 	}
@@ -740,18 +730,6 @@ func (h *harness) settledSnapshot(snap []byte) []byte {
 		m.settle(q, h.md.now)
 	}
 	return m.AppendSnapshot(nil)
-}
-
-func equalUsage(a, b map[uint32]SegmentUsage) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // check compares every message's observable state with the model and checks invariants.

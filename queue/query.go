@@ -170,8 +170,8 @@ func containsState(states []State, s State) bool {
 func (q *queueState) messageInfo(x *message, st State) MessageInfo {
 	mi := MessageInfo{
 		ID: x.id, Seq: x.seq, State: st, Deliveries: x.deliv, EnqueuedAt: x.enqueuedAt(),
-		EnteredAt: x.entered, FirstDelivered: x.firstRecv, Size: x.size(), Loc: x.loc,
-		Payload: q.msgs.a.payload(x), Dead: q.msgs.a.dead(x),
+		EnteredAt: x.entered, FirstDelivered: x.firstRecv, Size: x.size(), Ref: x.self,
+		Dead: q.msgs.a.dead(x),
 	}
 	if st == StateDelayed || st == StateInFlight {
 		mi.VisibleAt = x.at

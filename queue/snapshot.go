@@ -6,19 +6,29 @@ import (
 	"slices"
 )
 
-// Snapshot format: a versioned, deterministic binary image of the machine — equal states
-// give equal bytes, which the tests use to compare live and replayed machines. Payloads
-// are not included (they stay in the log at each message's Loc); dedup entries are (a
-// restart never forgets them, docs/semantics.md "Dedup").
+// Snapshot format: a versioned, deterministic binary image of the machine's semantic
+// state — equal states give equal bytes, on every node: the tests compare live, replayed
+// and other brokers' machines by it, and a replicated broker will ship it. Bodies are not
+// included (the node's payload store keeps them, and its own checkpoint section says where
+// they lie); dedup entries are (a restart never forgets them, docs/semantics.md "Dedup").
 //
-// Version 2 encodes each message against the one before it in the queue (ids, sequences,
-// enqueue times and log locations grow together) behind one flag byte, about 12 bytes a
-// message where version 1 took about 37: a deep backlog's checkpoint is built while the
-// broker's lock is held and lives in memory until it is written (docs/benchmarks.md "The deep backlog"). Restore
-// still reads version 1.
+//	"OKQS" | uvarint version | varint now | uvarint last message id, queue id, task id |
+//	limits (v3: four uvarints) | uvarint queue count | queues by id | uvarint task count | tasks by id
+//
+// A queue is its id, name, config, times, next sequence and counters, then its messages
+// in sequence order and its dedup entries oldest first. Each message is encoded against
+// the one before it in the queue (ids, sequences and enqueue times grow together) behind
+// one flag byte, about 10 bytes a message: a deep backlog's checkpoint is built while the
+// broker's lock is held and lives in memory until it is written (docs/benchmarks.md "The
+// deep backlog").
+//
+// Version 3 (this one) holds nothing of the node: no log positions, no limits taken from
+// options. Versions 1 and 2 (okiba before the payload store) carried each message's log
+// position; Restore still reads them and hands the positions to the caller's legacy
+// function, for the payload store.
 const (
 	snapshotMagic   = "OKQS"
-	snapshotVersion = 2
+	snapshotVersion = 3
 )
 
 // Flag bits of a version-2 message entry; the low three bits hold the state.
@@ -37,8 +47,9 @@ const snapshotChunk = 1 << 20
 
 // snapWriter collects a snapshot in chunks.
 type snapWriter struct {
-	done [][]byte
-	b    []byte
+	done  [][]byte
+	b     []byte
+	visit func(Ref, int64)
 }
 
 // spill starts a new chunk once the current one is nearly full. It is called between
@@ -56,16 +67,19 @@ var ErrSnapshotVersion = errors.New("snapshot was written by a newer okiba")
 
 // AppendSnapshot appends the machine's state to b.
 func (m *Machine) AppendSnapshot(b []byte) []byte {
-	for _, c := range m.Snapshot() {
+	for _, c := range m.Snapshot(nil) {
 		b = append(b, c...)
 	}
 	return b
 }
 
 // Snapshot returns the machine's state as consecutive pieces of about a megabyte each,
-// to be written one after the other (wal.SaveCheckpoint takes them as they are).
-func (m *Machine) Snapshot() [][]byte {
-	w := &snapWriter{b: make([]byte, 0, snapshotChunk)}
+// to be written one after the other (wal.SaveCheckpoint takes them as they are). visit,
+// if not nil, is called for every message in the order the snapshot lists them (the
+// canonical order of EachMessage), so that the node's payload store can write its own
+// section in the same pass.
+func (m *Machine) Snapshot(visit func(ref Ref, size int64)) [][]byte {
+	w := &snapWriter{b: make([]byte, 0, snapshotChunk), visit: visit}
 	m.writeSnapshot(w)
 	if len(w.b) > 0 {
 		w.done = append(w.done, w.b)
@@ -81,12 +95,9 @@ func (m *Machine) writeSnapshot(w *snapWriter) {
 	b = appendUvarint(b, m.lastID)
 	b = appendUvarint(b, m.lastQID)
 	b = appendUvarint(b, m.lastTID)
+	b = appendLimits(b, &m.limits)
 
-	ids := make([]uint64, 0, len(m.byID))
-	for id := range m.byID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := m.queueIDs()
 	b = appendUvarint(b, uint64(len(ids)))
 	w.b = b
 	for _, id := range ids {
@@ -204,7 +215,6 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 			b = appendVarint(b, x.firstRecv-x.entered)
 		}
 		b = appendUvarint(b, uint64(x.size()))
-		b = appendVarint(b, int64(x.loc-prev.loc))
 		if x.deliv != 0 {
 			b = appendUvarint(b, uint64(x.deliv))
 		}
@@ -222,7 +232,10 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 			b = appendVarint(b, dead.At)
 			b = appendUvarint(b, uint64(dead.Deliveries))
 		}
-		prev.id, prev.seq, prev.entered, prev.loc = x.id, x.seq, x.entered, x.loc
+		prev.id, prev.seq, prev.entered = x.id, x.seq, x.entered
+		if w.visit != nil {
+			w.visit(x.self, x.size())
+		}
 		w.b = b
 		w.spill()
 		b = w.b
@@ -249,8 +262,10 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 	w.b = b
 }
 
-// Restore rebuilds a machine from a snapshot made by AppendSnapshot.
-func Restore(b []byte, opts Options) (*Machine, error) {
+// Restore rebuilds a machine from a snapshot made by AppendSnapshot. For a snapshot of an
+// older okiba (versions 1 and 2), which held each message's log position, it calls legacy
+// (if not nil) with every message's Ref, size and that position, in the canonical order.
+func Restore(b []byte, legacy func(ref Ref, size int64, pos uint64)) (*Machine, error) {
 	if len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, errors.New("restore: not a queue snapshot (bad magic)")
 	}
@@ -262,14 +277,22 @@ func Restore(b []byte, opts Options) (*Machine, error) {
 		}
 		return nil, fmt.Errorf("restore: unknown snapshot version %d", version)
 	}
-	m := New(opts)
+	m := New()
 	m.now = d.varint()
 	m.lastID = d.uvarint()
 	m.lastQID = d.uvarint()
 	m.lastTID = d.uvarint()
+	if version >= 3 {
+		m.limits = d.limits()
+		if d.err == nil {
+			if err := m.limits.validate(); err != nil {
+				return nil, fmt.Errorf("restore: %w", err)
+			}
+		}
+	}
 	nq := d.count()
 	for i := 0; i < nq && d.err == nil; i++ {
-		q := m.restoreQueue(d, version)
+		q := m.restoreQueue(d, version, legacy)
 		if d.err != nil {
 			break
 		}
@@ -326,7 +349,7 @@ func Restore(b []byte, opts Options) (*Machine, error) {
 	return m, nil
 }
 
-func (m *Machine) restoreQueue(d *decoder, version uint64) *queueState {
+func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int64, uint64)) *queueState {
 	q := m.newQueueState()
 	q.id = d.uvarint()
 	q.name = d.string()
@@ -340,29 +363,34 @@ func (m *Machine) restoreQueue(d *decoder, version uint64) *queueState {
 		// Room for the backlog and some more: growing a deep backlog's index by
 		// doubling copied and cleared most of it several times over.
 		c := n + n/8
-		q.msgs.slots = make([]ref, 0, c)
-		q.ready.h = make([]ref, 0, c)
+		q.msgs.slots = make([]Ref, 0, c)
+		q.ready.h = make([]Ref, 0, c)
 	}
 	lastSeq := uint64(0)
 	var prev message
+	var prevPos uint64
 	for i := 0; i < n && d.err == nil; i++ {
 		x := m.ar.alloc()
 		var reason, key string
 		var di *DeadInfo
+		var pos uint64
 		if version == 1 {
-			reason, key, di = d.messageV1(x)
+			reason, key, di, pos = d.messageV1(x)
 		} else {
-			reason, key, di = d.messageV2(x, &prev)
+			reason, key, di, pos = d.messageV2(x, &prev, version, &prevPos)
 		}
 		m.ar.setDead(x, di)
 		if d.err != nil {
 			break
 		}
+		if version < 3 && legacy != nil {
+			legacy(x.self, x.size(), pos)
+		}
 		if x.seq <= lastSeq || x.seq > q.nextSeq {
 			d.fail(fmt.Errorf("queue %q: message seq %d out of order", q.name, x.seq))
 			break
 		}
-		if x.id > m.lastID || false {
+		if x.id > m.lastID {
 			d.fail(fmt.Errorf("queue %q: message seq %d is inconsistent", q.name, x.seq))
 			break
 		}
@@ -373,7 +401,6 @@ func (m *Machine) restoreQueue(d *decoder, version uint64) *queueState {
 		if g := m.ar.group(x); g != nil {
 			g.msgs = append(g.msgs, x)
 		}
-		m.segAdd(x.loc, x.size())
 		switch x.state() {
 		case StateReady:
 			q.nReady++
@@ -413,15 +440,15 @@ func (m *Machine) restoreQueue(d *decoder, version uint64) *queueState {
 	return q
 }
 
-// messageV1 decodes a message entry of a version-1 snapshot.
-func (d *decoder) messageV1(x *message) (reason, key string, dead *DeadInfo) {
+// messageV1 decodes a message entry of a version-1 snapshot, and its log position.
+func (d *decoder) messageV1(x *message) (reason, key string, dead *DeadInfo, pos uint64) {
 	x.id = d.uvarint()
 	x.seq = d.uvarint()
 	x.entered = d.varint()
 	x.at = d.varint()
 	x.firstRecv = d.varint()
 	d.size(x, d.varint())
-	x.loc = Loc(d.uvarint())
+	pos = d.uvarint()
 	x.deliv = uint32(d.uvarint())
 	x.setState(State(d.byte()))
 	if x.state() == statePending {
@@ -431,12 +458,14 @@ func (d *decoder) messageV1(x *message) (reason, key string, dead *DeadInfo) {
 	if d.bool() {
 		dead = d.deadInfo()
 	}
-	return reason, key, dead
+	return reason, key, dead, pos
 }
 
-// messageV2 decodes a message entry of a version-2 snapshot, whose numbers are relative
-// to prev, the entry before it in the same queue; it leaves x's in prev.
-func (d *decoder) messageV2(x, prev *message) (reason, key string, dead *DeadInfo) {
+// messageV2 decodes a message entry of a version-2 or -3 snapshot, whose numbers are
+// relative to prev, the entry before it in the same queue; it leaves x's in prev. Version
+// 2 entries also hold a log position, relative to the previous entry's (prevPos, which it
+// advances), returned in pos.
+func (d *decoder) messageV2(x, prev *message, version uint64, prevPos *uint64) (reason, key string, dead *DeadInfo, pos uint64) {
 	flags := d.byte()
 	x.setState(State(flags & snapStateMask))
 	x.id = prev.id + uint64(d.varint())
@@ -449,7 +478,10 @@ func (d *decoder) messageV2(x, prev *message) (reason, key string, dead *DeadInf
 		x.firstRecv = x.entered + d.varint()
 	}
 	d.size(x, int64(d.uvarint()))
-	x.loc = prev.loc + Loc(d.varint())
+	if version == 2 {
+		pos = *prevPos + uint64(d.varint())
+		*prevPos = pos
+	}
 	if flags&snapDeliv != 0 {
 		x.deliv = uint32(d.uvarint())
 	}
@@ -462,8 +494,8 @@ func (d *decoder) messageV2(x, prev *message) (reason, key string, dead *DeadInf
 	if flags&snapDead != 0 {
 		dead = d.deadInfo()
 	}
-	prev.id, prev.seq, prev.entered, prev.loc = x.id, x.seq, x.entered, x.loc
-	return reason, key, dead
+	prev.id, prev.seq, prev.entered = x.id, x.seq, x.entered
+	return reason, key, dead, pos
 }
 
 // size sets x's size, which must be one a message can have.

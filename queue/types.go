@@ -1,18 +1,10 @@
 package queue
 
-// Loc is where a record lives in the log: segment index << 32 | byte offset. The machine
-// only uses it to count live payload bytes per segment (for garbage collection) and hands
-// it back to the broker, which reads bodies from it.
-type Loc uint64
-
-// Segment returns the log segment index.
-func (l Loc) Segment() uint32 { return uint32(l >> 32) }
-
-// Sink receives each record the machine emits and returns where it was placed. The
+// Sink receives each record the machine emits, before the machine applies it. The
 // broker appends to the write-ahead log; tests may just collect. Records must be stored
 // in the order they are emitted.
 type Sink interface {
-	Emit(Record) Loc
+	Emit(Record)
 }
 
 // Attr is a typed message attribute. Type is "String", "Number" or "Binary", optionally
@@ -24,8 +16,8 @@ type Attr struct {
 	Value []byte
 }
 
-// Payload is what a producer sent. It is stored in the log and, within the cache budget,
-// in memory.
+// Payload is what a producer sent. The machine keeps none of it but its size, group and
+// dedup key; the node's payload store keeps the bodies (see Bodies).
 type Payload struct {
 	Body    []byte
 	Attrs   []Attr
@@ -33,8 +25,8 @@ type Payload struct {
 	DedupID string
 }
 
-// clone returns a copy of p that shares no bytes with it.
-func (p *Payload) clone() *Payload {
+// Clone returns a copy of p that shares no bytes with it.
+func (p *Payload) Clone() *Payload {
 	c := *p
 	c.Body = append([]byte{}, p.Body...)
 	if p.Attrs != nil {
@@ -123,17 +115,16 @@ type Lease struct {
 	Epoch   uint32 // the delivery count of this lease
 }
 
-// Delivery is a leased message handed to a consumer.
+// Delivery is a leased message handed to a consumer. Its body is the payload store's:
+// Ref names it there while the caller still serialises the machine.
 type Delivery struct {
 	Lease
+	Ref            Ref
 	Deadline       int64
 	EnqueuedAt     int64
 	FirstDelivered int64
-	Loc            Loc
-	// Payload is nil when the body is not cached: read it from Loc.
-	Payload *Payload
-	Group   string
-	Dead    *DeadInfo
+	Group          string
+	Dead           *DeadInfo
 }
 
 // NackInput ends one lease early.
@@ -165,8 +156,7 @@ type MessageInfo struct {
 	FirstDelivered int64
 	Size           int64
 	Group          string
-	Loc            Loc
-	Payload        *Payload
+	Ref            Ref // the body's name in the payload store (see Delivery)
 	Dead           *DeadInfo
 }
 

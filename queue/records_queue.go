@@ -1,0 +1,193 @@
+package queue
+
+import (
+	"fmt"
+	"time"
+)
+
+// Records that shape queues and the machine: create, reconfigure, delete, limits.
+
+// QueuePutRecord creates a queue or replaces its configuration.
+type QueuePutRecord struct {
+	Now     int64
+	QueueID uint64
+	Name    string
+	Config  Config
+}
+
+func (r *QueuePutRecord) Kind() Kind  { return KindQueuePut }
+func (r *QueuePutRecord) Time() int64 { return r.Now }
+
+func (r *QueuePutRecord) AppendTo(b []byte) []byte {
+	b = header(b, KindQueuePut, r.Now)
+	b = appendUvarint(b, r.QueueID)
+	b = appendString(b, r.Name)
+	return appendConfig(b, &r.Config)
+}
+
+func (r *QueuePutRecord) decode(d *decoder, now int64) {
+	r.Now = now
+	r.QueueID = d.uvarint()
+	r.Name = d.string()
+	r.Config = d.config()
+}
+
+func (r *QueuePutRecord) apply(m *Machine) error {
+	if r.QueueID > m.lastQID {
+		m.lastQID = r.QueueID
+	}
+	if q := m.byID[r.QueueID]; q != nil {
+		if q.name != r.Name {
+			return fmt.Errorf("queue id %d is %q, record says %q", r.QueueID, q.name, r.Name)
+		}
+		m.settle(q, r.Now)
+		q.cfg = r.Config.Clone()
+		q.updatedAt = r.Now
+		q.retCursor = 0
+		m.reschedule(q)
+		return nil
+	}
+	if m.queues[r.Name] != nil {
+		return fmt.Errorf("queue %q exists with another id", r.Name)
+	}
+	q := m.newQueueState()
+	q.id, q.name, q.cfg, q.createdAt, q.updatedAt = r.QueueID, r.Name, r.Config.Clone(), r.Now, r.Now
+	m.queues[r.Name] = q
+	m.byID[r.QueueID] = q
+	return nil
+}
+
+func appendConfig(b []byte, c *Config) []byte {
+	b = appendVarint(b, c.VisibilityTimeout.Milliseconds())
+	b = appendVarint(b, int64(c.MaxDeliveries))
+	b = appendString(b, c.DeadLetterQueue)
+	b = appendVarint(b, c.BackoffBase.Milliseconds())
+	b = appendVarint(b, c.BackoffMax.Milliseconds())
+	b = appendVarint(b, c.Delay.Milliseconds())
+	b = appendVarint(b, c.Retention.Milliseconds())
+	b = appendVarint(b, c.DedupWindow.Milliseconds())
+	b = append(b, byte(c.DedupScope))
+	b = appendBool(b, c.ContentDedup)
+	b = appendVarint(b, c.MaxMessages)
+	b = appendVarint(b, c.MaxBytes)
+	b = appendVarint(b, c.MaxMessageSize)
+	b = appendVarint(b, c.ReceiveWait.Milliseconds())
+	b = appendBool(b, c.OrderedGroups)
+	b = appendStringMap(b, c.Tags)
+	b = appendStringMap(b, c.Attrs)
+	return b
+}
+
+func (d *decoder) duration() time.Duration { return time.Duration(d.varint()) * time.Millisecond }
+
+func (d *decoder) config() Config {
+	var c Config
+	c.VisibilityTimeout = d.duration()
+	c.MaxDeliveries = d.int()
+	c.DeadLetterQueue = d.string()
+	c.BackoffBase = d.duration()
+	c.BackoffMax = d.duration()
+	c.Delay = d.duration()
+	c.Retention = d.duration()
+	c.DedupWindow = d.duration()
+	c.DedupScope = DedupScope(d.byte())
+	c.ContentDedup = d.bool()
+	c.MaxMessages = d.varint()
+	c.MaxBytes = d.varint()
+	c.MaxMessageSize = d.varint()
+	c.ReceiveWait = d.duration()
+	c.OrderedGroups = d.bool()
+	c.Tags = d.stringMap()
+	c.Attrs = d.stringMap()
+	return c
+}
+
+// QueueDeleteRecord deletes a queue and every message in it.
+type QueueDeleteRecord struct {
+	Now     int64
+	QueueID uint64
+}
+
+func (r *QueueDeleteRecord) Kind() Kind  { return KindQueueDelete }
+func (r *QueueDeleteRecord) Time() int64 { return r.Now }
+
+func (r *QueueDeleteRecord) AppendTo(b []byte) []byte {
+	b = header(b, KindQueueDelete, r.Now)
+	return appendUvarint(b, r.QueueID)
+}
+
+func (r *QueueDeleteRecord) decode(d *decoder, now int64) {
+	r.Now = now
+	r.QueueID = d.uvarint()
+}
+
+func (r *QueueDeleteRecord) apply(m *Machine) error {
+	q, err := m.touch(r.QueueID, r.Now)
+	if err != nil {
+		return err
+	}
+	q.msgs.each(0, func(x *message) bool {
+		m.drop(x)
+		return true
+	})
+	delete(m.queues, q.name)
+	delete(m.byID, q.id)
+	m.events.remove(q)
+	for _, t := range m.tasks {
+		if t.State == TaskRunning && (t.Source == q.id || t.Target == q.id) {
+			t.State = TaskFailed
+			t.Message = fmt.Sprintf("queue %q was deleted", q.name)
+			t.UpdatedAt = r.Now
+		}
+	}
+	m.pruneTasks()
+	return nil
+}
+
+// LimitsRecord sets the machine's limits (Limits): replicated configuration, so that
+// every replica, and every replay, bounds dedup entries and finished tasks alike.
+type LimitsRecord struct {
+	Now    int64
+	Limits Limits
+}
+
+func (r *LimitsRecord) Kind() Kind  { return KindLimits }
+func (r *LimitsRecord) Time() int64 { return r.Now }
+
+func (r *LimitsRecord) AppendTo(b []byte) []byte {
+	b = header(b, KindLimits, r.Now)
+	return appendLimits(b, &r.Limits)
+}
+
+func (r *LimitsRecord) decode(d *decoder, now int64) {
+	r.Now = now
+	r.Limits = d.limits()
+}
+
+func (r *LimitsRecord) apply(m *Machine) error {
+	if err := r.Limits.validate(); err != nil {
+		return err
+	}
+	m.limits = r.Limits
+	m.pruneTasks()
+	return nil
+}
+
+func appendLimits(b []byte, l *Limits) []byte {
+	b = appendUvarint(b, uint64(l.DedupCap))
+	b = appendUvarint(b, uint64(l.MaxTasks))
+	b = appendUvarint(b, uint64(l.MaxQueues))
+	return appendUvarint(b, uint64(l.MaxInFlight))
+}
+
+func (d *decoder) limits() Limits {
+	var l Limits
+	for _, p := range []*int{&l.DedupCap, &l.MaxTasks, &l.MaxQueues, &l.MaxInFlight} {
+		v := d.uvarint()
+		if v > maxLimit {
+			d.fail(fmt.Errorf("limit %d out of range", v))
+		}
+		*p = int(v)
+	}
+	return l
+}
