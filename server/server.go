@@ -450,6 +450,7 @@ func (s *Server) errorOf(err error) *api.Error {
 	var (
 		ne *queue.NameError
 		ce *queue.ConfigError
+		pe *queue.ParamError
 		cy *queue.CycleError
 		fe *queue.FullError
 		le *queue.LimitError
@@ -461,6 +462,8 @@ func (s *Server) errorOf(err error) *api.Error {
 		code = api.CodeDLQCycle
 	case errors.As(err, &ce):
 		code = api.CodeInvalidConfig
+	case errors.As(err, &pe):
+		code = api.CodeInvalidRequest
 	case errors.As(err, &fe):
 		return &api.Error{Code: api.CodeQueueFull, Message: err.Error(), RetryAfter: api.Ptr(time.Second)}
 	case errors.As(err, &le) && le.Limit == "max_in_flight":

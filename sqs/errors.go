@@ -98,6 +98,7 @@ func (f *Front) errorOf(err error, q string) *apiError {
 		ae *apiError
 		ne *queue.NameError
 		ce *queue.ConfigError
+		pe *queue.ParamError
 		cy *queue.CycleError
 		fe *queue.FullError
 	)
@@ -116,6 +117,8 @@ func (f *Front) errorOf(err error, q string) *apiError {
 		return newErr(kInvalidParameterValue, "%s", cy.Error())
 	case errors.As(err, &ce):
 		return newErr(kInvalidAttributeValue, "%s", ce.Error())
+	case errors.As(err, &pe):
+		return newErr(kInvalidParameterValue, "%s", pe.Error())
 	case errors.Is(err, queue.ErrMessageTooLarge), errors.Is(err, queue.ErrInvalidMessage), errors.Is(err, queue.ErrInvalidDelay):
 		return newErr(kInvalidParameterValue, "%s", err.Error())
 	case errors.Is(err, queue.ErrReceiptStale):
