@@ -35,19 +35,19 @@ type Options struct {
 func (o *Options) withDefaults() Options {
 	c := *o
 	if c.CacheBytes == 0 {
-		c.CacheBytes = 256 << 20
+		c.CacheBytes = DefaultCacheBytes
 	}
 	if c.DedupCap == 0 {
-		c.DedupCap = 1_000_000
+		c.DedupCap = DefaultDedupCap
 	}
 	if c.MaxTasks == 0 {
 		c.MaxTasks = 100
 	}
 	if c.MaxQueues == 0 {
-		c.MaxQueues = 10_000
+		c.MaxQueues = DefaultMaxQueues
 	}
 	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 120_000
+		c.MaxInFlight = DefaultMaxInFlight
 	}
 	return c
 }

@@ -623,8 +623,8 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("rate must be 0 (as fast as possible) or positive"))
 		return
 	}
-	if len(in.IDs) > 100_000 {
-		writeError(w, &api.Error{Code: api.CodeBatchTooLarge, Message: "at most 100000 ids in one redrive"})
+	if len(in.IDs) > api.MaxRedriveIDs {
+		writeError(w, &api.Error{Code: api.CodeBatchTooLarge, Message: fmt.Sprintf("at most %d ids in one redrive", api.MaxRedriveIDs)})
 		return
 	}
 	for _, v := range in.IDs {

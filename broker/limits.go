@@ -8,6 +8,16 @@ import (
 	"github.com/okiba/okiba/queue"
 )
 
+// Bounds and defaults of Config that okiba serve's flags share (the others are package
+// queue's: queue.DefaultCacheBytes, …, and wal.DefaultSegmentSize).
+const (
+	// MinSegmentSize is the smallest SegmentSize: a segment holds the largest message
+	// (queue.MaxMessageSizeLimit) with room to spare.
+	MinSegmentSize = 2 << 20
+	// DefaultCheckpointBytes is the default of CheckpointBytes.
+	DefaultCheckpointBytes = 128 << 20
+)
+
 // The parameters of a receive and of a peek are checked here and only here. Receive and
 // Peek check their own, so an in-process caller gets the same *queue.ParamError as a
 // client of the native API (code invalid_request); the native front checks what it
