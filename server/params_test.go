@@ -9,6 +9,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/errcode"
 	"github.com/okiba/okiba/okibatest"
 	"github.com/okiba/okiba/queue"
 )
@@ -34,6 +35,12 @@ func TestRequestParametersAgree(t *testing.T) {
 		if errors.As(err, &ce) {
 			t.Fatalf("Receive(max 0) = %v is a ConfigError: a request parameter is not the queue's configuration", err)
 		}
+		// The code the native API answers for this very error, as for the same value
+		// sent over HTTP below.
+		if row := errcode.Of(err); row.Code != api.CodeInvalidRequest {
+			t.Fatalf("Receive(max 0) = %v maps to %s, want %s", err, row.Code, api.CodeInvalidRequest)
+		}
+		expectError(t, e.do("POST", "/v1/queues/q/receive", `{"max":-1}`), api.CodeInvalidRequest, "max")
 	})
 
 	s := e.openStream()
@@ -59,6 +66,9 @@ func TestRequestParametersAgree(t *testing.T) {
 			he := expectError(t, e.do("POST", "/v1/queues/q/receive", c.body), api.CodeInvalidRequest)
 			id++
 			se := frameError(t, s.call(id, "POST", "/v1/queues/q/receive", c.body))
+			if row := errcode.Of(err); row.Code != he.Code {
+				t.Errorf("in process %v maps to %s; HTTP answers %s", err, row.Code, he.Code)
+			}
 			if he.Message != err.Error() || se.Code != api.CodeInvalidRequest || se.Message != err.Error() {
 				t.Errorf("in process %q; HTTP %s %q; stream %s %q", err, he.Code, he.Message, se.Code, se.Message)
 			}

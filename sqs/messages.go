@@ -654,15 +654,13 @@ func (f *Front) deleteMessage(q *request) (any, *apiError) {
 }
 
 // deleteResult interprets one ack: a stale receipt on a standard queue is a success
-// that settled nothing (as SQS answers), on a FIFO queue an expired handle.
+// that settled nothing (as SQS answers), on a FIFO queue an expired handle (errorOf).
 func (f *Front) deleteResult(err error, name string) (bool, *apiError) {
 	switch {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, queue.ErrReceiptStale) && !isFIFO(name):
 		return false, nil
-	case errors.Is(err, queue.ErrReceiptStale):
-		return false, newErr(kReceiptHandleIsInvalid, "The receipt handle has expired.")
 	}
 	return false, f.errorOf(err, name)
 }
