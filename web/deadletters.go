@@ -48,7 +48,7 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 		ms, err := c.b.Peek(r.Context(), name, after, api.MaxBatch)
 		if err != nil {
 			if out.Scanned == 0 {
-				apiError(w, http.StatusNotFound, "queue_not_found", "%v", err)
+				c.brokerError(w, err)
 				return
 			}
 			break
