@@ -66,7 +66,8 @@ var Status = map[string]int{
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
-	// RetryAfter is set on queue_full: when to try again (also the Retry-After header).
+	// RetryAfter is set on queue_full, too_many_in_flight and disk_full: when to try
+	// again (also the Retry-After header).
 	RetryAfter *Duration `json:"retry_after,omitempty"`
 	// Status is the HTTP status the error came with (client side only).
 	Status int `json:"-"`
