@@ -66,7 +66,8 @@ var Status = map[string]int{
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
-	// RetryAfter is set on queue_full: when to try again (also the Retry-After header).
+	// RetryAfter is set on queue_full, too_many_in_flight and disk_full: when to try
+	// again (also the Retry-After header).
 	RetryAfter *Duration `json:"retry_after,omitempty"`
 	// Status is the HTTP status the error came with (client side only).
 	Status int `json:"-"`
@@ -368,11 +369,14 @@ type Health struct {
 	Error  string `json:"error,omitempty"`
 }
 
-// Limits of the native API.
+// Limits of the native API (docs/api.md "Limits"). They are defined here, in the package
+// the Go client imports, and the broker applies MaxBatch and MaxWait to in-process
+// callers too (broker.CheckReceive, queue.MaxReceiveWait).
 const (
-	MaxBatch       = 1000     // entries in one send, receive, ack, nack, extend or deadletter
-	MaxRequestBody = 16 << 20 // bytes in one request body
-	MaxWait        = 60 * time.Second
+	MaxBatch       = 1000             // entries in one send, receive, ack, nack, extend or deadletter; messages in one peek page
+	MaxRequestBody = 16 << 20         // bytes in one request body
+	MaxWait        = 60 * time.Second // the long poll of one receive
+	MaxRedriveIDs  = 100_000          // message ids in one redrive
 )
 
 // EncodeBody puts message bytes on the wire: as text when they are valid UTF-8, else as

@@ -44,7 +44,7 @@ const (
 // Limits that keep a decoder from allocating on the word of a corrupt or hostile input.
 const (
 	maxBinaryCount = MaxBatch
-	maxBinaryField = 16 << 20
+	maxBinaryField = MaxRequestBody // no field is longer than the body that holds it
 )
 
 // ErrBinary is wrapped by every decoding error.

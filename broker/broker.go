@@ -76,8 +76,9 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives structured events. Defaults to discarding them.
 	Logger *slog.Logger
-	// SegmentSize is the size of log segment files. Defaults to 64 MiB; at least 2 MiB
-	// (a segment must hold the largest message).
+	// SegmentSize is the size of log segment files. Defaults to 64 MiB
+	// (wal.DefaultSegmentSize); at least MinSegmentSize, 2 MiB (a segment must hold the
+	// largest message).
 	SegmentSize int64
 	// CheckpointBytes: a checkpoint is taken after this many bytes of log. With a deep
 	// backlog it waits longer, until the log since the last checkpoint is also twice
@@ -85,7 +86,7 @@ type Config struct {
 	// checkpoint visits every message of the index (20–35 ns each with the broker's lock
 	// held), so this bounds what checkpoints cost each logged record (~0.3 µs) and what
 	// they write (half the log), while a restart replays at most an eighth of the backlog
-	// in records after loading the checkpoint. Defaults to 128 MiB.
+	// in records after loading the checkpoint. Defaults to DefaultCheckpointBytes, 128 MiB.
 	CheckpointBytes int64
 	// CompactRatio: an old segment whose live payload bytes are below this fraction of
 	// its size is compacted (its live messages are rewritten at the head of the log) so
@@ -94,10 +95,10 @@ type Config struct {
 	// CacheBytes bounds message payloads kept in memory; the rest are read from the log.
 	// Defaults to payload.DefaultCacheBytes (256 MiB); negative caches nothing.
 	CacheBytes int64
-	// DedupCap bounds dedup ids remembered per queue. Defaults to 1,000,000. With
-	// MaxQueues and MaxInFlight it is replicated configuration (queue.Limits): the broker
-	// logs it when it differs from what the data directory holds, and every replay
-	// applies what was logged.
+	// DedupCap bounds dedup ids remembered per queue. Defaults to queue.DefaultDedupCap,
+	// 1,000,000. With MaxQueues and MaxInFlight it is replicated configuration
+	// (queue.Limits): the broker logs it when it differs from what the data directory
+	// holds, and every replay applies what was logged.
 	DedupCap int
 	// MaxReceiveBytes caps the payload bytes of one receive. Defaults to 16 MiB.
 	MaxReceiveBytes int64
@@ -107,9 +108,10 @@ type Config struct {
 	// NoPrecreate turns off creating log segments ahead of need (deterministic file
 	// operations for crash tests).
 	NoPrecreate bool
-	// MaxQueues bounds the number of queues. Defaults to 10,000.
+	// MaxQueues bounds the number of queues. Defaults to queue.DefaultMaxQueues, 10,000.
 	MaxQueues int
-	// MaxInFlight bounds leased messages per queue. Defaults to 120,000 (as SQS).
+	// MaxInFlight bounds leased messages per queue. Defaults to
+	// queue.DefaultMaxInFlight, 120,000 (as SQS).
 	MaxInFlight int
 	// MinFreeBytes is the disk high-water mark: while the data directory's file system has
 	// less free space, sends are refused with ErrDiskFull (receives, acks and dead letters
@@ -162,11 +164,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SegmentSize == 0 {
 		c.SegmentSize = wal.DefaultSegmentSize
 	}
-	if c.SegmentSize < 2<<20 && !c.smallSegments {
-		return c, fmt.Errorf("broker: SegmentSize %d is below 2 MiB", c.SegmentSize)
+	if c.SegmentSize < MinSegmentSize && !c.smallSegments {
+		return c, fmt.Errorf("broker: SegmentSize %d is below %d MiB", c.SegmentSize, MinSegmentSize>>20)
 	}
 	if c.CheckpointBytes == 0 {
-		c.CheckpointBytes = 128 << 20
+		c.CheckpointBytes = DefaultCheckpointBytes
 	}
 	if c.CompactRatio == 0 {
 		c.CompactRatio = 0.25

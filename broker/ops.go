@@ -154,13 +154,15 @@ func (b *Broker) Send(ctx context.Context, name string, msgs []queue.SendInput) 
 	return res, err
 }
 
-// ReceiveOptions shape one receive.
+// ReceiveOptions shape one receive. Receive refuses options out of range with a
+// *queue.ParamError (CheckReceive).
 type ReceiveOptions struct {
-	// Max messages to return, 1..1000.
+	// Max messages to return, 1..1000 (api.MaxBatch).
 	Max int
 	// Wait is the long-poll wait, up to 60s; negative means the queue's receive_wait.
 	Wait time.Duration
-	// Visibility is the lease length; negative means the queue's visibility_timeout.
+	// Visibility is the lease length, up to 12h in whole milliseconds; negative means
+	// the queue's visibility_timeout.
 	Visibility time.Duration
 }
 
@@ -181,14 +183,8 @@ type Message struct {
 // deliverable. It returns no messages (and no error) when the wait ends empty or ctx is
 // done while waiting.
 func (b *Broker) Receive(ctx context.Context, name string, opts ReceiveOptions) ([]Message, error) {
-	if opts.Max < 1 || opts.Max > 1000 {
-		return nil, &queue.ConfigError{Field: "max", Reason: fmt.Sprintf("must be between 1 and 1000, got %d", opts.Max)}
-	}
-	if opts.Wait > queue.MaxReceiveWait {
-		return nil, &queue.ConfigError{Field: "wait", Reason: "must be at most 60s"}
-	}
-	if opts.Visibility > queue.MaxVisibilityTimeout {
-		return nil, &queue.ConfigError{Field: "visibility", Reason: "must be between 0 and 12h"}
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	var deadline time.Time
 	for first := true; ; first = false {
@@ -430,10 +426,11 @@ type PeekedMessage struct {
 	Payload queue.Payload
 }
 
-// Peek lists messages in arrival order after seq after, without leasing them.
+// Peek lists messages in arrival order after seq after, without leasing them: at most
+// limit, 1..1000 (CheckPeek).
 func (b *Broker) Peek(ctx context.Context, name string, after uint64, limit int, states ...queue.State) ([]PeekedMessage, error) {
-	if limit < 1 || limit > 1000 {
-		return nil, &queue.ConfigError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and 1000, got %d", limit)}
+	if err := CheckPeek(limit); err != nil {
+		return nil, err
 	}
 	var infos []queue.MessageInfo
 	pin, err := b.readPinned(ctx, func(now int64) ([]queue.Ref, error) {

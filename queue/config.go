@@ -7,9 +7,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/okiba/okiba/api"
 )
 
 // Limits on queue configuration. They are part of the contract (docs/api.md).
+// MaxReceiveWait is the longest wait a receive may ask for (api.MaxWait, which the Go
+// client shares without importing this package): receive_wait cannot ask for more.
 const (
 	MaxNameLen           = 80
 	MaxVisibilityTimeout = 12 * time.Hour
@@ -20,7 +24,7 @@ const (
 	MaxBackoff           = 12 * time.Hour
 	MaxMaxDeliveries     = 1_000_000
 	MaxMessageSizeLimit  = 1 << 20 // 1 MiB, as SQS
-	MaxReceiveWait       = 60 * time.Second
+	MaxReceiveWait       = api.MaxWait
 	MaxGroupLen          = 128
 	MaxDedupIDLen        = 128
 	MaxReasonLen         = 128

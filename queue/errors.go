@@ -107,6 +107,22 @@ func (e *LimitError) Error() string { return fmt.Sprintf("%s (%s = %d)", e.What,
 
 func (e *LimitError) Unwrap() error { return ErrLimit }
 
+// ErrInvalidParameter is wrapped by ParamError.
+var ErrInvalidParameter = errors.New("invalid parameter")
+
+// ParamError reports a parameter of one request out of range: a receive's max, wait or
+// visibility, a peek's limit. Unlike a ConfigError it is about nothing stored: the
+// request is wrong, not the queue, and nothing changed. Field is the parameter's name
+// in the native API.
+type ParamError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ParamError) Error() string { return e.Field + " " + e.Reason }
+
+func (e *ParamError) Unwrap() error { return ErrInvalidParameter }
+
 // DelayError reports a delay out of range.
 type DelayError struct{ Reason string }
 

@@ -37,7 +37,7 @@ const (
 	DefaultDedupCap    = 1_000_000
 	DefaultMaxTasks    = 100
 	DefaultMaxQueues   = 10_000
-	DefaultMaxInFlight = 120_000
+	DefaultMaxInFlight = 120_000 // SQS's in-flight limit of a standard queue
 	maxLimit           = 1 << 31 // what a LimitsRecord may carry
 )
 

@@ -340,27 +340,25 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	// max 0 is max 1 (an omitted max decodes as 0); an omitted wait or visibility is the
+	// queue's. What was given is checked before it becomes options, in which a negative
+	// duration would mean the queue's default.
 	opts := broker.ReceiveOptions{Max: in.Max, Wait: -1, Visibility: -1}
 	if opts.Max == 0 {
 		opts.Max = 1
 	}
-	if opts.Max < 1 || opts.Max > api.MaxBatch {
-		writeError(w, invalid("max must be between 1 and %d, got %d", api.MaxBatch, in.Max))
-		return
-	}
+	var wait, vis time.Duration
 	if in.Wait != nil {
-		if in.Wait.D() < 0 || in.Wait.D() > api.MaxWait {
-			writeError(w, invalid("wait must be between 0 and 60s, got %v", in.Wait.D()))
-			return
-		}
-		opts.Wait = in.Wait.D()
+		wait = in.Wait.D()
+		opts.Wait = wait
 	}
 	if in.Visibility != nil {
-		if v := in.Visibility.D(); v < 0 || v > queue.MaxVisibilityTimeout || v%time.Millisecond != 0 {
-			writeError(w, invalid("visibility must be a whole number of milliseconds between 0 and 12h, got %v", v))
-			return
-		}
-		opts.Visibility = in.Visibility.D()
+		vis = in.Visibility.D()
+		opts.Visibility = vis
+	}
+	if err := broker.CheckReceive(opts.Max, wait, vis); err != nil {
+		s.fail(w, err)
+		return
 	}
 	ms, err := s.b.Receive(r.Context(), r.PathValue("name"), opts)
 	if err != nil {
@@ -514,8 +512,12 @@ func (s *Server) peek(w http.ResponseWriter, r *http.Request) {
 	limit := 100
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > api.MaxBatch {
+		if err != nil {
 			writeError(w, invalid("limit must be between 1 and %d, got %q", api.MaxBatch, v))
+			return
+		}
+		if err := broker.CheckPeek(n); err != nil {
+			s.fail(w, err)
 			return
 		}
 		limit = n
@@ -621,8 +623,8 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("rate must be 0 (as fast as possible) or positive"))
 		return
 	}
-	if len(in.IDs) > 100_000 {
-		writeError(w, &api.Error{Code: api.CodeBatchTooLarge, Message: "at most 100000 ids in one redrive"})
+	if len(in.IDs) > api.MaxRedriveIDs {
+		writeError(w, &api.Error{Code: api.CodeBatchTooLarge, Message: fmt.Sprintf("at most %d ids in one redrive", api.MaxRedriveIDs)})
 		return
 	}
 	for _, v := range in.IDs {

@@ -25,7 +25,7 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/crossorigin"
-	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/internal/errcode"
 )
 
 // Options configure a Server. The zero value means the defaults.
@@ -152,7 +152,7 @@ func (s *Server) refuseBrowser(w http.ResponseWriter, r *http.Request, err error
 		s.opts.SQS.Forbid(w, err.Error())
 		return
 	}
-	writeError(w, &api.Error{Code: api.CodeForbidden, Message: err.Error()})
+	s.fail(w, err)
 }
 
 // Handle adds another handler (for example the SQS front or the console) on the same
@@ -444,63 +444,19 @@ func jsonType(t reflect.Type) string {
 	return t.String()
 }
 
-// errorOf maps a broker or queue error to its wire error.
+// errorOf maps a broker or queue error to its wire error (internal/errcode has the
+// table). An internal error is logged and its details kept from the client.
 func (s *Server) errorOf(err error) *api.Error {
-	code := api.CodeInternal
-	var (
-		ne *queue.NameError
-		ce *queue.ConfigError
-		cy *queue.CycleError
-		fe *queue.FullError
-		le *queue.LimitError
-	)
-	switch {
-	case errors.As(err, &ne):
-		code = api.CodeInvalidName
-	case errors.As(err, &cy):
-		code = api.CodeDLQCycle
-	case errors.As(err, &ce):
-		code = api.CodeInvalidConfig
-	case errors.As(err, &fe):
-		return &api.Error{Code: api.CodeQueueFull, Message: err.Error(), RetryAfter: api.Ptr(time.Second)}
-	case errors.As(err, &le) && le.Limit == "max_in_flight":
-		return &api.Error{Code: api.CodeTooManyInFlight, Message: err.Error(), RetryAfter: api.Ptr(time.Second)}
-	case errors.As(err, &le):
-		code = api.CodeTooManyQueues
-	case errors.Is(err, broker.ErrDiskFull):
-		return &api.Error{Code: api.CodeDiskFull, Message: err.Error(), RetryAfter: api.Ptr(10 * time.Second)}
-	case errors.Is(err, queue.ErrQueueNotFound):
-		code = api.CodeQueueNotFound
-	case errors.Is(err, queue.ErrReceiptStale):
-		code = api.CodeReceiptStale
-	case errors.Is(err, queue.ErrQueueInUse):
-		code = api.CodeQueueInUse
-	case errors.Is(err, queue.ErrMessageTooLarge):
-		code = api.CodeMessageTooLarge
-	case errors.Is(err, queue.ErrInvalidDelay):
-		code = api.CodeInvalidDelay
-	case errors.Is(err, queue.ErrInvalidMessage):
-		code = api.CodeInvalidMessage
-	case errors.Is(err, queue.ErrMessageNotFound):
-		code = api.CodeMessageNotFound
-	case errors.Is(err, queue.ErrTaskNotFound):
-		code = api.CodeTaskNotFound
-	case errors.Is(err, queue.ErrTaskFinished):
-		code = api.CodeTaskFinished
-	case errors.Is(err, queue.ErrNoDeadLetter):
-		code = api.CodeNoDeadLetter
-	case errors.Is(err, broker.ErrInvalidReceipt):
-		code = api.CodeInvalidReceipt
-	case errors.Is(err, broker.ErrStorageFailed):
-		code = api.CodeStorageFailed
-	case errors.Is(err, broker.ErrClosed), errors.Is(err, context.Canceled):
-		code = api.CodeUnavailable
-	}
-	if code == api.CodeInternal {
+	row := errcode.Of(err)
+	if row.Internal() {
 		s.log.Error("internal error", "error", err)
-		return &api.Error{Code: code, Message: "internal error; the server log has the details"}
+		return &api.Error{Code: api.CodeInternal, Message: errcode.InternalMessage}
 	}
-	return &api.Error{Code: code, Message: err.Error()}
+	e := &api.Error{Code: row.Code, Message: err.Error()}
+	if row.RetryAfter > 0 {
+		e.RetryAfter = api.Ptr(row.RetryAfter)
+	}
+	return e
 }
 
 func (s *Server) fail(w http.ResponseWriter, err error) { writeError(w, s.errorOf(err)) }

@@ -164,13 +164,13 @@ func parseQueueAttrs(name string, attrs map[string]string, creating bool) ([]att
 		var e *apiError
 		switch k {
 		case "VisibilityTimeout":
-			e = seconds(0, 43200, func(c *queue.Config, d time.Duration) { c.VisibilityTimeout = d })
+			e = seconds(0, maxVisibilitySeconds, func(c *queue.Config, d time.Duration) { c.VisibilityTimeout = d })
 		case "DelaySeconds":
-			e = seconds(0, 900, func(c *queue.Config, d time.Duration) { c.Delay = d })
+			e = seconds(0, maxDelaySeconds, func(c *queue.Config, d time.Duration) { c.Delay = d })
 		case "MessageRetentionPeriod":
 			e = seconds(60, 1209600, func(c *queue.Config, d time.Duration) { c.Retention = d })
 		case "ReceiveMessageWaitTimeSeconds":
-			e = seconds(0, 20, func(c *queue.Config, d time.Duration) { c.ReceiveWait = d })
+			e = seconds(0, maxWaitSeconds, func(c *queue.Config, d time.Duration) { c.ReceiveWait = d })
 		case "MaximumMessageSize":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1024 || n > sqsMaxMessageSize {

@@ -1,13 +1,11 @@
 package sqs
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 
-	"github.com/okiba/okiba/broker"
-	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/internal/errcode"
 )
 
 // kind is one SQS error as the wire shows it. The JSON body carries
@@ -91,46 +89,44 @@ func (e *apiError) queryHeader() string {
 	return e.Query + ";" + fault
 }
 
-// errorOf maps a broker or queue error to its SQS error. Unknown errors become
-// InternalError (and are logged by the caller). q names the queue for messages.
-func (f *Front) errorOf(err error, q string) *apiError {
-	var (
-		ae *apiError
-		ne *queue.NameError
-		ce *queue.ConfigError
-		cy *queue.CycleError
-		fe *queue.FullError
-	)
-	switch {
-	case errors.As(err, &ae):
-		return ae
-	case errors.Is(err, queue.ErrQueueNotFound):
-		return newErr(kQueueDoesNotExist, "The specified queue %s does not exist.", q)
-	case errors.As(err, &fe), errors.Is(err, broker.ErrDiskFull):
-		return newErr(kRequestThrottled, "%s", err.Error()) // the SDKs retry it
-	case errors.Is(err, queue.ErrLimit):
-		return newErr(kOverLimit, "%s", err.Error())
-	case errors.As(err, &ne):
-		return newErr(kInvalidParameterValue, "%s", ne.Error())
-	case errors.As(err, &cy):
-		return newErr(kInvalidParameterValue, "%s", cy.Error())
-	case errors.As(err, &ce):
-		return newErr(kInvalidAttributeValue, "%s", ce.Error())
-	case errors.Is(err, queue.ErrMessageTooLarge), errors.Is(err, queue.ErrInvalidMessage), errors.Is(err, queue.ErrInvalidDelay):
-		return newErr(kInvalidParameterValue, "%s", err.Error())
-	case errors.Is(err, queue.ErrReceiptStale):
-		return newErr(kReceiptHandleIsInvalid, "The receipt handle has expired.")
-	case errors.Is(err, broker.ErrInvalidReceipt):
-		return newErr(kReceiptHandleIsInvalid, "The input receipt handle is invalid: %s", err.Error())
-	case errors.Is(err, queue.ErrTaskNotFound), errors.Is(err, queue.ErrTaskFinished):
-		return newErr(kResourceNotFound, "%s", err.Error())
-	case errors.Is(err, broker.ErrStorageFailed):
-		return newErr(kServiceUnavailable, "%s", err.Error())
-	case errors.Is(err, broker.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return newErr(kServiceUnavailable, "the server is shutting down or the request was cancelled; retry")
+// kinds lists every error the front answers with, so that the table of package
+// internal/errcode, which names SQS errors by their code, can be read here.
+var kinds = []kind{
+	kQueueDoesNotExist, kQueueNameExists, kReceiptHandleIsInvalid, kMessageNotInflight,
+	kPurgeInProgress, kRequestThrottled, kTooManyEntries, kIdsNotDistinct, kEmptyBatch,
+	kInvalidBatchEntryID, kBatchTooLong, kInvalidAttributeName, kInvalidAttributeValue,
+	kInvalidMessageContents, kUnsupportedOperation, kResourceNotFound, kInvalidAddress,
+	kOverLimit, kInvalidParameterValue, kMissingParameter, kSerialization, kUnknownOperation,
+	kRequestTooLarge, kMissingAuth, kIncompleteSignature, kInvalidClientTokenID,
+	kSignatureDoesNotMatch, kAccessDenied, kRequestExpired, kServiceUnavailable, kInternal,
+	kMethodNotAllowed,
+}
+
+// kindOf returns the kind whose code is code.
+func kindOf(code string) (kind, bool) {
+	for _, k := range kinds {
+		if k.Code == code {
+			return k, true
+		}
 	}
-	f.opts.Logger.Error("sqs: internal error", "error", err)
-	return newErr(kInternal, "internal error; the server log has the details")
+	return kind{}, false
+}
+
+// errorOf maps a broker or queue error to its SQS error (internal/errcode has the
+// table); an error that already is an SQS answer stays itself. An internal error is
+// logged and its details kept from the client. q names the queue for messages.
+func (f *Front) errorOf(err error, q string) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	row := errcode.Of(err)
+	k, known := kindOf(row.SQS)
+	if row.Internal() || !known {
+		f.opts.Logger.Error("sqs: internal error", "error", err)
+		return newErr(kInternal, "%s", errcode.InternalMessage)
+	}
+	return &apiError{kind: k, Message: row.SQSText(err, q)}
 }
 
 // statusOK is a convenience for handlers that answer 200.

@@ -31,10 +31,15 @@ const (
 	reservedPrefix = "okiba."
 )
 
+// SQS's limits on requests, as its API states them; the queue attributes of the same
+// names (attrs.go) share them.
 const (
 	maxBatch        = 10
 	maxMessageAttrs = 10
 	maxDelaySeconds = 900
+	// maxVisibilitySeconds is 12 hours, the same as okiba's queue.MaxVisibilityTimeout.
+	maxVisibilitySeconds = 43200
+	maxWaitSeconds       = 20
 )
 
 // validSQSText reports whether s holds only the characters SQS accepts in a message:
@@ -403,15 +408,15 @@ func parseReceive(in *receiveMessageIn, fifo bool) (receiveSpec, *apiError) {
 	}
 	if in.VisibilityTimeout != nil {
 		n := *in.VisibilityTimeout
-		if n < 0 || n > 43200 {
-			return s, invalidParam("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200, if provided.", n)
+		if n < 0 || n > maxVisibilitySeconds {
+			return s, invalidParam("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and %d, if provided.", n, maxVisibilitySeconds)
 		}
 		s.vis = time.Duration(n) * time.Second
 	}
 	if in.WaitTimeSeconds != nil {
 		n := *in.WaitTimeSeconds
-		if n < 0 || n > 20 {
-			return s, invalidParam("Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.", n)
+		if n < 0 || n > maxWaitSeconds {
+			return s, invalidParam("Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= %d, if provided.", n, maxWaitSeconds)
 		}
 		s.wait = time.Duration(n) * time.Second
 	}
@@ -649,15 +654,13 @@ func (f *Front) deleteMessage(q *request) (any, *apiError) {
 }
 
 // deleteResult interprets one ack: a stale receipt on a standard queue is a success
-// that settled nothing (as SQS answers), on a FIFO queue an expired handle.
+// that settled nothing (as SQS answers), on a FIFO queue an expired handle (errorOf).
 func (f *Front) deleteResult(err error, name string) (bool, *apiError) {
 	switch {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, queue.ErrReceiptStale) && !isFIFO(name):
 		return false, nil
-	case errors.Is(err, queue.ErrReceiptStale):
-		return false, newErr(kReceiptHandleIsInvalid, "The receipt handle has expired.")
 	}
 	return false, f.errorOf(err, name)
 }
@@ -765,8 +768,8 @@ func checkVisibility(v *int64) (time.Duration, *apiError) {
 	if v == nil {
 		return 0, missingParam("VisibilityTimeout")
 	}
-	if *v < 0 || *v > 43200 {
-		return 0, invalidParam("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200.", *v)
+	if *v < 0 || *v > maxVisibilitySeconds {
+		return 0, invalidParam("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and %d.", *v, maxVisibilitySeconds)
 	}
 	return time.Duration(*v) * time.Second, nil
 }

@@ -31,7 +31,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/errcode"
 	"github.com/okiba/okiba/server"
 )
 
@@ -293,4 +295,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // apiError answers an error in the native API's shape ({"error":{"code","message"}}).
 func apiError(w http.ResponseWriter, status int, code, format string, args ...any) {
 	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": fmt.Sprintf(format, args...)}})
+}
+
+// brokerError answers an error of the broker with its native code and status
+// (internal/errcode); an internal error is logged and its details kept from the page.
+func (c *Console) brokerError(w http.ResponseWriter, err error) {
+	row := errcode.Of(err)
+	if row.Internal() {
+		c.log.Error("console: internal error", "error", err)
+		apiError(w, api.Status[row.Code], row.Code, "%s", errcode.InternalMessage)
+		return
+	}
+	apiError(w, api.Status[row.Code], row.Code, "%v", err)
 }

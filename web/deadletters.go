@@ -38,17 +38,17 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	reason, source := q.Get("reason"), q.Get("source")
 	limit := 100
-	if v, err := strconv.Atoi(q.Get("limit")); err == nil && v > 0 && v <= 1000 {
+	if v, err := strconv.Atoi(q.Get("limit")); err == nil && v > 0 && v <= api.MaxBatch {
 		limit = v
 	}
 	out := deadLetterAnswer{Queue: name, Complete: true, Reasons: []reasonCount{}, Messages: []api.Message{}}
 	counts := map[[2]string]int{}
 	var after uint64
 	for {
-		ms, err := c.b.Peek(r.Context(), name, after, 1000)
+		ms, err := c.b.Peek(r.Context(), name, after, api.MaxBatch)
 		if err != nil {
 			if out.Scanned == 0 {
-				apiError(w, http.StatusNotFound, "queue_not_found", "%v", err)
+				c.brokerError(w, err)
 				return
 			}
 			break
@@ -65,7 +65,7 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		out.Scanned += len(ms)
-		if len(ms) < 1000 {
+		if len(ms) < api.MaxBatch {
 			break
 		}
 		if out.Scanned >= deadLetterScan {

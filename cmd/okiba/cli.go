@@ -278,6 +278,12 @@ func (s *byteSize) String() string {
 	return strconv.FormatInt(v, 10) + "B"
 }
 
+// sizeString writes n as a byteSize flag would be given: "256MiB".
+func sizeString(n int64) string {
+	s := byteSize(n)
+	return s.String()
+}
+
 func (s *byteSize) Set(v string) error {
 	if strings.TrimSpace(v) == "off" { // for limits that can be turned off
 		*s = -1

@@ -15,9 +15,12 @@ import (
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/internal/gcpace"
+	"github.com/okiba/okiba/internal/payload"
 	"github.com/okiba/okiba/metrics"
+	"github.com/okiba/okiba/queue"
 	"github.com/okiba/okiba/server"
 	"github.com/okiba/okiba/sqs"
+	"github.com/okiba/okiba/wal"
 	"github.com/okiba/okiba/web"
 )
 
@@ -89,13 +92,13 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	corsOrigins := f.String("cors-origins", "", "comma-separated `ORIGINS` (scheme://host[:port]) of browser applications that may call the API; other pages' requests are refused (env OKIBA_CORS_ORIGINS)")
 	allowedHosts := f.String("allowed-hosts", "", "comma-separated host `NAMES` that requests may address without a token, besides localhost, this machine's name and the --addr host; *.example.com stands for every name under it (env OKIBA_ALLOWED_HOSTS)")
 	var segment, ckpt, cache byteSize
-	f.Var(&segment, "segment-size", "log segment file `SIZE` (default 64MiB, at least 2MiB)")
-	f.Var(&ckpt, "checkpoint-bytes", "take a checkpoint after this `SIZE` of log; bounds replay at start-up (default 128MiB; more with a deep backlog, docs/operations.md)")
-	f.Var(&cache, "cache-bytes", "`SIZE` of message bodies kept in memory; the rest are read from the log (default 256MiB)")
-	maxQueues := f.Int("max-queues", 0, "most queues the broker holds (default 10000)")
-	maxInFlight := f.Int("max-in-flight", 0, "most leased messages per queue (default 120000, as SQS)")
+	f.Var(&segment, "segment-size", fmt.Sprintf("log segment file `SIZE` (default %s, at least %s)", sizeString(wal.DefaultSegmentSize), sizeString(broker.MinSegmentSize)))
+	f.Var(&ckpt, "checkpoint-bytes", fmt.Sprintf("take a checkpoint after this `SIZE` of log; bounds replay at start-up (default %s; more with a deep backlog, docs/operations.md)", sizeString(broker.DefaultCheckpointBytes)))
+	f.Var(&cache, "cache-bytes", fmt.Sprintf("`SIZE` of message bodies kept in memory; the rest are read from the log (default %s)", sizeString(payload.DefaultCacheBytes)))
+	maxQueues := f.Int("max-queues", 0, fmt.Sprintf("most queues the broker holds (default %d)", queue.DefaultMaxQueues))
+	maxInFlight := f.Int("max-in-flight", 0, fmt.Sprintf("most leased messages per queue (default %d, as SQS)", queue.DefaultMaxInFlight))
 	var minFree, gcHeadroom byteSize
-	f.Var(&gcHeadroom, "gc-headroom", "let the heap grow by this `SIZE` between garbage collections, or by half of what is live once that is more (default 256MiB; \"off\" keeps Go's default, as does setting GOGC)")
+	f.Var(&gcHeadroom, "gc-headroom", fmt.Sprintf("let the heap grow by this `SIZE` between garbage collections, or by half of what is live once that is more (default %s; \"off\" keeps Go's default, as does setting GOGC)", sizeString(gcpace.DefaultMinHeadroom)))
 	f.Var(&minFree, "min-free-disk", "refuse sends while the data directory's disk has less free `SIZE` (default twice --segment-size; \"off\" turns the check off)")
 	if _, err := f.parseArgs(args, 0, 0, "[flags]"); err != nil {
 		return err

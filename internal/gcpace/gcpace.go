@@ -19,7 +19,8 @@ import (
 // Config says how much the heap may grow between collections:
 // max(MinHeadroom, live × Percent / 100).
 type Config struct {
-	// MinHeadroom is the growth allowed however small the live heap. Defaults to 256 MiB.
+	// MinHeadroom is the growth allowed however small the live heap. Defaults to
+	// DefaultMinHeadroom, 256 MiB.
 	MinHeadroom int64
 	// Percent is the growth allowed, as a percentage of the live heap, once that is
 	// larger than MinHeadroom. Defaults to 50 (Go's default is 100).
@@ -29,9 +30,12 @@ type Config struct {
 	Interval time.Duration
 }
 
+// DefaultMinHeadroom is the default of Config.MinHeadroom.
+const DefaultMinHeadroom = 256 << 20
+
 func (c Config) withDefaults() Config {
 	if c.MinHeadroom <= 0 {
-		c.MinHeadroom = 256 << 20
+		c.MinHeadroom = DefaultMinHeadroom
 	}
 	if c.Percent <= 0 {
 		c.Percent = 50

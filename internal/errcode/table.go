@@ -1,0 +1,68 @@
+package errcode
+
+import (
+	"context"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/crossorigin"
+	"github.com/okiba/okiba/queue"
+)
+
+// table maps every exported error of packages queue, broker, receipt and
+// internal/crossorigin, and the context errors a request may end with, to the wire. Of
+// takes the first row that matches, so a typed error precedes the sentinel it wraps
+// wherever the two are answered differently (a LimitError for max_in_flight before
+// ErrLimit). errcode_test.go checks that nothing exported is missing and that every row
+// wins for its own errors.
+var table = []Row{
+	// Requests that name or configure something wrongly.
+	{match: errs(as[*queue.NameError]()), Code: api.CodeInvalidName, SQS: "InvalidParameterValue"},
+	{match: errs(as[*queue.CycleError]()), Code: api.CodeDLQCycle, SQS: "InvalidParameterValue"},
+	{match: errs(as[*queue.ConfigError]()), Code: api.CodeInvalidConfig, SQS: "InvalidAttributeValue"},
+	{match: errs(as[*queue.ParamError](), is(queue.ErrInvalidParameter)), Code: api.CodeInvalidRequest, SQS: "InvalidParameterValue"},
+
+	// Backpressure and limits: retryable. The SDKs retry RequestThrottled.
+	{match: errs(as[*queue.FullError](), is(queue.ErrQueueFull)), Code: api.CodeQueueFull, RetryAfter: time.Second, SQS: "RequestThrottled"},
+	{match: errs(as[*queue.LimitError](func(e *queue.LimitError) bool { return e.Limit == "max_in_flight" })),
+		Code: api.CodeTooManyInFlight, RetryAfter: time.Second, SQS: "OverLimit"},
+	// Every other limit is max_queues, the only other there is.
+	{match: errs(as[*queue.LimitError](), is(queue.ErrLimit)), Code: api.CodeTooManyQueues, SQS: "OverLimit"},
+	{match: errs(is(broker.ErrDiskFull)), Code: api.CodeDiskFull, RetryAfter: 10 * time.Second, SQS: "RequestThrottled"},
+
+	// Things that are not there, or no longer.
+	{match: errs(is(queue.ErrQueueNotFound)), Code: api.CodeQueueNotFound, SQS: "QueueDoesNotExist",
+		SQSMessage: "The specified queue {queue} does not exist."},
+	{match: errs(is(queue.ErrReceiptStale)), Code: api.CodeReceiptStale, SQS: "ReceiptHandleIsInvalid",
+		SQSMessage: "The receipt handle has expired."},
+	// Messages that cannot be taken as they are.
+	{match: errs(as[*queue.TooLargeError](), is(queue.ErrMessageTooLarge)), Code: api.CodeMessageTooLarge, SQS: "InvalidParameterValue"},
+	{match: errs(as[*queue.DelayError](), is(queue.ErrInvalidDelay)), Code: api.CodeInvalidDelay, SQS: "InvalidParameterValue"},
+	{match: errs(as[*queue.InvalidError](), is(queue.ErrInvalidMessage)), Code: api.CodeInvalidMessage, SQS: "InvalidParameterValue"},
+
+	// broker.ErrInvalidReceipt is receipt.ErrInvalid.
+	{match: errs(is(broker.ErrInvalidReceipt)), Code: api.CodeInvalidReceipt, SQS: "ReceiptHandleIsInvalid",
+		SQSMessage: "The input receipt handle is invalid: {error}"},
+	{match: errs(is(queue.ErrTaskNotFound)), Code: api.CodeTaskNotFound, SQS: "ResourceNotFoundException"},
+	{match: errs(is(queue.ErrTaskFinished)), Code: api.CodeTaskFinished, SQS: "ResourceNotFoundException"},
+
+	// Errors of operations the SQS front never reports (it deletes queues with force,
+	// keeps to itself whether a message it looks up by id is gone, and dead-letters
+	// nothing by hand): should one reach it, it answers in the nearest of SQS's words.
+	{match: errs(as[*queue.InUseError](), is(queue.ErrQueueInUse)), Code: api.CodeQueueInUse, SQS: "InvalidParameterValue"},
+	{match: errs(is(queue.ErrMessageNotFound)), Code: api.CodeMessageNotFound, SQS: "ResourceNotFoundException"},
+	{match: errs(is(queue.ErrNoDeadLetter)), Code: api.CodeNoDeadLetter, SQS: "InvalidParameterValue"},
+
+	// The broker cannot serve: retry against a healthy or restarted one.
+	{match: errs(is(broker.ErrStorageFailed)), Code: api.CodeStorageFailed, SQS: "ServiceUnavailable"},
+	{match: errs(is(broker.ErrClosed), is(context.Canceled), is(context.DeadlineExceeded)), Code: api.CodeUnavailable, SQS: "ServiceUnavailable",
+		SQSMessage: "the server is shutting down or the request was cancelled; retry"},
+
+	// A browser request from elsewhere (the SQS front answers these through Forbid).
+	{match: errs(as[*crossorigin.Error](), is(crossorigin.ErrCrossOrigin), is(crossorigin.ErrHost)), Code: api.CodeForbidden, SQS: "AccessDenied"},
+
+	// Errors of opening a data directory, which no request meets: should one reach a
+	// front it is a bug, logged and answered as internal.
+	{match: errs(is(broker.ErrNewerFormat), is(broker.ErrLocked), is(queue.ErrSnapshotVersion)), Code: api.CodeInternal, SQS: "InternalError"},
+}
