@@ -6,18 +6,23 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // slowBuffer records writes, holding each until released, so that writes from other
-// goroutines pile up behind a running one.
+// goroutines pile up behind a running one; entered, if set, hears of each write begun.
 type slowBuffer struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	writes int
-	hold   chan struct{}
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	writes  int
+	hold    chan struct{}
+	entered chan struct{}
 }
 
 func (s *slowBuffer) Write(p []byte) (int, error) {
+	if s.entered != nil {
+		s.entered <- struct{}{}
+	}
 	if s.hold != nil {
 		<-s.hold
 	}
@@ -28,47 +33,43 @@ func (s *slowBuffer) Write(p []byte) (int, error) {
 }
 
 func TestConcurrentWritesArriveWholeAndCoalesce(t *testing.T) {
-	sb := &slowBuffer{hold: make(chan struct{})}
-	w := New(sb)
 	const n = 50
-	var wg sync.WaitGroup
-	first := make(chan struct{})
-	wg.Go(func() { // the first write is held, so the others queue behind it
-		close(first)
+	sb := &slowBuffer{hold: make(chan struct{}), entered: make(chan struct{}, n+1)}
+	w := New(sb)
+	var first sync.WaitGroup
+	first.Go(func() { // the first write is held, so the others queue behind it
 		if err := w.Write(func(b []byte) []byte { return append(b, "<first>"...) }); err != nil {
 			t.Error(err)
 		}
 	})
-	<-first
+	<-sb.entered // the first write is under way, held in the connection
+	var others sync.WaitGroup
 	for i := range n {
-		wg.Go(func() {
+		others.Go(func() {
+			// A write that finds one running adds its bytes and returns at once.
 			if err := w.Write(func(b []byte) []byte { return fmt.Appendf(b, "<%d>", i) }); err != nil {
 				t.Error(err)
 			}
 		})
 	}
-	// Release writes until everything is out.
-	go func() {
-		for {
-			sb.mu.Lock()
-			done := bytes.Count(sb.buf.Bytes(), []byte("<")) == n+1
-			sb.mu.Unlock()
-			if done {
-				close(sb.hold)
-				return
-			}
-			sb.hold <- struct{}{}
-		}
-	}()
-	wg.Wait()
+	queued := make(chan struct{})
+	go func() { others.Wait(); close(queued) }()
+	select {
+	case <-queued:
+	case <-time.After(10 * time.Second):
+		close(sb.hold)
+		t.Fatal("writes waited for the connection instead of handing their bytes to the running write")
+	}
+	close(sb.hold)
+	first.Wait()
 	out := sb.buf.String()
 	for i := range n {
 		if bytes.Count([]byte(out), fmt.Appendf(nil, "<%d>", i)) != 1 {
 			t.Fatalf("write %d missing or repeated in %q", i, out)
 		}
 	}
-	if sb.writes >= n+1 {
-		t.Errorf("%d writes for %d pieces: nothing was coalesced", sb.writes, n+1)
+	if sb.writes != 2 {
+		t.Errorf("%d writes for %d pieces, want 2: the first, and all the others together", sb.writes, n+1)
 	}
 }
 
