@@ -61,8 +61,12 @@ var (
 	ErrDiskFull = errors.New("disk is nearly full: sends are refused until there is room")
 )
 
-// FormatVersion is the data directory format this binary writes and reads.
-const FormatVersion = 1
+// FormatVersion is the data directory format this binary writes. It reads every earlier
+// one, and marks a directory it opens with this version before writing anything, so that
+// an older okiba refuses it with ErrNewerFormat instead of failing on what it cannot read.
+// Version 2: checkpoints hold the queue state and the payload store's section apart, and
+// the log carries limits records and the payload store's relocation frames.
+const FormatVersion = 2
 
 const formatFile = "FORMAT"
 
@@ -446,6 +450,10 @@ func (b *Broker) checkFormat() error {
 	}
 	if v > FormatVersion {
 		return fmt.Errorf("%w: %s says format %d; this okiba reads format %d: upgrade okiba", ErrNewerFormat, path, v, FormatVersion)
+	}
+	if v < FormatVersion {
+		b.logger.Info("data directory upgraded", "from_format", v, "to_format", FormatVersion)
+		return vfs.WriteFile(b.fs, path, 0o644, []byte(fmt.Sprintf("okiba data directory format %d\n", FormatVersion)))
 	}
 	return nil
 }

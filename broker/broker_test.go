@@ -319,6 +319,21 @@ func TestNewerFormatIsRefused(t *testing.T) {
 	}
 }
 
+// A directory of an earlier format is marked with this one before anything is written,
+// so that the earlier okiba refuses it rather than choke on a record it cannot read.
+func TestOlderFormatIsMarkedOnOpen(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("okiba data directory format 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, Config{Dir: dir})
+	b.Close()
+	got, err := os.ReadFile(filepath.Join(dir, "FORMAT"))
+	if err != nil || strings.TrimSpace(string(got)) != fmt.Sprintf("okiba data directory format %d", FormatVersion) || FormatVersion < 2 {
+		t.Fatalf("FORMAT after opening a format-1 directory: %q %v", got, err)
+	}
+}
+
 // Under steady send-and-ack load, checkpoints and segment deletion keep the log's disk
 // use bounded, even with one message that stays unacked in an old segment (compaction
 // moves it).
