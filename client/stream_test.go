@@ -14,15 +14,14 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/api"
-	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
-	"github.com/okiba/okiba/server"
+	"github.com/okiba/okiba/internal/node"
 )
 
 // streamServer is a real broker and server whose HTTP requests are counted before they
 // reach the server: a call carried by a stream never shows up there.
 type streamServer struct {
-	srv      *server.Server
+	n        *node.Node
 	url      string
 	requests atomic.Int64 // HTTP requests, upgrades included
 	upgrades atomic.Int64
@@ -30,12 +29,14 @@ type streamServer struct {
 
 func newStreamServer(t *testing.T, token string, noStreams bool) *streamServer {
 	t.Helper()
-	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	n, err := node.Open(context.Background(), node.Config{Data: t.TempDir(), AuthToken: token,
+		SQS: node.SQSConfig{Disabled: true}, Console: node.ConsoleConfig{Disabled: true}},
+		node.Runtime{External: true, NoGCPace: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &streamServer{srv: server.New(b, server.Options{AuthToken: token})}
-	h := s.srv.Handler()
+	s := &streamServer{n: n}
+	h := http.Handler(n)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.requests.Add(1)
 		if r.URL.Path == api.StreamPath {
@@ -51,9 +52,8 @@ func newStreamServer(t *testing.T, token string, noStreams bool) *streamServer {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		s.srv.CloseStreams(ctx)
+		n.Close(ctx) // its streams first: the test server waits for none of them
 		hs.Close()
-		b.Close()
 	})
 	return s
 }

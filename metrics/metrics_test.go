@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -19,8 +18,8 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/node"
 	"github.com/okiba/okiba/metrics"
-	"github.com/okiba/okiba/server"
 )
 
 const token = "metrics-test-token"
@@ -34,23 +33,23 @@ type env struct {
 func start(t *testing.T, opts metrics.Options) *env {
 	t.Helper()
 	m := metrics.New(opts)
-	b, err := broker.Open(broker.Config{Dir: t.TempDir(), Observer: m, CheckpointBytes: 64 << 10})
+	n, err := node.Open(context.Background(), node.Config{
+		Addr: "127.0.0.1:0", Data: t.TempDir(), AuthToken: token,
+		SQS: node.SQSConfig{Disabled: true}, Console: node.ConsoleConfig{Disabled: true},
+	}, node.Runtime{Metrics: m, NoGCPace: true, Broker: func(c *broker.Config) { c.CheckpointBytes = 64 << 10 }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Watch(b)
-	srv := server.New(b, server.Options{AuthToken: token, Observe: m.ObserveRequest})
-	srv.Handle("/metrics", m.Handler())
-	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
-		hs.Close()
-		b.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		n.Close(ctx)
 	})
-	c, err := client.New(hs.URL, client.Options{Token: token})
+	c, err := client.New(n.URL(), client.Options{Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{b: b, c: c, url: hs.URL}
+	return &env{b: n.Broker(), c: c, url: n.URL()}
 }
 
 func (e *env) scrape(t *testing.T) map[string]*dto.MetricFamily {

@@ -16,8 +16,6 @@ package okibatest
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -25,7 +23,7 @@ import (
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/clock"
-	"github.com/okiba/okiba/server"
+	"github.com/okiba/okiba/internal/node"
 	"github.com/okiba/okiba/sqs"
 )
 
@@ -39,9 +37,13 @@ type Options struct {
 	Broker broker.Config
 	// Token enables bearer-token authentication.
 	Token string
-	// SQS configures the SQS-compatible API, which the server always serves. With a
-	// Token and no SQS.Credentials, SQS clients sign with access key id "okiba" and the
-	// token as the secret key (as okiba serve does). Clock is filled in.
+	// CORSOrigins and AllowedHosts are okiba serve's --cors-origins and --allowed-hosts:
+	// browser applications let in, and host names a tokenless server answers to.
+	CORSOrigins, AllowedHosts []string
+	// SQS configures the SQS-compatible API, which the server always serves: its Region,
+	// AccountID, BaseURL and Credentials are used. With a Token and no SQS.Credentials,
+	// SQS clients sign with access key id "okiba" and the token as the secret key (as
+	// okiba serve does).
 	SQS sqs.Options
 }
 
@@ -56,8 +58,7 @@ type Server struct {
 	// SQS is the SQS-compatible API served on URL (see package sqs).
 	SQS *sqs.Front
 
-	http *httptest.Server
-	srv  *server.Server
+	node *node.Node
 }
 
 // New starts a broker for t and stops it at cleanup.
@@ -80,29 +81,33 @@ func Start(opts Options) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("okibatest: Start needs Options.Dir")
 	}
-	cfg := opts.Broker
-	cfg.Dir = opts.Dir
-	s := &Server{Dir: cfg.Dir}
+	s := &Server{Dir: opts.Dir}
+	rt := node.Runtime{NoGCPace: true, Broker: func(c *broker.Config) {
+		o := opts.Broker
+		o.Dir, o.Clock, o.Observer = c.Dir, c.Clock, c.Observer
+		if o.Logger == nil {
+			o.Logger = c.Logger
+		}
+		*c = o
+	}}
 	if opts.FakeClock {
 		s.Clock = clock.NewFake(time.Now().Truncate(time.Millisecond))
-		cfg.Clock = s.Clock
+		rt.Clock = s.Clock
 	}
-	b, err := broker.Open(cfg)
+	cfg := node.Config{
+		Addr: "127.0.0.1:0", Data: opts.Dir, AuthToken: opts.Token,
+		CORSOrigins: opts.CORSOrigins, AllowedHosts: opts.AllowedHosts,
+		SQS: node.SQSConfig{
+			Region: opts.SQS.Region, AccountID: opts.SQS.AccountID, BaseURL: opts.SQS.BaseURL,
+			Credentials: opts.SQS.Credentials,
+		},
+		Console: node.ConsoleConfig{Disabled: true},
+	}
+	n, err := node.Open(context.Background(), cfg, rt)
 	if err != nil {
-		return nil, fmt.Errorf("open broker: %w", err)
+		return nil, err
 	}
-	s.Broker = b
-	sqsOpts := opts.SQS
-	if cfg.Clock != nil {
-		sqsOpts.Clock = cfg.Clock
-	}
-	if opts.Token != "" && len(sqsOpts.Credentials) == 0 {
-		sqsOpts.Credentials = map[string]string{"okiba": opts.Token}
-	}
-	s.SQS = sqs.New(b, sqsOpts)
-	s.srv = server.New(b, server.Options{AuthToken: opts.Token, SQS: s.SQS})
-	s.http = httptest.NewServer(s.srv.Handler())
-	s.URL = s.http.URL
+	s.node, s.Broker, s.SQS, s.URL = n, n.Broker(), n.SQS(), n.URL()
 	if s.Client, err = client.New(s.URL, client.Options{Token: opts.Token}); err != nil {
 		s.Close()
 		return nil, err
@@ -110,24 +115,18 @@ func Start(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the HTTP server and the broker. It is safe to call twice.
+// Close stops the HTTP server and the broker at once (requests still running are cut
+// off). It is safe to call twice.
 func (s *Server) Close() {
 	if s.Client != nil {
 		s.Client.Close()
+		s.Client = nil
 	}
-	if s.srv != nil {
+	if s.node != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		s.srv.CloseStreams(ctx) // at once: the broker closes next
-	}
-	if s.http != nil {
-		s.http.CloseClientConnections()
-		s.http.Close()
-		s.http = nil
-	}
-	if s.Broker != nil {
-		s.Broker.Close()
-		s.Broker = nil
+		s.node.Close(ctx)
+		s.node, s.Broker = nil, nil
 	}
 }
 

@@ -19,7 +19,6 @@ import (
 	"github.com/okiba/okiba/okibatest/chaos"
 	"github.com/okiba/okiba/outbox"
 	"github.com/okiba/okiba/outbox/pgwake"
-	"github.com/okiba/okiba/server"
 )
 
 // The conformance suite: every test runs on SQLite and on PostgreSQL.
@@ -263,7 +262,7 @@ func TestRelayCrashBetweenPublishAndMark(t *testing.T) {
 // restarts, and loses nothing.
 func TestRelayRetriesThroughMissingQueueAndRestart(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
-		b, err := chaos.StartBroker(broker.Config{Dir: t.TempDir()}, "", server.Options{})
+		b, err := chaos.StartBroker(broker.Config{Dir: t.TempDir()}, "")
 		if err != nil {
 			t.Fatal(err)
 		}

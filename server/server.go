@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,88 +23,32 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
-	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/internal/errcode"
 )
 
 // Options configure a Server. The zero value means the defaults.
 type Options struct {
-	// AuthToken, when set, must be presented as "Authorization: Bearer <token>" on every
-	// request (handlers added with Handle included) but /healthz.
-	AuthToken string
 	// Logger receives request errors. Defaults to discarding.
 	Logger *slog.Logger
-	// SQS, when set, serves the SQS-compatible API (package sqs) on the same listener.
-	// Requests it matches skip the bearer-token check, because SQS clients sign with
-	// SigV4 instead: with AuthToken set they are served only if the front verifies
-	// signatures itself (Authenticates), and refused otherwise.
-	SQS SQSFront
-	// Browsers, when set with AuthToken, admits web browsers (the console), which cannot
-	// send a bearer token: a request with a valid session cookie passes as if it carried
-	// the token, provided it is not a cross-origin write (http.CrossOriginProtection); the
-	// sign-in page and its assets are public; a browser that navigates to any other page
-	// without a session is redirected to sign in.
-	Browsers Browsers
-	// Observe, when set, is told about every request once it is answered: the route it
-	// matched (its pattern, "sqs" for the SQS API, "unauthorized" when refused before
-	// routing, "cross-origin" when the browser checks of CORSOrigins and AllowedHosts
-	// answered it: a refusal or a preflight), its method, status and duration. Package
-	// metrics records them.
+	// Observe, when set, is told about every request of the native API once it is
+	// answered (plain HTTP and stream frames alike): the route it matched (its pattern),
+	// its method, status and duration. Package metrics records them.
 	Observe func(route, method string, status int, d time.Duration)
-	// CORSOrigins are the origins (scheme://host[:port], for example
-	// "https://app.example.com") of browser applications that may call the server. Every
-	// other request that a browser marks as coming from a page of another origin
-	// (Sec-Fetch-Site, Origin) is refused on every route but /healthz and the console's
-	// sign-in page and assets — 403 forbidden, or AccessDenied for the SQS API — so that a
-	// page the user visits cannot drive a broker it can reach; listed origins get CORS
-	// answers (preflights, Access-Control-Allow-Origin). Requests without those headers
-	// (SDKs, curl, the Go client) are not affected. Defaults to none. New panics on an
-	// entry that is not an origin; okiba serve refuses them at start-up.
-	CORSOrigins []string
-	// AllowedHosts are host names by which requests may address the server while
-	// AuthToken is empty, besides localhost, the names under .localhost and this
-	// machine's host name: a request whose Host is any other name (not an IP address) is
-	// refused with 403 forbidden, because a page can reach a tokenless server through
-	// DNS rebinding only by a name its attacker controls. "*.example.com" stands for
-	// every name under example.com. With AuthToken the Host is not checked. okiba serve
-	// adds the host of --addr. Defaults to none; New panics on an entry that is not a
-	// host name.
-	AllowedHosts []string
 	// StreamIdleTimeout closes a stream (docs/api.md) on which no frame has arrived for
 	// this long and no request is in flight, as HTTP servers close idle keep-alive
 	// connections. Default 5 minutes; the Go client closes its own idle streams sooner.
 	StreamIdleTimeout time.Duration
 }
 
-// Browsers is how a console signs in web browsers (package web implements it).
-type Browsers interface {
-	// SignedIn reports whether r carries a valid session.
-	SignedIn(r *http.Request) bool
-	// Public reports whether r may be served without authentication.
-	Public(r *http.Request) bool
-	// SignInURL is where a browser without a session that asked for r is sent.
-	SignInURL(r *http.Request) string
-}
-
-// SQSFront is the SQS-compatible API as the server mounts it (package sqs implements it).
-type SQSFront interface {
-	http.Handler
-	// Match reports whether r is addressed to the SQS front.
-	Match(r *http.Request) bool
-	// Authenticates reports whether the front verifies request signatures.
-	Authenticates() bool
-	// Forbid answers, in the front's own error shape, a request the server refuses
-	// before the front sees it; message says why and what to do.
-	Forbid(w http.ResponseWriter, message string)
-}
-
 // Server serves the native API over a broker.
+//
+// It serves the native API only: who may call it is decided before (the node's router
+// authenticates every request and refuses browsers from elsewhere, internal/node).
 type Server struct {
-	b     *broker.Broker
-	opts  Options
-	log   *slog.Logger
-	mux   *http.ServeMux
-	guard *crossorigin.Guard // browsers from elsewhere, and DNS rebinding
+	b    *broker.Broker
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
 
 	streams streams
 	busy    atomic.Int64 // stream requests in flight, all streams
@@ -117,52 +60,15 @@ func New(b *broker.Broker, opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	guard, err := crossorigin.New(crossorigin.Config{
-		Origins:       opts.CORSOrigins,
-		Hosts:         opts.AllowedHosts,
-		Authenticated: opts.AuthToken != "",
-		Exempt:        s.openToBrowsers,
-		Refuse:        s.refuseBrowser,
-	})
-	if err != nil {
-		panic("server: Options.CORSOrigins or AllowedHosts: " + err.Error())
-	}
-	s.guard = guard
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
 }
 
-// openToBrowsers reports the requests that any page may make by any name, as they reveal
-// and change nothing: /healthz, and the console's sign-in page and assets (the sign-in
-// form checks its origin itself). A request for the SQS API is never one of them,
-// whatever its path.
-func (s *Server) openToBrowsers(r *http.Request) bool {
-	if s.opts.SQS != nil && s.opts.SQS.Match(r) {
-		return false
-	}
-	return r.URL.Path == "/healthz" || (s.opts.Browsers != nil && s.opts.Browsers.Public(r))
-}
-
-// refuseBrowser answers a request the guard refused, in the shape of the interface it
-// was addressed to.
-func (s *Server) refuseBrowser(w http.ResponseWriter, r *http.Request, err error) {
-	s.log.Debug("browser request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
-	if s.opts.SQS != nil && s.opts.SQS.Match(r) {
-		s.opts.SQS.Forbid(w, err.Error())
-		return
-	}
-	s.fail(w, err)
-}
-
-// Handle adds another handler (for example the SQS front or the console) on the same
-// listener, behind the same authentication and browser checks.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
-
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
-func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) { s.observed(w, r, s.dispatch) }
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) { s.observed(w, r, s.route) }
 
 // observed serves r with serve, which returns the route, and tells Observe about it.
 func (s *Server) observed(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request) string) {
@@ -179,57 +85,10 @@ func (s *Server) observed(w http.ResponseWriter, r *http.Request, serve func(htt
 	s.opts.Observe(route, r.Method, sw.status, time.Since(start))
 }
 
-// dispatch checks where one request comes from, authenticates and routes it, and
-// returns its route for Observe. The origin check comes first: preflights carry no
-// credentials, and a refused request must not reach any handler.
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) string {
-	if s.guard.Serve(w, r) {
-		return "cross-origin"
-	}
-	if s.opts.SQS != nil && s.opts.SQS.Match(r) {
-		if s.opts.AuthToken != "" && !s.opts.SQS.Authenticates() {
-			writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and has no SQS access keys configured"})
-			return "unauthorized"
-		}
-		s.opts.SQS.ServeHTTP(w, r)
-		return "sqs"
-	}
-	if s.opts.AuthToken != "" && r.URL.Path != "/healthz" && !s.bearer(r) {
-		br := s.opts.Browsers
-		switch {
-		case br != nil && br.SignedIn(r):
-			if err := crossOrigin.Check(r); err != nil {
-				writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "cross-origin request refused: the console session is good only on its own pages"})
-				return "unauthorized"
-			}
-		case br != nil && br.Public(r):
-		case br != nil && r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html"):
-			http.Redirect(w, r, br.SignInURL(r), http.StatusSeeOther)
-			return "unauthorized"
-		default:
-			w.Header().Set("WWW-Authenticate", `Bearer realm="okiba"`)
-			writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "missing or wrong bearer token: send Authorization: Bearer <token>"})
-			return "unauthorized"
-		}
-	}
-	return s.route(w, r)
-}
-
-// route serves an authenticated request of the native API (or of a handler added with
-// Handle) and returns its route.
+// route serves a request of the native API and returns its route.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) string {
 	s.mux.ServeHTTP(w, r)
 	return r.Pattern // set by the mux on r itself
-}
-
-// crossOrigin refuses cross-origin writes from browsers (by Sec-Fetch-Site or Origin);
-// requests from other clients carry neither header and pass.
-var crossOrigin = http.NewCrossOriginProtection()
-
-// bearer reports whether r carries the bearer token.
-func (s *Server) bearer(r *http.Request) bool {
-	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.AuthToken)) == 1
 }
 
 // statusWriter remembers the status a handler answered with. Unwrap lets
@@ -446,10 +305,14 @@ func jsonType(t reflect.Type) string {
 
 // errorOf maps a broker or queue error to its wire error (internal/errcode has the
 // table). An internal error is logged and its details kept from the client.
-func (s *Server) errorOf(err error) *api.Error {
+func (s *Server) errorOf(err error) *api.Error { return ErrorOf(s.log, err) }
+
+// ErrorOf maps an error to the native API's wire error (internal/errcode's table); an
+// internal one is logged and answered without its details.
+func ErrorOf(log *slog.Logger, err error) *api.Error {
 	row := errcode.Of(err)
 	if row.Internal() {
-		s.log.Error("internal error", "error", err)
+		log.Error("internal error", "error", err)
 		return &api.Error{Code: api.CodeInternal, Message: errcode.InternalMessage}
 	}
 	e := &api.Error{Code: row.Code, Message: err.Error()}
@@ -458,6 +321,9 @@ func (s *Server) errorOf(err error) *api.Error {
 	}
 	return e
 }
+
+// WriteError answers e in the native API's shape: its status, Retry-After, the JSON body.
+func WriteError(w http.ResponseWriter, e *api.Error) { writeError(w, e) }
 
 func (s *Server) fail(w http.ResponseWriter, err error) { writeError(w, s.errorOf(err)) }
 

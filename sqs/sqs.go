@@ -15,6 +15,7 @@ package sqs
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/auth"
 )
 
 // Defaults of Options.
@@ -90,6 +92,12 @@ func New(b *broker.Broker, opts Options) *Front {
 // Authenticates reports whether the front verifies signatures (Credentials are set).
 func (f *Front) Authenticates() bool { return len(f.opts.Credentials) > 0 }
 
+// Region is the region queue ARNs name.
+func (f *Front) Region() string { return f.opts.Region }
+
+// AccountID is the account queue URLs and ARNs name.
+func (f *Front) AccountID() string { return f.opts.AccountID }
+
 // IsSQSRequest reports whether r is addressed to the SQS front: a POST whose
 // X-Amz-Target names the AmazonSQS service, or a form post of the older query protocol
 // (which the front answers with an error that says to use the JSON protocol).
@@ -146,9 +154,46 @@ func init() {
 	}
 }
 
-// ServeHTTP answers one SQS request.
+// Authenticate is the front's part of the node's authentication step: it reads the
+// request (an SQS request is signed over its body), checks its signature against the
+// configured access keys (any, or none, when there are none) and returns the request to
+// serve, which carries the principal and its body, or answers the refusal itself and
+// reports false.
+func (f *Front) Authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	body, e := f.readRequest(w, r)
+	var key string
+	if e == nil {
+		// Signatures are dated by the wall clock, not Options.Clock: the signer's clock is a
+		// real one even when the broker runs on a fake clock in tests.
+		key, e = f.authenticate(r, body, time.Now())
+	}
+	if e != nil {
+		w.Header().Set("X-Amzn-RequestId", requestID())
+		f.writeError(w, e)
+		return nil, false
+	}
+	p := auth.Principal{Name: key, Method: auth.Anonymous}
+	if f.Authenticates() {
+		p.Method = auth.Signature
+	}
+	r = r.WithContext(context.WithValue(auth.With(r.Context(), p), bodyKey{}, body))
+	return r, true
+}
+
+// bodyKey carries a request body Authenticate has read.
+type bodyKey struct{}
+
+// ServeHTTP answers one SQS request. A request that has not been through Authenticate
+// (the node always runs it first) is authenticated here, so that the front is never
+// open by mistake.
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q := &request{r: r, w: w, header: http.Header{}}
+	if _, ok := r.Context().Value(bodyKey{}).([]byte); !ok {
+		var authed bool
+		if r, authed = f.Authenticate(w, r); !authed {
+			return
+		}
+	}
+	q := &request{r: r, w: w, header: http.Header{}, body: r.Context().Value(bodyKey{}).([]byte)}
 	out, e := f.serve(q)
 	for k, vs := range q.header {
 		for _, v := range vs {
@@ -167,16 +212,15 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = enc.Encode(out)
 }
 
-func (f *Front) serve(q *request) (any, *apiError) {
-	r := q.r
+// readRequest checks what every SQS request must be and reads its body.
+func (f *Front) readRequest(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	if r.Method != http.MethodPost {
 		return nil, newErr(kMethodNotAllowed, "SQS requests are POST requests; got %s", r.Method)
 	}
-	target := r.Header.Get("X-Amz-Target")
-	if target == "" {
+	if r.Header.Get("X-Amz-Target") == "" {
 		return nil, errQueryProtocol
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(q.w, r.Body, MaxRequestBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -184,12 +228,11 @@ func (f *Front) serve(q *request) (any, *apiError) {
 		}
 		return nil, newErr(kSerialization, "cannot read the request body: %v", err)
 	}
-	q.body = body
-	// Signatures are dated by the wall clock, not Options.Clock: the signer's clock is a
-	// real one even when the broker runs on a fake clock in tests.
-	if _, e := f.authenticate(r, body, time.Now()); e != nil {
-		return nil, e
-	}
+	return body, nil
+}
+
+func (f *Front) serve(q *request) (any, *apiError) {
+	target := q.r.Header.Get("X-Amz-Target")
 	action, ok := strings.CutPrefix(target, "AmazonSQS.")
 	h := actions[action]
 	if !ok || h == nil {
@@ -264,6 +307,5 @@ func requestID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// Match reports whether r is addressed to the SQS front (see IsSQSRequest); with
-// Authenticates it makes Front a server.SQSFront.
+// Match reports whether r is addressed to the SQS front (see IsSQSRequest).
 func (f *Front) Match(r *http.Request) bool { return IsSQSRequest(r) }

@@ -34,7 +34,6 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/errcode"
-	"github.com/okiba/okiba/server"
 )
 
 //go:embed static templates
@@ -103,8 +102,6 @@ type Console struct {
 	wg     sync.WaitGroup
 	closed sync.Once
 }
-
-var _ server.Browsers = (*Console)(nil)
 
 // New returns a console for b and starts its history sampler.
 func New(b *broker.Broker, opts Options) (*Console, error) {

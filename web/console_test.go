@@ -18,6 +18,8 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/auth"
+	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/server"
 )
 
@@ -41,9 +43,7 @@ func start(t testing.TB, token string, opts Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(b, server.Options{AuthToken: token, Browsers: c})
-	c.Register(srv)
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(routed(t, b, c, token, nil))
 	t.Cleanup(func() {
 		hs.Close()
 		c.Close()
@@ -54,6 +54,32 @@ func start(t testing.TB, token string, opts Options) *env {
 		t.Fatal(err)
 	}
 	return &env{b: b, c: c, url: hs.URL, api: cl}
+}
+
+// routed serves the console as the node does (internal/node, which this package's tests
+// cannot import: it imports this package): the same browser guard and authentication
+// step in front of the console's routes, with the native API beside them.
+func routed(t testing.TB, b *broker.Broker, c *Console, token string, origins []string) http.Handler {
+	t.Helper()
+	mux := http.NewServeMux()
+	c.Register(mux)
+	mux.Handle("/", server.New(b, server.Options{}).Handler())
+	guard, err := crossorigin.New(crossorigin.Config{Origins: origins, Authenticated: token != "",
+		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" || c.Public(r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := auth.Step{Token: token, Browsers: c, Refuse: func(w http.ResponseWriter, _ int, msg string) {
+		server.WriteError(w, &api.Error{Code: api.CodeUnauthorized, Message: msg})
+	}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if guard.Serve(w, r) {
+			return
+		}
+		if _, ok := step.Authenticate(w, r); ok {
+			mux.ServeHTTP(w, r)
+		}
+	})
 }
 
 // noRedirect is a client that shows redirects instead of following them.
@@ -189,9 +215,7 @@ func TestSessionIsGoodOnlyOnTheConsolesPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(b, server.Options{AuthToken: testToken, Browsers: c, CORSOrigins: []string{app}})
-	c.Register(srv)
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(routed(t, b, c, testToken, []string{app}))
 	t.Cleanup(func() {
 		hs.Close()
 		c.Close()

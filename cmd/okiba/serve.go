@@ -6,26 +6,26 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/internal/gcpace"
+	"github.com/okiba/okiba/internal/node"
 	"github.com/okiba/okiba/internal/payload"
-	"github.com/okiba/okiba/metrics"
 	"github.com/okiba/okiba/queue"
-	"github.com/okiba/okiba/server"
-	"github.com/okiba/okiba/sqs"
 	"github.com/okiba/okiba/wal"
-	"github.com/okiba/okiba/web"
 )
 
 const serveUsage = `
-Usage: okiba serve [--addr HOST:PORT] [--data DIR] [flags]
+Usage: okiba serve [--config FILE] [--addr HOST:PORT] [--data DIR] [flags]
+
+Settings come from a JSON configuration file (--config FILE, or OKIBA_CONFIG; every flag
+has a key, docs/operations.md), then the environment (OKIBA_ADDR, OKIBA_DATA,
+OKIBA_AUTH_TOKEN, OKIBA_LOG_LEVEL, OKIBA_SQS_REGION, OKIBA_SQS_ACCOUNT_ID,
+OKIBA_CORS_ORIGINS, OKIBA_ALLOWED_HOSTS), then flags: a flag wins over the environment,
+and the environment over the file.
 
 Runs a broker on a data directory and serves the native HTTP API on --addr, and on the
 same address the Amazon SQS-compatible API (JSON protocol; docs/sqs.md), unless --sqs=false,
@@ -76,13 +76,14 @@ type serveCmd struct{ app *app }
 func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	a := c.app
 	f := a.flags("serve", serveUsage, serveExamples)
+	configFile := f.String("config", "", "read settings from the JSON `FILE` first (env OKIBA_CONFIG); the environment and flags override it")
 	addr := f.String("addr", "", "listen on `HOST:PORT` (default 127.0.0.1:7070; env OKIBA_ADDR); port 0 picks a free port")
 	data := f.String("data", "", "data directory `DIR`, created if missing (default ./okiba-data; env OKIBA_DATA)")
 	token := f.String("auth-token", "", "require this bearer `TOKEN` on /v1 (env OKIBA_AUTH_TOKEN)")
 	tokenFile := f.String("auth-token-file", "", "read the bearer token from `FILE` (surrounding whitespace is ignored)")
 	insecure := f.Bool("insecure", false, "allow a non-loopback --addr without authentication")
 	level := f.String("log-level", "", "log `LEVEL`: debug, info, warn or error (default info; env OKIBA_LOG_LEVEL)")
-	grace := f.Duration("shutdown-grace", 30*time.Second, "how long requests in progress may take to finish at shutdown")
+	grace := f.Duration("shutdown-grace", node.DefaultShutdownGrace, "how long requests in progress may take to finish at shutdown")
 	sqsOn := f.Bool("sqs", true, "serve the SQS-compatible API on the same address")
 	consoleOn := f.Bool("console", true, "serve the web console at / (docs/console.md)")
 	sqsKeys := f.String("sqs-credentials-file", "", "SQS access keys, one \"ACCESS_KEY_ID SECRET\" per line, from `FILE`; requests must then be signed by one of them")
@@ -104,176 +105,109 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		return err
 	}
 
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(a.pick(*level, "OKIBA_LOG_LEVEL", "info"))); err != nil {
-		return f.fail("--log-level must be debug, info, warn or error, got %q", *level)
-	}
-	logger := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: lv}))
-
-	listen := a.pick(*addr, "OKIBA_ADDR", "127.0.0.1:7070")
-	loopback, err := isLoopback(listen)
-	if err != nil {
-		return f.fail("--addr: %v", err)
-	}
-	origins, err := commaList(a.pick(*corsOrigins, "OKIBA_CORS_ORIGINS", ""), crossorigin.ParseOrigin)
-	if err != nil {
-		return f.fail("--cors-origins: %v", err)
-	}
-	hosts, err := commaList(a.pick(*allowedHosts, "OKIBA_ALLOWED_HOSTS", ""), crossorigin.ParseHost)
-	if err != nil {
-		return f.fail("--allowed-hosts: %v", err)
-	}
-	hosts = append(hosts, addrName(listen)...)
-	auth := *token
-	switch {
-	case *token != "" && *tokenFile != "":
-		return f.fail("give --auth-token or --auth-token-file, not both")
-	case *tokenFile != "":
-		b, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			return fmt.Errorf("read --auth-token-file: %w", err)
-		}
-		if auth = strings.TrimSpace(string(b)); auth == "" {
-			return fmt.Errorf("--auth-token-file %s is empty", *tokenFile)
-		}
-	case auth == "":
-		auth = a.env("OKIBA_AUTH_TOKEN")
-	}
-	switch {
-	case auth != "":
-		logger.Info("authentication on: every path but /healthz requires the bearer token (or a console session)")
-	case !loopback && !*insecure:
-		return f.fail("refusing to listen on %s without authentication: give --auth-token-file FILE "+
-			"(or OKIBA_AUTH_TOKEN, or --auth-token), or pass --insecure to serve it unauthenticated", listen)
-	case !loopback:
-		logger.Warn("authentication off on a non-loopback address (--insecure): anyone who can reach it can read, send and delete messages", "addr", listen)
-		logger.Info("without a token, clients must address the server by an IP address, localhost, this machine's name or a name in --allowed-hosts", "allowed_hosts", strings.Join(hosts, ","))
-	}
-
-	var sqsOpts *sqs.Options
-	if *sqsOn {
-		creds := map[string]string{}
-		if *sqsKeys != "" {
-			if creds, err = readSQSCredentials(*sqsKeys); err != nil {
-				return fmt.Errorf("--sqs-credentials-file: %w", err)
-			}
-		} else if auth != "" {
-			creds["okiba"] = auth
-		}
-		sqsOpts = &sqs.Options{
-			Region:      a.pick(*sqsRegion, "OKIBA_SQS_REGION", sqs.DefaultRegion),
-			AccountID:   a.pick(*sqsAccount, "OKIBA_SQS_ACCOUNT_ID", sqs.DefaultAccountID),
-			BaseURL:     *sqsBase,
-			Credentials: creds,
-			Logger:      logger,
-		}
-	}
-	dir := a.pick(*data, "OKIBA_DATA", "okiba-data")
-	m := metrics.New(metrics.Options{})
-	b, err := broker.Open(broker.Config{
-		Dir: dir, Logger: logger, Observer: m,
-		SegmentSize: int64(segment), CheckpointBytes: int64(ckpt), CacheBytes: int64(cache),
-		MaxQueues: *maxQueues, MaxInFlight: *maxInFlight, MinFreeBytes: int64(minFree),
-	})
-	if err != nil {
-		return fmt.Errorf("cannot open the broker: %w", err)
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		b.Close()
-		return fmt.Errorf("cannot listen: %w", err)
-	}
-	if gcHeadroom >= 0 && a.env("GOGC") == "" {
-		// The index of a deep backlog is most of the heap: Go's default pace would hold
-		// twice it (internal/gcpace).
-		pace, stopPace := context.WithCancel(context.Background())
-		paced := make(chan struct{})
-		go func() {
-			defer close(paced)
-			gcpace.Run(pace, gcpace.Config{MinHeadroom: int64(gcHeadroom)})
-		}()
-		defer func() { stopPace(); <-paced }()
-	}
-	rec := b.Recovery()
-	logger.Info("okiba serving", "url", "http://"+ln.Addr().String(), "data", dir,
-		"queues", rec.Queues, "messages", rec.Messages, "records_replayed", rec.Records,
-		"from_checkpoint", rec.Checkpoint, "recovery_time", rec.Duration.Round(time.Millisecond))
-
-	stopLog := context.AfterFunc(ctx, func() {
-		logger.Info("shutting down: no new connections; finishing requests in progress", "grace", *grace)
-	})
-	defer stopLog()
-	m.Watch(b)
-	srvOpts := server.Options{AuthToken: auth, Logger: logger, Observe: m.ObserveRequest, CORSOrigins: origins, AllowedHosts: hosts}
-	if sqsOpts != nil {
-		front := sqs.New(b, *sqsOpts)
-		srvOpts.SQS = front
-		logger.Info("SQS API on the same address (JSON protocol)", "endpoint_url", "http://"+ln.Addr().String(),
-			"signatures_verified", front.Authenticates(), "region", sqsOpts.Region, "account_id", sqsOpts.AccountID)
-	}
-	var console *web.Console
-	if *consoleOn {
-		if console, err = web.New(b, web.Options{AuthToken: auth, Logger: logger}); err != nil {
-			ln.Close()
-			b.Close()
+	// The file, then the environment, then flags.
+	var cfg node.Config
+	if path := a.pick(*configFile, "OKIBA_CONFIG", ""); path != "" {
+		var err error
+		if cfg, err = node.LoadFile(path); err != nil {
 			return err
 		}
-		srvOpts.Browsers = console
 	}
-	srv := server.New(b, srvOpts)
-	srv.Handle("/metrics", m.Handler())
-	logger.Info("metrics for Prometheus", "url", "http://"+ln.Addr().String()+"/metrics", "bearer_token", auth != "")
-	if console != nil {
-		console.Register(srv)
-		signIn := "open"
-		if auth != "" {
-			signIn = "sign in with the token"
+	env := func(name string, dst *string) {
+		if v := a.env(name); v != "" {
+			*dst = v
 		}
-		logger.Info("console", "url", "http://"+ln.Addr().String()+"/", "access", signIn)
 	}
-	// Streams (docs/api.md) are connections http.Server gave up when they upgraded:
-	// they end alongside it, with the same grace, and end their long polls the same way.
-	streamsClosed := make(chan error, 1)
-	closeStreams := func() {
-		gctx, cancel := context.WithTimeout(context.Background(), *grace)
-		defer cancel()
-		streamsClosed <- srv.CloseStreams(gctx)
+	env("OKIBA_ADDR", &cfg.Addr)
+	env("OKIBA_DATA", &cfg.Data)
+	env("OKIBA_LOG_LEVEL", &cfg.LogLevel)
+	env("OKIBA_SQS_REGION", &cfg.SQS.Region)
+	env("OKIBA_SQS_ACCOUNT_ID", &cfg.SQS.AccountID)
+	if v := a.env("OKIBA_AUTH_TOKEN"); v != "" {
+		cfg.AuthToken, cfg.AuthTokenFile = v, ""
 	}
-	stopStreams := context.AfterFunc(ctx, closeStreams)
-	serveErr := server.Serve(ctx, ln, endLongPolls(ctx, srv.Handler()), logger, *grace)
-	if stopStreams() { // Serve failed before shutdown began
-		closeStreams()
+	// The lists are checked here, to name the flag (and its variable) in the error; the
+	// node checks those from a file under their keys.
+	for _, l := range []struct {
+		flag, env, val string
+		dst            *[]string
+		parse          func(string) (string, error)
+	}{
+		{"cors-origins", "OKIBA_CORS_ORIGINS", *corsOrigins, &cfg.CORSOrigins, crossorigin.ParseOrigin},
+		{"allowed-hosts", "OKIBA_ALLOWED_HOSTS", *allowedHosts, &cfg.AllowedHosts, crossorigin.ParseHost},
+	} {
+		v := a.pick(l.val, l.env, "")
+		if v == "" {
+			continue
+		}
+		list, err := commaList(v, l.parse)
+		if err != nil {
+			return f.fail("--%s: %v", l.flag, err)
+		}
+		*l.dst = list
 	}
-	if err := <-streamsClosed; errors.Is(err, context.DeadlineExceeded) {
-		serveErr = cmp.Or(serveErr, err)
+	given := f.given()
+	if *token != "" && *tokenFile != "" {
+		return f.fail("give --auth-token or --auth-token-file, not both")
 	}
-	if errors.Is(serveErr, context.DeadlineExceeded) {
-		logger.Warn("grace period over: requests still running are cut off", "grace", *grace)
-		serveErr = nil
+	for name, apply := range map[string]func(){
+		"addr":                 func() { cfg.Addr = *addr },
+		"data":                 func() { cfg.Data = *data },
+		"auth-token":           func() { cfg.AuthToken, cfg.AuthTokenFile = *token, "" },
+		"auth-token-file":      func() { cfg.AuthTokenFile, cfg.AuthToken = *tokenFile, "" },
+		"insecure":             func() { cfg.Insecure = *insecure },
+		"log-level":            func() { cfg.LogLevel = *level },
+		"shutdown-grace":       func() { cfg.ShutdownGrace = node.Duration(*grace) },
+		"sqs":                  func() { cfg.SQS.Disabled = !*sqsOn },
+		"console":              func() { cfg.Console.Disabled = !*consoleOn },
+		"sqs-credentials-file": func() { cfg.SQS.CredentialsFile = *sqsKeys },
+		"sqs-region":           func() { cfg.SQS.Region = *sqsRegion },
+		"sqs-account-id":       func() { cfg.SQS.AccountID = *sqsAccount },
+		"sqs-base-url":         func() { cfg.SQS.BaseURL = *sqsBase },
+		"segment-size":         func() { cfg.Storage.SegmentSize = node.Size(segment) },
+		"checkpoint-bytes":     func() { cfg.Storage.CheckpointBytes = node.Size(ckpt) },
+		"cache-bytes":          func() { cfg.Storage.CacheBytes = node.Size(cache) },
+		"min-free-disk":        func() { cfg.Storage.MinFreeDisk = node.Size(minFree) },
+		"gc-headroom":          func() { cfg.Storage.GCHeadroom = node.Size(gcHeadroom) },
+		"max-queues":           func() { cfg.Limits.MaxQueues = *maxQueues },
+		"max-in-flight":        func() { cfg.Limits.MaxInFlight = *maxInFlight },
+	} {
+		if given[name] {
+			apply()
+		}
 	}
-	if console != nil {
-		console.Close() // ends playground runs and deletes their queues
+	if a.env("GOGC") != "" {
+		cfg.Storage.GCHeadroom = node.SizeOff // GOGC set: the operator chose the pace
 	}
-	closeErr := b.Close()
-	if closeErr != nil {
-		logger.Error("closing the broker failed", "error", closeErr)
-	} else {
-		logger.Info("okiba stopped", "data", dir)
-	}
-	return errors.Join(serveErr, closeErr)
-}
 
-// isLoopback reports whether a listen address is reachable only from this machine.
-func isLoopback(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(cmp.Or(cfg.LogLevel, "info"))); err != nil {
+		return f.fail("--log-level must be debug, info, warn or error, got %q", cfg.LogLevel)
+	}
+	logger := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: lv}))
+	n, err := node.Open(ctx, cfg, node.Runtime{Logger: logger})
 	if err != nil {
-		return false, fmt.Errorf("%q is not HOST:PORT", addr)
+		var ce *node.ConfigError
+		var ee *node.ExposedError
+		switch {
+		case errors.As(err, &ee):
+			return f.fail("%v", err)
+		case errors.As(err, &ce) && ce.Err != nil:
+			return fmt.Errorf("%s: %w", flagOf(ce.Field), ce.Err)
+		case errors.As(err, &ce):
+			return f.fail("%s: %s", flagOf(ce.Field), ce.Reason)
+		}
+		return err
 	}
-	if host == "localhost" {
-		return true, nil
+	select {
+	case <-ctx.Done():
+	case <-n.Stopped():
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback(), nil
+	grace2 := cmp.Or(time.Duration(cfg.ShutdownGrace), node.DefaultShutdownGrace)
+	logger.Info("shutting down: no new connections; finishing requests in progress", "grace", grace2)
+	gctx, cancel := context.WithTimeout(context.Background(), grace2)
+	defer cancel()
+	return n.Close(gctx)
 }
 
 // commaList splits a comma-separated flag value and checks each element with parse.
@@ -297,56 +231,15 @@ func commaList(v string, parse func(string) (string, error)) ([]string, error) {
 	return out, nil
 }
 
-// addrName returns the host of a listen address when it is a name (not an IP address):
-// requests may address the server by the name it was told to listen on.
-func addrName(listen string) []string {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return nil
+// flagOf names the flag of a configuration key: "storage.segment_size" is
+// --segment-size, "sqs.credentials_file" --sqs-credentials-file.
+func flagOf(key string) string {
+	section, name, nested := strings.Cut(key, ".")
+	switch {
+	case !nested:
+		name = section
+	case section == "sqs":
+		name = "sqs_" + name
 	}
-	if n, err := crossorigin.ParseHost(host); err == nil && n != "" {
-		return []string{n}
-	}
-	return nil
-}
-
-// endLongPolls answers waiting receives (with no messages) as soon as shutdown begins,
-// so that a long poll does not hold the shutdown for up to a minute; every other request
-// runs to its end within the grace period. A receive cancelled while its delivery record
-// is being committed answers 503 unavailable; its lease then simply expires.
-func endLongPolls(shutdown context.Context, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/receive") || r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage") {
-			ctx, cancel := context.WithCancel(r.Context())
-			defer cancel()
-			defer context.AfterFunc(shutdown, cancel)()
-			r = r.WithContext(ctx)
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// readSQSCredentials reads SQS access keys: one "ACCESS_KEY_ID SECRET" (or
-// "ACCESS_KEY_ID:SECRET") per line; blank lines and lines starting with # are skipped.
-func readSQSCredentials(path string) (map[string]string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	creds := map[string]string{}
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Fields(strings.Replace(line, ":", " ", 1))
-		if len(fields) != 2 {
-			return nil, fmt.Errorf("%s:%d: want \"ACCESS_KEY_ID SECRET\"", path, i+1)
-		}
-		creds[fields[0]] = fields[1]
-	}
-	if len(creds) == 0 {
-		return nil, fmt.Errorf("%s has no access keys", path)
-	}
-	return creds, nil
+	return "--" + strings.ReplaceAll(name, "_", "-")
 }

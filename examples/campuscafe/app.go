@@ -16,7 +16,6 @@ import (
 	"github.com/okiba/okiba/okibatest/chaos"
 	"github.com/okiba/okiba/outbox"
 	"github.com/okiba/okiba/outbox/pgwake"
-	"github.com/okiba/okiba/server"
 )
 
 // Options configure the café. The zero value runs an embedded broker with no faults.
@@ -114,7 +113,7 @@ func Start(ctx context.Context, db *sql.DB, opts Options) (*App, error) {
 		if opts.DataDir == "" {
 			return nil, errors.New("campuscafe: Options.DataDir is required for the embedded broker")
 		}
-		a.Broker, err = chaos.StartBroker(broker.Config{Dir: opts.DataDir}, opts.BrokerAddr, server.Options{})
+		a.Broker, err = chaos.StartBroker(broker.Config{Dir: opts.DataDir}, opts.BrokerAddr)
 		if err != nil {
 			return nil, fmt.Errorf("campuscafe: start the embedded broker: %w", err)
 		}

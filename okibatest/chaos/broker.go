@@ -12,7 +12,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
-	"github.com/okiba/okiba/server"
+	"github.com/okiba/okiba/internal/node"
 )
 
 // Broker is an embedded okiba broker served over HTTP on a fixed loopback address, which
@@ -25,7 +25,6 @@ type Broker struct {
 	URL string
 
 	cfg  broker.Config
-	opts server.Options
 	srv  *http.Server
 	done chan struct{}
 
@@ -35,43 +34,57 @@ type Broker struct {
 	closed   bool
 }
 
-type running struct {
-	b   *broker.Broker
-	srv *server.Server
+// running is one incarnation of the broker: a node (internal/node) that the chaos
+// broker's own listener serves, so that the address outlives restarts.
+type running struct{ n *node.Node }
+
+func (x *Broker) serving() (*running, error) {
+	cfg := x.cfg
+	n, err := node.Open(context.Background(), node.Config{
+		Data:    cfg.Dir,
+		SQS:     node.SQSConfig{Disabled: true},
+		Console: node.ConsoleConfig{Disabled: true},
+	}, node.Runtime{External: true, NoGCPace: true, Logger: cfg.Logger, Clock: cfg.Clock, FS: cfg.FS,
+		Broker: func(c *broker.Config) {
+			o := cfg
+			o.Observer = c.Observer
+			if o.Logger == nil {
+				o.Logger = c.Logger
+			}
+			*c = o
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return &running{n: n}, nil
 }
 
-func serving(b *broker.Broker, opts server.Options) *running {
-	return &running{b: b, srv: server.New(b, opts)}
-}
-
-// stop closes the broker (requests in progress fail with 503, long polls end), then
-// the server's streams, which outlive a handler swap: their clients reconnect to the
-// next broker, as HTTP clients' next requests reach it.
+// stop closes the node at once: requests in progress fail with 503, long polls end, the
+// streams close (their clients reconnect to the next broker, as HTTP clients' next
+// requests reach it), and the broker closes.
 func (r *running) stop() error {
-	err := r.b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	r.srv.CloseStreams(ctx)
-	return err
+	return r.n.Close(ctx)
 }
 
 // StartBroker opens a broker with cfg (cfg.Dir is required) and serves it on addr
-// ("127.0.0.1:0" picks a free port). Close stops it.
-func StartBroker(cfg broker.Config, addr string, opts server.Options) (*Broker, error) {
+// ("127.0.0.1:0" picks a free port) with the native API. Close stops it.
+func StartBroker(cfg broker.Config, addr string) (*Broker, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	b, err := broker.Open(cfg)
-	if err != nil {
-		return nil, err
-	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		b.Close()
 		return nil, err
 	}
-	x := &Broker{URL: "http://" + ln.Addr().String(), cfg: cfg, opts: opts, done: make(chan struct{})}
-	x.cur.Store(serving(b, opts))
+	x := &Broker{URL: "http://" + ln.Addr().String(), cfg: cfg, done: make(chan struct{})}
+	cur, err := x.serving()
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	x.cur.Store(cur)
 	x.srv = &http.Server{Handler: http.HandlerFunc(x.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(x.done)
@@ -89,13 +102,13 @@ func (x *Broker) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"error":{"code":%q,"message":"the broker is restarting"}}`, api.CodeUnavailable)
 		return
 	}
-	cur.srv.Handler().ServeHTTP(w, r)
+	cur.n.ServeHTTP(w, r)
 }
 
 // Broker returns the broker running now (nil while restarting or after Close).
 func (x *Broker) Broker() *broker.Broker {
 	if cur := x.cur.Load(); cur != nil {
-		return cur.b
+		return cur.n.Broker()
 	}
 	return nil
 }
@@ -115,11 +128,11 @@ func (x *Broker) Restart() error {
 	if err := old.stop(); err != nil {
 		return fmt.Errorf("chaos: close broker: %w", err)
 	}
-	b, err := broker.Open(x.cfg)
+	cur, err := x.serving()
 	if err != nil {
 		return fmt.Errorf("chaos: reopen broker: %w", err)
 	}
-	x.cur.Store(serving(b, x.opts))
+	x.cur.Store(cur)
 	x.restarts.Add(1)
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/okibatest"
 	"github.com/okiba/okiba/okibatest/chaos"
-	"github.com/okiba/okiba/server"
 )
 
 func TestDiceIsDeterministicAndFair(t *testing.T) {
@@ -76,7 +75,7 @@ func TestTransportLosesChosenAcks(t *testing.T) {
 
 func TestBrokerRestartKeepsAddressAndMessages(t *testing.T) {
 	ctx := context.Background()
-	b, err := chaos.StartBroker(broker.Config{Dir: t.TempDir()}, "", server.Options{})
+	b, err := chaos.StartBroker(broker.Config{Dir: t.TempDir()}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

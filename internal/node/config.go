@@ -1,0 +1,361 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/okiba/okiba/internal/crossorigin"
+	"github.com/okiba/okiba/wal"
+)
+
+// Config is everything a node is told: one struct, read from a JSON file (LoadFile),
+// from the environment and from flags — okiba serve applies them in that order, so a flag
+// wins over the environment and the environment over the file. The zero value of every
+// field means its default; later changes add keys, never files.
+//
+//	{
+//	  "addr": "127.0.0.1:7070",
+//	  "data": "/var/lib/okiba",
+//	  "auth_token_file": "/etc/okiba/token",
+//	  "cors_origins": ["https://app.example.com"],
+//	  "sqs": {"credentials_file": "/etc/okiba/sqs-keys", "region": "eu-west-1"},
+//	  "storage": {"segment_size": "64MiB", "cache_bytes": "1GiB", "min_free_disk": "off"},
+//	  "limits": {"max_queues": 20000}
+//	}
+type Config struct {
+	// Addr is where to listen, HOST:PORT. Defaults to 127.0.0.1:7070; port 0 picks one.
+	Addr string `json:"addr,omitempty"`
+	// Data is the data directory, created if missing. Defaults to ./okiba-data.
+	Data string `json:"data,omitempty"`
+	// AuthToken is the bearer token every request but /healthz must carry. A token in a
+	// file (AuthTokenFile) is better: a flag's value is visible in the process list.
+	AuthToken string `json:"auth_token,omitempty"`
+	// AuthTokenFile holds the token (surrounding whitespace ignored). Not with AuthToken.
+	AuthTokenFile string `json:"auth_token_file,omitempty"`
+	// Insecure allows a non-loopback Addr without authentication.
+	Insecure bool `json:"insecure,omitempty"`
+	// LogLevel is debug, info, warn or error. Defaults to info.
+	LogLevel string `json:"log_level,omitempty"`
+	// ShutdownGrace is how long requests in progress may take at shutdown. Defaults to 30s.
+	ShutdownGrace Duration `json:"shutdown_grace,omitempty"`
+	// CORSOrigins are the browser origins that may call the API (scheme://host[:port]).
+	CORSOrigins []string `json:"cors_origins,omitempty"`
+	// AllowedHosts are more host names a tokenless node answers to (the DNS-rebinding
+	// guard); "*.example.com" allows the names under one.
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+	// SQS configures the SQS-compatible front.
+	SQS SQSConfig `json:"sqs,omitzero"`
+	// Console configures the web console.
+	Console ConsoleConfig `json:"console,omitzero"`
+	// Storage configures the log, checkpoints and memory.
+	Storage StorageConfig `json:"storage,omitzero"`
+	// Limits bound what the broker holds (replicated configuration: logged when changed).
+	Limits LimitsConfig `json:"limits,omitzero"`
+}
+
+// SQSConfig configures the SQS-compatible API.
+type SQSConfig struct {
+	// Disabled turns the SQS API off.
+	Disabled bool `json:"disabled,omitempty"`
+	// CredentialsFile holds access keys, one "ACCESS_KEY_ID SECRET" per line; requests
+	// must then be signed by one of them. Without it (or Credentials), with a token, the
+	// access key id is "okiba" and the token the secret; without a token, any credentials
+	// are accepted.
+	CredentialsFile string `json:"credentials_file,omitempty"`
+	// Credentials are access keys given inline (access key id → secret), beside or
+	// instead of CredentialsFile.
+	Credentials map[string]string `json:"credentials,omitempty"`
+	// Region appears in queue ARNs. Defaults to us-east-1.
+	Region string `json:"region,omitempty"`
+	// AccountID appears in queue URLs and ARNs. Defaults to 000000000000.
+	AccountID string `json:"account_id,omitempty"`
+	// BaseURL is the scheme and host of queue URLs. Defaults to each request's own.
+	BaseURL string `json:"base_url,omitempty"`
+}
+
+// ConsoleConfig configures the web console.
+type ConsoleConfig struct {
+	// Disabled turns the console off.
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// StorageConfig configures the broker's storage and the process's memory.
+type StorageConfig struct {
+	// SegmentSize is the log segment file size. Defaults to 64 MiB, at least 2 MiB.
+	SegmentSize Size `json:"segment_size,omitempty"`
+	// CheckpointBytes: a checkpoint after this much log. Defaults to 128 MiB.
+	CheckpointBytes Size `json:"checkpoint_bytes,omitempty"`
+	// CacheBytes bounds message bodies kept in memory. Defaults to 256 MiB.
+	CacheBytes Size `json:"cache_bytes,omitempty"`
+	// MinFreeDisk refuses sends while the disk has less free space. Defaults to twice
+	// SegmentSize; "off" turns the check off.
+	MinFreeDisk Size `json:"min_free_disk,omitempty"`
+	// GCHeadroom lets the heap grow by this much between collections (or half of what is
+	// live, once that is more). Defaults to 256 MiB; "off" keeps Go's pace, as GOGC does.
+	GCHeadroom Size `json:"gc_headroom,omitempty"`
+}
+
+// LimitsConfig bounds what the broker holds.
+type LimitsConfig struct {
+	// MaxQueues defaults to 10,000.
+	MaxQueues int `json:"max_queues,omitempty"`
+	// MaxInFlight, leased messages per queue, defaults to 120,000 (as SQS).
+	MaxInFlight int `json:"max_in_flight,omitempty"`
+}
+
+// Default values of Config.
+const (
+	DefaultAddr          = "127.0.0.1:7070"
+	DefaultData          = "okiba-data"
+	DefaultShutdownGrace = 30 * time.Second
+)
+
+// LoadFile reads a JSON configuration file. Unknown keys are refused, so that a typo is
+// an error rather than a setting silently ignored.
+func LoadFile(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("config file %s: %w", path, err)
+	}
+	if dec.More() {
+		return Config{}, fmt.Errorf("config file %s: more than one JSON value", path)
+	}
+	return c, nil
+}
+
+// resolved is a Config with its defaults filled in and its files read.
+type resolved struct {
+	Config
+	token    string
+	sqsKeys  map[string]string
+	loopback bool
+}
+
+func (c Config) resolve() (resolved, error) {
+	r := resolved{Config: c}
+	if r.Addr == "" {
+		r.Addr = DefaultAddr
+	}
+	if r.Data == "" {
+		r.Data = DefaultData
+	}
+	if r.ShutdownGrace == 0 {
+		r.ShutdownGrace = Duration(DefaultShutdownGrace)
+	}
+	var err error
+	if r.loopback, err = isLoopback(r.Addr); err != nil {
+		return r, fieldError("addr", err.Error())
+	}
+	switch {
+	case c.AuthToken != "" && c.AuthTokenFile != "":
+		return r, fieldError("auth_token_file", "give auth_token or auth_token_file, not both")
+	case c.AuthTokenFile != "":
+		b, err := os.ReadFile(c.AuthTokenFile)
+		if err != nil {
+			return r, &ConfigError{Field: "auth_token_file", Reason: err.Error(), Err: err}
+		}
+		if r.token = strings.TrimSpace(string(b)); r.token == "" {
+			return r, fieldError("auth_token_file", c.AuthTokenFile+" is empty")
+		}
+	default:
+		r.token = c.AuthToken
+	}
+	if r.token == "" && !r.loopback && !c.Insecure {
+		return r, &ExposedError{Addr: r.Addr}
+	}
+	for _, o := range c.CORSOrigins {
+		if _, err := crossorigin.ParseOrigin(o); err != nil {
+			return r, fieldError("cors_origins", err.Error())
+		}
+	}
+	for _, h := range c.AllowedHosts {
+		if _, err := crossorigin.ParseHost(h); err != nil {
+			return r, fieldError("allowed_hosts", err.Error())
+		}
+	}
+	if !c.SQS.Disabled {
+		r.sqsKeys = map[string]string{}
+		if c.SQS.CredentialsFile != "" {
+			if r.sqsKeys, err = readSQSCredentials(c.SQS.CredentialsFile); err != nil {
+				return r, &ConfigError{Field: "sqs.credentials_file", Reason: err.Error(), Err: err}
+			}
+		}
+		for k, v := range c.SQS.Credentials {
+			if k == "" || v == "" {
+				return r, fieldError("sqs.credentials", "an access key id and its secret must not be empty")
+			}
+			r.sqsKeys[k] = v
+		}
+		if len(r.sqsKeys) == 0 && r.token != "" {
+			r.sqsKeys["okiba"] = r.token
+		}
+	}
+	if s := c.Storage.SegmentSize; s != 0 && (s < 2<<20 || s > wal.MaxSegmentSize) {
+		return r, fieldError("storage.segment_size", fmt.Sprintf("must be between 2MiB and %s, got %s", Size(wal.MaxSegmentSize), s))
+	}
+	if c.Limits.MaxQueues < 0 || c.Limits.MaxInFlight < 0 {
+		return r, fieldError("limits", "max_queues and max_in_flight must not be negative")
+	}
+	return r, nil
+}
+
+// ExposedError refuses to serve a non-loopback address without authentication.
+type ExposedError struct{ Addr string }
+
+func (e *ExposedError) Error() string {
+	return fmt.Sprintf("refusing to listen on %s without authentication: give --auth-token-file FILE "+
+		"(or OKIBA_AUTH_TOKEN, or --auth-token), or pass --insecure to serve it unauthenticated", e.Addr)
+}
+
+// ConfigError names the field of a Config that is wrong.
+type ConfigError struct {
+	Field  string
+	Reason string
+	// Err is set when the value is right but what it names failed (a file that cannot
+	// be read): not a mistake in the configuration's syntax.
+	Err error
+}
+
+func (e *ConfigError) Error() string { return e.Field + ": " + e.Reason }
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func fieldError(field, reason string) error { return &ConfigError{Field: field, Reason: reason} }
+
+// isLoopback reports whether a listen address is reachable only from this machine.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("%q is not HOST:PORT", addr)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+// readSQSCredentials reads SQS access keys: one "ACCESS_KEY_ID SECRET" (or
+// "ACCESS_KEY_ID:SECRET") per line; blank lines and lines starting with # are skipped.
+func readSQSCredentials(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	creds := map[string]string{}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(strings.Replace(line, ":", " ", 1))
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("%s:%d: want \"ACCESS_KEY_ID SECRET\"", path, i+1)
+		}
+		creds[fields[0]] = fields[1]
+	}
+	if len(creds) == 0 {
+		return nil, fmt.Errorf("%s has no access keys", path)
+	}
+	return creds, nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Values with a text form
+
+// Size is a byte count written as "64MiB", "512KiB", "1048576" or "off" (-1: for limits
+// that can be turned off). In JSON it is a string or a number.
+type Size int64
+
+var sizeUnits = []struct {
+	suffix string
+	n      int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+// SizeOff is the value of "off".
+const SizeOff Size = -1
+
+func (s Size) String() string {
+	if s < 0 {
+		return "off"
+	}
+	v := int64(s)
+	for _, u := range sizeUnits {
+		if v != 0 && v%u.n == 0 {
+			return strconv.FormatInt(v/u.n, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(v, 10) + "B"
+}
+
+// ParseSize reads a Size.
+func ParseSize(v string) (Size, error) {
+	if strings.TrimSpace(v) == "off" {
+		return SizeOff, nil
+	}
+	num, mult := strings.TrimSpace(v), int64(1)
+	for _, u := range sizeUnits {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(rest), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size (examples: 1048576, 512KiB, 64MiB, 1GiB)", v)
+	}
+	return Size(n * mult), nil
+}
+
+func (s Size) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+func (s *Size) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var str string
+		if err := json.Unmarshal(b, &str); err != nil {
+			return err
+		}
+		v, err := ParseSize(str)
+		*s = v
+		return err
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil || n < 0 {
+		return errors.New("a size is a string such as \"64MiB\" or \"off\", or a number of bytes")
+	}
+	*s = Size(n)
+	return nil
+}
+
+// Duration is a time.Duration written as "30s", "250ms".
+type Duration time.Duration
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("a duration is a string such as \"30s\" or \"250ms\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("%q is not a duration (examples: 30s, 250ms, 2m)", s)
+	}
+	*d = Duration(v)
+	return nil
+}

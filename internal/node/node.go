@@ -1,0 +1,440 @@
+// Package node is one okiba process: it owns the broker and every interface in front of
+// it — the native API and its stream, the SQS-compatible API, the web console, metrics
+// and health — behind one router with one authentication step, and closes them in order.
+// okiba serve, okibatest and the chaos harness are thin users of it.
+//
+// The router takes each request through the same steps: the browser guard (cross-site
+// requests and DNS rebinding, internal/crossorigin), then authentication — a bearer token,
+// a console session or an SQS signature becomes a principal (internal/auth) in the
+// request's context — then the interface it is addressed to. What a principal may do is
+// decided by the action that runs, not here: an SQS request names its queue inside its
+// body.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/auth"
+	"github.com/okiba/okiba/internal/crossorigin"
+	"github.com/okiba/okiba/internal/gcpace"
+	"github.com/okiba/okiba/metrics"
+	"github.com/okiba/okiba/server"
+	"github.com/okiba/okiba/sqs"
+	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/web"
+)
+
+// Runtime is what a node is given in code rather than in its configuration: the seams
+// that tests and embedders replace. The zero value is the real thing.
+type Runtime struct {
+	// Logger receives the node's events. Defaults to discarding them.
+	Logger *slog.Logger
+	// Clock tells the broker, the SQS front and the console the time. Defaults to the
+	// real clock.
+	Clock clock.Clock
+	// FS is the data directory's file system. Defaults to the real one.
+	FS vfs.FS
+	// Listener, when set, is served instead of listening on Config.Addr.
+	Listener net.Listener
+	// External: the node neither listens nor serves; the caller serves Node.ServeHTTP on
+	// a listener of its own (the chaos harness keeps one address across restarts of
+	// nodes behind it). URL is then empty.
+	External bool
+	// Broker adjusts the broker's configuration after the node has filled it in (for
+	// tests: small segments, a receive cap).
+	Broker func(*broker.Config)
+	// Metrics is the node's instrumentation. Defaults to metrics.New with its defaults.
+	Metrics *metrics.Metrics
+	// NoGCPace leaves the garbage collector's pace alone (gcpace is process-wide: a test
+	// binary running several nodes must not have each of them set it).
+	NoGCPace bool
+}
+
+// Node is a running okiba process.
+type Node struct {
+	cfg  resolved
+	rt   Runtime
+	log  *slog.Logger
+	url  string
+	addr net.Addr
+
+	broker  *broker.Broker
+	native  *server.Server
+	sqs     *sqs.Front // nil when off
+	console *web.Console
+	metrics *metrics.Metrics
+	guard   *crossorigin.Guard
+	step    auth.Step
+	mux     *http.ServeMux // the console, /metrics, and the native API behind them
+
+	http     *http.Server
+	served   chan struct{} // closed when the HTTP server has stopped
+	serveErr error
+	shutdown context.Context // done once Close begins: waiting long polls end
+	stop     context.CancelFunc
+	bg       sync.WaitGroup
+	stopBg   context.CancelFunc
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open starts a node: it opens the broker on the data directory, builds every
+// interface, and serves them on the configured address (or Runtime.Listener) until Close.
+func Open(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
+	rc, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if rt.Logger == nil {
+		rt.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: rc, rt: rt, log: rt.Logger, served: make(chan struct{})}
+	n.shutdown, n.stop = context.WithCancel(context.Background())
+	if err := n.open(ctx); err != nil {
+		n.abort()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) open(ctx context.Context) error {
+	c, log := n.cfg, n.log
+	switch {
+	case c.token != "":
+		log.Info("authentication on: every path but /healthz requires the bearer token (or a console session)")
+	case !c.loopback:
+		log.Warn("authentication off on a non-loopback address (--insecure): anyone who can reach it can read, send and delete messages", "addr", c.Addr)
+		log.Info("without a token, clients must address the server by an IP address, localhost, this machine's name or a name in --allowed-hosts",
+			"allowed_hosts", strings.Join(append(c.AllowedHosts, addrName(c.Addr)...), ","))
+	}
+	n.metrics = n.rt.Metrics
+	if n.metrics == nil {
+		n.metrics = metrics.New(metrics.Options{})
+	}
+	bcfg := broker.Config{
+		Dir: c.Data, FS: n.rt.FS, Clock: n.rt.Clock, Logger: log, Observer: n.metrics,
+		SegmentSize: int64(c.Storage.SegmentSize), CheckpointBytes: int64(c.Storage.CheckpointBytes),
+		CacheBytes: int64(c.Storage.CacheBytes), MinFreeBytes: int64(c.Storage.MinFreeDisk),
+		MaxQueues: c.Limits.MaxQueues, MaxInFlight: c.Limits.MaxInFlight,
+	}
+	if n.rt.Broker != nil {
+		n.rt.Broker(&bcfg)
+	}
+	b, err := broker.Open(bcfg)
+	if err != nil {
+		return fmt.Errorf("cannot open the broker: %w", err)
+	}
+	n.broker = b
+	n.metrics.Watch(b)
+
+	ln := n.rt.Listener
+	if ln == nil && !n.rt.External {
+		if ln, err = net.Listen("tcp", c.Addr); err != nil {
+			return fmt.Errorf("cannot listen: %w", err)
+		}
+	}
+	closeLn := func() {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	if ln != nil {
+		n.addr = ln.Addr()
+		n.url = "http://" + ln.Addr().String()
+	}
+
+	n.native = server.New(b, server.Options{Logger: log, Observe: n.metrics.ObserveRequest})
+	if !c.SQS.Disabled {
+		n.sqs = sqs.New(b, sqs.Options{
+			Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL,
+			Credentials: c.sqsKeys, Clock: n.rt.Clock, Logger: log,
+		})
+	}
+	n.mux = http.NewServeMux()
+	if !c.Console.Disabled {
+		if n.console, err = web.New(b, web.Options{AuthToken: c.token, Logger: log}); err != nil {
+			closeLn()
+			return err
+		}
+		n.console.Register(n.mux)
+	}
+	n.step = auth.Step{Token: c.token, Refuse: func(w http.ResponseWriter, _ int, msg string) {
+		writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: msg})
+	}}
+	if n.console != nil {
+		n.step.Browsers = n.console
+	}
+	n.mux.Handle("/metrics", n.metrics.Handler())
+	n.mux.Handle("/", n.native.Handler())
+
+	hosts := append(c.AllowedHosts[:len(c.AllowedHosts):len(c.AllowedHosts)], addrName(c.Addr)...)
+	if n.guard, err = crossorigin.New(crossorigin.Config{
+		Origins: c.CORSOrigins, Hosts: hosts, Authenticated: c.token != "",
+		Exempt: n.openToBrowsers, Refuse: n.refuseBrowser,
+	}); err != nil {
+		closeLn()
+		return err
+	}
+
+	bg, stopBg := context.WithCancel(context.Background())
+	n.stopBg = stopBg
+	if !n.rt.NoGCPace && c.Storage.GCHeadroom >= 0 {
+		// The index of a deep backlog is most of the heap: Go's default pace would hold
+		// twice it (internal/gcpace). Off when GOGC is set.
+		n.bg.Go(func() { gcpace.Run(bg, gcpace.Config{MinHeadroom: int64(c.Storage.GCHeadroom)}) })
+	}
+
+	if ln != nil {
+		n.http = server.HTTPServer(n, log)
+		go func() {
+			n.serveErr = n.http.Serve(ln)
+			close(n.served)
+		}()
+	}
+	rec := b.Recovery()
+	log.Info("okiba serving", "url", n.url, "data", c.Data,
+		"queues", rec.Queues, "messages", rec.Messages, "records_replayed", rec.Records,
+		"from_checkpoint", rec.Checkpoint, "recovery_time", rec.Duration.Round(time.Millisecond))
+	if n.sqs != nil {
+		log.Info("SQS API on the same address (JSON protocol)", "endpoint_url", n.url,
+			"signatures_verified", n.sqs.Authenticates(), "region", n.sqs.Region(), "account_id", n.sqs.AccountID())
+	}
+	log.Info("metrics for Prometheus", "url", n.url+"/metrics", "bearer_token", c.token != "")
+	if n.console != nil {
+		signIn := "open"
+		if c.token != "" {
+			signIn = "sign in with the token"
+		}
+		log.Info("console", "url", n.url+"/", "access", signIn)
+	}
+	return nil
+}
+
+// abort undoes a failed open.
+func (n *Node) abort() {
+	if n.stopBg != nil {
+		n.stopBg()
+		n.bg.Wait()
+	}
+	if n.console != nil {
+		n.console.Close()
+	}
+	if n.broker != nil {
+		n.broker.Close()
+	}
+}
+
+// addrName returns the host of a listen address when it is a name (not an IP address):
+// requests may address the server by the name it was told to listen on.
+func addrName(listen string) []string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil
+	}
+	if n, err := crossorigin.ParseHost(host); err == nil && n != "" {
+		return []string{n}
+	}
+	return nil
+}
+
+// URL is where the node serves, such as http://127.0.0.1:7070.
+func (n *Node) URL() string { return n.url }
+
+// Addr is the address the node listens on.
+func (n *Node) Addr() net.Addr { return n.addr }
+
+// Broker is the node's broker, for in-process use and tests.
+func (n *Node) Broker() *broker.Broker { return n.broker }
+
+// SQS is the node's SQS front (nil when off).
+func (n *Node) SQS() *sqs.Front { return n.sqs }
+
+// Token is the bearer token the node requires ("" when none).
+func (n *Node) Token() string { return n.cfg.token }
+
+// Stopped is closed when the node's HTTP server has stopped: after Close, or by itself
+// when its listener failed (ServeErr says why).
+func (n *Node) Stopped() <-chan struct{} { return n.served }
+
+// ServeErr is what stopped the HTTP server (http.ErrServerClosed after Close).
+func (n *Node) ServeErr() error {
+	<-n.served
+	return n.serveErr
+}
+
+// Close stops the node in order: no new connections, waiting long polls answered at once
+// (with no messages), requests in progress finished within ctx (then cut off), streams
+// drained the same way, the console's runs ended, and the broker closed with a final
+// checkpoint. It is safe to call twice; the second call returns the first's result.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
+	return n.closeErr
+}
+
+func (n *Node) close(ctx context.Context) error {
+	n.stop() // waiting long polls end now
+	var errs []error
+	streamsDone := make(chan error, 1)
+	go func() { streamsDone <- n.native.CloseStreams(ctx) }()
+	if n.http != nil {
+		if err := n.http.Shutdown(ctx); err != nil {
+			// The grace is over: cut what still runs rather than let it race the broker's
+			// shutdown. Its callers get a broken connection, never a false answer.
+			n.http.Close()
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				errs = append(errs, err)
+			} else {
+				n.log.Warn("grace period over: requests still running are cut off")
+			}
+		}
+		<-n.served
+		if err := n.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if n.http == nil {
+		close(n.served)
+	}
+	if err := <-streamsDone; err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		errs = append(errs, err)
+	}
+	if n.console != nil {
+		n.console.Close() // ends playground runs and deletes their queues
+	}
+	n.stopBg()
+	n.bg.Wait()
+	if err := n.broker.Close(); err != nil {
+		n.log.Error("closing the broker failed", "error", err)
+		errs = append(errs, err)
+	} else {
+		n.log.Info("okiba stopped", "data", n.cfg.Data)
+	}
+	return errors.Join(errs...)
+}
+
+// ---------------------------------------------------------------------------------------
+// The router
+
+// ServeHTTP is the node's one router: guard, authentication, interface.
+func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	endLongPolls(n.shutdown, http.HandlerFunc(n.serve)).ServeHTTP(w, r)
+}
+
+// endLongPolls answers waiting receives (with no messages) as soon as shutdown begins,
+// so that a long poll does not hold the shutdown for up to a minute; every other request
+// runs to its end within the grace period. A receive cancelled while its delivery record
+// is being committed answers 503 unavailable; its lease then simply expires.
+func endLongPolls(shutdown context.Context, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/receive") || r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage") {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer context.AfterFunc(shutdown, cancel)()
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	route := n.dispatch(sw, r)
+	if route == "" {
+		return // the native API observed it itself
+	}
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	n.metrics.ObserveRequest(route, r.Method, sw.status, time.Since(start))
+}
+
+// dispatch serves r and returns its route for metrics ("" when the native API, which
+// counts its own routes and its stream's frames, served it).
+func (n *Node) dispatch(w http.ResponseWriter, r *http.Request) string {
+	if n.guard.Serve(w, r) { // before credentials: preflights carry none
+		return "cross-origin"
+	}
+	if n.sqs != nil && n.sqs.Match(r) {
+		if n.cfg.token != "" && !n.sqs.Authenticates() {
+			writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and has no SQS access keys configured"})
+			return "unauthorized"
+		}
+		r, ok := n.sqs.Authenticate(w, r)
+		if !ok {
+			return "unauthorized"
+		}
+		n.sqs.ServeHTTP(w, r)
+		return "sqs"
+	}
+	p, ok := n.step.Authenticate(w, r)
+	if !ok {
+		return "unauthorized"
+	}
+	r = r.WithContext(auth.With(r.Context(), p))
+	if _, pattern := n.mux.Handler(r); pattern == "/" {
+		n.native.Handler().ServeHTTP(w, r)
+		return ""
+	}
+	n.mux.ServeHTTP(w, r) // sets r.Pattern and the path's values
+	return r.Pattern
+}
+
+// openToBrowsers reports the requests that any page may make by any name, as they reveal
+// and change nothing: /healthz, and the console's sign-in page and assets (the sign-in
+// form checks its origin itself). A request for the SQS API is never one of them,
+// whatever its path.
+func (n *Node) openToBrowsers(r *http.Request) bool {
+	if n.sqs != nil && n.sqs.Match(r) {
+		return false
+	}
+	return r.URL.Path == "/healthz" || (n.console != nil && n.console.Public(r))
+}
+
+// refuseBrowser answers a request the guard refused, in the shape of the interface it
+// was addressed to.
+func (n *Node) refuseBrowser(w http.ResponseWriter, r *http.Request, err error) {
+	n.log.Debug("browser request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
+	if n.sqs != nil && n.sqs.Match(r) {
+		n.sqs.Forbid(w, err.Error())
+		return
+	}
+	writeError(w, server.ErrorOf(n.log, err))
+}
+
+func writeError(w http.ResponseWriter, e *api.Error) { server.WriteError(w, e) }
+
+// statusWriter remembers the status a handler answered with; Unwrap lets
+// http.ResponseController reach the connection (flushes, deadlines, the stream's hijack).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
