@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +71,16 @@ func TestTransportLosesChosenAcks(t *testing.T) {
 	}
 	if _, err := c.Send(ctx, "q", client.Message{Body: []byte("c")}); err == nil {
 		t.Fatal("a crashed client sent a message")
+	}
+	// A crashed client receives nothing, in the encoding it asked for: the Go client
+	// (binary) and a JSON one both read an empty answer, not an error.
+	if ds, err := c.Receive(ctx, "q", client.ReceiveOptions{Max: 1}); err != nil || len(ds) != 0 {
+		t.Fatalf("receive after crash: %v %v", ds, err)
+	}
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/queues/q/receive", strings.NewReader(`{"max":1}`))
+	res, err := tr.RoundTrip(req)
+	if err != nil || res.StatusCode != 200 || res.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("JSON receive after crash: %v %v", res, err)
 	}
 }
 

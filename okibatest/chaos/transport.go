@@ -83,7 +83,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, req.Context().Err()
 			case <-time.After(20 * time.Millisecond):
 			}
-			return jsonResponse(req, http.StatusOK, api.ReceiveResponse{Messages: []api.Message{}}), nil
+			return emptyReceive(req), nil
 		default:
 			drain(req)
 			return nil, ErrCrashed
@@ -211,12 +211,25 @@ func withBody(req *http.Request, body []byte) *http.Request {
 	return r
 }
 
+// emptyReceive is a receive's answer with no messages, in the encoding the request asked
+// for (the Go client asks for the binary one).
+func emptyReceive(req *http.Request) *http.Response {
+	if strings.Contains(req.Header.Get("Accept"), api.ContentTypeBinary) {
+		return response(req, http.StatusOK, api.ContentTypeBinary, api.AppendReceiveAnswer(nil, nil))
+	}
+	return jsonResponse(req, http.StatusOK, api.ReceiveResponse{Messages: []api.Message{}})
+}
+
 func jsonResponse(req *http.Request, status int, v any) *http.Response {
 	b, _ := json.Marshal(v)
+	return response(req, status, "application/json", b)
+}
+
+func response(req *http.Request, status int, ctype string, b []byte) *http.Response {
 	return &http.Response{
 		Status: strconv.Itoa(status) + " " + http.StatusText(status), StatusCode: status,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{"Content-Type": []string{"application/json"}},
+		Header:        http.Header{"Content-Type": []string{ctype}},
 		Body:          io.NopCloser(bytes.NewReader(b)),
 		ContentLength: int64(len(b)),
 		Request:       req,
