@@ -423,3 +423,36 @@ func (s *childServer) stop(t *testing.T) (int, string) {
 	}
 	return -1, ""
 }
+
+// TestServeConfigPrecedence: a setting comes from the file, unless the environment gives
+// it, unless a flag does; a file with a key okiba does not know is refused.
+func TestServeConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "okiba.json")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"addr": "127.0.0.1:0", "data": "` + filepath.Join(dir, "from-file") + `", "log_level": "debug",
+		"storage": {"cache_bytes": "1MiB"}, "sqs": {"region": "eu-west-1"}}`)
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		data string
+	}{
+		{map[string]string{"OKIBA_CONFIG": file}, nil, "from-file"},
+		{map[string]string{"OKIBA_CONFIG": file, "OKIBA_DATA": filepath.Join(dir, "from-env")}, nil, "from-env"},
+		{map[string]string{"OKIBA_DATA": filepath.Join(dir, "from-env")}, []string{"--config", file, "--data", filepath.Join(dir, "from-flag")}, "from-flag"},
+	} {
+		_, log, stop := serveInProcess(t, c.env, c.args...)
+		stop()
+		contains(t, "log", log.String(), "data="+filepath.Join(dir, c.data), "level=DEBUG", "region=eu-west-1")
+	}
+	h := &harness{t: t, env: map[string]string{}}
+	write(`{"addr": "127.0.0.1:0", "data_dir": "/tmp/x"}`)
+	contains(t, "stderr", h.fails(1, "serve", "--config", file).err, "unknown field", "data_dir")
+	write(`{"addr": "127.0.0.1:0", "storage": {"segment_size": "1KiB"}}`)
+	contains(t, "stderr", h.fails(2, "serve", "--config", file).err, "--segment-size", "2MiB")
+}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/okiba/okiba/sqs"
 )
@@ -77,5 +79,66 @@ func TestNodeRefusesUnverifiedSQS(t *testing.T) {
 	n.ServeHTTP(rec, req)
 	if rec.Code != http.StatusUnauthorized {
 		t.Fatalf("got %d %s, want 401", rec.Code, rec.Body)
+	}
+}
+
+// Close is idempotent, and a node that failed to open leaves nothing behind: its data
+// directory can be opened again at once.
+func TestCloseTwiceAndFailedOpen(t *testing.T) {
+	dir := t.TempDir()
+	n, err := Open(context.Background(), Config{Addr: "127.0.0.1:0", Data: dir}, Runtime{NoGCPace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, dir2 := n.Addr().String(), t.TempDir()
+	if _, err := Open(context.Background(), Config{Addr: busy, Data: dir2}, Runtime{NoGCPace: true}); err == nil ||
+		!strings.Contains(err.Error(), "cannot listen") {
+		t.Fatalf("a second node on a busy address: %v", err)
+	}
+	if m, err := Open(context.Background(), Config{Addr: "127.0.0.1:0", Data: dir2}, Runtime{NoGCPace: true}); err != nil {
+		t.Fatalf("the failed Open kept its data directory: %v", err)
+	} else {
+		m.Close(context.Background())
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	select {
+	case <-n.Stopped():
+	default:
+		t.Fatal("Stopped not closed after Close")
+	}
+	// Close released the data directory.
+	m, err := Open(context.Background(), Config{Addr: "127.0.0.1:0", Data: dir}, Runtime{NoGCPace: true})
+	if err != nil {
+		t.Fatalf("reopening the data directory: %v", err)
+	}
+	m.Close(context.Background())
+}
+
+func TestLoadFile(t *testing.T) {
+	path := t.TempDir() + "/okiba.json"
+	if err := os.WriteFile(path, []byte(`{"storage": {"segment_size": "64MiB", "cache_bytes": 1048576, "min_free_disk": "off"},
+		"shutdown_grace": "250ms", "limits": {"max_queues": 7}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Storage.SegmentSize != 64<<20 || c.Storage.CacheBytes != 1<<20 || c.Storage.MinFreeDisk != SizeOff ||
+		c.ShutdownGrace != Duration(250*time.Millisecond) || c.Limits.MaxQueues != 7 {
+		t.Fatalf("loaded %+v", c)
+	}
+	for _, bad := range []string{`{"storage": {"segment_size": "lots"}}`, `{"shutdown_grace": 30}`, `{"addr": "x"} {}`, `{"nope": 1}`} {
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadFile(path); err == nil {
+			t.Errorf("%s loaded", bad)
+		}
 	}
 }
