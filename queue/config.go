@@ -107,9 +107,35 @@ type Config struct {
 	OrderedGroups bool
 	// Tags are user labels (SQS TagQueue).
 	Tags map[string]string
-	// Attrs holds front-end specific attributes that okiba stores but does not interpret
-	// (for example SQS Policy or RedriveAllowPolicy).
-	Attrs map[string]string
+	// Front holds the attributes a front end keeps with the queue (SQS's Policy and the
+	// like). The machine stores and compares them and never reads them.
+	Front FrontAttributes
+}
+
+// FrontAttributes are queue attributes that belong to a front end rather than to the
+// semantics: they are stored and replicated with the queue's configuration, compared by
+// Equal, and interpreted only by the front that owns them (all of these are the SQS
+// front's; okiba enforces none of them). An empty string means not set.
+type FrontAttributes struct {
+	// Policy is SQS's access policy, a JSON document (shown, not enforced).
+	Policy string
+	// RedriveAllowPolicy is SQS's rule for which queues may use this one as their
+	// dead-letter queue, a JSON document.
+	RedriveAllowPolicy string
+	// KMSMasterKeyID, KMSDataKeyReusePeriod (seconds) and SQSManagedSSE ("true" or
+	// "false") are SQS's encryption settings, as given; okiba does not encrypt.
+	KMSMasterKeyID        string
+	KMSDataKeyReusePeriod string
+	SQSManagedSSE         string
+	// FIFOThroughputLimit is SQS's perQueue or perMessageGroupId; it has no effect.
+	FIFOThroughputLimit string
+	// Unknown is for preservation only. On disk these attributes are one string map, as
+	// they were before they had fields (records_queue.go), and an in-process user of an
+	// older okiba could have stored any key in it. Entries that no field takes are kept
+	// here so that opening such a data directory neither fails nor loses them, and they
+	// are written back exactly as they were read. Nothing interprets them; new
+	// attributes get a field.
+	Unknown map[string]string
 }
 
 // DefaultConfig returns okiba's defaults for a queue named name (docs/semantics.md "Queues").
@@ -229,9 +255,12 @@ func (c *Config) Validate(name string) error {
 			return bad("tags", "tag keys must be 1..128 bytes and values at most 256 bytes (%q)", k)
 		}
 	}
-	for k := range c.Attrs {
+	for k := range c.Front.Unknown {
 		if k == "" || len(k) > 256 {
 			return bad("attributes", "attribute names must be 1..256 bytes")
+		}
+		if frontKey(k) {
+			return bad("attributes", "%q is stored from its field of FrontAttributes, not from Unknown", k)
 		}
 	}
 	return nil
@@ -249,7 +278,7 @@ func cloneMap(m map[string]string) map[string]string {
 // Clone returns a deep copy (maps are copied).
 func (c Config) Clone() Config {
 	c.Tags = cloneMap(c.Tags)
-	c.Attrs = cloneMap(c.Attrs)
+	c.Front.Unknown = cloneMap(c.Front.Unknown)
 	return c
 }
 
@@ -268,7 +297,17 @@ func (c Config) Equal(o Config) bool {
 			c.MaxDeliveries, c.DeadLetterQueue, c.DedupScope, c.ContentDedup, c.OrderedGroups,
 			c.MaxMessages, c.MaxBytes, c.MaxMessageSize}
 	}
-	return flat(&c) == flat(&o) && maps.Equal(c.Tags, o.Tags) && maps.Equal(c.Attrs, o.Attrs)
+	return flat(&c) == flat(&o) && maps.Equal(c.Tags, o.Tags) && c.Front.Equal(o.Front)
+}
+
+// Equal reports whether two sets of front attributes are identical.
+func (a FrontAttributes) Equal(o FrontAttributes) bool {
+	for _, f := range frontFields {
+		if *f.field(&a) != *f.field(&o) {
+			return false
+		}
+	}
+	return maps.Equal(a.Unknown, o.Unknown)
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -15,7 +15,7 @@ import (
 
 // Queue attributes map onto queue.Config (docs/sqs.md has the table). Attributes okiba
 // stores without interpreting them (Policy, RedriveAllowPolicy, the KMS settings,
-// FifoThroughputLimit) live in Config.Attrs under "sqs.<Name>".
+// FifoThroughputLimit) live in the fields of Config.Front, which only this front reads.
 
 // SQS's defaults for a queue created through the front (docs/sqs.md).
 const (
@@ -35,18 +35,20 @@ var allQueueAttrs = []string{
 	"RedriveAllowPolicy", "SqsManagedSseEnabled",
 }
 
-// storedAttrs are kept verbatim in Config.Attrs.
-var storedAttrs = map[string]bool{
-	"Policy": true, "RedriveAllowPolicy": true, "KmsMasterKeyId": true,
-	"KmsDataKeyReusePeriodSeconds": true, "SqsManagedSseEnabled": true, "FifoThroughputLimit": true,
+// storedAttrs are kept verbatim, each in its field of Config.Front ("" is not set).
+var storedAttrs = map[string]func(*queue.FrontAttributes) *string{
+	"Policy":                       func(a *queue.FrontAttributes) *string { return &a.Policy },
+	"RedriveAllowPolicy":           func(a *queue.FrontAttributes) *string { return &a.RedriveAllowPolicy },
+	"KmsMasterKeyId":               func(a *queue.FrontAttributes) *string { return &a.KMSMasterKeyID },
+	"KmsDataKeyReusePeriodSeconds": func(a *queue.FrontAttributes) *string { return &a.KMSDataKeyReusePeriod },
+	"SqsManagedSseEnabled":         func(a *queue.FrontAttributes) *string { return &a.SQSManagedSSE },
+	"FifoThroughputLimit":          func(a *queue.FrontAttributes) *string { return &a.FIFOThroughputLimit },
 }
 
 // fifoOnlyAttrs exist only on FIFO queues.
 var fifoOnlyAttrs = map[string]bool{
 	"FifoQueue": true, "ContentBasedDeduplication": true, "DeduplicationScope": true, "FifoThroughputLimit": true,
 }
-
-func storedKey(name string) string { return "sqs." + name }
 
 func secs(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
 
@@ -71,8 +73,8 @@ func (f *Front) queueAttributes(qi broker.QueueInfo) map[string]string {
 	if c.DeadLetterQueue != queue.NoDeadLetterQueue && c.MaxDeliveries > 0 {
 		out["RedrivePolicy"] = redrivePolicy(f.queueARN(c.DeadLetterQueue), c.MaxDeliveries)
 	}
-	for name := range storedAttrs {
-		if v, ok := c.Attrs[storedKey(name)]; ok {
+	for name, field := range storedAttrs {
+		if v := *field(&c.Front); v != "" {
 			out[name] = v
 		}
 	}
@@ -113,9 +115,9 @@ func sqsDefaults(c *queue.Config, name string) {
 	c.DedupScope = queue.DedupQueue
 	c.ContentDedup = false
 	c.OrderedGroups = isFIFO(name)
-	c.Attrs = nil
+	c.Front = queue.FrontAttributes{}
 	if isFIFO(name) {
-		c.Attrs = map[string]string{storedKey("FifoThroughputLimit"): "perQueue"}
+		c.Front.FIFOThroughputLimit = "perQueue"
 	}
 }
 
@@ -277,22 +279,10 @@ func parseQueueAttrs(name string, attrs map[string]string, creating bool) ([]att
 	return edits, target, nil
 }
 
+// storeAttr keeps v as the stored attribute name; "" removes it.
 func storeAttr(name, v string) attrEdit {
-	return func(c *queue.Config) {
-		if v == "" {
-			if c.Attrs != nil {
-				c.Attrs = maps.Clone(c.Attrs)
-				delete(c.Attrs, storedKey(name))
-			}
-			return
-		}
-		m := maps.Clone(c.Attrs)
-		if m == nil {
-			m = map[string]string{}
-		}
-		m[storedKey(name)] = v
-		c.Attrs = m
-	}
+	field := storedAttrs[name]
+	return func(c *queue.Config) { *field(&c.Front) = v }
 }
 
 // parseRedrivePolicy reads {"deadLetterTargetArn": "...", "maxReceiveCount": N}
@@ -354,8 +344,8 @@ func checkRedriveAllowPolicy(v string) string {
 // allowsSource reports whether a dead-letter queue's RedriveAllowPolicy lets source use
 // it.
 func allowsSource(dlq queue.Config, source string) bool {
-	v, ok := dlq.Attrs[storedKey("RedriveAllowPolicy")]
-	if !ok {
+	v := dlq.Front.RedriveAllowPolicy
+	if v == "" {
 		return true
 	}
 	var p redriveAllowPolicy
