@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/names"
 	"github.com/okiba/okiba/queue"
 )
 
@@ -78,7 +79,7 @@ func (f *Front) queueAttributes(qi broker.QueueInfo) map[string]string {
 			out[name] = v
 		}
 	}
-	if isFIFO(qi.Name) {
+	if names.IsFIFO(qi.Name) {
 		out["FifoQueue"] = "true"
 		out["ContentBasedDeduplication"] = strconv.FormatBool(c.ContentDedup)
 		out["DeduplicationScope"] = "queue"
@@ -114,9 +115,9 @@ func sqsDefaults(c *queue.Config, name string) {
 	c.DedupWindow = sqsDedupWindow
 	c.DedupScope = queue.DedupQueue
 	c.ContentDedup = false
-	c.OrderedGroups = isFIFO(name)
+	c.OrderedGroups = names.IsFIFO(name)
 	c.Front = queue.FrontAttributes{}
-	if isFIFO(name) {
+	if names.IsFIFO(name) {
 		c.Front.FIFOThroughputLimit = "perQueue"
 	}
 }
@@ -136,7 +137,7 @@ type redriveTarget struct {
 func parseQueueAttrs(name string, attrs map[string]string, creating bool) ([]attrEdit, *redriveTarget, *apiError) {
 	var edits []attrEdit
 	var target *redriveTarget
-	fifo := isFIFO(name)
+	fifo := names.IsFIFO(name)
 	keys := slices.Sorted(maps.Keys(attrs))
 	if creating && fifo && attrs["FifoQueue"] != "true" {
 		return nil, nil, newErr(kInvalidParameterValue, "The name of a FIFO queue ends in .fifo and the queue must be created with the attribute FifoQueue=true (queue %q).", name)
@@ -196,7 +197,7 @@ func parseQueueAttrs(name string, attrs map[string]string, creating bool) ([]att
 				e = badValue("a queue cannot be its own dead-letter queue")
 				break
 			}
-			if isFIFO(dlq) != fifo {
+			if names.IsFIFO(dlq) != fifo {
 				e = badValue("the dead-letter queue of a FIFO queue must be a FIFO queue, and of a standard queue a standard queue")
 				break
 			}

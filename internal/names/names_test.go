@@ -144,3 +144,26 @@ func TestCheckRedrive(t *testing.T) {
 		}
 	}
 }
+
+// FuzzGrammarIsWithinTheCore: every name the grammar accepts, the queue core accepts
+// too (its check is no grammar, only what it can hold), and DeadLetterName keeps a FIFO
+// name FIFO.
+func FuzzGrammarIsWithinTheCore(f *testing.F) {
+	for _, s := range []string{"a", "x.fifo", strings.Repeat("z", 80), strings.Repeat("z", 75) + ".fifo", "a-b_c", ".fifo", "a.b", "é"} {
+		f.Add(s)
+	}
+	for c := 0; c < 256; c++ {
+		f.Add("a" + string(rune(c)))
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if names.Validate(name) != nil {
+			return
+		}
+		if err := queue.CheckName(name); err != nil {
+			t.Fatalf("the grammar accepts %q and the core refuses it: %v", name, err)
+		}
+		if names.IsFIFO(name) != names.IsFIFO(names.DeadLetterName(name)) {
+			t.Fatalf("DeadLetterName(%q) = %q changes the kind", name, names.DeadLetterName(name))
+		}
+	})
+}
