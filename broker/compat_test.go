@@ -717,8 +717,36 @@ func w1Config(c queue.Config) wave1Config {
 		BackoffBaseMS: w1ms(c.BackoffBase), BackoffMaxMS: w1ms(c.BackoffMax), DelayMS: w1ms(c.Delay), RetentionMS: w1ms(c.Retention),
 		DedupWindowMS: w1ms(c.DedupWindow), DedupScope: c.DedupScope.String(), ContentDedup: c.ContentDedup,
 		MaxMessages: c.MaxMessages, MaxBytes: c.MaxBytes, MaxMessageSize: c.MaxMessageSize, ReceiveWaitMS: w1ms(c.ReceiveWait),
-		OrderedGroups: c.OrderedGroups, Tags: c.Tags, Attrs: c.Attrs,
+		OrderedGroups: c.OrderedGroups, Tags: c.Tags, Attrs: w1Attrs(c.Front),
 	}
+}
+
+// w1Attrs gives a configuration's front attributes as expect.json has them: the map they
+// were stored as before they had fields, under the keys the old code used. Each field is
+// written under its own key, so an attribute read into the wrong field shows; entries
+// kept in Unknown are written as "unknown:<key>", so a known attribute that was not
+// recognised shows too (the fixture holds only keys the old code wrote).
+func w1Attrs(a queue.FrontAttributes) map[string]string {
+	m := map[string]string{}
+	for k, v := range map[string]string{
+		"sqs.Policy":                       a.Policy,
+		"sqs.RedriveAllowPolicy":           a.RedriveAllowPolicy,
+		"sqs.KmsMasterKeyId":               a.KMSMasterKeyID,
+		"sqs.KmsDataKeyReusePeriodSeconds": a.KMSDataKeyReusePeriod,
+		"sqs.SqsManagedSseEnabled":         a.SQSManagedSSE,
+		"sqs.FifoThroughputLimit":          a.FIFOThroughputLimit,
+	} {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	for k, v := range a.Unknown {
+		m["unknown:"+k] = v
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 func w1Stats(s queue.Stats) wave1Stats {

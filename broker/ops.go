@@ -6,24 +6,32 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/okiba/okiba/internal/names"
 	"github.com/okiba/okiba/internal/payload"
 	"github.com/okiba/okiba/queue"
 )
 
 // PutQueue creates queue name or updates its configuration. edit receives the current
-// configuration (okiba's defaults if the queue does not exist, with exists false) and
-// changes it; returning an error aborts without change. It reports whether the queue was
-// created.
+// configuration (okiba's defaults if the queue does not exist, with exists false, and
+// the dead-letter queue names.DeadLetterName gives) and changes it; returning an error
+// aborts without change. It reports whether the queue was created.
+//
+// Every front and in-process user comes through here, so here the fronts' naming rules
+// (internal/names) are applied before the machine's own checks: the name's grammar, the
+// kind a .fifo name means (when the queue is created; ordered_groups cannot change
+// later), and that a FIFO queue's dead-letter queue is FIFO and a standard queue's
+// standard.
 func (b *Broker) PutQueue(ctx context.Context, name string, edit func(cfg *queue.Config, exists bool) error) (queue.QueueInfo, bool, error) {
 	var info queue.QueueInfo
 	var created bool
 	err := b.do(ctx, func(now int64) error {
-		if err := queue.ValidateName(name); err != nil {
+		if err := names.Validate(name); err != nil {
 			return err
 		}
 		cur, err := b.m.Queue(name)
 		exists := err == nil
-		cfg := queue.DefaultConfig(name)
+		cfg := queue.DefaultConfig()
+		cfg.DeadLetterQueue = names.DeadLetterName(name)
 		if exists {
 			cfg = cur.Config
 		}
@@ -31,6 +39,14 @@ func (b *Broker) PutQueue(ctx context.Context, name string, edit func(cfg *queue
 			if err := edit(&cfg, exists); err != nil {
 				return err
 			}
+		}
+		if !exists {
+			if err := names.CheckKind(name, cfg.OrderedGroups); err != nil {
+				return err
+			}
+		}
+		if err := names.CheckDeadLetter(name, cfg.DeadLetterQueue); err != nil {
+			return err
 		}
 		created, err = b.m.PutQueue(now, &b.sink, name, cfg)
 		if err != nil {
@@ -525,9 +541,14 @@ func (b *Broker) Purge(ctx context.Context, name string) (int64, error) {
 }
 
 // StartRedrive records a redrive task and returns it; the task runs in the background.
+// Besides the machine's rule (only between queues of the same kind), it applies the
+// fronts': a redrive between two queues stays among FIFO or among standard ones.
 func (b *Broker) StartRedrive(ctx context.Context, spec queue.RedriveSpec) (queue.Task, error) {
 	var t queue.Task
 	err := b.do(ctx, func(now int64) error {
+		if err := b.checkRedriveNamesLocked(spec); err != nil {
+			return err
+		}
 		var err error
 		t, err = b.m.StartRedrive(now, &b.sink, spec)
 		return err
@@ -537,6 +558,22 @@ func (b *Broker) StartRedrive(ctx context.Context, spec queue.RedriveSpec) (queu
 		kick(b.kickRedrive)
 	}
 	return t, err
+}
+
+// checkRedriveNamesLocked applies names.CheckRedrive to a redrive between two distinct
+// queues that exist; for anything else (a queue missing, or redriven into itself) the
+// machine answers, as it did before the rule moved out of it.
+func (b *Broker) checkRedriveNamesLocked(spec queue.RedriveSpec) error {
+	if spec.Target == "" || spec.Target == spec.Source {
+		return nil
+	}
+	if _, err := b.m.QueueMeta(spec.Source); err != nil {
+		return nil
+	}
+	if _, err := b.m.QueueMeta(spec.Target); err != nil {
+		return nil
+	}
+	return names.CheckRedrive(spec.Source, spec.Target)
 }
 
 // Tasks lists redrive tasks, newest first.

@@ -36,7 +36,8 @@ func TestBrokersWithDifferentLogsAgree(t *testing.T) {
 				n.b.Close()
 			}
 		}()
-		cfg := queue.DefaultConfig("q")
+		cfg := queue.DefaultConfig()
+		cfg.DeadLetterQueue = "q-dlq"
 		cfg.VisibilityTimeout = time.Second
 		cfg.MaxDeliveries = rapid.IntRange(0, 3).Draw(rt, "maxDeliveries")
 		cfg.Retention = time.Duration(rapid.SampledFrom([]int{0, 6, 20}).Draw(rt, "retention")) * time.Second

@@ -9,7 +9,7 @@ import (
 // send one, receive it, ack it.
 func BenchmarkMachineSendReceiveAck(b *testing.B) {
 	m, s := New(), &discardSink{}
-	if _, err := m.PutQueue(t0, s, "q", DefaultConfig("q")); err != nil {
+	if _, err := m.PutQueue(t0, s, "q", testConfig("q")); err != nil {
 		b.Fatal(err)
 	}
 	in := []SendInput{{Payload: Payload{Body: make([]byte, 1024)}, Delay: -1}}
@@ -30,7 +30,7 @@ func BenchmarkIndexBytesPerMessage(b *testing.B) {
 	const n = 1_000_000
 	for i := 0; i < b.N; i++ {
 		m, s := New(), &discardSink{}
-		m.PutQueue(t0, s, "q", DefaultConfig("q"))
+		m.PutQueue(t0, s, "q", testConfig("q"))
 		in := make([]SendInput, 1000)
 		for j := range in {
 			in[j] = SendInput{Payload: Payload{Body: []byte("x")}, Delay: -1}

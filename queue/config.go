@@ -3,9 +3,7 @@ package queue
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/okiba/okiba/api"
@@ -68,6 +66,10 @@ const NoDeadLetterQueue = "none"
 // Config is the complete, explicit configuration of a queue. Every field is stored at
 // creation (docs/semantics.md "Queues"), so a later change of defaults never changes an existing
 // queue. DefaultConfig gives okiba's defaults; the SQS front starts from SQS's.
+//
+// The kind of a queue is OrderedGroups: an ordered queue's dead-letter queue is ordered,
+// and redrive moves messages only between queues of the same kind. What a name says
+// about the kind (SQS's suffix) is the fronts' business, not this package's.
 type Config struct {
 	// VisibilityTimeout is the lease length on receive (0..12h). 0 releases at once.
 	VisibilityTimeout time.Duration
@@ -76,7 +78,8 @@ type Config struct {
 	MaxDeliveries int
 	// DeadLetterQueue names the queue that receives dead letters, or "none". A named
 	// queue that does not exist is created with the queue (with DeadLetterConfig), and
-	// again when a dead letter needs it if it was deleted since.
+	// again when a dead letter needs it if it was deleted since. An ordered queue's
+	// dead-letter queue must be ordered.
 	DeadLetterQueue string
 	// BackoffBase and BackoffMax shape the retry delay of a nack without its own delay:
 	// a uniform random delay in [0, min(BackoffMax, BackoffBase·2^(deliveries-1))].
@@ -107,17 +110,46 @@ type Config struct {
 	OrderedGroups bool
 	// Tags are user labels (SQS TagQueue).
 	Tags map[string]string
-	// Attrs holds front-end specific attributes that okiba stores but does not interpret
-	// (for example SQS Policy or RedriveAllowPolicy).
-	Attrs map[string]string
+	// Front holds the attributes a front end keeps with the queue (SQS's Policy and the
+	// like). The machine stores and compares them and never reads them.
+	Front FrontAttributes
 }
 
-// DefaultConfig returns okiba's defaults for a queue named name (docs/semantics.md "Queues").
-func DefaultConfig(name string) Config {
+// FrontAttributes are queue attributes that belong to a front end rather than to the
+// semantics: they are stored and replicated with the queue's configuration, compared by
+// Equal, and interpreted only by the front that owns them (all of these are the SQS
+// front's; okiba enforces none of them). An empty string means not set.
+type FrontAttributes struct {
+	// Policy is SQS's access policy, a JSON document (shown, not enforced).
+	Policy string
+	// RedriveAllowPolicy is SQS's rule for which queues may use this one as their
+	// dead-letter queue, a JSON document.
+	RedriveAllowPolicy string
+	// KMSMasterKeyID, KMSDataKeyReusePeriod (seconds) and SQSManagedSSE ("true" or
+	// "false") are SQS's encryption settings, as given; okiba does not encrypt.
+	KMSMasterKeyID        string
+	KMSDataKeyReusePeriod string
+	SQSManagedSSE         string
+	// FIFOThroughputLimit is SQS's perQueue or perMessageGroupId; it has no effect.
+	FIFOThroughputLimit string
+	// Unknown is for preservation only. On disk these attributes are one string map, as
+	// they were before they had fields (records_queue.go), and an in-process user of an
+	// older okiba could have stored any key in it. Entries that no field takes are kept
+	// here so that opening such a data directory neither fails nor loses them, and they
+	// are written back exactly as they were read. Nothing interprets them; new
+	// attributes get a field.
+	Unknown map[string]string
+}
+
+// DefaultConfig returns okiba's defaults (docs/semantics.md "Queues"), but for
+// DeadLetterQueue, which it leaves empty: the default dead-letter queue is named after
+// the queue by the fronts' rule (internal/names.DeadLetterName, which the broker
+// applies), and this package does not name queues. A configuration whose caller forgets
+// to name one is refused by Validate rather than given a name no front would accept.
+func DefaultConfig() Config {
 	return Config{
 		VisibilityTimeout: 30 * time.Second,
 		MaxDeliveries:     10,
-		DeadLetterQueue:   DeadLetterName(name),
 		BackoffBase:       time.Second,
 		BackoffMax:        5 * time.Minute,
 		Retention:         14 * 24 * time.Hour,
@@ -128,9 +160,9 @@ func DefaultConfig(name string) Config {
 }
 
 // DeadLetterConfig is the configuration of an auto-created dead-letter queue: no DLQ of
-// its own, no delivery limit, unlimited retention.
+// its own, no delivery limit, unlimited retention, and the source's kind.
 func DeadLetterConfig(source Config) Config {
-	c := DefaultConfig("")
+	c := DefaultConfig()
 	c.DeadLetterQueue = NoDeadLetterQueue
 	c.MaxDeliveries = 0
 	c.Retention = 0
@@ -139,21 +171,20 @@ func DeadLetterConfig(source Config) Config {
 	return c
 }
 
-// DeadLetterName is the name of the auto-created DLQ of name: "<name>-dlq", or
-// "<base>-dlq.fifo" for a FIFO name.
-func DeadLetterName(name string) string {
-	if base, ok := strings.CutSuffix(name, ".fifo"); ok {
-		return base + "-dlq.fifo"
-	}
-	return name + "-dlq"
-}
-
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.fifo)?$`)
-
-// ValidateName checks a queue name against [A-Za-z0-9_-]{1,80}, optionally ending in .fifo.
-func ValidateName(name string) error {
-	if len(name) == 0 || len(name) > MaxNameLen || !nameRE.MatchString(name) {
+// CheckName checks that name is one the core can hold: 1 to MaxNameLen bytes from
+// A-Z a-z 0-9 _ . - (no control characters, no separators, nothing that needs escaping
+// in a path or a log line). It is not a grammar: each front has its own, stricter one
+// (internal/names is the native API's and SQS's), and every front's must be a subset
+// of this, so that the core accepts every name a front accepts.
+func CheckName(name string) error {
+	if len(name) == 0 || len(name) > MaxNameLen {
 		return &NameError{Name: name}
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return &NameError{Name: name}
+		}
 	}
 	return nil
 }
@@ -176,14 +207,11 @@ func (c *Config) Validate(name string) error {
 		return bad("dead_letter_queue", "must name a queue or be %q", NoDeadLetterQueue)
 	}
 	if c.DeadLetterQueue != NoDeadLetterQueue {
-		if err := ValidateName(c.DeadLetterQueue); err != nil {
-			return bad("dead_letter_queue", "%q is not a valid queue name (%s); for a long queue name give dead_letter_queue explicitly", c.DeadLetterQueue, nameRule)
+		if err := CheckName(c.DeadLetterQueue); err != nil {
+			return bad("dead_letter_queue", "%q is not a valid queue name (%s)", c.DeadLetterQueue, nameRule)
 		}
 		if c.DeadLetterQueue == name {
 			return &CycleError{Queue: name, Chain: []string{name, name}}
-		}
-		if strings.HasSuffix(name, ".fifo") != strings.HasSuffix(c.DeadLetterQueue, ".fifo") {
-			return bad("dead_letter_queue", "a FIFO queue needs a FIFO dead-letter queue and a standard queue a standard one (%q, %q)", name, c.DeadLetterQueue)
 		}
 	} else if c.MaxDeliveries > 0 {
 		return bad("max_deliveries", "needs a dead_letter_queue: set max_deliveries to 0 or name a dead-letter queue")
@@ -229,15 +257,19 @@ func (c *Config) Validate(name string) error {
 			return bad("tags", "tag keys must be 1..128 bytes and values at most 256 bytes (%q)", k)
 		}
 	}
-	for k := range c.Attrs {
+	for k := range c.Front.Unknown {
 		if k == "" || len(k) > 256 {
 			return bad("attributes", "attribute names must be 1..256 bytes")
+		}
+		if frontKey(k) {
+			return bad("attributes", "%q is stored from its field of FrontAttributes, not from Unknown", k)
 		}
 	}
 	return nil
 }
 
-const nameRule = "1 to 80 characters from A-Z a-z 0-9 _ -, optionally ending in .fifo"
+// nameRule states CheckName's rule, as messages quote it.
+const nameRule = "1 to 80 characters from A-Z a-z 0-9 _ . -"
 
 func cloneMap(m map[string]string) map[string]string {
 	if len(m) == 0 {
@@ -249,7 +281,7 @@ func cloneMap(m map[string]string) map[string]string {
 // Clone returns a deep copy (maps are copied).
 func (c Config) Clone() Config {
 	c.Tags = cloneMap(c.Tags)
-	c.Attrs = cloneMap(c.Attrs)
+	c.Front.Unknown = cloneMap(c.Front.Unknown)
 	return c
 }
 
@@ -268,7 +300,17 @@ func (c Config) Equal(o Config) bool {
 			c.MaxDeliveries, c.DeadLetterQueue, c.DedupScope, c.ContentDedup, c.OrderedGroups,
 			c.MaxMessages, c.MaxBytes, c.MaxMessageSize}
 	}
-	return flat(&c) == flat(&o) && maps.Equal(c.Tags, o.Tags) && maps.Equal(c.Attrs, o.Attrs)
+	return flat(&c) == flat(&o) && maps.Equal(c.Tags, o.Tags) && c.Front.Equal(o.Front)
+}
+
+// Equal reports whether two sets of front attributes are identical.
+func (a FrontAttributes) Equal(o FrontAttributes) bool {
+	for _, f := range frontFields {
+		if *f.field(&a) != *f.field(&o) {
+			return false
+		}
+	}
+	return maps.Equal(a.Unknown, o.Unknown)
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -22,11 +22,20 @@ var (
 	ErrInvalidMessage  = errors.New("invalid message")
 )
 
-// NameError reports a queue name outside the naming rule.
-type NameError struct{ Name string }
+// NameError reports a queue name outside a naming rule: the core's, or a front's
+// grammar (internal/names), which Rule then states.
+type NameError struct {
+	Name string
+	// Rule is the rule the name breaks, as the message quotes it; empty means the core's.
+	Rule string
+}
 
 func (e *NameError) Error() string {
-	return fmt.Sprintf("invalid queue name %q: a name is %s", e.Name, nameRule)
+	rule := e.Rule
+	if rule == "" {
+		rule = nameRule
+	}
+	return fmt.Sprintf("invalid queue name %q: a name is %s", e.Name, rule)
 }
 
 // ConfigError reports a configuration field out of range.

@@ -498,7 +498,7 @@ func (m *Machine) drop(x *message) {
 // configured dead-letter queue if it does not exist. It reports whether the queue was created.
 func (m *Machine) PutQueue(now int64, sink Sink, name string, cfg Config) (bool, error) {
 	now = m.clock(now)
-	if err := ValidateName(name); err != nil {
+	if err := CheckName(name); err != nil {
 		return false, err
 	}
 	cfg = cfg.Clone()
@@ -508,6 +508,9 @@ func (m *Machine) PutQueue(now int64, sink Sink, name string, cfg Config) (bool,
 	existing := m.queues[name]
 	if existing != nil && existing.cfg.OrderedGroups != cfg.OrderedGroups {
 		return false, &ConfigError{Field: "ordered_groups", Reason: "cannot change after the queue is created"}
+	}
+	if err := m.checkDeadLetterKind(existing, &cfg); err != nil {
+		return false, err
 	}
 	if err := m.checkCycle(name, cfg.DeadLetterQueue); err != nil {
 		return false, err
@@ -534,6 +537,26 @@ func (m *Machine) PutQueue(now int64, sink Sink, name string, cfg Config) (bool,
 	}
 	m.emit(sink, &QueuePutRecord{Now: now, QueueID: id, Name: name, Config: cfg})
 	return existing == nil, nil
+}
+
+// checkDeadLetterKind refuses to make an ordered queue dead-letter into an existing
+// unordered one, where its groups' order would be lost. It is checked when the pairing
+// is made: when the queue is created or its dead_letter_queue changes (a pairing made
+// before this rule, or a dead-letter queue deleted and made again unordered since, does
+// not stop other changes). A dead-letter queue that does not exist yet is created with
+// the source's kind (DeadLetterConfig). An unordered queue may use an ordered one.
+func (m *Machine) checkDeadLetterKind(existing *queueState, cfg *Config) error {
+	if !cfg.OrderedGroups || cfg.DeadLetterQueue == NoDeadLetterQueue {
+		return nil
+	}
+	if existing != nil && existing.cfg.DeadLetterQueue == cfg.DeadLetterQueue {
+		return nil
+	}
+	if d := m.queues[cfg.DeadLetterQueue]; d != nil && !d.cfg.OrderedGroups {
+		return &ConfigError{Field: "dead_letter_queue", Reason: fmt.Sprintf(
+			"an ordered queue's dead-letter queue must be ordered too, and %q has ordered_groups false: name an ordered queue, or one that does not exist yet to create it", cfg.DeadLetterQueue)}
+	}
+	return nil
 }
 
 // checkCycle follows dead-letter links from dlq and fails if they lead back to name.

@@ -35,10 +35,18 @@ func newTestMachine() (*Machine, *memSink) {
 
 const t0 = int64(1_800_000_000_000)
 
+// testConfig is okiba's defaults for a queue named name, with the dead-letter queue
+// the fronts would name for a name without a suffix.
+func testConfig(name string) Config {
+	c := DefaultConfig()
+	c.DeadLetterQueue = name + "-dlq"
+	return c
+}
+
 func newMachine(t *testing.T, name string, edit func(*Config)) (*Machine, *memSink) {
 	t.Helper()
 	m, s := newTestMachine()
-	cfg := DefaultConfig(name)
+	cfg := testConfig(name)
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -220,7 +228,7 @@ func TestDedupWindowIsFixedAndSurvivesAck(t *testing.T) {
 
 func TestBackpressureRefusesSendsButNotDeadLetters(t *testing.T) {
 	m, s := newMachine(t, "q", func(c *Config) { c.MaxMessages = 2 })
-	if _, err := m.PutQueue(t0, s, "q-dlq", func() Config { c := DeadLetterConfig(DefaultConfig("q")); c.MaxMessages = 1; return c }()); err != nil {
+	if _, err := m.PutQueue(t0, s, "q-dlq", func() Config { c := DeadLetterConfig(testConfig("q")); c.MaxMessages = 1; return c }()); err != nil {
 		t.Fatal(err)
 	}
 	sendBodies(t, m, s, t0, "q", "", "a", "b")
@@ -248,7 +256,8 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		{func(c *Config) { c.MaxDeliveries = -1 }, "max_deliveries"},
 		{func(c *Config) { c.DeadLetterQueue = NoDeadLetterQueue }, "max_deliveries"},
 		{func(c *Config) { c.DeadLetterQueue = "bad name" }, "dead_letter_queue"},
-		{func(c *Config) { c.DeadLetterQueue = "x.fifo" }, "dead_letter_queue"},
+		{func(c *Config) { c.DeadLetterQueue = "" }, "dead_letter_queue"},
+		{func(c *Config) { c.DeadLetterQueue = "a\x00" }, "dead_letter_queue"},
 		{func(c *Config) { c.BackoffMax = 0 }, "backoff_max"},
 		{func(c *Config) { c.Delay = 8 * 24 * time.Hour }, "delay"},
 		{func(c *Config) { c.Retention = time.Millisecond }, "retention"},
@@ -261,7 +270,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		{func(c *Config) { c.ReceiveWait = 61 * time.Second }, "receive_wait"},
 	}
 	for _, tc := range cases {
-		c := DefaultConfig("q")
+		c := testConfig("q")
 		tc.edit(&c)
 		err := c.Validate("q")
 		var ce *ConfigError
@@ -269,13 +278,17 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 			t.Errorf("%s: got %v", tc.field, err)
 		}
 	}
-	for _, bad := range []string{"", "a b", "x.fifo.fifo", strings.Repeat("a", 81), "é", "a/b"} {
-		if err := ValidateName(bad); err == nil {
+	if d := DefaultConfig(); d.Validate("q") == nil {
+		t.Error("defaults without a dead-letter queue name accepted")
+	}
+	for _, bad := range []string{"", "a b", strings.Repeat("a", 81), "é", "a/b", "a:b", "a\x00", "a\n", "a\x7f"} {
+		if err := CheckName(bad); err == nil {
 			t.Errorf("name %q accepted", bad)
 		}
 	}
-	for _, good := range []string{"a", "A-b_9", strings.Repeat("a", 75) + ".fifo"} {
-		if err := ValidateName(good); err != nil {
+	// The core is no grammar: it takes what some front may refuse.
+	for _, good := range []string{"a", "A-b_9", strings.Repeat("a", 80), "a.b", ".", "x.fifo.fifo", strings.Repeat("a", 75) + ".fifo"} {
+		if err := CheckName(good); err != nil {
 			t.Errorf("name %q refused: %v", good, err)
 		}
 	}
@@ -283,7 +296,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 
 func TestDLQCyclesAndInUse(t *testing.T) {
 	m, s := newMachine(t, "a", func(c *Config) { c.DeadLetterQueue = "b" })
-	_, err := m.PutQueue(t0, s, "b", func() Config { c := DefaultConfig("b"); c.DeadLetterQueue = "a"; return c }())
+	_, err := m.PutQueue(t0, s, "b", func() Config { c := testConfig("b"); c.DeadLetterQueue = "a"; return c }())
 	var ce *CycleError
 	if !errors.As(err, &ce) {
 		t.Fatalf("a -> b -> a accepted: %v", err)
@@ -312,7 +325,7 @@ func TestRecreatedQueueMakesReceiptsStale(t *testing.T) {
 	if err := m.DeleteQueue(t0, s, "q", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.PutQueue(t0, s, "q", DefaultConfig("q")); err != nil {
+	if _, err := m.PutQueue(t0, s, "q", testConfig("q")); err != nil {
 		t.Fatal(err)
 	}
 	sendBodies(t, m, s, t0, "q", "", "n")
@@ -355,7 +368,7 @@ func TestSendRejectsBadPayloadsAndRecordsNothing(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	cfg := DefaultConfig("q")
+	cfg := testConfig("q")
 	cfg.Tags = map[string]string{"team": "pay"}
 	for _, r := range []Record{
 		&QueuePutRecord{Now: t0, QueueID: 1, Name: "q", Config: cfg},
@@ -388,7 +401,7 @@ func FuzzDecodeRecord(f *testing.F) {
 
 func FuzzRestore(f *testing.F) {
 	m, s := newTestMachine()
-	m.PutQueue(t0, s, "q", DefaultConfig("q"))
+	m.PutQueue(t0, s, "q", testConfig("q"))
 	m.Send(t0, s, "q", []SendInput{{Payload: Payload{Body: []byte("x"), Group: "g", DedupID: "d"}, Delay: -1}})
 	m.Receive(t0, s, "q", 1, 1000, 0)
 	f.Add(m.AppendSnapshot(nil))
@@ -416,7 +429,7 @@ func TestLimitsTravelInTheLog(t *testing.T) {
 	if again, _ := m.SetLimits(t0, s, Limits{DedupCap: 2, MaxTasks: 1}); again {
 		t.Fatal("limits already in force were logged again")
 	}
-	cfg := DefaultConfig("q")
+	cfg := testConfig("q")
 	cfg.DedupWindow = time.Hour
 	if _, err := m.PutQueue(t0, s, "q", cfg); err != nil {
 		t.Fatal(err)

@@ -308,7 +308,7 @@ func sameErr(got, want error) bool {
 
 func TestMachineMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cfg := DefaultConfig("q")
+		cfg := testConfig("q")
 		cfg.VisibilityTimeout = time.Second
 		cfg.MaxDeliveries = rapid.IntRange(0, 4).Draw(t, "maxDeliveries")
 		cfg.Retention = time.Duration(rapid.SampledFrom([]int64{0, 6000, 20000}).Draw(t, "retention")) * time.Millisecond
@@ -826,7 +826,7 @@ func infoIDs(xs []MessageInfo) []uint64 {
 
 func TestBackoffMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cfg := DefaultConfig("q")
+		cfg := testConfig("q")
 		cfg.BackoffBase = time.Duration(rapid.Int64Range(0, 5000).Draw(t, "base")) * time.Millisecond
 		cfg.BackoffMax = cfg.BackoffBase + time.Duration(rapid.Int64Range(0, 600000).Draw(t, "extra"))*time.Millisecond
 		deliv := rapid.Uint32Range(1, 80).Draw(t, "deliv")

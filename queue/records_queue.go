@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -74,8 +75,71 @@ func appendConfig(b []byte, c *Config) []byte {
 	b = appendVarint(b, c.ReceiveWait.Milliseconds())
 	b = appendBool(b, c.OrderedGroups)
 	b = appendStringMap(b, c.Tags)
-	b = appendStringMap(b, c.Attrs)
+	b = appendStringMap(b, c.Front.stored())
 	return b
+}
+
+// frontFields are the keys under which FrontAttributes are stored. The attributes are
+// written as one string map, sorted by key like every map, the same bytes as when they
+// were an untyped map, so these keys are part of the format: never rename one.
+var frontFields = [...]struct {
+	key   string
+	field func(*FrontAttributes) *string
+}{
+	{"sqs.Policy", func(a *FrontAttributes) *string { return &a.Policy }},
+	{"sqs.RedriveAllowPolicy", func(a *FrontAttributes) *string { return &a.RedriveAllowPolicy }},
+	{"sqs.KmsMasterKeyId", func(a *FrontAttributes) *string { return &a.KMSMasterKeyID }},
+	{"sqs.KmsDataKeyReusePeriodSeconds", func(a *FrontAttributes) *string { return &a.KMSDataKeyReusePeriod }},
+	{"sqs.SqsManagedSseEnabled", func(a *FrontAttributes) *string { return &a.SQSManagedSSE }},
+	{"sqs.FifoThroughputLimit", func(a *FrontAttributes) *string { return &a.FIFOThroughputLimit }},
+}
+
+// frontKey reports whether k is the stored key of a field of FrontAttributes.
+func frontKey(k string) bool {
+	var a FrontAttributes
+	return a.field(k) != nil
+}
+
+// stored returns the attributes as the map they are stored as: the fields that are
+// set, under their keys, and the Unknown entries as they were read.
+func (a *FrontAttributes) stored() map[string]string {
+	m := maps.Clone(a.Unknown)
+	for _, f := range frontFields {
+		if v := *f.field(a); v != "" {
+			if m == nil {
+				m = make(map[string]string, len(frontFields))
+			}
+			m[f.key] = v
+		}
+	}
+	return m
+}
+
+// frontAttributes reads the stored map back: known keys into their fields, every other
+// entry into Unknown. A known key with an empty value is the same as no key: the fields
+// have no other way to say "not set".
+func frontAttributes(m map[string]string) FrontAttributes {
+	var a FrontAttributes
+	for k, v := range m {
+		if p := a.field(k); p != nil {
+			*p = v
+			continue
+		}
+		if a.Unknown == nil {
+			a.Unknown = make(map[string]string)
+		}
+		a.Unknown[k] = v
+	}
+	return a
+}
+
+func (a *FrontAttributes) field(key string) *string {
+	for _, f := range frontFields {
+		if f.key == key {
+			return f.field(a)
+		}
+	}
+	return nil
 }
 
 func (d *decoder) duration() time.Duration { return time.Duration(d.varint()) * time.Millisecond }
@@ -98,7 +162,7 @@ func (d *decoder) config() Config {
 	c.ReceiveWait = d.duration()
 	c.OrderedGroups = d.bool()
 	c.Tags = d.stringMap()
-	c.Attrs = d.stringMap()
+	c.Front = frontAttributes(d.stringMap())
 	return c
 }
 

@@ -3,7 +3,6 @@ package queue
 import (
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // RedriveSpec asks to move messages out of Source.
@@ -36,8 +35,8 @@ func (m *Machine) StartRedrive(now int64, sink Sink, spec RedriveSpec) (Task, er
 		if dst == src {
 			return Task{}, &ConfigError{Field: "to", Reason: "a queue cannot be redriven into itself"}
 		}
-		if strings.HasSuffix(dst.name, ".fifo") != strings.HasSuffix(src.name, ".fifo") {
-			return Task{}, &ConfigError{Field: "to", Reason: fmt.Sprintf("redrive moves messages between queues of the same kind: %q and %q are not both FIFO or both standard", src.name, dst.name)}
+		if dst.cfg.OrderedGroups != src.cfg.OrderedGroups {
+			return Task{}, &ConfigError{Field: "to", Reason: fmt.Sprintf("redrive moves messages between queues of the same kind: %q and %q are not both ordered or both unordered (ordered_groups)", src.name, dst.name)}
 		}
 		target = dst.id
 	}

@@ -302,7 +302,7 @@ func Restore(b []byte, legacy func(ref Ref, size int64, pos uint64)) (*Machine, 
 		if q.id == 0 || q.id > m.lastQID {
 			return nil, fmt.Errorf("restore: queue %q has id %d beyond the last issued %d", q.name, q.id, m.lastQID)
 		}
-		if err := ValidateName(q.name); err != nil {
+		if err := CheckName(q.name); err != nil {
 			return nil, fmt.Errorf("restore: %w", err)
 		}
 		if err := q.cfg.Validate(q.name); err != nil {

@@ -19,13 +19,13 @@ func richMachine(t *testing.T) *Machine {
 			t.Fatal(err)
 		}
 	}
-	cfg := DefaultConfig("orders")
+	cfg := testConfig("orders")
 	cfg.OrderedGroups = true
 	cfg.MaxDeliveries = 2
 	cfg.DeadLetterQueue = "orders-dlq"
 	_, err := m.PutQueue(t0, s, "orders", cfg)
 	must(err)
-	_, err = m.PutQueue(t0, s, "plain", DefaultConfig("plain"))
+	_, err = m.PutQueue(t0, s, "plain", testConfig("plain"))
 	must(err)
 	now := t0
 	for i := range 12 {
@@ -107,7 +107,7 @@ func TestOlderSnapshotsStillRestore(t *testing.T) {
 // backlog costs about a dozen bytes a message.
 func TestSnapshotChunksAndSize(t *testing.T) {
 	m, s := New(), &memSink{}
-	m.PutQueue(t0, s, "q", DefaultConfig("q"))
+	m.PutQueue(t0, s, "q", testConfig("q"))
 	const n = 200_000
 	in := make([]SendInput, 1000)
 	for i := range in {

@@ -28,7 +28,8 @@ func FuzzQueueConfig(f *testing.F) {
 		if dec.Decode(&in) != nil {
 			return
 		}
-		cfg := queue.DefaultConfig("q")
+		cfg := queue.DefaultConfig()
+		cfg.DeadLetterQueue = "q-dlq"
 		if applyConfig(&cfg, &in) != nil || cfg.Validate("q") != nil {
 			return
 		}
@@ -50,7 +51,8 @@ func FuzzQueueConfig(f *testing.F) {
 		if err := json.Unmarshal(wire, &again); err != nil {
 			t.Fatalf("the API's own config JSON does not decode: %v (%s)", err, wire)
 		}
-		cfg2 := queue.DefaultConfig("q")
+		cfg2 := queue.DefaultConfig()
+		cfg2.DeadLetterQueue = "q-dlq"
 		if err := applyConfig(&cfg2, &again); err != nil || !cfg2.Equal(cfg) {
 			t.Fatalf("config changed through the API JSON: %v\n%+v\n%+v", err, cfg, cfg2)
 		}

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/names"
 	"github.com/okiba/okiba/queue"
 )
 
 // Queue attributes map onto queue.Config (docs/sqs.md has the table). Attributes okiba
 // stores without interpreting them (Policy, RedriveAllowPolicy, the KMS settings,
-// FifoThroughputLimit) live in Config.Attrs under "sqs.<Name>".
+// FifoThroughputLimit) live in the fields of Config.Front, which only this front reads.
 
 // SQS's defaults for a queue created through the front (docs/sqs.md).
 const (
@@ -35,18 +36,20 @@ var allQueueAttrs = []string{
 	"RedriveAllowPolicy", "SqsManagedSseEnabled",
 }
 
-// storedAttrs are kept verbatim in Config.Attrs.
-var storedAttrs = map[string]bool{
-	"Policy": true, "RedriveAllowPolicy": true, "KmsMasterKeyId": true,
-	"KmsDataKeyReusePeriodSeconds": true, "SqsManagedSseEnabled": true, "FifoThroughputLimit": true,
+// storedAttrs are kept verbatim, each in its field of Config.Front ("" is not set).
+var storedAttrs = map[string]func(*queue.FrontAttributes) *string{
+	"Policy":                       func(a *queue.FrontAttributes) *string { return &a.Policy },
+	"RedriveAllowPolicy":           func(a *queue.FrontAttributes) *string { return &a.RedriveAllowPolicy },
+	"KmsMasterKeyId":               func(a *queue.FrontAttributes) *string { return &a.KMSMasterKeyID },
+	"KmsDataKeyReusePeriodSeconds": func(a *queue.FrontAttributes) *string { return &a.KMSDataKeyReusePeriod },
+	"SqsManagedSseEnabled":         func(a *queue.FrontAttributes) *string { return &a.SQSManagedSSE },
+	"FifoThroughputLimit":          func(a *queue.FrontAttributes) *string { return &a.FIFOThroughputLimit },
 }
 
 // fifoOnlyAttrs exist only on FIFO queues.
 var fifoOnlyAttrs = map[string]bool{
 	"FifoQueue": true, "ContentBasedDeduplication": true, "DeduplicationScope": true, "FifoThroughputLimit": true,
 }
-
-func storedKey(name string) string { return "sqs." + name }
 
 func secs(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
 
@@ -71,12 +74,12 @@ func (f *Front) queueAttributes(qi broker.QueueInfo) map[string]string {
 	if c.DeadLetterQueue != queue.NoDeadLetterQueue && c.MaxDeliveries > 0 {
 		out["RedrivePolicy"] = redrivePolicy(f.queueARN(c.DeadLetterQueue), c.MaxDeliveries)
 	}
-	for name := range storedAttrs {
-		if v, ok := c.Attrs[storedKey(name)]; ok {
+	for name, field := range storedAttrs {
+		if v := *field(&c.Front); v != "" {
 			out[name] = v
 		}
 	}
-	if isFIFO(qi.Name) {
+	if names.IsFIFO(qi.Name) {
 		out["FifoQueue"] = "true"
 		out["ContentBasedDeduplication"] = strconv.FormatBool(c.ContentDedup)
 		out["DeduplicationScope"] = "queue"
@@ -112,10 +115,10 @@ func sqsDefaults(c *queue.Config, name string) {
 	c.DedupWindow = sqsDedupWindow
 	c.DedupScope = queue.DedupQueue
 	c.ContentDedup = false
-	c.OrderedGroups = isFIFO(name)
-	c.Attrs = nil
-	if isFIFO(name) {
-		c.Attrs = map[string]string{storedKey("FifoThroughputLimit"): "perQueue"}
+	c.OrderedGroups = names.IsFIFO(name)
+	c.Front = queue.FrontAttributes{}
+	if names.IsFIFO(name) {
+		c.Front.FIFOThroughputLimit = "perQueue"
 	}
 }
 
@@ -134,7 +137,7 @@ type redriveTarget struct {
 func parseQueueAttrs(name string, attrs map[string]string, creating bool) ([]attrEdit, *redriveTarget, *apiError) {
 	var edits []attrEdit
 	var target *redriveTarget
-	fifo := isFIFO(name)
+	fifo := names.IsFIFO(name)
 	keys := slices.Sorted(maps.Keys(attrs))
 	if creating && fifo && attrs["FifoQueue"] != "true" {
 		return nil, nil, newErr(kInvalidParameterValue, "The name of a FIFO queue ends in .fifo and the queue must be created with the attribute FifoQueue=true (queue %q).", name)
@@ -194,7 +197,7 @@ func parseQueueAttrs(name string, attrs map[string]string, creating bool) ([]att
 				e = badValue("a queue cannot be its own dead-letter queue")
 				break
 			}
-			if isFIFO(dlq) != fifo {
+			if names.IsFIFO(dlq) != fifo {
 				e = badValue("the dead-letter queue of a FIFO queue must be a FIFO queue, and of a standard queue a standard queue")
 				break
 			}
@@ -277,22 +280,10 @@ func parseQueueAttrs(name string, attrs map[string]string, creating bool) ([]att
 	return edits, target, nil
 }
 
+// storeAttr keeps v as the stored attribute name; "" removes it.
 func storeAttr(name, v string) attrEdit {
-	return func(c *queue.Config) {
-		if v == "" {
-			if c.Attrs != nil {
-				c.Attrs = maps.Clone(c.Attrs)
-				delete(c.Attrs, storedKey(name))
-			}
-			return
-		}
-		m := maps.Clone(c.Attrs)
-		if m == nil {
-			m = map[string]string{}
-		}
-		m[storedKey(name)] = v
-		c.Attrs = m
-	}
+	field := storedAttrs[name]
+	return func(c *queue.Config) { *field(&c.Front) = v }
 }
 
 // parseRedrivePolicy reads {"deadLetterTargetArn": "...", "maxReceiveCount": N}
@@ -354,8 +345,8 @@ func checkRedriveAllowPolicy(v string) string {
 // allowsSource reports whether a dead-letter queue's RedriveAllowPolicy lets source use
 // it.
 func allowsSource(dlq queue.Config, source string) bool {
-	v, ok := dlq.Attrs[storedKey("RedriveAllowPolicy")]
-	if !ok {
+	v := dlq.Front.RedriveAllowPolicy
+	if v == "" {
 		return true
 	}
 	var p redriveAllowPolicy

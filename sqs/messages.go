@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/names"
 	"github.com/okiba/okiba/queue"
 )
 
@@ -144,7 +145,7 @@ func printableASCII(s string) bool {
 // the digests the answer carries. It changes nothing.
 func prepareSend(qi broker.QueueInfo, e *sendEntry) (queue.SendInput, sendMessageOut, *apiError) {
 	var out sendMessageOut
-	fifo := isFIFO(qi.Name)
+	fifo := names.IsFIFO(qi.Name)
 	if e.MessageBody == nil || *e.MessageBody == "" {
 		return queue.SendInput{}, out, missingParam("MessageBody")
 	}
@@ -270,7 +271,7 @@ func (f *Front) sendMessage(q *request) (any, *apiError) {
 	if res[0].Err != nil {
 		return nil, f.errorOf(res[0].Err, qi.Name)
 	}
-	out.fill(res[0], isFIFO(qi.Name))
+	out.fill(res[0], names.IsFIFO(qi.Name))
 	return out, nil
 }
 
@@ -360,7 +361,7 @@ func (f *Front) sendMessageBatch(q *request) (any, *apiError) {
 	if err != nil {
 		return nil, f.errorOf(err, qi.Name)
 	}
-	fifo := isFIFO(qi.Name)
+	fifo := names.IsFIFO(qi.Name)
 	full := 0
 	for i, r := range res {
 		if r.Err != nil {
@@ -541,7 +542,7 @@ func (f *Front) receiveMessage(q *request) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	fifo := isFIFO(qi.Name)
+	fifo := names.IsFIFO(qi.Name)
 	spec, e := parseReceive(&in, fifo)
 	if e != nil {
 		return nil, e
@@ -659,7 +660,7 @@ func (f *Front) deleteResult(err error, name string) (bool, *apiError) {
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, queue.ErrReceiptStale) && !isFIFO(name):
+	case errors.Is(err, queue.ErrReceiptStale) && !names.IsFIFO(name):
 		return false, nil
 	}
 	return false, f.errorOf(err, name)

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/internal/names"
 )
 
 // Queue URLs and ARNs.
@@ -24,9 +24,9 @@ func (f *Front) queueURL(r *http.Request, name string) string {
 
 // queueURLs returns the URLs of the named queues, never nil: ListDeadLetterSourceQueues
 // always carries its list, and ListQueues omits an empty one (omitempty).
-func (f *Front) queueURLs(r *http.Request, names []string) []string {
-	urls := make([]string, len(names))
-	for i, n := range names {
+func (f *Front) queueURLs(r *http.Request, queues []string) []string {
+	urls := make([]string, len(queues))
+	for i, n := range queues {
 		urls[i] = f.queueURL(r, n)
 	}
 	return urls
@@ -75,7 +75,7 @@ func nameFromURL(s string) (string, *apiError) {
 		return "", newErr(kInvalidAddress, "The address %q is not a valid queue URL: expected <endpoint>/<account-id>/<queue-name>.", s)
 	}
 	name := parts[len(parts)-1]
-	if queue.ValidateName(name) != nil {
+	if names.Validate(name) != nil {
 		return "", newErr(kInvalidAddress, "The address %q does not name a valid queue (%s).", s, nameRule)
 	}
 	return name, nil
@@ -87,12 +87,11 @@ func nameFromARN(arn string) (string, bool) {
 	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" {
 		return "", false
 	}
-	if queue.ValidateName(parts[5]) != nil {
+	if names.Validate(parts[5]) != nil {
 		return "", false
 	}
 	return parts[5], true
 }
 
+// nameRule is the grammar of internal/names in SQS's words.
 const nameRule = "a queue name has 1 to 80 characters from A-Z a-z 0-9 _ -, and a FIFO queue's name ends in .fifo"
-
-func isFIFO(name string) bool { return strings.HasSuffix(name, ".fifo") }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/names"
 	"github.com/okiba/okiba/queue"
 )
 
@@ -69,7 +70,7 @@ func (f *Front) createQueue(q *request) (any, *apiError) {
 	if name == "" {
 		return nil, missingParam("QueueName")
 	}
-	if queue.ValidateName(name) != nil {
+	if names.Validate(name) != nil {
 		return nil, newErr(kInvalidParameterValue, "Invalid queue name %q: %s.", name, nameRule)
 	}
 	edits, target, e := parseQueueAttrs(name, in.Attributes, true)
