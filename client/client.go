@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/clock"
 )
 
 // DefaultServer is the broker address used when none is given.
@@ -57,6 +58,12 @@ type Options struct {
 	// global provider (otel.GetTracerProvider()), which records nothing until the
 	// application installs an OpenTelemetry SDK. See trace.go's notes on tracing.
 	TracerProvider trace.TracerProvider
+	// Clock is the time of the decisions the client takes by the clock: when an idle
+	// stream is closed, and when a failed stream is tried again. Defaults to
+	// clock.Real. A test passes a *clock.Fake (its own, or okibatest's Server.Clock) to
+	// move that time by hand. What guards the network stays on the system clock (a
+	// connection's deadlines), since only real time shows a peer that stopped answering.
+	Clock clock.Clock
 }
 
 // Client talks to one okiba server. It is safe for concurrent use.
@@ -68,6 +75,7 @@ type Client struct {
 	prop   propagation.TextMapPropagator
 	tracer trace.Tracer
 
+	clock    clock.Clock
 	noStream bool
 	streams  streamState
 }
@@ -89,7 +97,10 @@ func New(base string, opts Options) (*Client, error) {
 			IdleConnTimeout:     90 * time.Second,
 		}}
 	}
-	c := &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc, json: opts.JSON}
+	c := &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc, json: opts.JSON, clock: opts.Clock}
+	if c.clock == nil {
+		c.clock = clock.Real
+	}
 	c.noStream = opts.NoStream || opts.HTTPClient != nil || strings.Trim(u.Path, "/") != ""
 	c.streams.init()
 	c.prop, c.tracer = tracing(opts)

@@ -9,12 +9,8 @@ func ProducerAccepted(p *Producer) int64 { return p.accepted.Load() }
 // StreamConns is how many stream connections a client opens at most.
 const StreamConns = streamConns
 
-// SetStreamIdle changes how long a stream may go unused, until restore is called.
-func SetStreamIdle(d time.Duration) (restore func()) {
-	old := streamIdle
-	streamIdle = d
-	return func() { streamIdle = old }
-}
+// StreamIdle is how long, by the client's clock, a stream may go unused.
+const StreamIdle = streamIdle
 
 // SetDefaultProducerLinger changes the default linger's cap, until restore is called.
 func SetDefaultProducerLinger(d time.Duration) (restore func()) {

@@ -16,6 +16,7 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/server"
 )
 
@@ -60,7 +61,12 @@ func newStreamServer(t *testing.T, token string, noStreams bool) *streamServer {
 
 func newClient(t *testing.T, url, token string) *client.Client {
 	t.Helper()
-	c, err := client.New(url, client.Options{Token: token})
+	return newClientWith(t, url, client.Options{Token: token})
+}
+
+func newClientWith(t *testing.T, url string, opts client.Options) *client.Client {
+	t.Helper()
+	c, err := client.New(url, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,25 +264,36 @@ func (c countingWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// TestClientClosesIdleStreams: a stream unused for the idle time is closed and replaced
-// at the next call, before a server would close it under the call. With an idle time of
-// a microsecond, a stream is idle by the time its slot's turn comes again.
+// TestClientClosesIdleStreams: a stream unused for the idle time, by the client's clock,
+// is closed and replaced at the next call, before a server would close it under the
+// call; one used a moment before is kept.
 func TestClientClosesIdleStreams(t *testing.T) {
-	defer client.SetStreamIdle(time.Microsecond)()
 	s := newStreamServer(t, "", false)
-	c := newClient(t, s.url, "")
+	clk := clock.NewFake(time.Now())
+	c := newClientWith(t, s.url, client.Options{Clock: clk})
 	ctx := context.Background()
-	for range client.StreamConns {
-		if _, err := c.Queues(ctx, ""); err != nil {
-			t.Fatal(err)
+	// Calls take the slots in turn: one round uses every stream once.
+	round := func() {
+		t.Helper()
+		for range client.StreamConns {
+			if _, err := c.Queues(ctx, ""); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	before := s.upgrades.Load()
+	round()
+	opened := s.upgrades.Load()
+	clk.Advance(client.StreamIdle - time.Millisecond)
+	round()
+	if got := s.upgrades.Load(); got != opened {
+		t.Fatalf("%d upgrades after a round a moment short of the idle time, %d before: want the streams kept", got, opened)
+	}
+	clk.Advance(client.StreamIdle)
 	if _, err := c.Queues(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.upgrades.Load(); got != before+1 {
-		t.Fatalf("%d upgrades after an idle call, %d before: want one new stream", got, before)
+	if got := s.upgrades.Load(); got != opened+1 {
+		t.Fatalf("%d upgrades after an idle call, %d before: want one new stream", got, opened)
 	}
 }
 
