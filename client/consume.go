@@ -187,20 +187,7 @@ func (c *Client) Consume(ctx context.Context, queue string, handler Handler, opt
 			vis = q.Config.VisibilityTimeout.D()
 		}
 	}
-	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
-	co := &consumer{
-		c: c, queue: queue, handler: handler, opts: opts, vis: vis, log: opts.Logger,
-		capacity: opts.Concurrency + opts.Prefetch,
-		hctx:     hctx, hcancel: hcancel,
-		fatal:      make(chan struct{}),
-		roomKick:   make(chan struct{}, 1),
-		extendKick: make(chan struct{}, 1),
-		settleKick: make(chan struct{}, 1),
-		settleStop: make(chan struct{}),
-		leases:     make(map[string]*lease),
-		groups:     make(map[string]*group),
-	}
-	return co.run(ctx)
+	return newConsumer(ctx, c, queue, handler, opts, vis).run(ctx)
 }
 
 // queueForConsume reads the queue's configuration, retrying transient errors. It returns

@@ -7,21 +7,37 @@ import (
 	"time"
 )
 
-// consumer is the runtime behind one Consume call. Goroutines: the caller's (run), the
-// fetcher, the extender, the settler, and one per running handler; run starts and joins
-// them all.
+// consumer is the runtime behind one Consume call.
 //
-// Locking: mu guards the fields below it. No function holds mu while it does a request,
-// waits on a channel, or calls the handler. Functions named …Locked need mu held.
+// Goroutines: the caller's (run, which starts and joins all the others), the fetcher
+// (fetch.go), the extender (extend.go), the settler (settle.go), and one per running
+// handler (handle.go).
+//
+// The decisions are not in the goroutines: holdings (holdings.go) keeps the book of the
+// leases held and says what runs next and what is handed back; judge says what a
+// handler's outcome makes of its message. The goroutines wait on channels, call them,
+// and do the requests.
+//
+// Locking: mu guards held and poll. No function holds mu while it does a request, waits
+// on a channel, or calls the handler. Functions named …Locked need mu held.
 type consumer struct {
-	c        *Client
-	queue    string
-	handler  Handler
-	opts     ConsumeOptions
-	vis      time.Duration
-	log      *slog.Logger
-	capacity int // Concurrency + Prefetch: the most messages waiting or running
+	c       *Client
+	queue   string
+	handler Handler
+	opts    ConsumeOptions
+	vis     time.Duration
+	log     *slog.Logger
 
+	life  lifecycle
+	kicks kicks
+
+	mu   sync.Mutex
+	held holdings
+	poll pollState
+}
+
+// lifecycle is how the consumer's parts learn that it stops, and how it waits for them.
+type lifecycle struct {
 	// hctx is the parent of every handler's context: it keeps the values of Consume's
 	// context but not its cancellation (which drains). hcancel stops hard.
 	hctx     context.Context
@@ -32,76 +48,25 @@ type consumer struct {
 	fatalErr  error
 	fatal     chan struct{} // closed by fail
 
-	roomKick   chan struct{} // the fetcher may have room now
-	extendKick chan struct{} // leases were added: an extension may be due earlier
-	settleKick chan struct{} // settles were queued
 	settleStop chan struct{} // closed when no more settles will be queued
+}
 
-	mu       sync.Mutex
-	leases   map[string]*lease // every lease held, by message id
-	runnable []*lease          // waiting to start, in order of arrival
-	groups   map[string]*group // groups with a message runnable or running
-	waiting  int               // leases received and not started
-	running  int
-	draining bool
-	settles  []*settleOp // queued for the settler
-	// The fetcher's receive, and holding nacks back while it stops (stopFetching).
-	polling        bool      // a receive is open
-	pollStarted    time.Time // when it was opened
-	pollCut        bool      // the last receive was cut by the stop
+// kicks wake a goroutine when there may be work for it. Each channel holds one kick, so
+// a kick sent while one is pending merges with it and never blocks.
+type kicks struct {
+	room   chan struct{} // the fetcher may have room now
+	extend chan struct{} // leases were added: an extension may be due earlier
+	settle chan struct{} // settles were queued
+}
+
+// pollState is the fetcher's receive as the stop sees it, and how nacks are held back
+// while the stop cuts it (stopFetching).
+type pollState struct {
+	open           bool      // a receive is open
+	started        time.Time // when it was opened
+	cut            bool      // the last receive was cut by the stop
 	nacksHeld      bool      // no nack leaves
 	holdNacksUntil time.Time // no nack leaves before this
-}
-
-type leaseState uint8
-
-const (
-	leaseWaiting  leaseState = iota // received, not started (runnable, or behind its group)
-	leaseRunning                    // its handler runs
-	leaseSettling                   // its ack, nack or dead-letter is queued or in flight
-	leaseGone                       // settled, given up, or lost while waiting
-)
-
-// lease is one held delivery.
-type lease struct {
-	d        Delivery
-	state    leaseState
-	grp      *group
-	end      time.Time // when the lease ends, as far as this process knows
-	extendAt time.Time // when to extend it next
-	cancel   context.CancelFunc
-	lost     bool // the lease ended under a running handler: never settle it
-}
-
-// group keeps a group's messages in order: current is runnable or running, behind wait.
-type group struct {
-	key     string
-	current *lease
-	behind  []*lease
-}
-
-type settleKind uint8
-
-const (
-	settleAck settleKind = iota
-	settleNack
-	settleDeadLetter
-)
-
-// settleOp is one queued ack, nack or dead-letter. Ops with equal kind, delay, reason
-// and description travel in one request.
-type settleOp struct {
-	l         *lease
-	kind      settleKind
-	delay     time.Duration // nack: negative means the queue's backoff
-	reason    string
-	desc      string
-	tries     int
-	notBefore time.Time
-}
-
-func (o *settleOp) sameRequest(p *settleOp) bool {
-	return o.kind == p.kind && o.delay == p.delay && o.reason == p.reason && o.desc == p.desc
 }
 
 func kick(ch chan struct{}) {
@@ -111,9 +76,27 @@ func kick(ch chan struct{}) {
 	}
 }
 
+func newConsumer(ctx context.Context, c *Client, queue string, handler Handler, opts ConsumeOptions, vis time.Duration) *consumer {
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	return &consumer{
+		c: c, queue: queue, handler: handler, opts: opts, vis: vis, log: opts.Logger,
+		life: lifecycle{
+			hctx: hctx, hcancel: hcancel,
+			fatal:      make(chan struct{}),
+			settleStop: make(chan struct{}),
+		},
+		kicks: kicks{
+			room:   make(chan struct{}, 1),
+			extend: make(chan struct{}, 1),
+			settle: make(chan struct{}, 1),
+		},
+		held: newHoldings(opts.Concurrency, opts.Prefetch),
+	}
+}
+
 // run starts the consumer's goroutines, waits for the reason to stop, drains, and joins.
 func (co *consumer) run(ctx context.Context) error {
-	defer co.hcancel()
+	defer co.life.hcancel()
 	// The fetcher's context is not Consume's: run cancels it itself, after it has
 	// arranged for nacks to wait for the cancelled poll (see pollCancelGrace).
 	fetchCtx, stopFetch := context.WithCancel(context.WithoutCancel(ctx))
@@ -133,48 +116,49 @@ func (co *consumer) run(ctx context.Context) error {
 	case <-ctx.Done():
 	case <-hard:
 		hardNow, hard = true, nil
-	case <-co.fatal:
+	case <-co.life.fatal:
 	}
 
 	// Drain: stop receiving, hand back what has not started, let the rest finish.
 	co.mu.Lock()
-	polling, pollStarted := co.polling, co.pollStarted
-	co.nacksHeld = polling
-	co.beginDrainLocked()
+	poll := co.poll
+	co.poll.nacksHeld = poll.open
+	co.held.beginDrain()
+	co.changedLocked()
 	co.mu.Unlock()
 	if hardNow {
-		co.hcancel()
+		co.life.hcancel()
 	}
-	co.stopFetching(fetchDone, stopFetch, polling, pollStarted)
+	co.stopFetching(fetchDone, stopFetch, poll.open, poll.started)
 	idle := make(chan struct{})
-	go func() { co.handlers.Wait(); close(idle) }() // no handler starts once draining
+	go func() { co.life.handlers.Wait(); close(idle) }() // no handler starts once draining
 	var drainC <-chan time.Time
 	if co.opts.DrainTimeout > 0 {
 		t := time.NewTimer(co.opts.DrainTimeout)
 		defer t.Stop()
 		drainC = t.C
 	} else {
-		co.hcancel()
+		co.life.hcancel()
 	}
 	for done := false; !done; {
 		select {
 		case <-idle:
 			done = true
 		case <-drainC:
-			co.hcancel()
+			co.life.hcancel()
 			drainC = nil
 		case <-hard:
-			co.hcancel()
+			co.life.hcancel()
 			hard = nil
 		}
 	}
 	stopExtend()
 	<-extendDone
-	close(co.settleStop)
+	close(co.life.settleStop)
 	<-settleDone
 	select {
-	case <-co.fatal:
-		return co.fatalErr
+	case <-co.life.fatal:
+		return co.life.fatalErr
 	default:
 		return nil
 	}
@@ -199,18 +183,45 @@ func (co *consumer) stopFetching(fetchDone <-chan struct{}, stopFetch context.Ca
 	stopFetch()
 	<-fetchDone
 	co.mu.Lock()
-	if co.pollCut {
-		co.holdNacksUntil = time.Now().Add(pollCancelGrace)
+	if co.poll.cut {
+		co.poll.holdNacksUntil = time.Now().Add(pollCancelGrace)
 	}
-	co.nacksHeld = false
+	co.poll.nacksHeld = false
 	co.mu.Unlock()
-	kick(co.settleKick)
+	kick(co.kicks.settle)
 }
 
 // fail records an error that ends Consume; the first one wins.
 func (co *consumer) fail(err error) {
-	co.fatalOnce.Do(func() {
-		co.fatalErr = err
-		close(co.fatal)
+	co.life.fatalOnce.Do(func() {
+		co.life.fatalErr = err
+		close(co.life.fatal)
 	})
+}
+
+// startLocked starts a handler for each message the holdings let run now.
+func (co *consumer) startLocked() {
+	for l := co.held.next(); l != nil; l = co.held.next() {
+		ctx, cancel := context.WithCancel(co.life.hctx)
+		l.cancel = cancel
+		d := l.d // the handler's own copy
+		co.life.handlers.Add(1)
+		go co.handle(ctx, l, &d)
+	}
+}
+
+// loseLocked drops a lease that ended under this process (see holdings.lose).
+func (co *consumer) loseLocked(l *lease) {
+	co.held.lose(l)
+	co.changedLocked()
+}
+
+// changedLocked wakes the goroutines that act on what the holdings decided: the settler
+// when settles are queued, the fetcher since there may be room now. A kick that finds
+// nothing to do costs its goroutine one look.
+func (co *consumer) changedLocked() {
+	if len(co.held.settles) > 0 {
+		kick(co.kicks.settle)
+	}
+	kick(co.kicks.room)
 }

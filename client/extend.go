@@ -22,7 +22,7 @@ func (co *consumer) extend(ctx context.Context) {
 		co.mu.Lock()
 		var due []*lease
 		var next time.Time
-		for _, l := range co.leases {
+		for _, l := range co.held.leases {
 			switch {
 			case l.state == leaseSettling:
 				// Its settle retries while the lease lasts; extending it too would let a
@@ -54,7 +54,7 @@ func (co *consumer) extend(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-		case <-co.extendKick:
+		case <-co.kicks.extend:
 		}
 	}
 }
@@ -85,7 +85,7 @@ func (co *consumer) extendBatch(ctx context.Context, ls []*lease) {
 		return
 	}
 	for i, l := range ls {
-		if co.leases[l.d.ID] != l {
+		if co.held.leases[l.d.ID] != l {
 			continue // settled or replaced meanwhile
 		}
 		if errs[i] == nil {

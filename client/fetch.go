@@ -15,16 +15,16 @@ func (co *consumer) fetch(ctx context.Context) {
 	failures := 0
 	for ctx.Err() == nil {
 		co.mu.Lock()
-		room := co.capacity - co.waiting - co.running
-		if co.draining {
+		room := co.held.room()
+		if co.held.draining {
 			co.mu.Unlock()
 			return
 		}
-		co.polling, co.pollStarted = room > 0, time.Now()
+		co.poll.open, co.poll.started = room > 0, time.Now()
 		co.mu.Unlock()
 		if room <= 0 {
 			select {
-			case <-co.roomKick:
+			case <-co.kicks.room:
 			case <-ctx.Done():
 			}
 			continue
@@ -36,8 +36,8 @@ func (co *consumer) fetch(ctx context.Context) {
 		cancel()
 		at := time.Now()
 		co.mu.Lock()
-		co.polling = false
-		co.pollCut = err != nil && ctx.Err() != nil
+		co.poll.open = false
+		co.poll.cut = err != nil && ctx.Err() != nil
 		if len(ds) > 0 {
 			co.addLocked(ds, at)
 		}
@@ -66,48 +66,14 @@ func (co *consumer) fetch(ctx context.Context) {
 func (co *consumer) addLocked(ds []Delivery, at time.Time) {
 	for i := range ds {
 		l := &lease{d: ds[i], end: at.Add(co.vis), extendAt: at.Add(co.vis / 2)}
-		if old := co.leases[l.d.ID]; old != nil {
+		if old := co.held.leases[l.d.ID]; old != nil {
 			// Delivered again: the old lease has ended, whatever this process thought.
 			co.log.Warn("okiba: message delivered again while held; its earlier lease was lost", "queue", co.queue, "message", l.d.ID, correlation(&l.d))
-			co.loseLocked(old)
+			co.held.lose(old)
 		}
-		co.leases[l.d.ID] = l
-		if co.draining {
-			co.queueSettleLocked(&settleOp{l: l, kind: settleNack})
-			continue
-		}
-		co.waiting++
-		if key := l.d.Group; key != "" {
-			g := co.groups[key]
-			if g == nil {
-				g = &group{key: key, current: l}
-				co.groups[key] = g
-				co.runnable = append(co.runnable, l)
-			} else {
-				g.behind = append(g.behind, l)
-			}
-			l.grp = g
-		} else {
-			co.runnable = append(co.runnable, l)
-		}
+		co.held.add(l)
 	}
 	co.startLocked()
-	kick(co.extendKick)
-}
-
-// startLocked starts handlers for runnable messages while there is room.
-func (co *consumer) startLocked() {
-	for !co.draining && co.running < co.opts.Concurrency && len(co.runnable) > 0 {
-		l := co.runnable[0]
-		co.runnable[0] = nil
-		co.runnable = co.runnable[1:]
-		co.waiting--
-		co.running++
-		l.state = leaseRunning
-		ctx, cancel := context.WithCancel(co.hctx)
-		l.cancel = cancel
-		d := l.d // the handler's own copy
-		co.handlers.Add(1)
-		go co.handle(ctx, l, &d)
-	}
+	co.changedLocked()
+	kick(co.kicks.extend)
 }

@@ -8,17 +8,11 @@ import (
 	"github.com/okiba/okiba/api"
 )
 
-func (co *consumer) queueSettleLocked(op *settleOp) {
-	op.l.state = leaseSettling
-	co.settles = append(co.settles, op)
-	kick(co.settleKick)
-}
-
 // settle sends queued settles in batches, after AckLinger, until settleStop is closed
 // and nothing is left. A settle that fails for a transient reason is retried with
 // backoff while its lease lasts; after that the message comes back by itself.
 func (co *consumer) settle() {
-	stop := co.settleStop
+	stop := co.life.settleStop
 	var timer *time.Timer
 	// wait waits for the next retry to be due, or for new settles.
 	wait := func(d time.Duration) {
@@ -29,13 +23,13 @@ func (co *consumer) settle() {
 		}
 		select {
 		case <-timer.C:
-		case <-co.settleKick:
+		case <-co.kicks.settle:
 		}
 		timer.Stop()
 	}
 	for {
 		co.mu.Lock()
-		n := len(co.settles)
+		n := len(co.held.settles)
 		co.mu.Unlock()
 		stopping := false
 		select {
@@ -48,7 +42,7 @@ func (co *consumer) settle() {
 				return
 			}
 			select {
-			case <-co.settleKick:
+			case <-co.kicks.settle:
 			case <-stop:
 			}
 			continue
@@ -65,14 +59,14 @@ func (co *consumer) settle() {
 		var ready []*settleOp
 		var next time.Time
 		co.mu.Lock()
-		kept := co.settles[:0]
-		for _, op := range co.settles {
+		kept := co.held.settles[:0]
+		for _, op := range co.held.settles {
 			notBefore := op.notBefore
 			if op.kind == settleNack {
-				if co.nacksHeld {
+				if co.poll.nacksHeld {
 					notBefore = now.Add(time.Hour) // until stopFetching kicks
-				} else if co.holdNacksUntil.After(notBefore) {
-					notBefore = co.holdNacksUntil
+				} else if co.poll.holdNacksUntil.After(notBefore) {
+					notBefore = co.poll.holdNacksUntil
 				}
 			}
 			if notBefore.After(now) {
@@ -84,8 +78,8 @@ func (co *consumer) settle() {
 			}
 			ready = append(ready, op)
 		}
-		clear(co.settles[len(kept):])
-		co.settles = kept
+		clear(co.held.settles[len(kept):])
+		co.held.settles = kept
 		co.mu.Unlock()
 		if len(ready) == 0 {
 			wait(next.Sub(now))
@@ -144,28 +138,28 @@ func (co *consumer) settleBatch(ops []*settleOp) {
 				op.tries++
 				if !now.Before(op.l.end) {
 					given++
-					co.doneLocked(op.l)
+					co.held.settled(op.l)
 					continue
 				}
 				op.notBefore = now.Add(retryDelay(op.tries))
-				co.settles = append(co.settles, op)
+				co.held.settles = append(co.held.settles, op)
 			}
 			co.log.Warn("okiba: settle failed; retrying while the leases last", "queue", co.queue, "op", what,
 				"messages", len(ops), "given_up", given, "error", err)
-			kick(co.settleKick)
+			kick(co.kicks.settle)
 		case op0.kind == settleDeadLetter && !unrecoverable(err):
 			// For example no_dead_letter_queue or an invalid reason: retry the message
 			// instead, so that it is not lost.
 			co.log.Error("okiba: dead-letter refused; nacking instead", "queue", co.queue, "reason", op0.reason,
 				"messages", len(ops), "error", err)
 			for _, op := range ops {
-				co.settles = append(co.settles, &settleOp{l: op.l, kind: settleNack, delay: -1})
+				co.held.settles = append(co.held.settles, &settleOp{l: op.l, kind: settleNack, delay: -1})
 			}
-			kick(co.settleKick)
+			kick(co.kicks.settle)
 		default:
 			co.log.Error("okiba: settle failed", "queue", co.queue, "op", what, "messages", len(ops), "error", err)
 			for _, op := range ops {
-				co.doneLocked(op.l)
+				co.held.settled(op.l)
 			}
 			if unrecoverable(err) {
 				co.fail(fmt.Errorf("client: consume %s: %s: %w", co.queue, what, err))
@@ -181,11 +175,6 @@ func (co *consumer) settleBatch(ops []*settleOp) {
 				co.log.Error("okiba: settle failed", "queue", co.queue, "op", what, "message", op.l.d.ID, correlation(&op.l.d), "error", e)
 			}
 		}
-		co.doneLocked(op.l)
+		co.held.settled(op.l)
 	}
-}
-
-func (co *consumer) doneLocked(l *lease) {
-	l.state = leaseGone
-	co.forgetLocked(l)
 }
