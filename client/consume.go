@@ -176,7 +176,7 @@ func (c *Client) Consume(ctx context.Context, queue string, handler Handler, opt
 	}
 	vis := opts.Visibility
 	if vis == 0 {
-		q, err := c.queueForConsume(ctx, queue, opts.Logger)
+		q, err := c.queueForConsume(ctx, queue, opts.Logger, retryBackoff())
 		if err != nil {
 			return err
 		}
@@ -192,7 +192,7 @@ func (c *Client) Consume(ctx context.Context, queue string, handler Handler, opt
 
 // queueForConsume reads the queue's configuration, retrying transient errors. It returns
 // nil, nil when ctx ends first.
-func (c *Client) queueForConsume(ctx context.Context, queue string, log *slog.Logger) (*api.Queue, error) {
+func (c *Client) queueForConsume(ctx context.Context, queue string, log *slog.Logger, retry backoff) (*api.Queue, error) {
 	for failures := 1; ; failures++ {
 		q, err := c.Queue(ctx, queue)
 		if err == nil {
@@ -205,7 +205,7 @@ func (c *Client) queueForConsume(ctx context.Context, queue string, log *slog.Lo
 			return nil, fmt.Errorf("client: consume %s: %w", queue, err)
 		}
 		log.Warn("okiba: cannot read queue; retrying", "queue", queue, "error", err)
-		if !sleepCtx(ctx, retryDelay(failures)) {
+		if !sleep(ctx, c.clock, retry.delay(failures)) {
 			return nil, nil
 		}
 	}

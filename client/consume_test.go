@@ -13,6 +13,8 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
@@ -171,12 +173,20 @@ func TestConsumeRecoversAPanicAndRetries(t *testing.T) {
 	}
 }
 
+// Handlers that run for three lease lengths keep their leases. The server and the
+// client each run on a fake clock, moved in step: the leases would end at 8s, and each
+// extension must come at its time — an eighth of the lease before half of it has passed,
+// so every 3s — in one request for the five leases received together. While the clocks
+// stand still, nothing is extended.
 func TestConsumeExtendsTheLeaseOfALongHandler(t *testing.T) {
-	srv := okibatest.New(t, okibatest.Options{})
-	srv.PutQueue(t, "q", api.QueueConfig{VisibilityTimeout: api.Ptr(300 * time.Millisecond)})
+	const vis = 8 * time.Second
+	srv := okibatest.New(t, okibatest.Options{FakeClock: true})
+	srv.PutQueue(t, "q", api.QueueConfig{VisibilityTimeout: api.Ptr(vis)})
 	const n = 5
 	send(t, srv.Client, "q", "", bodiesN("slow", n)...)
-	c, tr := countingClient(t, srv)
+	clk := clock.NewFake(srv.Clock.Now())
+	c, tr := countingClientWith(t, srv, &countingTransport{clock: clk}, client.Options{Clock: clk})
+	advance := func(d time.Duration) { srv.Clock.Advance(d); clk.Advance(d) }
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -192,31 +202,52 @@ func TestConsumeExtendsTheLeaseOfALongHandler(t *testing.T) {
 			t.Errorf("handler context cancelled: %v", context.Cause(hctx))
 		}
 		return nil
-	}, client.ConsumeOptions{Concurrency: n})
+	}, client.ConsumeOptions{Concurrency: n, Prefetch: -1, AckLinger: client.NoLinger})
 	for range n {
 		recv(t, started, 10*time.Second, "the handlers to start")
 	}
+	t0 := clk.Now()
+	waitTimers(t, clk, 1) // the extender, parked until the first extension is due
+	if got := tr.count("extend"); got != 0 {
+		t.Fatalf("%d extend requests while the clock stood still", got)
+	}
+	const step = vis/2 - vis/8
+	const rounds = 8 // 8 × 3s = 24s: three lease lengths
+	for i := 1; i <= rounds; i++ {
+		advance(step - time.Millisecond)
+		if clk.Timers() != 1 || tr.count("extend") != i-1 {
+			t.Fatalf("extension %d: %d extend requests %v before it was due (%d timers wait)", i, tr.count("extend"), step-time.Millisecond, clk.Timers())
+		}
+		advance(time.Millisecond)
+		waitTimers(t, clk, 1) // extended, and parked until the next
+		if got := tr.count("extend"); got != i {
+			t.Fatalf("extension %d: %d extend requests when it was due", i, got)
+		}
+	}
+	for i, at := range tr.times("extend") {
+		if want := t0.Add(time.Duration(i+1) * step); !at.Equal(want) {
+			t.Errorf("extension %d at %v, want %v", i+1, at.Sub(t0), want.Sub(t0))
+		}
+	}
 
-	// A second consumer polls for 1.2s: four lease lengths. Without extension the message
-	// would be redelivered to it.
-	wait := 1200 * time.Millisecond
-	got, err := srv.Client.Receive(context.Background(), "q", client.ReceiveOptions{Max: 10, Wait: &wait})
+	// A second consumer finds nothing: without the extensions the leases would have
+	// ended 16s ago.
+	got, err := srv.Client.Receive(context.Background(), "q", client.ReceiveOptions{Max: 10, Wait: ptr(time.Duration(0))})
 	if err != nil {
 		t.Fatalf("second consumer: %v", err)
 	}
 	if len(got) != 0 {
-		t.Fatalf("second consumer received %d messages while the handler ran", len(got))
+		t.Fatalf("second consumer received %d messages while the handlers ran", len(got))
 	}
 	st := stats(t, srv, "q")
-	if st.Extended < 2*n || st.InFlight != n {
-		t.Fatalf("stats %+v: want every lease extended at least twice and still in flight", st)
+	if st.Extended != rounds*n || st.InFlight != n {
+		t.Fatalf("stats %+v: want every lease extended %d times and still in flight", st, rounds)
 	}
 	// The leases were received together, so they are extended together.
-	if reqs := tr.count("extend"); uint64(reqs)*2 > st.Extended {
+	if reqs := tr.count("extend"); reqs != rounds {
 		t.Fatalf("%d extend requests for %d extensions: extensions were not batched", reqs, st.Extended)
 	}
 	close(release)
-	eventually(t, 10*time.Second, "the acks", func() bool { return stats(t, srv, "q").Acked == n })
 	cancel()
 	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
@@ -224,6 +255,96 @@ func TestConsumeExtendsTheLeaseOfALongHandler(t *testing.T) {
 	st = stats(t, srv, "q")
 	if st.Delivered != n || st.Redelivered != 0 || st.Acked != n || runs.Load() != n {
 		t.Fatalf("stats %+v, runs %d: want one delivery each, each acked once", st, runs.Load())
+	}
+}
+
+// A receive that fails for a reason that may pass is retried after a backoff on the
+// client's clock: the nth failure waits between half and all of 100ms·2ⁿ⁻¹.
+func TestConsumeBacksOffBeforeRetryingAFailedReceive(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	send(t, srv.Client, "q", "", "m")
+	clk := clock.NewFake(time.Now())
+	c, tr := countingClientWith(t, srv, &countingTransport{fail: map[string]int{"receive": 3}}, client.Options{Clock: clk})
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	handled := make(chan struct{})
+	done := consume(t, ctx, c, "q", func(context.Context, *client.Delivery) error {
+		close(handled)
+		return nil
+	}, client.ConsumeOptions{Visibility: time.Hour, Prefetch: -1, AckLinger: client.NoLinger, Logger: testLogger(t, &logs)})
+	for n, d := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		waitTimers(t, clk, 1) // parked in its backoff
+		if got := tr.count("receive"); got != n+1 {
+			t.Fatalf("%d receives after failure %d", got, n+1)
+		}
+		clk.Advance(d/2 - time.Millisecond)
+		if clk.Timers() != 1 {
+			t.Fatalf("failure %d: retried before half its backoff (%v)", n+1, d/2)
+		}
+		clk.Advance(d/2 + time.Millisecond)
+		if clk.Timers() != 0 {
+			t.Fatalf("failure %d: not retried after its whole backoff (%v)", n+1, d)
+		}
+	}
+	recv(t, handled, 10*time.Second, "the message, at the fourth receive")
+	cancel()
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if n := strings.Count(logs.String(), "receive failed; retrying"); n != 3 {
+		t.Fatalf("%d failed receives logged, want 3; log:\n%s", n, logs.String())
+	}
+	if st := stats(t, srv, "q"); st.Acked != 1 {
+		t.Fatalf("stats %+v: want the message acked", st)
+	}
+}
+
+// A settle that fails for a reason that may pass is retried after a backoff on the
+// client's clock, while the lease lasts.
+func TestConsumeBacksOffBeforeRetryingAFailedSettle(t *testing.T) {
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	send(t, srv.Client, "q", "", "m")
+	clk := clock.NewFake(time.Now())
+	c, tr := countingClientWith(t, srv, &countingTransport{fail: map[string]int{"ack": 2}}, client.Options{Clock: clk})
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	release := make(chan struct{})
+	done := consume(t, ctx, c, "q", func(context.Context, *client.Delivery) error {
+		close(started)
+		<-release
+		return nil
+	}, client.ConsumeOptions{Visibility: time.Hour, Prefetch: -1, AckLinger: client.NoLinger, Logger: testLogger(t, &logs)})
+	recv(t, started, 10*time.Second, "the handler to start")
+	// The extender parks until the first extension is due, in 22m30s, and stays parked
+	// once the lease is being settled; the settler's backoff is the other timer.
+	waitTimers(t, clk, 1)
+	close(release)
+	for n, d := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+		waitTimers(t, clk, 2)
+		if got := tr.count("ack"); got != n+1 {
+			t.Fatalf("%d acks after failure %d", got, n+1)
+		}
+		clk.Advance(d/2 - time.Millisecond)
+		if clk.Timers() != 2 {
+			t.Fatalf("failure %d: retried before half its backoff (%v)", n+1, d/2)
+		}
+		clk.Advance(d/2 + time.Millisecond)
+		if clk.Timers() != 1 {
+			t.Fatalf("failure %d: not retried after its whole backoff (%v)", n+1, d)
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return stats(t, srv, "q").Acked == 1 }, "the third ack to be answered")
+	cancel()
+	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if n := strings.Count(logs.String(), "settle failed; retrying"); n != 2 || tr.count("ack") != 3 {
+		t.Fatalf("%d failed settles logged and %d ack requests, want 2 and 3; log:\n%s", n, tr.count("ack"), logs.String())
 	}
 }
 
@@ -422,21 +543,45 @@ func TestConsumeGracefulShutdownDrainsInFlightWork(t *testing.T) {
 	noLeakedGoroutines(t)
 }
 
+// The drain timeout runs on the client's clock: a handler that only stops when told is
+// told when the clock reaches it, not a moment before.
 func TestConsumeDrainTimeoutCancelsHandlers(t *testing.T) {
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	send(t, srv.Client, "q", "", "stuck")
+	clk := clock.NewFake(time.Now())
+	c, err := client.New(srv.URL, client.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started := make(chan struct{})
-	done := consume(t, ctx, srv.Client, "q", func(hctx context.Context, d *client.Delivery) error {
+	cancelled := make(chan struct{})
+	const drain = 30 * time.Second
+	done := consume(t, ctx, c, "q", func(hctx context.Context, d *client.Delivery) error {
 		close(started)
 		<-hctx.Done() // a handler that only stops when told
+		close(cancelled)
 		return hctx.Err()
-	}, client.ConsumeOptions{DrainTimeout: 50 * time.Millisecond})
+	}, client.ConsumeOptions{DrainTimeout: drain, Visibility: time.Hour, Prefetch: -1})
 	recv(t, started, 10*time.Second, "the handler to start")
+	waitTimers(t, clk, 1) // the extender's
 	cancel()
+	waitTimers(t, clk, 2) // and the drain's
+	clk.Advance(drain - time.Millisecond)
+	if clk.Timers() != 2 {
+		t.Fatalf("%d timers wait a moment before the drain timeout: it fired early", clk.Timers())
+	}
+	select {
+	case <-cancelled:
+		t.Fatal("the handler was cancelled before the drain timeout")
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	recv(t, cancelled, 10*time.Second, "the handler to be cancelled at the drain timeout")
 	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/okiba/okiba/clock"
 )
 
 // consumer is the runtime behind one Consume call.
@@ -15,8 +17,14 @@ import (
 //
 // The decisions are not in the goroutines: holdings (holdings.go) keeps the book of the
 // leases held and says what runs next and what is handed back; judge says what a
-// handler's outcome makes of its message. The goroutines wait on channels, call them,
-// and do the requests.
+// handler's outcome makes of its message; extendSchedule when leases are extended;
+// readySettles which settles may leave; backoff how long to wait after a failure. They
+// take the time as an argument. The goroutines wait on the clock (Options.Clock) and on
+// channels, call them, and do the requests.
+//
+// Two waits measure the network rather than decide by the clock, and use the system
+// clock whatever Options.Clock is: each request's timeout (consumerRequestTimeout), and
+// the grace an open receive gets when the consumer stops (pollCancelGrace).
 //
 // Locking: mu guards held and poll. No function holds mu while it does a request, waits
 // on a channel, or calls the handler. Functions named …Locked need mu held.
@@ -25,8 +33,10 @@ type consumer struct {
 	queue   string
 	handler Handler
 	opts    ConsumeOptions
-	vis     time.Duration
 	log     *slog.Logger
+	clock   clock.Clock
+	sched   extendSchedule
+	retry   backoff
 
 	life  lifecycle
 	kicks kicks
@@ -60,13 +70,26 @@ type kicks struct {
 }
 
 // pollState is the fetcher's receive as the stop sees it, and how nacks are held back
-// while the stop cuts it (stopFetching).
+// while the stop cuts it (stopFetching). Its times are on the system clock: they measure
+// how long the network takes.
 type pollState struct {
 	open           bool      // a receive is open
 	started        time.Time // when it was opened
 	cut            bool      // the last receive was cut by the stop
 	nacksHeld      bool      // no nack leaves
 	holdNacksUntil time.Time // no nack leaves before this
+}
+
+// nackHold says whether nacks must wait at now (system clock), and until when when a
+// time ends the hold (the zero time: until stopFetching lifts it).
+func (p *pollState) nackHold(now time.Time) (hold bool, until time.Time) {
+	switch {
+	case p.nacksHeld:
+		return true, time.Time{}
+	case now.Before(p.holdNacksUntil):
+		return true, p.holdNacksUntil
+	}
+	return false, time.Time{}
 }
 
 func kick(ch chan struct{}) {
@@ -79,7 +102,8 @@ func kick(ch chan struct{}) {
 func newConsumer(ctx context.Context, c *Client, queue string, handler Handler, opts ConsumeOptions, vis time.Duration) *consumer {
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	return &consumer{
-		c: c, queue: queue, handler: handler, opts: opts, vis: vis, log: opts.Logger,
+		c: c, queue: queue, handler: handler, opts: opts, log: opts.Logger,
+		clock: c.clock, sched: extendSchedule{vis: vis}, retry: retryBackoff(),
 		life: lifecycle{
 			hctx: hctx, hcancel: hcancel,
 			fatal:      make(chan struct{}),
@@ -134,9 +158,9 @@ func (co *consumer) run(ctx context.Context) error {
 	go func() { co.life.handlers.Wait(); close(idle) }() // no handler starts once draining
 	var drainC <-chan time.Time
 	if co.opts.DrainTimeout > 0 {
-		t := time.NewTimer(co.opts.DrainTimeout)
+		t := co.clock.NewTimer(co.opts.DrainTimeout)
 		defer t.Stop()
-		drainC = t.C
+		drainC = t.C()
 	} else {
 		co.life.hcancel()
 	}
@@ -173,10 +197,10 @@ func (co *consumer) run(ctx context.Context) error {
 // abandoned receive.
 func (co *consumer) stopFetching(fetchDone <-chan struct{}, stopFetch context.CancelFunc, polling bool, pollStarted time.Time) {
 	if polling {
-		t := time.NewTimer(time.Until(pollStarted.Add(pollCancelGrace)))
+		t := clock.Real.NewTimer(pollStarted.Add(pollCancelGrace).Sub(clock.Real.Now()))
 		select {
 		case <-fetchDone:
-		case <-t.C:
+		case <-t.C():
 		}
 		t.Stop()
 	}
@@ -184,7 +208,7 @@ func (co *consumer) stopFetching(fetchDone <-chan struct{}, stopFetch context.Ca
 	<-fetchDone
 	co.mu.Lock()
 	if co.poll.cut {
-		co.poll.holdNacksUntil = time.Now().Add(pollCancelGrace)
+		co.poll.holdNacksUntil = clock.Real.Now().Add(pollCancelGrace)
 	}
 	co.poll.nacksHeld = false
 	co.mu.Unlock()

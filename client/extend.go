@@ -8,31 +8,60 @@ import (
 	"github.com/okiba/okiba/api"
 )
 
-// extend extends held leases at about half their length, batching those due close
-// together, until ctx ends.
+// extendSchedule decides when leases are extended: an eighth of the lease before half of
+// it has passed (at 3/8), so that a failed extension leaves most of the lease to retry
+// in, together with every other lease due by then, so that leases received together
+// travel in one request and keep doing so. It reads no clock: the extender passes the
+// time.
+type extendSchedule struct {
+	vis time.Duration // the lease asked for; 0: a lease ends at once, nothing is extended
+}
+
+// renew records that l was received, or extended, by a request sent at at.
+func (s extendSchedule) renew(l *lease, at time.Time) {
+	l.end = at.Add(s.vis)
+	l.extendAt = at.Add(s.vis / 2)
+}
+
+// retryAt is when to try again an extension sent at sent that failed: a tenth of the
+// lease later, between 1ms and 1s, well before the lease ends.
+func (s extendSchedule) retryAt(sent time.Time) time.Time {
+	return sent.Add(min(time.Second, max(s.vis/10, time.Millisecond)))
+}
+
+// due returns the leases to extend at now, and when the next one falls due (the zero
+// time when no lease waits for an extension). A lease being settled is not extended: its
+// settle retries while the lease lasts, and extending it too would let a settle that
+// keeps failing retry forever.
+func (s extendSchedule) due(now time.Time, leases map[string]*lease) (due []*lease, wake time.Time) {
+	slack := s.vis / 8
+	var next time.Time
+	for _, l := range leases {
+		switch {
+		case l.state == leaseSettling:
+		case !l.extendAt.After(now.Add(slack)):
+			due = append(due, l)
+		case next.IsZero() || l.extendAt.Before(next):
+			next = l.extendAt
+		}
+	}
+	if next.IsZero() {
+		return due, time.Time{}
+	}
+	return due, next.Add(-slack)
+}
+
+// extend is the extender's goroutine: it extends held leases when the schedule says,
+// until ctx ends.
 func (co *consumer) extend(ctx context.Context) {
-	if co.vis <= 0 {
+	if co.sched.vis <= 0 {
 		return // a zero lease ends at once: there is nothing to extend
 	}
-	slack := co.vis / 8 // extend leases due this soon together with the due ones
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	wake := alarm{clock: co.clock}
+	defer wake.stop()
 	for {
-		now := time.Now()
 		co.mu.Lock()
-		var due []*lease
-		var next time.Time
-		for _, l := range co.held.leases {
-			switch {
-			case l.state == leaseSettling:
-				// Its settle retries while the lease lasts; extending it too would let a
-				// settle that keeps failing retry forever.
-			case !l.extendAt.After(now.Add(slack)):
-				due = append(due, l)
-			case next.IsZero() || l.extendAt.Before(next):
-				next = l.extendAt
-			}
-		}
+		due, next := co.sched.due(co.clock.Now(), co.held.leases)
 		co.mu.Unlock()
 		if len(due) > 0 {
 			for len(due) > 0 && ctx.Err() == nil {
@@ -45,15 +74,11 @@ func (co *consumer) extend(ctx context.Context) {
 			}
 			continue
 		}
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = next.Add(-slack).Sub(now)
-		}
-		timer.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
+		case <-wake.set(next):
+			wake.rang()
 		case <-co.kicks.extend:
 		}
 	}
@@ -64,9 +89,9 @@ func (co *consumer) extendBatch(ctx context.Context, ls []*lease) {
 	for i, l := range ls {
 		receipts[i] = l.d.Receipt
 	}
-	sent := time.Now()
+	sent := co.clock.Now()
 	rctx, cancel := context.WithTimeout(ctx, consumerRequestTimeout)
-	errs, err := co.c.Extend(rctx, co.queue, co.vis, receipts...)
+	errs, err := co.c.Extend(rctx, co.queue, co.sched.vis, receipts...)
 	cancel()
 	if ctx.Err() != nil {
 		return
@@ -78,7 +103,7 @@ func (co *consumer) extendBatch(ctx context.Context, ls []*lease) {
 			co.fail(fmt.Errorf("client: consume %s: extend leases: %w", co.queue, err))
 		}
 		co.log.Warn("okiba: extending leases failed; retrying", "queue", co.queue, "leases", len(ls), "error", err)
-		retry := sent.Add(min(time.Second, max(co.vis/10, time.Millisecond)))
+		retry := co.sched.retryAt(sent)
 		for _, l := range ls {
 			l.extendAt = retry
 		}
@@ -89,8 +114,7 @@ func (co *consumer) extendBatch(ctx context.Context, ls []*lease) {
 			continue // settled or replaced meanwhile
 		}
 		if errs[i] == nil {
-			l.end = sent.Add(co.vis)
-			l.extendAt = sent.Add(co.vis / 2)
+			co.sched.renew(l, sent)
 			continue
 		}
 		if l.state == leaseSettling {

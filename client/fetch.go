@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/clock"
 )
 
 // fetch long-polls for as many messages as there is room for, until ctx ends or an
 // unrecoverable error.
 func (co *consumer) fetch(ctx context.Context) {
-	wait, vis := co.opts.PollWait, co.vis
+	wait, vis := co.opts.PollWait, co.sched.vis
 	failures := 0
 	for ctx.Err() == nil {
 		co.mu.Lock()
@@ -20,7 +21,7 @@ func (co *consumer) fetch(ctx context.Context) {
 			co.mu.Unlock()
 			return
 		}
-		co.poll.open, co.poll.started = room > 0, time.Now()
+		co.poll.open, co.poll.started = room > 0, clock.Real.Now()
 		co.mu.Unlock()
 		if room <= 0 {
 			select {
@@ -34,7 +35,7 @@ func (co *consumer) fetch(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, wait+consumerRequestTimeout)
 		ds, err := co.c.Receive(rctx, co.queue, ReceiveOptions{Max: min(room, api.MaxBatch), Wait: &wait, Visibility: &vis})
 		cancel()
-		at := time.Now()
+		at := co.clock.Now()
 		co.mu.Lock()
 		co.poll.open = false
 		co.poll.cut = err != nil && ctx.Err() != nil
@@ -55,7 +56,7 @@ func (co *consumer) fetch(ctx context.Context) {
 		}
 		failures++
 		co.log.Warn("okiba: receive failed; retrying", "queue", co.queue, "error", err, "failures", failures)
-		if !sleepCtx(ctx, retryDelay(failures)) {
+		if !sleep(ctx, co.clock, co.retry.delay(failures)) {
 			return
 		}
 	}
@@ -65,7 +66,8 @@ func (co *consumer) fetch(ctx context.Context) {
 // handlers for them if there is room.
 func (co *consumer) addLocked(ds []Delivery, at time.Time) {
 	for i := range ds {
-		l := &lease{d: ds[i], end: at.Add(co.vis), extendAt: at.Add(co.vis / 2)}
+		l := &lease{d: ds[i]}
+		co.sched.renew(l, at)
 		if old := co.held.leases[l.d.ID]; old != nil {
 			// Delivered again: the old lease has ended, whatever this process thought.
 			co.log.Warn("okiba: message delivered again while held; its earlier lease was lost", "queue", co.queue, "message", l.d.ID, correlation(&l.d))

@@ -3,9 +3,11 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/okibatest"
 )
 
@@ -139,14 +142,22 @@ func (s *syncBuffer) String() string {
 }
 
 // countingTransport counts POST requests by the last element of their path ("messages"
-// for sends, "extend", "ack", …), and can hold send requests until release is closed.
+// for sends, "extend", "ack", …). It can also hold send requests until hold is closed,
+// fail requests, and note when each arrived by a clock.
 type countingTransport struct {
 	base  http.RoundTripper
 	sends atomic.Int64
-	mu    sync.Mutex
-	posts map[string]int
 	// hold, if set, makes send requests wait until it is closed or their context ends.
 	hold chan struct{}
+	// fail answers the first fail[op] POSTs of op with 503 unavailable, as a server
+	// that is restarting would, without passing them on.
+	fail map[string]int
+	// clock, if set, stamps each POST with its time (see times).
+	clock clock.Clock
+
+	mu    sync.Mutex
+	posts map[string]int
+	at    map[string][]time.Time
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -154,10 +165,25 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		op := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
 		c.mu.Lock()
 		if c.posts == nil {
-			c.posts = make(map[string]int)
+			c.posts, c.at = make(map[string]int), make(map[string][]time.Time)
 		}
 		c.posts[op]++
+		if c.clock != nil {
+			c.at[op] = append(c.at[op], c.clock.Now())
+		}
+		failing := c.posts[op] <= c.fail[op]
 		c.mu.Unlock()
+		if failing {
+			if r.Body != nil {
+				r.Body.Close()
+			}
+			return &http.Response{
+				StatusCode: http.StatusServiceUnavailable,
+				Header:     http.Header{"Content-Type": {"application/json"}},
+				Body:       io.NopCloser(strings.NewReader(`{"error":{"code":"unavailable","message":"restarting (test)"}}`)),
+				Request:    r,
+			}, nil
+		}
 		if op == "messages" {
 			c.sends.Add(1)
 			if c.hold != nil {
@@ -176,6 +202,24 @@ func (c *countingTransport) count(op string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.posts[op]
+}
+
+// times returns when each POST of op arrived, by the transport's clock.
+func (c *countingTransport) times(op string) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.at[op])
+}
+
+// waitTimers waits until clk has n timers waiting: the goroutines a test drives are
+// parked.
+func waitTimers(t testing.TB, clk *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clk.WaitTimers(ctx, n); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // noLeakedGoroutines fails the test if a goroutine of the consumer runtime or the

@@ -17,13 +17,15 @@ import (
 // countingClient returns a client for srv whose requests are counted.
 func countingClient(t *testing.T, srv *okibatest.Server) (*client.Client, *countingTransport) {
 	t.Helper()
-	return countingClientWith(t, srv, &countingTransport{})
+	return countingClientWith(t, srv, &countingTransport{}, client.Options{})
 }
 
-func countingClientWith(t *testing.T, srv *okibatest.Server, tr *countingTransport) (*client.Client, *countingTransport) {
+// countingClientWith returns a client for srv with opts whose requests go through tr.
+func countingClientWith(t *testing.T, srv *okibatest.Server, tr *countingTransport, opts client.Options) (*client.Client, *countingTransport) {
 	t.Helper()
 	tr.base = &http.Transport{MaxIdleConnsPerHost: 64}
-	c, err := client.New(srv.URL, client.Options{HTTPClient: &http.Client{Transport: tr}})
+	opts.HTTPClient = &http.Client{Transport: tr}
+	c, err := client.New(srv.URL, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +265,7 @@ func TestProducerCloseGivesUpWhenItsContextEnds(t *testing.T) {
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	// Send requests hang until their context ends: the server never answers in time.
-	c, tr := countingClientWith(t, srv, &countingTransport{hold: make(chan struct{})})
+	c, tr := countingClientWith(t, srv, &countingTransport{hold: make(chan struct{})}, client.Options{})
 	p := client.NewProducer(c, "q", client.ProducerOptions{MaxBatch: 2, MaxInFlight: 1, Linger: client.NoLinger})
 	results := make(chan error, 5)
 	for i := range 5 {
@@ -356,7 +358,7 @@ func TestProducerDefaultLingerAdaptsToTheLoad(t *testing.T) {
 	srv.CreateQueue(t, "q")
 	hold := make(chan struct{})
 	var release sync.Once
-	c, tr := countingClientWith(t, srv, &countingTransport{hold: hold})
+	c, tr := countingClientWith(t, srv, &countingTransport{hold: hold}, client.Options{})
 	p := client.NewProducer(c, "q", client.ProducerOptions{})
 	defer func() {
 		release.Do(func() { close(hold) })

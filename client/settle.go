@@ -6,27 +6,64 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/clock"
 )
 
-// settle sends queued settles in batches, after AckLinger, until settleStop is closed
-// and nothing is left. A settle that fails for a transient reason is retried with
-// backoff while its lease lasts; after that the message comes back by itself.
+// readySettles takes the settles that may leave at now out of queued (whose array it
+// reuses) and returns them, the rest, and when the first of the rest may leave (the zero
+// time when none waits for a time). While holdNacks, nacks wait without a time: the stop
+// releases them (stopFetching).
+func readySettles(queued []*settleOp, now time.Time, holdNacks bool) (ready, waiting []*settleOp, next time.Time) {
+	waiting = queued[:0]
+	for _, op := range queued {
+		if op.kind == settleNack && holdNacks {
+			waiting = append(waiting, op)
+			continue
+		}
+		if op.notBefore.After(now) {
+			waiting = append(waiting, op)
+			if next.IsZero() || op.notBefore.Before(next) {
+				next = op.notBefore
+			}
+			continue
+		}
+		ready = append(ready, op)
+	}
+	clear(queued[len(waiting):])
+	return ready, waiting, next
+}
+
+// settleRequests groups ready settles into requests: one per kind of settle (equal
+// kind, delay, reason and description), in order of first appearance, of at most
+// api.MaxBatch each.
+func settleRequests(ready []*settleOp) [][]*settleOp {
+	var reqs [][]*settleOp
+	for len(ready) > 0 {
+		first := ready[0]
+		var same, rest []*settleOp
+		for _, op := range ready {
+			if op.sameRequest(first) && len(same) < api.MaxBatch {
+				same = append(same, op)
+			} else {
+				rest = append(rest, op)
+			}
+		}
+		reqs = append(reqs, same)
+		ready = rest
+	}
+	return reqs
+}
+
+// settle is the settler's goroutine: it sends queued settles in batches, after
+// AckLinger, until settleStop is closed and nothing is left. A settle that fails for a
+// transient reason is retried with backoff while its lease lasts; after that the message
+// comes back by itself.
 func (co *consumer) settle() {
 	stop := co.life.settleStop
-	var timer *time.Timer
-	// wait waits for the next retry to be due, or for new settles.
-	wait := func(d time.Duration) {
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-timer.C:
-		case <-co.kicks.settle:
-		}
-		timer.Stop()
-	}
+	wake := alarm{clock: co.clock}
+	defer wake.stop()
+	holdEnds := alarm{clock: clock.Real} // the end of a hold on nacks, which measures the network
+	defer holdEnds.stop()
 	for {
 		co.mu.Lock()
 		n := len(co.held.settles)
@@ -48,56 +85,30 @@ func (co *consumer) settle() {
 			continue
 		}
 		if co.opts.AckLinger > 0 && !stopping {
-			t := time.NewTimer(co.opts.AckLinger)
 			select {
-			case <-t.C:
+			case <-wake.set(co.clock.Now().Add(co.opts.AckLinger)):
+				wake.rang()
 			case <-stop:
 			}
-			t.Stop()
 		}
-		now := time.Now()
-		var ready []*settleOp
-		var next time.Time
+		now := co.clock.Now()
 		co.mu.Lock()
-		kept := co.held.settles[:0]
-		for _, op := range co.held.settles {
-			notBefore := op.notBefore
-			if op.kind == settleNack {
-				if co.poll.nacksHeld {
-					notBefore = now.Add(time.Hour) // until stopFetching kicks
-				} else if co.poll.holdNacksUntil.After(notBefore) {
-					notBefore = co.poll.holdNacksUntil
-				}
-			}
-			if notBefore.After(now) {
-				kept = append(kept, op)
-				if next.IsZero() || notBefore.Before(next) {
-					next = notBefore
-				}
-				continue
-			}
-			ready = append(ready, op)
-		}
-		clear(co.held.settles[len(kept):])
-		co.held.settles = kept
+		holdNacks, release := co.poll.nackHold(clock.Real.Now())
+		ready, waiting, next := readySettles(co.held.settles, now, holdNacks)
+		co.held.settles = waiting
 		co.mu.Unlock()
 		if len(ready) == 0 {
-			wait(next.Sub(now))
+			select {
+			case <-wake.set(next):
+				wake.rang()
+			case <-holdEnds.set(release):
+				holdEnds.rang()
+			case <-co.kicks.settle:
+			}
 			continue
 		}
-		for len(ready) > 0 {
-			// One request per kind of settle, in order of first appearance.
-			first := ready[0]
-			var same, rest []*settleOp
-			for _, op := range ready {
-				if op.sameRequest(first) && len(same) < api.MaxBatch {
-					same = append(same, op)
-				} else {
-					rest = append(rest, op)
-				}
-			}
-			co.settleBatch(same)
-			ready = rest
+		for _, ops := range settleRequests(ready) {
+			co.settleBatch(ops)
 		}
 	}
 }
@@ -132,7 +143,7 @@ func (co *consumer) settleBatch(ops []*settleOp) {
 	if err != nil {
 		switch {
 		case transient(err):
-			now := time.Now()
+			now := co.clock.Now()
 			given := 0
 			for _, op := range ops {
 				op.tries++
@@ -141,7 +152,7 @@ func (co *consumer) settleBatch(ops []*settleOp) {
 					co.held.settled(op.l)
 					continue
 				}
-				op.notBefore = now.Add(retryDelay(op.tries))
+				op.notBefore = now.Add(co.retry.delay(op.tries))
 				co.held.settles = append(co.held.settles, op)
 			}
 			co.log.Warn("okiba: settle failed; retrying while the leases last", "queue", co.queue, "op", what,
