@@ -58,11 +58,15 @@ type Options struct {
 	// global provider (otel.GetTracerProvider()), which records nothing until the
 	// application installs an OpenTelemetry SDK. See trace.go's notes on tracing.
 	TracerProvider trace.TracerProvider
-	// Clock is the time of the decisions the client takes by the clock: when an idle
-	// stream is closed, and when a failed stream is tried again. Defaults to
-	// clock.Real. A test passes a *clock.Fake (its own, or okibatest's Server.Clock) to
-	// move that time by hand. What guards the network stays on the system clock (a
-	// connection's deadlines), since only real time shows a peer that stopped answering.
+	// Clock is the time of every decision the client takes by the clock: when Consume
+	// extends leases, how long it backs off before retrying a failed receive or settle,
+	// how long settles linger (AckLinger), the drain timeout, the handler-error log's
+	// intervals, when an idle stream is closed and when a failed one is tried again. Defaults to clock.Real. A test passes a *clock.Fake (its own,
+	// or okibatest's Server.Clock) to move that time by hand: on a fake clock none of
+	// these waits ends until the test advances it. What measures the network stays on
+	// the system clock — each request's timeout, a connection's deadlines, and the few
+	// milliseconds a receive in flight gets to be answered when Consume stops — since
+	// only real time shows a peer that stopped answering.
 	Clock clock.Clock
 }
 

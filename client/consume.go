@@ -23,6 +23,9 @@ import (
 // then ignored), or the consumer is stopping hard (ConsumeOptions.HardStop, or the
 // DrainTimeout passed). It carries the values of Consume's context. The Delivery is the
 // handler's own copy.
+//
+// Every outcome other than nil is logged, rate-limited (see ConsumeOptions.Logger), so
+// that a failing handler is seen even when the message is retried until it succeeds.
 type Handler func(ctx context.Context, d *Delivery) error
 
 // ConsumeOptions configure Consume. The zero value means the defaults.
@@ -52,8 +55,16 @@ type ConsumeOptions struct {
 	// return and settles what they returned. It may be closed before or after Consume's
 	// context is cancelled (for example on a second interrupt). Nil means never.
 	HardStop <-chan struct{}
-	// Logger receives recovered panics, failed settles, lost leases and retried errors.
-	// Defaults to slog.Default().
+	// Logger receives what the runtime has to say: every handler outcome other than
+	// nil — with the message's id, queue and delivery count and the error; at Error for
+	// a failure or a panic, Warn for a dead-letter, Info for a RetryAfter and for a
+	// handler cut short by a stop — and failed settles, lost leases and retried errors.
+	// Handler outcomes are rate-limited: of every 10s, by the client's clock
+	// (Options.Clock), the first 10 are logged one by one and one line counts the rest,
+	// so that a handler failing on every message of a busy queue does not flood the log.
+	// Defaults to slog.Default(): a handler's error then shows where the program's other
+	// logs do, as it would if the handler logged it itself; a discarding default would
+	// hide it. Pass a logger with a higher level to see less.
 	Logger *slog.Logger
 }
 
@@ -156,8 +167,9 @@ func DeadLetter(reason, description string) error {
 // given up (a message whose settle fails is delivered again when its lease ends), so no
 // goroutine outlives it. It then returns nil: a requested stop is not an error.
 //
-// Errors. Network errors and server errors (5xx, storage_failed, unavailable) are
-// retried with backoff and logged. Errors that retrying cannot fix — queue_not_found,
+// Errors. A handler's error settles its message (see Handler) and is logged. Network
+// errors and server errors (5xx, storage_failed, unavailable) are retried with backoff
+// and logged. Errors that retrying cannot fix — queue_not_found,
 // unauthorized, an invalid option — end Consume (after the same graceful drain) with
 // that error, an *api.Error.
 //

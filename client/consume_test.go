@@ -264,7 +264,7 @@ func TestConsumeBacksOffBeforeRetryingAFailedReceive(t *testing.T) {
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	send(t, srv.Client, "q", "", "m")
-	clk := clock.NewFake(time.Now())
+	clk := fakeClock()
 	c, tr := countingClientWith(t, srv, &countingTransport{fail: map[string]int{"receive": 3}}, client.Options{Clock: clk})
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -307,7 +307,7 @@ func TestConsumeBacksOffBeforeRetryingAFailedSettle(t *testing.T) {
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	send(t, srv.Client, "q", "", "m")
-	clk := clock.NewFake(time.Now())
+	clk := fakeClock()
 	c, tr := countingClientWith(t, srv, &countingTransport{fail: map[string]int{"ack": 2}}, client.Options{Clock: clk})
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -549,7 +549,7 @@ func TestConsumeDrainTimeoutCancelsHandlers(t *testing.T) {
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	send(t, srv.Client, "q", "", "stuck")
-	clk := clock.NewFake(time.Now())
+	clk := fakeClock()
 	c, err := client.New(srv.URL, client.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)

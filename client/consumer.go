@@ -12,13 +12,14 @@ import (
 // consumer is the runtime behind one Consume call.
 //
 // Goroutines: the caller's (run, which starts and joins all the others), the fetcher
-// (fetch.go), the extender (extend.go), the settler (settle.go), and one per running
-// handler (handle.go).
+// (fetch.go), the extender (extend.go), the settler (settle.go), the handler log's
+// (handlerlog.go), and one per running handler (handle.go).
 //
 // The decisions are not in the goroutines: holdings (holdings.go) keeps the book of the
 // leases held and says what runs next and what is handed back; judge says what a
 // handler's outcome makes of its message; extendSchedule when leases are extended;
-// readySettles which settles may leave; backoff how long to wait after a failure. They
+// readySettles which settles may leave; backoff how long to wait after a failure;
+// logLimit which handler errors are logged one by one. They
 // take the time as an argument. The goroutines wait on the clock (Options.Clock) and on
 // channels, call them, and do the requests.
 //
@@ -37,6 +38,7 @@ type consumer struct {
 	clock   clock.Clock
 	sched   extendSchedule
 	retry   backoff
+	hlog    *handlerLog
 
 	life  lifecycle
 	kicks kicks
@@ -104,6 +106,7 @@ func newConsumer(ctx context.Context, c *Client, queue string, handler Handler, 
 	return &consumer{
 		c: c, queue: queue, handler: handler, opts: opts, log: opts.Logger,
 		clock: c.clock, sched: extendSchedule{vis: vis}, retry: retryBackoff(),
+		hlog: newHandlerLog(opts.Logger, c.clock, queue),
 		life: lifecycle{
 			hctx: hctx, hcancel: hcancel,
 			fatal:      make(chan struct{}),
@@ -127,12 +130,16 @@ func (co *consumer) run(ctx context.Context) error {
 	defer stopFetch()
 	extendCtx, stopExtend := context.WithCancel(context.Background())
 	defer stopExtend()
+	logCtx, stopLog := context.WithCancel(context.Background())
+	defer stopLog()
 	fetchDone := make(chan struct{})
 	extendDone := make(chan struct{})
 	settleDone := make(chan struct{})
+	logDone := make(chan struct{})
 	go func() { defer close(fetchDone); co.fetch(fetchCtx) }()
 	go func() { defer close(extendDone); co.extend(extendCtx) }()
 	go func() { defer close(settleDone); co.settle() }()
+	go func() { defer close(logDone); co.hlog.run(logCtx) }()
 
 	hard := co.opts.HardStop
 	hardNow := false
@@ -176,6 +183,9 @@ func (co *consumer) run(ctx context.Context) error {
 			hard = nil
 		}
 	}
+	stopLog() // no handler is left to log
+	<-logDone
+	co.hlog.flush()
 	stopExtend()
 	<-extendDone
 	close(co.life.settleStop)

@@ -18,3 +18,10 @@ func SetDefaultProducerLinger(d time.Duration) (restore func()) {
 	defaultProducerLinger = d
 	return func() { defaultProducerLinger = old }
 }
+
+// HandlerLogBurst and HandlerLogInterval are the handler-error log's rate: the first
+// HandlerLogBurst lines of each HandlerLogInterval.
+const (
+	HandlerLogBurst    = handlerLogBurst
+	HandlerLogInterval = handlerLogInterval
+)

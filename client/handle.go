@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"time"
 )
@@ -15,6 +14,14 @@ func (co *consumer) handle(ctx context.Context, l *lease, d *Delivery) {
 	ctx, span := co.c.processSpan(ctx, co.queue, d)
 	defer func() {
 		endSpan(span, err)
+		if err != nil {
+			// Logged before the settle is queued, so that a message's failure is in the
+			// log before the message can come back.
+			co.mu.Lock()
+			lost := l.lost
+			co.mu.Unlock()
+			co.hlog.outcome(d, err, lost, co.life.hctx.Err() != nil)
+		}
 		co.mu.Lock()
 		co.held.finish(l, judge(err, co.life.hctx.Err() != nil))
 		co.startLocked()
@@ -26,13 +33,11 @@ func (co *consumer) handle(ctx context.Context, l *lease, d *Delivery) {
 
 var errHandlerExited = errors.New("client: handler exited its goroutine without returning")
 
-// call runs the handler, turning a panic into an error.
+// call runs the handler, turning a panic into a *panicError.
 func (co *consumer) call(ctx context.Context, d *Delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			co.log.Error("okiba: handler panicked; the message will be retried", "queue", co.queue, "message", d.ID,
-				correlation(d), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err = fmt.Errorf("client: handler panicked: %v", r)
+			err = &panicError{value: r, stack: debug.Stack()}
 		}
 	}()
 	return co.handler(ctx, d)

@@ -211,6 +211,10 @@ func (c *countingTransport) times(op string) []time.Time {
 	return slices.Clone(c.at[op])
 }
 
+// fakeClock returns a fake clock for a client, set far from the system clock's time, so
+// that a wait that reads the system clock instead never ends in time for the test.
+func fakeClock() *clock.Fake { return clock.NewFake(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)) }
+
 // waitTimers waits until clk has n timers waiting: the goroutines a test drives are
 // parked.
 func waitTimers(t testing.TB, clk *clock.Fake, n int) {

@@ -16,7 +16,6 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
-	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/server"
 )
 
@@ -269,7 +268,7 @@ func (c countingWriter) Write(b []byte) (int, error) {
 // call; one used a moment before is kept.
 func TestClientClosesIdleStreams(t *testing.T) {
 	s := newStreamServer(t, "", false)
-	clk := clock.NewFake(time.Now())
+	clk := fakeClock()
 	c := newClientWith(t, s.url, client.Options{Clock: clk})
 	ctx := context.Background()
 	// Calls take the slots in turn: one round uses every stream once.
