@@ -60,8 +60,9 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Clock is the time of every decision the client takes by the clock: when Consume
 	// extends leases, how long it backs off before retrying a failed receive or settle,
-	// how long settles linger (AckLinger), the drain timeout, the handler-error log's
-	// intervals, when an idle stream is closed and when a failed one is tried again. Defaults to clock.Real. A test passes a *clock.Fake (its own,
+	// how long settles (AckLinger) and a Producer's batches linger, the drain timeout,
+	// the handler-error log's intervals, when an idle stream is closed and when a failed
+	// one is tried again. Defaults to clock.Real. A test passes a *clock.Fake (its own,
 	// or okibatest's Server.Clock) to move that time by hand: on a fake clock none of
 	// these waits ends until the test advances it. What measures the network stays on
 	// the system clock — each request's timeout, a connection's deadlines, and the few

@@ -149,6 +149,8 @@ type countingTransport struct {
 	sends atomic.Int64
 	// hold, if set, makes send requests wait until it is closed or their context ends.
 	hold chan struct{}
+	// held, if set, gets a value as each send request starts to wait on hold.
+	held chan struct{}
 	// fail answers the first fail[op] POSTs of op with 503 unavailable, as a server
 	// that is restarting would, without passing them on.
 	fail map[string]int
@@ -187,6 +189,9 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		if op == "messages" {
 			c.sends.Add(1)
 			if c.hold != nil {
+				if c.held != nil {
+					c.held <- struct{}{}
+				}
 				select {
 				case <-c.hold:
 				case <-r.Context().Done():
