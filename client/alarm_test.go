@@ -8,6 +8,7 @@ import (
 )
 
 func TestAlarmArmsOnceForATimeAndDisarmsForNone(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	clk := clock.NewFake(t0)
 	a := alarm{clock: clk}

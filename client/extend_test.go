@@ -20,6 +20,7 @@ func ids(ls []*lease) string {
 }
 
 func TestExtendScheduleExtendsAnEighthBeforeHalfTheLease(t *testing.T) {
+	t.Parallel()
 	s := extendSchedule{vis: 8 * time.Second}
 	leases := map[string]*lease{}
 	add := func(id string, at time.Time, state leaseState) *lease {

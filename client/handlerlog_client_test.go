@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
@@ -75,6 +76,7 @@ const (
 // HandlerLogBurst of each interval of the client's clock; one line counts the rest,
 // exactly, when the interval ends or when Consume returns.
 func TestConsumeLogsHandlerErrorsAtABoundedRate(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.PutQueue(t, "q", noBackoff())
 	clk := fakeClock()
@@ -101,7 +103,7 @@ func TestConsumeLogsHandlerErrorsAtABoundedRate(t *testing.T) {
 	first := 2*burst + 5
 	send(t, srv.Client, "q", "", bodiesN("a", first)...)
 	for range first {
-		recv(t, succeeded, 10*time.Second, "the messages to succeed at their second delivery")
+		testkit.Recv(t, succeeded, 10*time.Second, "the messages to succeed at their second delivery")
 	}
 	lines := rec.logged(failedLine)
 	if len(lines) != burst {
@@ -127,13 +129,13 @@ func TestConsumeLogsHandlerErrorsAtABoundedRate(t *testing.T) {
 	second := burst + 2
 	send(t, srv.Client, "q", "", bodiesN("b", second)...)
 	for range second {
-		recv(t, succeeded, 10*time.Second, "the messages to succeed at their second delivery")
+		testkit.Recv(t, succeeded, 10*time.Second, "the messages to succeed at their second delivery")
 	}
 	if got := len(rec.logged(failedLine)); got != burst {
 		t.Fatalf("%d failures logged one by one in the second interval, want %d", got, burst)
 	}
 	cancel()
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	got := rec.logged(summaryLine)

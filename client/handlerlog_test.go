@@ -9,6 +9,7 @@ import (
 )
 
 func TestLogLimitLogsABurstPerIntervalAndCountsTheRest(t *testing.T) {
+	t.Parallel()
 	l := logLimit{interval: 10 * time.Second, burst: 3}
 	allow := func(at time.Duration, level slog.Level) (bool, drops) { return l.allow(t0.Add(at), level) }
 	for i := range 3 {
@@ -61,6 +62,7 @@ func TestLogLimitLogsABurstPerIntervalAndCountsTheRest(t *testing.T) {
 }
 
 func TestDescribeLogsEachOutcomeAtItsLevel(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	for _, c := range []struct {
 		err           error

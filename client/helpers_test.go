@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -17,32 +16,9 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
-
-// eventually polls cond until it holds, failing the test after timeout.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// recv waits for a value on ch, failing the test after timeout.
-func recv[T any](t testing.TB, ch <-chan T, timeout time.Duration, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(timeout):
-		t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		panic("unreachable")
-	}
-}
 
 func stats(t testing.TB, srv *okibatest.Server, queue string) api.Stats {
 	t.Helper()
@@ -100,19 +76,31 @@ func consume(t *testing.T, ctx context.Context, c *client.Client, queue string, 
 		opts.Logger = testLogger(t, nil)
 	}
 	done := make(chan error, 1)
-	go func() { done <- c.Consume(ctx, queue, h, opts) }()
+	returned := make(chan struct{})
+	go func() {
+		err := c.Consume(ctx, queue, h, opts)
+		close(returned)
+		done <- err
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-returned:
+		case <-time.After(10 * time.Second):
+			t.Errorf("Consume of %s had not returned 10s after the test ended", queue)
+		}
+	})
 	return done
 }
 
 // testLogger logs to the test log and, if buf is set, to buf as well.
-func testLogger(t testing.TB, buf *syncBuffer) *slog.Logger {
+func testLogger(t testing.TB, buf *testkit.SyncBuffer) *slog.Logger {
 	w := &testWriter{t: t, buf: buf}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 type testWriter struct {
 	t   testing.TB
-	buf *syncBuffer
+	buf *testkit.SyncBuffer
 }
 
 func (w *testWriter) Write(p []byte) (int, error) {
@@ -121,24 +109,6 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	}
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // countingTransport counts POST requests by the last element of their path ("messages"
@@ -233,24 +203,26 @@ func waitTimers(t testing.TB, clk *clock.Fake, n int) {
 
 // noLeakedGoroutines fails the test if a goroutine of the consumer runtime or the
 // producer is still running (they must all be joined before Consume or Close return).
+// It looks at every goroutine of the process, so the tests that call it do not run in
+// parallel: the parallel ones wait until every other test has finished.
 func noLeakedGoroutines(t testing.TB) {
 	t.Helper()
 	var stacks string
-	leaked := func() bool {
+	// A goroutine that closed what its owner waits on has still to return: give it a
+	// moment.
+	testkit.Eventually(t, 2*time.Second, func() bool {
 		buf := make([]byte, 1<<20)
 		stacks = string(buf[:runtime.Stack(buf, true)])
 		for _, g := range strings.Split(stacks, "\n\n") {
 			if strings.Contains(g, "okiba/client.(*consumer)") || strings.Contains(g, "okiba/client.(*Producer)") {
-				return true
+				return false
 			}
 		}
-		return false
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for leaked() {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines of the client runtime are still running:\n%s", stacks)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return true
+	}, "the client runtime's goroutines to end; still running:\n%s", lazy(func() string { return stacks }))
 }
+
+// lazy formats as what f returns when it is printed.
+type lazy func() string
+
+func (f lazy) String() string { return f() }

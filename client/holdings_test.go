@@ -56,6 +56,7 @@ func settles(h *holdings) string {
 }
 
 func TestHoldingsRunAGroupInOrderAndTheRestInParallel(t *testing.T) {
+	t.Parallel()
 	h := newHoldings(2, 10)
 	ls := hold(&h, "g/1", "g/2", "x", "y")
 	if h.room() != 12-4 {
@@ -88,6 +89,7 @@ func TestHoldingsRunAGroupInOrderAndTheRestInParallel(t *testing.T) {
 }
 
 func TestHoldingsAFailureHandsBackTheRestOfItsGroup(t *testing.T) {
+	t.Parallel()
 	h := newHoldings(4, 10)
 	ls := hold(&h, "g/1", "g/2", "g/3", "h/1")
 	start(&h, map[string]bool{})
@@ -107,6 +109,7 @@ func TestHoldingsAFailureHandsBackTheRestOfItsGroup(t *testing.T) {
 }
 
 func TestHoldingsJudgeEveryOutcome(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		err     error
 		stopped bool
@@ -126,6 +129,7 @@ func TestHoldingsJudgeEveryOutcome(t *testing.T) {
 }
 
 func TestHoldingsALostLeaseIsNeverSettled(t *testing.T) {
+	t.Parallel()
 	h := newHoldings(1, 10)
 	ls := hold(&h, "g/1", "g/2", "x")
 	cancelled := map[string]bool{}
@@ -156,6 +160,7 @@ func TestHoldingsALostLeaseIsNeverSettled(t *testing.T) {
 }
 
 func TestHoldingsDrainHandsBackWhatHasNotStarted(t *testing.T) {
+	t.Parallel()
 	h := newHoldings(1, 10)
 	ls := hold(&h, "g/1", "g/2", "x")
 	start(&h, map[string]bool{}) // g/1

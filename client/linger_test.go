@@ -6,6 +6,7 @@ import (
 )
 
 func TestLingerPolicySaysLeaveNowOrWaitUntil(t *testing.T) {
+	t.Parallel()
 	opened := t0
 	for _, c := range []struct {
 		name     string

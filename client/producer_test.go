@@ -11,6 +11,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
@@ -33,6 +34,7 @@ func countingClientWith(t *testing.T, srv *okibatest.Server, tr *countingTranspo
 }
 
 func TestProducerBatchesConcurrentSends(t *testing.T) {
+	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "orders")
 	c, tr := countingClient(t, srv)
@@ -100,6 +102,7 @@ func TestProducerBatchesConcurrentSends(t *testing.T) {
 }
 
 func TestProducerQueueFullFailsOnlyItsOwnSend(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.PutQueue(t, "small", api.QueueConfig{MaxMessages: ptr(int64(10))})
 	c, tr := countingClient(t, srv)
@@ -123,7 +126,7 @@ func TestProducerQueueFullFailsOnlyItsOwnSend(t *testing.T) {
 	sent := make(map[string]string) // id → body
 	full := 0
 	for range 20 {
-		o := recv(t, out, 10*time.Second, "a Send's result")
+		o := testkit.Recv(t, out, 10*time.Second, "a Send's result")
 		switch {
 		case o.err == nil:
 			sent[o.res.ID] = o.body
@@ -150,6 +153,7 @@ func TestProducerQueueFullFailsOnlyItsOwnSend(t *testing.T) {
 }
 
 func TestProducerSplitsABatchRejectedForOneMessage(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	p := client.NewProducer(srv.Client, "q", client.ProducerOptions{MaxBatch: 8, Linger: time.Hour})
@@ -171,7 +175,7 @@ func TestProducerSplitsABatchRejectedForOneMessage(t *testing.T) {
 		}()
 	}
 	for range 8 {
-		o := recv(t, out, 10*time.Second, "a Send's result")
+		o := testkit.Recv(t, out, 10*time.Second, "a Send's result")
 		if o.i == 5 {
 			if !client.IsCode(o.err, api.CodeInvalidDelay) {
 				t.Errorf("Send with a bad delay: %v, want invalid_delay", o.err)
@@ -186,6 +190,7 @@ func TestProducerSplitsABatchRejectedForOneMessage(t *testing.T) {
 }
 
 func TestProducerFlushAndCloseSendWithoutWaitingForLinger(t *testing.T) {
+	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	p, parked := client.NewWatchedProducer(srv.Client, "q", client.ProducerOptions{Linger: time.Hour})
@@ -214,7 +219,7 @@ func TestProducerFlushAndCloseSendWithoutWaitingForLinger(t *testing.T) {
 		t.Fatalf("after Flush the server holds %d messages, want 5", got)
 	}
 	for range 5 {
-		if err := recv(t, results, 5*time.Second, "a flushed Send"); err != nil {
+		if err := testkit.Recv(t, results, 5*time.Second, "a flushed Send"); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 	}
@@ -225,7 +230,7 @@ func TestProducerFlushAndCloseSendWithoutWaitingForLinger(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	for range 3 {
-		if err := recv(t, results, 5*time.Second, "a Send drained by Close"); err != nil {
+		if err := testkit.Recv(t, results, 5*time.Second, "a Send drained by Close"); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 	}
@@ -239,6 +244,7 @@ func TestProducerFlushAndCloseSendWithoutWaitingForLinger(t *testing.T) {
 }
 
 func TestProducerSendHonoursItsContext(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	p, parked := client.NewWatchedProducer(srv.Client, "q", client.ProducerOptions{Linger: time.Hour})
@@ -250,7 +256,7 @@ func TestProducerSendHonoursItsContext(t *testing.T) {
 	}()
 	waitAccepted(t, parked, 1)
 	cancel()
-	if err := recv(t, done, 5*time.Second, "the cancelled Send"); !errors.Is(err, context.Canceled) {
+	if err := testkit.Recv(t, done, 5*time.Second, "the cancelled Send"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Send: %v", err)
 	}
 	if err := p.Close(context.Background()); err != nil {
@@ -262,6 +268,7 @@ func TestProducerSendHonoursItsContext(t *testing.T) {
 }
 
 func TestProducerCloseGivesUpWhenItsContextEnds(t *testing.T) {
+	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	// Send requests hang until their context ends: the server never answers in time.
@@ -274,7 +281,7 @@ func TestProducerCloseGivesUpWhenItsContextEnds(t *testing.T) {
 			results <- err
 		}()
 	}
-	recv(t, tr.held, 5*time.Second, "the first request to be out")
+	testkit.Recv(t, tr.held, 5*time.Second, "the first request to be out")
 	waitAccepted(t, parked, 5)
 	if n := tr.sends.Load(); n != 1 {
 		t.Fatalf("%d send requests out, want 1 (MaxInFlight)", n)
@@ -286,7 +293,7 @@ func TestProducerCloseGivesUpWhenItsContextEnds(t *testing.T) {
 	}
 	closed := 0
 	for range 5 {
-		err := recv(t, results, 5*time.Second, "a Send's result")
+		err := testkit.Recv(t, results, 5*time.Second, "a Send's result")
 		switch {
 		case errors.Is(err, client.ErrProducerClosed):
 			closed++
@@ -307,6 +314,7 @@ func ptr[T any](v T) *T { return &v }
 // Publish pipelines without a goroutine per message: every callback runs exactly once,
 // with a distinct id, and the queue holds every message.
 func TestProducerPublishCallsBackOnce(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "pub")
 	p := client.NewProducer(srv.Client, "pub", client.ProducerOptions{})
@@ -346,7 +354,7 @@ func TestProducerPublishCallsBackOnce(t *testing.T) {
 	}
 	late := make(chan client.SendResult, 1)
 	p.Publish(context.Background(), client.Message{Body: []byte("late")}, func(r client.SendResult) { late <- r })
-	if r := recv(t, late, 10*time.Second, "the callback of a Publish after Close"); !errors.Is(r.Err, client.ErrProducerClosed) {
+	if r := testkit.Recv(t, late, 10*time.Second, "the callback of a Publish after Close"); !errors.Is(r.Err, client.ErrProducerClosed) {
 		t.Errorf("publish after close: %v", r.Err)
 	}
 }
@@ -356,6 +364,7 @@ func TestProducerPublishCallsBackOnce(t *testing.T) {
 // back. The producer runs on a fake clock that stands still, so that only the rule can
 // send, not the default's 1ms cap.
 func TestProducerDefaultLingerAdaptsToTheLoad(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	hold := make(chan struct{})
@@ -376,7 +385,7 @@ func TestProducerDefaultLingerAdaptsToTheLoad(t *testing.T) {
 		_, err := p.Send(ctx, client.Message{Body: []byte("first")})
 		results <- err
 	}()
-	recv(t, tr.held, 5*time.Second, "the first message's request, at once")
+	testkit.Recv(t, tr.held, 5*time.Second, "the first message's request, at once")
 	for i := range 10 {
 		go func() {
 			_, err := p.Send(ctx, client.Message{Body: fmt.Appendf(nil, "m%d", i)})
@@ -389,7 +398,7 @@ func TestProducerDefaultLingerAdaptsToTheLoad(t *testing.T) {
 	}
 	release.Do(func() { close(hold) })
 	for range 11 {
-		if err := recv(t, results, 5*time.Second, "a Send's result"); err != nil {
+		if err := testkit.Recv(t, results, 5*time.Second, "a Send's result"); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 	}
@@ -404,6 +413,7 @@ func TestProducerDefaultLingerAdaptsToTheLoad(t *testing.T) {
 // The default linger gathers behind an outstanding request for at most 1ms of the
 // client's clock: then the batch leaves, though the request is still out.
 func TestProducerDefaultLingerWaitsAtMostItsCap(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	hold := make(chan struct{})
@@ -422,7 +432,7 @@ func TestProducerDefaultLingerWaitsAtMostItsCap(t *testing.T) {
 		}()
 	}
 	sendAsync("first")
-	recv(t, tr.held, 5*time.Second, "the first message's request, at once")
+	testkit.Recv(t, tr.held, 5*time.Second, "the first message's request, at once")
 	for i := range 10 {
 		sendAsync(fmt.Sprint("m", i))
 	}
@@ -432,10 +442,10 @@ func TestProducerDefaultLingerWaitsAtMostItsCap(t *testing.T) {
 		t.Fatalf("%d send requests, %d timers a moment before the cap: the batch left early", tr.sends.Load(), clk.Timers())
 	}
 	clk.Advance(time.Nanosecond)
-	recv(t, tr.held, 5*time.Second, "the gathered batch to leave at the cap, the first request still out")
+	testkit.Recv(t, tr.held, 5*time.Second, "the gathered batch to leave at the cap, the first request still out")
 	release.Do(func() { close(hold) })
 	for range 11 {
-		if err := recv(t, results, 5*time.Second, "a Send's result"); err != nil {
+		if err := testkit.Recv(t, results, 5*time.Second, "a Send's result"); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 	}
@@ -447,6 +457,7 @@ func TestProducerDefaultLingerWaitsAtMostItsCap(t *testing.T) {
 // A fixed Linger holds a batch that is not full for its time on the client's clock,
 // even when nothing is outstanding.
 func TestProducerLingerWaitsItsTimeOnTheClock(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	clk := fakeClock()
@@ -468,7 +479,7 @@ func TestProducerLingerWaitsItsTimeOnTheClock(t *testing.T) {
 	}
 	clk.Advance(time.Nanosecond)
 	for range 5 {
-		if err := recv(t, results, 5*time.Second, "a Send's result, once the linger ended"); err != nil {
+		if err := testkit.Recv(t, results, 5*time.Second, "a Send's result, once the linger ended"); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 	}

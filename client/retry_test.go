@@ -6,6 +6,7 @@ import (
 )
 
 func TestBackoffDoublesUpToItsLimitWithinItsJitter(t *testing.T) {
+	t.Parallel()
 	low := retryBackoff()
 	low.jitter = func(time.Duration) time.Duration { return 0 }
 	high := retryBackoff()

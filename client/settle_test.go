@@ -23,6 +23,7 @@ func op(id string, kind settleKind, notBefore time.Time) *settleOp {
 }
 
 func TestReadySettlesWaitForTheirRetryTimeAndTheNackHold(t *testing.T) {
+	t.Parallel()
 	queued := func() []*settleOp {
 		return []*settleOp{
 			op("ack", settleAck, time.Time{}),
@@ -47,6 +48,7 @@ func TestReadySettlesWaitForTheirRetryTimeAndTheNackHold(t *testing.T) {
 }
 
 func TestSettleRequestsGroupByKindInOrderAndBoundTheirSize(t *testing.T) {
+	t.Parallel()
 	var ready []*settleOp
 	for i := range api.MaxBatch + 2 {
 		ready = append(ready, op(fmt.Sprint("a", i), settleAck, time.Time{}))
@@ -68,6 +70,7 @@ func TestSettleRequestsGroupByKindInOrderAndBoundTheirSize(t *testing.T) {
 }
 
 func TestNackHoldLastsUntilTheStopLiftsItOrItsTime(t *testing.T) {
+	t.Parallel()
 	p := pollState{nacksHeld: true}
 	if hold, until := p.nackHold(t0); !hold || !until.IsZero() {
 		t.Fatalf("held by the stop: hold %v until %v", hold, until)
