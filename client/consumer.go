@@ -19,9 +19,9 @@ import (
 // leases held and says what runs next and what is handed back; judge says what a
 // handler's outcome makes of its message; extendSchedule when leases are extended;
 // readySettles which settles may leave; backoff how long to wait after a failure;
-// logLimit which handler errors are logged one by one. They
-// take the time as an argument. The goroutines wait on the clock (Options.Clock) and on
-// channels, call them, and do the requests.
+// logLimit which handler errors are logged one by one. They take the time as an
+// argument. The goroutines wait on the clock (Options.Clock) and on channels, call
+// them, and do the requests.
 //
 // Two waits measure the network rather than decide by the clock, and use the system
 // clock whatever Options.Clock is: each request's timeout (consumerRequestTimeout), and

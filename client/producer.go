@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -109,7 +108,6 @@ type Producer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	accepted atomic.Int64 // Sends taken by the owner
 	// parked, when set (by tests, before run starts), is called by the owner each time
 	// it has taken in what was queued and waits, with how many Sends it has taken in all.
 	parked func(accepted int64)
@@ -276,7 +274,7 @@ func (p *Producer) run() {
 		}
 		wakeC := wake.set(next)
 		if p.parked != nil {
-			p.parked(p.accepted.Load())
+			p.parked(s.accepted)
 		}
 		select {
 		case ps := <-reqs:
@@ -305,12 +303,13 @@ type sender struct {
 	inFlight map[uint64]bool
 	waiters  []flushWaiter
 	closing  bool
+	accepted int64 // Sends taken in all
 }
 
 // accept adds a Send to the open batch (starting one if needed).
 func (s *sender) accept(ps *pendingSend) {
 	p := s.p
-	p.accepted.Add(1)
+	s.accepted++
 	var open *batch
 	if n := len(s.queue); n > 0 && !s.queue[n-1].sealed {
 		open = s.queue[n-1]
