@@ -22,6 +22,7 @@ func fired(tm clock.Timer) (time.Time, bool) {
 }
 
 func TestFakeTimersFireWhenTheirTimeComes(t *testing.T) {
+	t.Parallel()
 	f := clock.NewFake(t0)
 	a, b := f.NewTimer(time.Second), f.NewTimer(3*time.Second)
 	if f.Timers() != 2 {
@@ -48,6 +49,7 @@ func TestFakeTimersFireWhenTheirTimeComes(t *testing.T) {
 }
 
 func TestFakeTimerStopAndReset(t *testing.T) {
+	t.Parallel()
 	f := clock.NewFake(t0)
 	tm := f.NewTimer(time.Second)
 	if !tm.Stop() {
@@ -87,6 +89,7 @@ func TestFakeTimerStopAndReset(t *testing.T) {
 }
 
 func TestFakeStopAndResetDiscardAFiringNotReceived(t *testing.T) {
+	t.Parallel()
 	f := clock.NewFake(t0)
 	tm := f.NewTimer(time.Second)
 	f.Advance(time.Second) // fired, not received
@@ -102,6 +105,7 @@ func TestFakeStopAndResetDiscardAFiringNotReceived(t *testing.T) {
 }
 
 func TestFakeWaitTimersReturnsOnceEnoughTimersWait(t *testing.T) {
+	t.Parallel()
 	f := clock.NewFake(t0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
