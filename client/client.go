@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/clock"
 )
 
 // DefaultServer is the broker address used when none is given.
@@ -57,6 +58,17 @@ type Options struct {
 	// global provider (otel.GetTracerProvider()), which records nothing until the
 	// application installs an OpenTelemetry SDK. See trace.go's notes on tracing.
 	TracerProvider trace.TracerProvider
+	// Clock is the time of every decision the client takes by the clock: when Consume
+	// extends leases, how long it backs off before retrying a failed receive or settle,
+	// how long settles (AckLinger) and a Producer's batches linger, the drain timeout,
+	// the handler-error log's intervals, when an idle stream is closed and when a failed
+	// one is tried again. Defaults to clock.Real. A test passes a *clock.Fake (its own,
+	// or okibatest's Server.Clock) to move that time by hand: on a fake clock none of
+	// these waits ends until the test advances it. What measures the network stays on
+	// the system clock — each request's timeout, a connection's deadlines, and the few
+	// milliseconds a receive in flight gets to be answered when Consume stops — since
+	// only real time shows a peer that stopped answering.
+	Clock clock.Clock
 }
 
 // Client talks to one okiba server. It is safe for concurrent use.
@@ -68,6 +80,7 @@ type Client struct {
 	prop   propagation.TextMapPropagator
 	tracer trace.Tracer
 
+	clock    clock.Clock
 	noStream bool
 	streams  streamState
 }
@@ -89,7 +102,10 @@ func New(base string, opts Options) (*Client, error) {
 			IdleConnTimeout:     90 * time.Second,
 		}}
 	}
-	c := &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc, json: opts.JSON}
+	c := &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc, json: opts.JSON, clock: opts.Clock}
+	if c.clock == nil {
+		c.clock = clock.Real
+	}
 	c.noStream = opts.NoStream || opts.HTTPClient != nil || strings.Trim(u.Path, "/") != ""
 	c.streams.init()
 	c.prop, c.tracer = tracing(opts)

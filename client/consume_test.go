@@ -13,6 +13,8 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
@@ -30,6 +32,7 @@ func bodiesN(prefix string, n int) []string {
 }
 
 func TestConsumeAcksWhenTheHandlerSucceeds(t *testing.T) {
+	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	send(t, srv.Client, "q", "", bodiesN("m", 50)...)
@@ -48,7 +51,7 @@ func TestConsumeAcksWhenTheHandlerSucceeds(t *testing.T) {
 		}
 		return nil
 	}, client.ConsumeOptions{Concurrency: 4})
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	// Consume returns once its acks are answered.
@@ -63,6 +66,7 @@ func TestConsumeAcksWhenTheHandlerSucceeds(t *testing.T) {
 }
 
 func TestConsumeNacksOnErrorAndTheMessageComesBack(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.PutQueue(t, "q", noBackoff())
 	send(t, srv.Client, "q", "", "flaky")
@@ -81,7 +85,7 @@ func TestConsumeNacksOnErrorAndTheMessageComesBack(t *testing.T) {
 		cancel()
 		return nil
 	}, client.ConsumeOptions{})
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	if fmt.Sprint(calls) != "[1 2]" {
@@ -94,6 +98,7 @@ func TestConsumeNacksOnErrorAndTheMessageComesBack(t *testing.T) {
 }
 
 func TestConsumeRetryAfterSetsTheNackDelay(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{FakeClock: true})
 	srv.CreateQueue(t, "q")
 	send(t, srv.Client, "q", "", "later")
@@ -105,7 +110,7 @@ func TestConsumeRetryAfterSetsTheNackDelay(t *testing.T) {
 		cancel()
 		return fmt.Errorf("rate limited: %w", client.RetryAfter(time.Hour))
 	}, client.ConsumeOptions{})
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	ms := peekAll(t, srv.Client, "q")
@@ -115,6 +120,7 @@ func TestConsumeRetryAfterSetsTheNackDelay(t *testing.T) {
 }
 
 func TestConsumeDeadLettersWithTheHandlersReason(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	ids := send(t, srv.Client, "q", "", "poison")
@@ -125,7 +131,7 @@ func TestConsumeDeadLettersWithTheHandlersReason(t *testing.T) {
 		cancel()
 		return fmt.Errorf("parse order: %w", client.DeadLetter("bad-payload", "field total is missing"))
 	}, client.ConsumeOptions{})
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	if st := stats(t, srv, "q"); st.Ready+st.InFlight+st.Delayed != 0 || st.DeadLettered != 1 {
@@ -141,13 +147,14 @@ func TestConsumeDeadLettersWithTheHandlersReason(t *testing.T) {
 }
 
 func TestConsumeRecoversAPanicAndRetries(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.PutQueue(t, "q", noBackoff())
 	send(t, srv.Client, "q", "", "boom")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	var second atomic.Uint32
 	done := consume(t, ctx, srv.Client, "q", func(ctx context.Context, d *client.Delivery) error {
 		if d.Deliveries == 1 {
@@ -157,7 +164,7 @@ func TestConsumeRecoversAPanicAndRetries(t *testing.T) {
 		cancel()
 		return nil
 	}, client.ConsumeOptions{Logger: testLogger(t, &logs)})
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	if second.Load() != 2 {
@@ -171,12 +178,21 @@ func TestConsumeRecoversAPanicAndRetries(t *testing.T) {
 	}
 }
 
+// Handlers that run for three lease lengths keep their leases. The server and the
+// client each run on a fake clock, moved in step: the leases would end at 8s, and each
+// extension must come at its time — an eighth of the lease before half of it has passed,
+// so every 3s — in one request for the five leases received together. While the clocks
+// stand still, nothing is extended.
 func TestConsumeExtendsTheLeaseOfALongHandler(t *testing.T) {
-	srv := okibatest.New(t, okibatest.Options{})
-	srv.PutQueue(t, "q", api.QueueConfig{VisibilityTimeout: api.Ptr(300 * time.Millisecond)})
+	t.Parallel()
+	const vis = 8 * time.Second
+	srv := okibatest.New(t, okibatest.Options{FakeClock: true})
+	srv.PutQueue(t, "q", api.QueueConfig{VisibilityTimeout: api.Ptr(vis)})
 	const n = 5
 	send(t, srv.Client, "q", "", bodiesN("slow", n)...)
-	c, tr := countingClient(t, srv)
+	clk := clock.NewFake(srv.Clock.Now())
+	c, tr := countingClientWith(t, srv, &countingTransport{clock: clk}, client.Options{Clock: clk})
+	advance := func(d time.Duration) { srv.Clock.Advance(d); clk.Advance(d) }
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -192,33 +208,54 @@ func TestConsumeExtendsTheLeaseOfALongHandler(t *testing.T) {
 			t.Errorf("handler context cancelled: %v", context.Cause(hctx))
 		}
 		return nil
-	}, client.ConsumeOptions{Concurrency: n})
+	}, client.ConsumeOptions{Concurrency: n, Prefetch: -1, AckLinger: client.NoLinger})
 	for range n {
-		recv(t, started, 10*time.Second, "the handlers to start")
+		testkit.Recv(t, started, 10*time.Second, "the handlers to start")
+	}
+	t0 := clk.Now()
+	waitTimers(t, clk, 1) // the extender, parked until the first extension is due
+	if got := tr.count("extend"); got != 0 {
+		t.Fatalf("%d extend requests while the clock stood still", got)
+	}
+	const step = vis/2 - vis/8
+	const rounds = 8 // 8 × 3s = 24s: three lease lengths
+	for i := 1; i <= rounds; i++ {
+		advance(step - time.Millisecond)
+		if clk.Timers() != 1 || tr.count("extend") != i-1 {
+			t.Fatalf("extension %d: %d extend requests %v before it was due (%d timers wait)", i, tr.count("extend"), step-time.Millisecond, clk.Timers())
+		}
+		advance(time.Millisecond)
+		waitTimers(t, clk, 1) // extended, and parked until the next
+		if got := tr.count("extend"); got != i {
+			t.Fatalf("extension %d: %d extend requests when it was due", i, got)
+		}
+	}
+	for i, at := range tr.times("extend") {
+		if want := t0.Add(time.Duration(i+1) * step); !at.Equal(want) {
+			t.Errorf("extension %d at %v, want %v", i+1, at.Sub(t0), want.Sub(t0))
+		}
 	}
 
-	// A second consumer polls for 1.2s: four lease lengths. Without extension the message
-	// would be redelivered to it.
-	wait := 1200 * time.Millisecond
-	got, err := srv.Client.Receive(context.Background(), "q", client.ReceiveOptions{Max: 10, Wait: &wait})
+	// A second consumer finds nothing: without the extensions the leases would have
+	// ended 16s ago.
+	got, err := srv.Client.Receive(context.Background(), "q", client.ReceiveOptions{Max: 10, Wait: ptr(time.Duration(0))})
 	if err != nil {
 		t.Fatalf("second consumer: %v", err)
 	}
 	if len(got) != 0 {
-		t.Fatalf("second consumer received %d messages while the handler ran", len(got))
+		t.Fatalf("second consumer received %d messages while the handlers ran", len(got))
 	}
 	st := stats(t, srv, "q")
-	if st.Extended < 2*n || st.InFlight != n {
-		t.Fatalf("stats %+v: want every lease extended at least twice and still in flight", st)
+	if st.Extended != rounds*n || st.InFlight != n {
+		t.Fatalf("stats %+v: want every lease extended %d times and still in flight", st, rounds)
 	}
 	// The leases were received together, so they are extended together.
-	if reqs := tr.count("extend"); uint64(reqs)*2 > st.Extended {
+	if reqs := tr.count("extend"); reqs != rounds {
 		t.Fatalf("%d extend requests for %d extensions: extensions were not batched", reqs, st.Extended)
 	}
 	close(release)
-	eventually(t, 10*time.Second, "the acks", func() bool { return stats(t, srv, "q").Acked == n })
 	cancel()
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	st = stats(t, srv, "q")
@@ -227,7 +264,102 @@ func TestConsumeExtendsTheLeaseOfALongHandler(t *testing.T) {
 	}
 }
 
+// A receive that fails for a reason that may pass is retried after a backoff on the
+// client's clock: the nth failure waits between half and all of 100ms·2ⁿ⁻¹.
+func TestConsumeBacksOffBeforeRetryingAFailedReceive(t *testing.T) {
+	t.Parallel()
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	send(t, srv.Client, "q", "", "m")
+	clk := fakeClock()
+	c, tr := countingClientWith(t, srv, &countingTransport{fail: map[string]int{"receive": 3}}, client.Options{Clock: clk})
+	var logs testkit.SyncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	handled := make(chan struct{})
+	done := consume(t, ctx, c, "q", func(context.Context, *client.Delivery) error {
+		close(handled)
+		return nil
+	}, client.ConsumeOptions{Visibility: time.Hour, Prefetch: -1, AckLinger: client.NoLinger, Logger: testLogger(t, &logs)})
+	for n, d := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		waitTimers(t, clk, 1) // parked in its backoff
+		if got := tr.count("receive"); got != n+1 {
+			t.Fatalf("%d receives after failure %d", got, n+1)
+		}
+		clk.Advance(d/2 - time.Millisecond)
+		if clk.Timers() != 1 {
+			t.Fatalf("failure %d: retried before half its backoff (%v)", n+1, d/2)
+		}
+		clk.Advance(d/2 + time.Millisecond)
+		if clk.Timers() != 0 {
+			t.Fatalf("failure %d: not retried after its whole backoff (%v)", n+1, d)
+		}
+	}
+	testkit.Recv(t, handled, 10*time.Second, "the message, at the fourth receive")
+	cancel()
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if n := strings.Count(logs.String(), "receive failed; retrying"); n != 3 {
+		t.Fatalf("%d failed receives logged, want 3; log:\n%s", n, logs.String())
+	}
+	if st := stats(t, srv, "q"); st.Acked != 1 {
+		t.Fatalf("stats %+v: want the message acked", st)
+	}
+}
+
+// A settle that fails for a reason that may pass is retried after a backoff on the
+// client's clock, while the lease lasts.
+func TestConsumeBacksOffBeforeRetryingAFailedSettle(t *testing.T) {
+	t.Parallel()
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	send(t, srv.Client, "q", "", "m")
+	clk := fakeClock()
+	c, tr := countingClientWith(t, srv, &countingTransport{fail: map[string]int{"ack": 2}}, client.Options{Clock: clk})
+	var logs testkit.SyncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	release := make(chan struct{})
+	done := consume(t, ctx, c, "q", func(context.Context, *client.Delivery) error {
+		close(started)
+		<-release
+		return nil
+	}, client.ConsumeOptions{Visibility: time.Hour, Prefetch: -1, AckLinger: client.NoLinger, Logger: testLogger(t, &logs)})
+	testkit.Recv(t, started, 10*time.Second, "the handler to start")
+	// The extender parks until the first extension is due, in 22m30s, and stays parked
+	// once the lease is being settled; the settler's backoff is the other timer.
+	waitTimers(t, clk, 1)
+	close(release)
+	for n, d := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+		waitTimers(t, clk, 2)
+		if got := tr.count("ack"); got != n+1 {
+			t.Fatalf("%d acks after failure %d", got, n+1)
+		}
+		clk.Advance(d/2 - time.Millisecond)
+		if clk.Timers() != 2 {
+			t.Fatalf("failure %d: retried before half its backoff (%v)", n+1, d/2)
+		}
+		clk.Advance(d/2 + time.Millisecond)
+		if clk.Timers() != 1 {
+			t.Fatalf("failure %d: not retried after its whole backoff (%v)", n+1, d)
+		}
+	}
+	cancel() // Consume returns once the third ack is answered
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if st := stats(t, srv, "q"); st.Acked != 1 {
+		t.Fatalf("stats %+v: want the message acked at the third try", st)
+	}
+	if n := strings.Count(logs.String(), "settle failed; retrying"); n != 2 || tr.count("ack") != 3 {
+		t.Fatalf("%d failed settles logged and %d ack requests, want 2 and 3; log:\n%s", n, tr.count("ack"), logs.String())
+	}
+}
+
 func TestConsumeKeepsGroupOrderAndRunsGroupsInParallel(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	const groups, perGroup = 4, 25
@@ -295,7 +427,7 @@ func TestConsumeKeepsGroupOrderAndRunsGroupsInParallel(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}, client.ConsumeOptions{Concurrency: 8, Prefetch: 200}) // room for every message: one receive takes a group's whole run
-	if err := recv(t, done, 20*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 20*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	for g := range groups {
@@ -309,6 +441,7 @@ func TestConsumeKeepsGroupOrderAndRunsGroupsInParallel(t *testing.T) {
 }
 
 func TestConsumeFailureInAGroupNacksTheRestAndKeepsOrder(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.PutQueue(t, "q", noBackoff())
 	send(t, srv.Client, "q", "g", bodiesN("", 10)...)
@@ -340,7 +473,7 @@ func TestConsumeFailureInAGroupNacksTheRestAndKeepsOrder(t *testing.T) {
 		}
 		return nil
 	}, client.ConsumeOptions{Concurrency: 4, Prefetch: 32})
-	if err := recv(t, done, 20*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 20*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	var got []string
@@ -367,6 +500,7 @@ func TestConsumeFailureInAGroupNacksTheRestAndKeepsOrder(t *testing.T) {
 }
 
 func TestConsumeGracefulShutdownDrainsInFlightWork(t *testing.T) {
+	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	send(t, srv.Client, "q", "", bodiesN("m", 10)...)
@@ -384,24 +518,24 @@ func TestConsumeGracefulShutdownDrainsInFlightWork(t *testing.T) {
 		}
 		return nil
 	}, client.ConsumeOptions{Concurrency: 2, Prefetch: 8})
-	recv(t, started, 10*time.Second, "a handler to start")
-	recv(t, started, 10*time.Second, "a second handler to start")
+	testkit.Recv(t, started, 10*time.Second, "a handler to start")
+	testkit.Recv(t, started, 10*time.Second, "a second handler to start")
 	// Two running and eight prefetched: the consumer holds all ten.
-	eventually(t, 10*time.Second, "all ten leased", func() bool { return stats(t, srv, "q").InFlight == 10 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return stats(t, srv, "q").InFlight == 10 }, "all ten leased")
 
 	cancel()
 	// The eight that never started are handed back at once, while the two still run.
-	eventually(t, 10*time.Second, "the prefetched messages handed back", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st := stats(t, srv, "q")
 		return st.Ready == 8 && st.InFlight == 2
-	})
+	}, "the prefetched messages handed back")
 	select {
 	case err := <-done:
 		t.Fatalf("Consume returned (%v) before its running handlers finished", err)
 	default:
 	}
 	close(release)
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	if cancelledEarly.Load() {
@@ -422,22 +556,47 @@ func TestConsumeGracefulShutdownDrainsInFlightWork(t *testing.T) {
 	noLeakedGoroutines(t)
 }
 
+// The drain timeout runs on the client's clock: a handler that only stops when told is
+// told when the clock reaches it, not a moment before.
 func TestConsumeDrainTimeoutCancelsHandlers(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	send(t, srv.Client, "q", "", "stuck")
+	clk := fakeClock()
+	c, err := client.New(srv.URL, client.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started := make(chan struct{})
-	done := consume(t, ctx, srv.Client, "q", func(hctx context.Context, d *client.Delivery) error {
+	cancelled := make(chan struct{})
+	const drain = 30 * time.Second
+	done := consume(t, ctx, c, "q", func(hctx context.Context, d *client.Delivery) error {
 		close(started)
 		<-hctx.Done() // a handler that only stops when told
+		close(cancelled)
 		return hctx.Err()
-	}, client.ConsumeOptions{DrainTimeout: 50 * time.Millisecond})
-	recv(t, started, 10*time.Second, "the handler to start")
+	}, client.ConsumeOptions{DrainTimeout: drain, Visibility: time.Hour, Prefetch: -1})
+	testkit.Recv(t, started, 10*time.Second, "the handler to start")
+	waitTimers(t, clk, 1) // the extender's
 	cancel()
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	waitTimers(t, clk, 2) // and the drain's
+	clk.Advance(drain - time.Millisecond)
+	if clk.Timers() != 2 {
+		t.Fatalf("%d timers wait a moment before the drain timeout: it fired early", clk.Timers())
+	}
+	select {
+	case <-cancelled:
+		t.Fatal("the handler was cancelled before the drain timeout")
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	testkit.Recv(t, cancelled, 10*time.Second, "the handler to be cancelled at the drain timeout")
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	// Cut short by the consumer, not failed: handed back with no backoff.
@@ -448,6 +607,7 @@ func TestConsumeDrainTimeoutCancelsHandlers(t *testing.T) {
 }
 
 func TestConsumeHardStopCancelsHandlersAtOnce(t *testing.T) {
+	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	send(t, srv.Client, "q", "", "a", "b")
@@ -459,10 +619,10 @@ func TestConsumeHardStopCancelsHandlersAtOnce(t *testing.T) {
 		<-hctx.Done()
 		return hctx.Err()
 	}, client.ConsumeOptions{Concurrency: 2, HardStop: hardStop})
-	recv(t, started, 10*time.Second, "a handler to start")
-	recv(t, started, 10*time.Second, "the second handler to start")
+	testkit.Recv(t, started, 10*time.Second, "a handler to start")
+	testkit.Recv(t, started, 10*time.Second, "the second handler to start")
 	close(hardStop)
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	if st := stats(t, srv, "q"); st.Ready != 2 || st.InFlight != 0 {
@@ -472,6 +632,7 @@ func TestConsumeHardStopCancelsHandlersAtOnce(t *testing.T) {
 }
 
 func TestConsumeWithoutPrefetchLeasesOnlyWhatRuns(t *testing.T) {
+	t.Parallel()
 	// Prefetch none, one handler: the fetcher waits for room while the handler runs, so
 	// only the running message is leased, and the drain leaves nothing else leased.
 	srv := okibatest.New(t, okibatest.Options{})
@@ -486,13 +647,13 @@ func TestConsumeWithoutPrefetchLeasesOnlyWhatRuns(t *testing.T) {
 		<-release
 		return nil
 	}, client.ConsumeOptions{Prefetch: -1})
-	recv(t, started, 10*time.Second, "the handler to start")
+	testkit.Recv(t, started, 10*time.Second, "the handler to start")
 	if st := stats(t, srv, "q"); st.InFlight != 1 {
 		t.Fatalf("stats %+v: with no prefetch only the running message is leased", st)
 	}
 	cancel()
 	close(release)
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	if st := stats(t, srv, "q"); st.Acked != 1 || st.Ready != 2 || st.InFlight != 0 {
@@ -501,6 +662,7 @@ func TestConsumeWithoutPrefetchLeasesOnlyWhatRuns(t *testing.T) {
 }
 
 func TestConsumeEndsOnAnUnrecoverableError(t *testing.T) {
+	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
 	srv := okibatest.New(t, okibatest.Options{})
 	h := func(context.Context, *client.Delivery) error { return nil }
 	// Reading the queue's visibility fails at once.
@@ -521,17 +683,18 @@ func TestConsumeEndsOnAnUnrecoverableError(t *testing.T) {
 		return nil
 	}, client.ConsumeOptions{})
 	send(t, srv.Client, "q", "", "x")
-	recv(t, started, 10*time.Second, "the handler to start")
+	testkit.Recv(t, started, 10*time.Second, "the handler to start")
 	if err := srv.Client.DeleteQueue(context.Background(), "q", true); err != nil {
 		t.Fatal(err)
 	}
-	if err := recv(t, done, 10*time.Second, "Consume to return"); !client.IsCode(err, api.CodeQueueNotFound) {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); !client.IsCode(err, api.CodeQueueNotFound) {
 		t.Fatalf("Consume of a deleted queue: %v, want queue_not_found", err)
 	}
 	noLeakedGoroutines(t)
 }
 
 func TestConsumeLostLeaseCancelsTheHandlerAndSkipsTheSettle(t *testing.T) {
+	t.Parallel()
 	// The broker's clock is fake: jumping it past the lease makes the next extension
 	// answer receipt_stale, as when this process stalled longer than its lease.
 	srv := okibatest.New(t, okibatest.Options{FakeClock: true})
@@ -550,7 +713,7 @@ func TestConsumeLostLeaseCancelsTheHandlerAndSkipsTheSettle(t *testing.T) {
 		close(cancelled)
 		return nil // would be an ack, but the lease is gone
 	}, client.ConsumeOptions{Prefetch: -1})
-	recv(t, started, 10*time.Second, "the handler to start")
+	testkit.Recv(t, started, 10*time.Second, "the handler to start")
 	// Receive it elsewhere once the lease has ended, so that the message is not only
 	// stale but in someone else's hands.
 	srv.Clock.Advance(time.Second)
@@ -558,9 +721,9 @@ func TestConsumeLostLeaseCancelsTheHandlerAndSkipsTheSettle(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("second consumer: %v, %d messages", err, len(got))
 	}
-	recv(t, cancelled, 10*time.Second, "the handler's context to be cancelled")
+	testkit.Recv(t, cancelled, 10*time.Second, "the handler's context to be cancelled")
 	cancel()
-	if err := recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	if st := stats(t, srv, "q"); st.Acked != 0 || st.Nacked != 0 || st.InFlight != 1 {

@@ -12,6 +12,7 @@ import (
 // The Go client speaks the binary encoding by default and JSON on request; both carry the
 // same messages.
 func TestClientEncodingsCarryTheSameMessages(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	ctx := context.Background()

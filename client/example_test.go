@@ -12,6 +12,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/okibatest"
 )
 
@@ -112,6 +113,38 @@ func Example_producer() {
 	fmt.Println("messages in the queue:", q.Stats.Ready)
 	// Output:
 	// messages in the queue: 100
+}
+
+// In a test, the client's time can be a fake clock: here a Producer's linger holds a
+// batch until the test moves the clock past it. WaitTimers says when the producer has
+// taken the message and armed its linger, so the test moves the clock only then.
+func ExampleOptions_clock() {
+	admin, stop := exampleBroker()
+	defer stop()
+	ctx := context.Background()
+	if _, err := admin.PutQueue(ctx, "events", api.QueueConfig{}); err != nil {
+		log.Fatal(err)
+	}
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	c, err := client.New(admin.Server(), client.Options{Clock: clk})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	p := client.NewProducer(c, "events", client.ProducerOptions{Linger: time.Minute})
+	defer p.Close(ctx)
+
+	sent := make(chan client.SendResult, 1)
+	p.Publish(ctx, client.Message{Body: []byte("hello")}, func(r client.SendResult) { sent <- r })
+	if err := clk.WaitTimers(ctx, 1); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("sent before the linger ended:", len(sent))
+	clk.Advance(time.Minute)
+	fmt.Println("sent after it:", (<-sent).Err == nil)
+	// Output:
+	// sent before the linger ended: 0
+	// sent after it: true
 }
 
 // A handler chooses each message's fate by what it returns. A consumer started like

@@ -1,24 +1,32 @@
 package client
 
-import "time"
-
-// ProducerAccepted reports how many Sends p's owner goroutine has taken, so that tests
-// can wait until messages are gathered instead of sleeping.
-func ProducerAccepted(p *Producer) int64 { return p.accepted.Load() }
-
 // StreamConns is how many stream connections a client opens at most.
 const StreamConns = streamConns
 
-// SetStreamIdle changes how long a stream may go unused, until restore is called.
-func SetStreamIdle(d time.Duration) (restore func()) {
-	old := streamIdle
-	streamIdle = d
-	return func() { streamIdle = old }
-}
+// StreamIdle is how long, by the client's clock, a stream may go unused.
+const StreamIdle = streamIdle
 
-// SetDefaultProducerLinger changes the default linger's cap, until restore is called.
-func SetDefaultProducerLinger(d time.Duration) (restore func()) {
-	old := defaultProducerLinger
-	defaultProducerLinger = d
-	return func() { defaultProducerLinger = old }
+// HandlerLogBurst and HandlerLogInterval are the handler-error log's rate: the first
+// HandlerLogBurst lines of each HandlerLogInterval.
+const (
+	HandlerLogBurst    = handlerLogBurst
+	HandlerLogInterval = handlerLogInterval
+)
+
+// NewWatchedProducer is NewProducer, with a channel that says, each time the producer's
+// owner goroutine has taken in what was queued and waits (its linger's timer armed),
+// how many Sends it has taken in all. The channel holds the latest count only: a test
+// reads until it sees the count it waits for.
+func NewWatchedProducer(c *Client, queue string, opts ProducerOptions) (*Producer, <-chan int64) {
+	p := newProducer(c, queue, opts)
+	parked := make(chan int64, 1)
+	p.parked = func(n int64) { // the owner is the only sender: after the drain, there is room
+		select {
+		case <-parked:
+		default:
+		}
+		parked <- n
+	}
+	go p.run()
+	return p, parked
 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/clock"
 )
 
 // ErrProducerClosed is returned by Send after Close, and by a Send whose message was
@@ -35,7 +35,8 @@ type ProducerOptions struct {
 	// rate and the round trip, and a message sent to an idle producer does not wait. A
 	// positive Linger waits that long even when nothing is outstanding. NoLinger (any
 	// negative value) sends whatever has gathered as soon as a request may leave. Batches
-	// also grow, whatever the linger, while MaxInFlight requests are outstanding.
+	// also grow, whatever the linger, while MaxInFlight requests are outstanding. The
+	// linger runs on the client's clock (Options.Clock).
 	Linger time.Duration
 	// MaxInFlight is the most send requests outstanding at once. Many requests in flight
 	// let the broker commit many messages with one fsync (group commit). Defaults to 8.
@@ -49,8 +50,8 @@ const (
 	defaultProducerInFlight = 8
 )
 
-// defaultProducerLinger caps the default linger (a variable for the tests).
-var defaultProducerLinger = time.Millisecond
+// defaultProducerLinger caps the default, adaptive linger.
+const defaultProducerLinger = time.Millisecond
 
 func (o ProducerOptions) withDefaults() ProducerOptions {
 	if o.MaxBatch <= 0 {
@@ -82,12 +83,11 @@ func (o ProducerOptions) withDefaults() ProducerOptions {
 // message fails. Transport errors are not retried (a retried send without a dedup id
 // could enqueue the message twice): every Send of that request gets the error.
 type Producer struct {
-	c     *Client
-	queue string
-	opts  ProducerOptions
-	// adaptive: Linger was left at its default, so a batch does not linger while no
-	// request is outstanding.
-	adaptive bool
+	c      *Client
+	queue  string
+	opts   ProducerOptions
+	linger lingerPolicy
+	clock  clock.Clock
 
 	// Requests to the owner goroutine (run). reqs is buffered, so that a Publish costs no
 	// hand-off to the owner (which takes what has gathered in one go); closed, under
@@ -108,7 +108,9 @@ type Producer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	accepted atomic.Int64 // Sends taken by the owner (tests wait on it)
+	// parked, when set (by tests, before run starts), is called by the owner each time
+	// it has taken in what was queued and waits, with how many Sends it has taken in all.
+	parked func(accepted int64)
 }
 
 // pendingSend is one message handed to Send or Publish, waiting for its result.
@@ -124,22 +126,30 @@ type batch struct {
 	id     uint64
 	items  []*pendingSend
 	bytes  int
-	sealed bool // full: it leaves as soon as there is room, without lingering
+	sealed bool      // full: it leaves as soon as there is room, without lingering
+	opened time.Time // when its first message came (when the linger may matter)
 }
 
 // NewProducer starts a producer for queue. Close it to stop its goroutine.
 func NewProducer(c *Client, queue string, opts ProducerOptions) *Producer {
+	p := newProducer(c, queue, opts)
+	go p.run()
+	return p
+}
+
+// newProducer makes a producer without starting its goroutine.
+func newProducer(c *Client, queue string, opts ProducerOptions) *Producer {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Producer{
-		c: c, queue: queue, opts: opts.withDefaults(), adaptive: opts.Linger == 0,
+		c: c, queue: queue, opts: opts.withDefaults(), clock: c.clock,
 		flushes: make(chan chan struct{}),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 		ctx:     ctx, cancel: cancel,
 	}
+	p.linger = lingerPolicy{wait: p.opts.Linger, adaptive: opts.Linger == 0}
 	p.reqs = make(chan *pendingSend, max(p.opts.MaxBatch, 64))
 	p.batches = make(chan uint64, p.opts.MaxInFlight)
-	go p.run()
 	return p
 }
 
@@ -237,158 +247,172 @@ func (p *Producer) Close(ctx context.Context) error {
 	}
 }
 
-// run is the producer's owner goroutine: it alone touches the batches. It gathers Sends
-// into batches, starts a request goroutine per batch while fewer than MaxInFlight are
-// outstanding, and joins them all before it returns.
+// run is the producer's owner goroutine: it alone touches the batches (sender). It
+// gathers Sends into batches, starts a request goroutine per batch when the linger
+// policy and MaxInFlight let it leave, and joins them all before it returns.
 func (p *Producer) run() {
 	defer close(p.done)
-	var (
-		queue      []*batch // waiting to leave, oldest first; only the last may be unsealed
-		nextID     uint64   // id of the next batch to create
-		inFlight   = make(map[uint64]bool)
-		waiters    []flushWaiter
-		closing    bool
-		reqs       = p.reqs
-		closingC   = p.closing
-		linger     *time.Timer
-		lingerC    <-chan time.Time
-		lingerDone bool // the open batch's linger has passed
-	)
-	stopLinger := func() {
-		if linger != nil {
-			linger.Stop()
-		}
-		lingerC, lingerDone = nil, false
-	}
-	flushWants := func(id uint64) bool {
-		for _, w := range waiters {
-			if w.target >= id {
-				return true
-			}
-		}
-		return false
-	}
-	// oldest is the id of the oldest batch without its outcome, or nextID if none.
-	oldest := func() uint64 {
-		o := nextID
-		if len(queue) > 0 {
-			o = queue[0].id
-		}
-		for id := range inFlight {
-			o = min(o, id)
-		}
-		return o
-	}
-	// accept adds a Send to the open batch (starting one if needed).
-	accept := func(ps *pendingSend) {
-		p.accepted.Add(1)
-		var open *batch
-		if n := len(queue); n > 0 && !queue[n-1].sealed {
-			open = queue[n-1]
-		}
-		if open != nil && len(open.items) > 0 && open.bytes+ps.size > p.opts.MaxBytes {
-			open.sealed = true
-			stopLinger()
-			open = nil
-		}
-		if open == nil {
-			open = &batch{id: nextID}
-			nextID++
-			queue = append(queue, open)
-			if p.opts.Linger > 0 {
-				if linger == nil {
-					linger = time.NewTimer(p.opts.Linger)
-				} else {
-					linger.Reset(p.opts.Linger)
-				}
-				lingerC, lingerDone = linger.C, false
-			}
-		}
-		open.items = append(open.items, ps)
-		open.bytes += ps.size
-		if len(open.items) >= p.opts.MaxBatch || open.bytes >= p.opts.MaxBytes {
-			open.sealed = true
-			stopLinger()
-		}
-	}
-	// drain accepts whatever is queued, so that a flush or the close sees every Send
-	// that was accepted before it.
-	drain := func() {
-		for {
-			select {
-			case ps := <-p.reqs:
-				accept(ps)
-			default:
-				return
-			}
-		}
-	}
+	s := sender{p: p, inFlight: make(map[uint64]bool)}
+	wake := alarm{clock: p.clock}
+	defer wake.stop()
+	reqs, closingC := p.reqs, p.closing
 	for {
 		if p.ctx.Err() != nil { // Close gave up: fail what has not left
-			for _, b := range queue {
-				for _, ps := range b.items {
-					ps.deliver(SendResult{Err: ErrProducerClosed})
-				}
-			}
-			queue = nil
-			stopLinger()
+			s.failUnsent()
 		}
-		for len(queue) > 0 && len(inFlight) < p.opts.MaxInFlight {
-			b := queue[0]
-			idle := p.adaptive && len(inFlight) == 0
-			if !b.sealed && !lingerDone && p.opts.Linger > 0 && !closing && !flushWants(b.id) && !idle {
-				break
-			}
-			if !b.sealed {
-				stopLinger()
-			}
-			queue = queue[1:]
-			if p.start(b) {
-				inFlight[b.id] = true
-			}
-		}
-		o := oldest()
-		kept := waiters[:0]
-		for _, w := range waiters {
-			if w.target < o {
-				close(w.done)
-			} else {
-				kept = append(kept, w)
-			}
-		}
-		waiters = kept
-		if closing && len(queue) == 0 && len(inFlight) == 0 {
-			for _, w := range waiters {
+		next := s.dispatch()
+		s.releaseFlushes()
+		if s.closing && len(s.queue) == 0 && len(s.inFlight) == 0 {
+			for _, w := range s.waiters {
 				close(w.done)
 			}
-			stopLinger()
 			return
 		}
 		var ctxDone <-chan struct{}
-		if closing && len(queue) > 0 {
+		if s.closing && len(s.queue) > 0 {
 			ctxDone = p.ctx.Done()
+		}
+		wakeC := wake.set(next)
+		if p.parked != nil {
+			p.parked(s.accepted)
 		}
 		select {
 		case ps := <-reqs:
-			accept(ps)
-			drain() // what else has gathered, in one pass of the loop rather than one each
-		case <-lingerC:
-			lingerC, lingerDone = nil, true
+			s.accept(ps)
+			s.drain() // what else has gathered, in one pass of the loop rather than one each
+		case <-wakeC:
+			wake.rang()
 		case id := <-p.batches:
-			delete(inFlight, id)
+			delete(s.inFlight, id)
 		case done := <-p.flushes:
-			drain()
-			if nextID == 0 {
-				close(done)
-				continue
-			}
-			waiters = append(waiters, flushWaiter{target: nextID - 1, done: done})
+			s.drain()
+			s.flush(done)
 		case <-closingC:
-			closing, reqs, closingC = true, nil, nil
-			drain() // Close let no Publish queue after this
+			s.closing, reqs, closingC = true, nil, nil
+			s.drain() // Close let no Publish queue after this
 		case <-ctxDone:
 		}
 	}
+}
+
+// sender is the state of the producer's owner goroutine, which alone touches it.
+type sender struct {
+	p        *Producer
+	queue    []*batch // waiting to leave, oldest first; only the last may be unsealed
+	nextID   uint64   // id of the next batch to create
+	inFlight map[uint64]bool
+	waiters  []flushWaiter
+	closing  bool
+	accepted int64 // Sends taken in all
+}
+
+// accept adds a Send to the open batch (starting one if needed).
+func (s *sender) accept(ps *pendingSend) {
+	p := s.p
+	s.accepted++
+	var open *batch
+	if n := len(s.queue); n > 0 && !s.queue[n-1].sealed {
+		open = s.queue[n-1]
+	}
+	if open != nil && len(open.items) > 0 && open.bytes+ps.size > p.opts.MaxBytes {
+		open.sealed = true
+		open = nil
+	}
+	if open == nil {
+		open = &batch{id: s.nextID}
+		if p.linger.wait > 0 {
+			open.opened = p.clock.Now()
+		}
+		s.nextID++
+		s.queue = append(s.queue, open)
+	}
+	open.items = append(open.items, ps)
+	open.bytes += ps.size
+	if len(open.items) >= p.opts.MaxBatch || open.bytes >= p.opts.MaxBytes {
+		open.sealed = true
+	}
+}
+
+// drain accepts whatever is queued, so that a flush or the close sees every Send that
+// was accepted before it.
+func (s *sender) drain() {
+	for {
+		select {
+		case ps := <-s.p.reqs:
+			s.accept(ps)
+		default:
+			return
+		}
+	}
+}
+
+// dispatch starts the batches that may leave, oldest first, while fewer than
+// MaxInFlight requests are outstanding. It returns when the open batch's linger ends if
+// the linger holds it back, else the zero time.
+func (s *sender) dispatch() time.Time {
+	p := s.p
+	for len(s.queue) > 0 && len(s.inFlight) < p.opts.MaxInFlight {
+		b := s.queue[0]
+		if !b.sealed && !s.closing && p.linger.lingers(len(s.inFlight)) && !s.flushWants(b.id) {
+			if leave, until := p.linger.decide(p.clock.Now(), b.opened, len(s.inFlight)); !leave {
+				return until
+			}
+		}
+		s.queue = s.queue[1:]
+		if p.start(b) {
+			s.inFlight[b.id] = true
+		}
+	}
+	return time.Time{}
+}
+
+// flush registers a Flush: done is closed once every batch accepted so far has its
+// outcome.
+func (s *sender) flush(done chan struct{}) {
+	if s.nextID == 0 {
+		close(done)
+		return
+	}
+	s.waiters = append(s.waiters, flushWaiter{target: s.nextID - 1, done: done})
+}
+
+func (s *sender) flushWants(id uint64) bool {
+	for _, w := range s.waiters {
+		if w.target >= id {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseFlushes releases the flushes whose batches all have their outcome.
+func (s *sender) releaseFlushes() {
+	oldest := s.nextID // the oldest batch without its outcome
+	if len(s.queue) > 0 {
+		oldest = s.queue[0].id
+	}
+	for id := range s.inFlight {
+		oldest = min(oldest, id)
+	}
+	kept := s.waiters[:0]
+	for _, w := range s.waiters {
+		if w.target < oldest {
+			close(w.done)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	s.waiters = kept
+}
+
+// failUnsent fails the Sends that have not left, when Close gave up.
+func (s *sender) failUnsent() {
+	for _, b := range s.queue {
+		for _, ps := range b.items {
+			ps.deliver(SendResult{Err: ErrProducerClosed})
+		}
+	}
+	s.queue = nil
 }
 
 type flushWaiter struct {

@@ -11,19 +11,22 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
 // countingClient returns a client for srv whose requests are counted.
 func countingClient(t *testing.T, srv *okibatest.Server) (*client.Client, *countingTransport) {
 	t.Helper()
-	return countingClientWith(t, srv, &countingTransport{})
+	return countingClientWith(t, srv, &countingTransport{}, client.Options{})
 }
 
-func countingClientWith(t *testing.T, srv *okibatest.Server, tr *countingTransport) (*client.Client, *countingTransport) {
+// countingClientWith returns a client for srv with opts whose requests go through tr.
+func countingClientWith(t *testing.T, srv *okibatest.Server, tr *countingTransport, opts client.Options) (*client.Client, *countingTransport) {
 	t.Helper()
 	tr.base = &http.Transport{MaxIdleConnsPerHost: 64}
-	c, err := client.New(srv.URL, client.Options{HTTPClient: &http.Client{Transport: tr}})
+	opts.HTTPClient = &http.Client{Transport: tr}
+	c, err := client.New(srv.URL, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +34,7 @@ func countingClientWith(t *testing.T, srv *okibatest.Server, tr *countingTranspo
 }
 
 func TestProducerBatchesConcurrentSends(t *testing.T) {
+	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "orders")
 	c, tr := countingClient(t, srv)
@@ -98,6 +102,7 @@ func TestProducerBatchesConcurrentSends(t *testing.T) {
 }
 
 func TestProducerQueueFullFailsOnlyItsOwnSend(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.PutQueue(t, "small", api.QueueConfig{MaxMessages: ptr(int64(10))})
 	c, tr := countingClient(t, srv)
@@ -121,7 +126,7 @@ func TestProducerQueueFullFailsOnlyItsOwnSend(t *testing.T) {
 	sent := make(map[string]string) // id → body
 	full := 0
 	for range 20 {
-		o := recv(t, out, 10*time.Second, "a Send's result")
+		o := testkit.Recv(t, out, 10*time.Second, "a Send's result")
 		switch {
 		case o.err == nil:
 			sent[o.res.ID] = o.body
@@ -148,6 +153,7 @@ func TestProducerQueueFullFailsOnlyItsOwnSend(t *testing.T) {
 }
 
 func TestProducerSplitsABatchRejectedForOneMessage(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	p := client.NewProducer(srv.Client, "q", client.ProducerOptions{MaxBatch: 8, Linger: time.Hour})
@@ -169,7 +175,7 @@ func TestProducerSplitsABatchRejectedForOneMessage(t *testing.T) {
 		}()
 	}
 	for range 8 {
-		o := recv(t, out, 10*time.Second, "a Send's result")
+		o := testkit.Recv(t, out, 10*time.Second, "a Send's result")
 		if o.i == 5 {
 			if !client.IsCode(o.err, api.CodeInvalidDelay) {
 				t.Errorf("Send with a bad delay: %v, want invalid_delay", o.err)
@@ -184,9 +190,10 @@ func TestProducerSplitsABatchRejectedForOneMessage(t *testing.T) {
 }
 
 func TestProducerFlushAndCloseSendWithoutWaitingForLinger(t *testing.T) {
+	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
-	p := client.NewProducer(srv.Client, "q", client.ProducerOptions{Linger: time.Hour})
+	p, parked := client.NewWatchedProducer(srv.Client, "q", client.ProducerOptions{Linger: time.Hour})
 	ctx := context.Background()
 
 	results := make(chan error, 10)
@@ -199,7 +206,7 @@ func TestProducerFlushAndCloseSendWithoutWaitingForLinger(t *testing.T) {
 		}
 	}
 	sendAsync(5)
-	eventually(t, 5*time.Second, "5 Sends gathered", func() bool { return client.ProducerAccepted(p) == 5 })
+	waitAccepted(t, parked, 5)
 	select {
 	case err := <-results:
 		t.Fatalf("a Send returned (%v) before its batch's linger or a flush", err)
@@ -212,18 +219,18 @@ func TestProducerFlushAndCloseSendWithoutWaitingForLinger(t *testing.T) {
 		t.Fatalf("after Flush the server holds %d messages, want 5", got)
 	}
 	for range 5 {
-		if err := recv(t, results, 5*time.Second, "a flushed Send"); err != nil {
+		if err := testkit.Recv(t, results, 5*time.Second, "a flushed Send"); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 	}
 
 	sendAsync(3)
-	eventually(t, 5*time.Second, "3 more Sends gathered", func() bool { return client.ProducerAccepted(p) == 8 })
+	waitAccepted(t, parked, 8)
 	if err := p.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	for range 3 {
-		if err := recv(t, results, 5*time.Second, "a Send drained by Close"); err != nil {
+		if err := testkit.Recv(t, results, 5*time.Second, "a Send drained by Close"); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 	}
@@ -237,18 +244,19 @@ func TestProducerFlushAndCloseSendWithoutWaitingForLinger(t *testing.T) {
 }
 
 func TestProducerSendHonoursItsContext(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
-	p := client.NewProducer(srv.Client, "q", client.ProducerOptions{Linger: time.Hour})
+	p, parked := client.NewWatchedProducer(srv.Client, "q", client.ProducerOptions{Linger: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		_, err := p.Send(ctx, client.Message{Body: []byte("never")})
 		done <- err
 	}()
-	eventually(t, 5*time.Second, "the Send gathered", func() bool { return client.ProducerAccepted(p) == 1 })
+	waitAccepted(t, parked, 1)
 	cancel()
-	if err := recv(t, done, 5*time.Second, "the cancelled Send"); !errors.Is(err, context.Canceled) {
+	if err := testkit.Recv(t, done, 5*time.Second, "the cancelled Send"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Send: %v", err)
 	}
 	if err := p.Close(context.Background()); err != nil {
@@ -260,11 +268,12 @@ func TestProducerSendHonoursItsContext(t *testing.T) {
 }
 
 func TestProducerCloseGivesUpWhenItsContextEnds(t *testing.T) {
+	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	// Send requests hang until their context ends: the server never answers in time.
-	c, tr := countingClientWith(t, srv, &countingTransport{hold: make(chan struct{})})
-	p := client.NewProducer(c, "q", client.ProducerOptions{MaxBatch: 2, MaxInFlight: 1, Linger: client.NoLinger})
+	c, tr := countingClientWith(t, srv, &countingTransport{hold: make(chan struct{}), held: make(chan struct{}, 10)}, client.Options{})
+	p, parked := client.NewWatchedProducer(c, "q", client.ProducerOptions{MaxBatch: 2, MaxInFlight: 1, Linger: client.NoLinger})
 	results := make(chan error, 5)
 	for i := range 5 {
 		go func() {
@@ -272,9 +281,11 @@ func TestProducerCloseGivesUpWhenItsContextEnds(t *testing.T) {
 			results <- err
 		}()
 	}
-	eventually(t, 5*time.Second, "5 Sends gathered and one request out", func() bool {
-		return client.ProducerAccepted(p) == 5 && tr.sends.Load() == 1
-	})
+	testkit.Recv(t, tr.held, 5*time.Second, "the first request to be out")
+	waitAccepted(t, parked, 5)
+	if n := tr.sends.Load(); n != 1 {
+		t.Fatalf("%d send requests out, want 1 (MaxInFlight)", n)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -282,7 +293,7 @@ func TestProducerCloseGivesUpWhenItsContextEnds(t *testing.T) {
 	}
 	closed := 0
 	for range 5 {
-		err := recv(t, results, 5*time.Second, "a Send's result")
+		err := testkit.Recv(t, results, 5*time.Second, "a Send's result")
 		switch {
 		case errors.Is(err, client.ErrProducerClosed):
 			closed++
@@ -303,6 +314,7 @@ func ptr[T any](v T) *T { return &v }
 // Publish pipelines without a goroutine per message: every callback runs exactly once,
 // with a distinct id, and the queue holds every message.
 func TestProducerPublishCallsBackOnce(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "pub")
 	p := client.NewProducer(srv.Client, "pub", client.ProducerOptions{})
@@ -342,22 +354,24 @@ func TestProducerPublishCallsBackOnce(t *testing.T) {
 	}
 	late := make(chan client.SendResult, 1)
 	p.Publish(context.Background(), client.Message{Body: []byte("late")}, func(r client.SendResult) { late <- r })
-	if r := recv(t, late, 10*time.Second, "the callback of a Publish after Close"); !errors.Is(r.Err, client.ErrProducerClosed) {
+	if r := testkit.Recv(t, late, 10*time.Second, "the callback of a Publish after Close"); !errors.Is(r.Err, client.ErrProducerClosed) {
 		t.Errorf("publish after close: %v", r.Err)
 	}
 }
 
 // With the default linger, a message sent to an idle producer leaves at once, and the
 // messages sent while its request is out gather into one batch that leaves when it comes
-// back. (The default's cap is raised to an hour here, so that only the rule can send.)
+// back. The producer runs on a fake clock that stands still, so that only the rule can
+// send, not the default's 1ms cap.
 func TestProducerDefaultLingerAdaptsToTheLoad(t *testing.T) {
-	defer client.SetDefaultProducerLinger(time.Hour)()
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	hold := make(chan struct{})
 	var release sync.Once
-	c, tr := countingClientWith(t, srv, &countingTransport{hold: hold})
-	p := client.NewProducer(c, "q", client.ProducerOptions{})
+	clk := fakeClock()
+	c, tr := countingClientWith(t, srv, &countingTransport{hold: hold, held: make(chan struct{}, 10)}, client.Options{Clock: clk})
+	p, parked := client.NewWatchedProducer(c, "q", client.ProducerOptions{})
 	defer func() {
 		release.Do(func() { close(hold) })
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -371,20 +385,20 @@ func TestProducerDefaultLingerAdaptsToTheLoad(t *testing.T) {
 		_, err := p.Send(ctx, client.Message{Body: []byte("first")})
 		results <- err
 	}()
-	eventually(t, 5*time.Second, "the first message's request", func() bool { return tr.sends.Load() == 1 })
+	testkit.Recv(t, tr.held, 5*time.Second, "the first message's request, at once")
 	for i := range 10 {
 		go func() {
 			_, err := p.Send(ctx, client.Message{Body: fmt.Appendf(nil, "m%d", i)})
 			results <- err
 		}()
 	}
-	eventually(t, 5*time.Second, "10 more Sends gathered", func() bool { return client.ProducerAccepted(p) == 11 })
+	waitAccepted(t, parked, 11)
 	if n := tr.sends.Load(); n != 1 {
 		t.Fatalf("%d send requests while the first was out, want the others gathered", n)
 	}
 	release.Do(func() { close(hold) })
 	for range 11 {
-		if err := recv(t, results, 5*time.Second, "a Send's result"); err != nil {
+		if err := testkit.Recv(t, results, 5*time.Second, "a Send's result"); err != nil {
 			t.Fatalf("Send: %v", err)
 		}
 	}
@@ -393,5 +407,102 @@ func TestProducerDefaultLingerAdaptsToTheLoad(t *testing.T) {
 	}
 	if got := stats(t, srv, "q").Ready; got != 11 {
 		t.Fatalf("server holds %d messages, want 11", got)
+	}
+}
+
+// The default linger gathers behind an outstanding request for at most 1ms of the
+// client's clock: then the batch leaves, though the request is still out.
+func TestProducerDefaultLingerWaitsAtMostItsCap(t *testing.T) {
+	t.Parallel()
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	hold := make(chan struct{})
+	var release sync.Once
+	clk := fakeClock()
+	c, tr := countingClientWith(t, srv, &countingTransport{hold: hold, held: make(chan struct{}, 10)}, client.Options{Clock: clk})
+	p, parked := client.NewWatchedProducer(c, "q", client.ProducerOptions{})
+	defer p.Close(context.Background())
+	defer release.Do(func() { close(hold) }) // before Close, which waits for the held request
+
+	results := make(chan error, 11)
+	sendAsync := func(body string) {
+		go func() {
+			_, err := p.Send(context.Background(), client.Message{Body: []byte(body)})
+			results <- err
+		}()
+	}
+	sendAsync("first")
+	testkit.Recv(t, tr.held, 5*time.Second, "the first message's request, at once")
+	for i := range 10 {
+		sendAsync(fmt.Sprint("m", i))
+	}
+	waitAccepted(t, parked, 11) // and the linger's timer armed
+	clk.Advance(time.Millisecond - time.Nanosecond)
+	if clk.Timers() != 1 || tr.sends.Load() != 1 {
+		t.Fatalf("%d send requests, %d timers a moment before the cap: the batch left early", tr.sends.Load(), clk.Timers())
+	}
+	clk.Advance(time.Nanosecond)
+	testkit.Recv(t, tr.held, 5*time.Second, "the gathered batch to leave at the cap, the first request still out")
+	release.Do(func() { close(hold) })
+	for range 11 {
+		if err := testkit.Recv(t, results, 5*time.Second, "a Send's result"); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	if n := tr.sends.Load(); n != 2 {
+		t.Fatalf("%d send requests, want 2", n)
+	}
+}
+
+// A fixed Linger holds a batch that is not full for its time on the client's clock,
+// even when nothing is outstanding.
+func TestProducerLingerWaitsItsTimeOnTheClock(t *testing.T) {
+	t.Parallel()
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	clk := fakeClock()
+	c, tr := countingClientWith(t, srv, &countingTransport{}, client.Options{Clock: clk})
+	const linger = 50 * time.Millisecond
+	p, parked := client.NewWatchedProducer(c, "q", client.ProducerOptions{Linger: linger})
+	defer p.Close(context.Background())
+	results := make(chan error, 5)
+	for i := range 5 {
+		go func() {
+			_, err := p.Send(context.Background(), client.Message{Body: fmt.Appendf(nil, "m%d", i)})
+			results <- err
+		}()
+	}
+	waitAccepted(t, parked, 5)
+	clk.Advance(linger - time.Nanosecond)
+	if clk.Timers() != 1 || tr.sends.Load() != 0 {
+		t.Fatalf("%d send requests, %d timers a moment before the linger's end: the batch left early", tr.sends.Load(), clk.Timers())
+	}
+	clk.Advance(time.Nanosecond)
+	for range 5 {
+		if err := testkit.Recv(t, results, 5*time.Second, "a Send's result, once the linger ended"); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	if n := tr.sends.Load(); n != 1 {
+		t.Fatalf("%d send requests, want the 5 messages in 1", n)
+	}
+}
+
+// waitAccepted waits until the producer's owner has taken in n Sends and parked.
+func waitAccepted(t *testing.T, parked <-chan int64, n int64) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-parked:
+			if got > n {
+				t.Fatalf("the producer took %d Sends, want %d", got, n)
+			}
+			if got == n {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("timed out waiting for the producer to take %d Sends", n)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/coalesce"
 )
 
@@ -28,13 +29,14 @@ import (
 // maxAnswer bounds the answer frames the client reads, against a corrupt length.
 const maxAnswer = 1 << 30
 
-// streamIdle is how long a stream may go unused before the client closes it rather
-// than use it again: shorter than the server's idle timeout, as HTTP clients close
-// idle keep-alive connections before servers do.
-var streamIdle = 2 * time.Minute
+// streamIdle is how long a stream may go unused, by Options.Clock, before the client
+// closes it rather than use it again: shorter than the server's idle timeout, as HTTP
+// clients close idle keep-alive connections before servers do.
+const streamIdle = 2 * time.Minute
 
-// streamRetry is how long a client waits before trying to open a stream again after
-// an attempt failed for a reason that may pass (a refused connection, a restart).
+// streamRetry is how long, by Options.Clock, a client waits before trying to open a
+// stream again after an attempt failed for a reason that may pass (a refused
+// connection, a restart).
 const streamRetry = time.Second
 
 // errStreamBroken wraps the errors of calls whose stream broke before they were answered:
@@ -92,7 +94,7 @@ func (c *Client) stream(ctx context.Context) *stream {
 	}
 	sl.st = nil
 	s.mu.Lock()
-	skip := s.off || time.Now().Before(s.retryAt)
+	skip := s.off || c.clock.Now().Before(s.retryAt)
 	s.mu.Unlock()
 	if skip {
 		return nil
@@ -104,7 +106,7 @@ func (c *Client) stream(ctx context.Context) *stream {
 		if errors.As(err, &refused) && refused.permanent() {
 			s.off = true
 		} else {
-			s.retryAt = time.Now().Add(streamRetry)
+			s.retryAt = c.clock.Now().Add(streamRetry)
 		}
 		s.mu.Unlock()
 		return nil
@@ -169,7 +171,8 @@ func (c *Client) dialStream(ctx context.Context) (*stream, error) {
 		}
 		conn = tc
 	}
-	// ctx's end (its deadline or a cancel) ends the handshake.
+	// ctx's end (its deadline or a cancel) ends the handshake. A connection's deadline
+	// is on the system clock, whatever Options.Clock says.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 	req := "GET " + api.StreamPath + " HTTP/1.1\r\nHost: " + u.Host + "\r\nConnection: Upgrade\r\nUpgrade: " + api.StreamProtocol + "\r\n"
@@ -195,15 +198,16 @@ func (c *Client) dialStream(ctx context.Context) (*stream, error) {
 		conn.Close()
 		return nil, ctx.Err()
 	}
-	st := &stream{conn: conn, w: coalesce.New(conn), pending: make(map[uint64]chan answer), lastUsed: time.Now()}
+	st := &stream{conn: conn, w: coalesce.New(conn), clock: c.clock, pending: make(map[uint64]chan answer), lastUsed: c.clock.Now()}
 	go st.readLoop(br)
 	return st, nil
 }
 
 // stream is one open stream connection.
 type stream struct {
-	conn net.Conn
-	w    *coalesce.Writer
+	conn  net.Conn
+	w     *coalesce.Writer
+	clock clock.Clock // the client's: it times the idle close
 
 	mu       sync.Mutex
 	pending  map[uint64]chan answer
@@ -219,7 +223,7 @@ func (st *stream) idle() time.Duration {
 	if len(st.pending) > 0 {
 		return 0
 	}
-	return time.Since(st.lastUsed)
+	return st.clock.Now().Sub(st.lastUsed)
 }
 
 // answer is what a call gets back: an answer frame, or the stream's failure.
@@ -273,7 +277,7 @@ func (st *stream) readLoop(br *bufio.Reader) {
 		st.mu.Lock()
 		ch := st.pending[f.ID]
 		delete(st.pending, f.ID)
-		st.lastUsed = time.Now()
+		st.lastUsed = st.clock.Now()
 		st.mu.Unlock()
 		if ch != nil { // nil: the call gave up waiting
 			ch <- answer{status: f.Status, header: f.HTTPHeader(), body: f.Body}
@@ -296,7 +300,7 @@ func (st *stream) roundTrip(req *http.Request, body []byte) (*http.Response, []b
 	st.next++
 	f.ID = st.next
 	st.pending[f.ID] = ch
-	st.lastUsed = time.Now()
+	st.lastUsed = st.clock.Now()
 	st.mu.Unlock()
 	if err := st.w.Write(func(b []byte) []byte { return api.AppendFrame(b, &f) }); err != nil {
 		st.fail(fmt.Errorf("%w: %w", errStreamBroken, err))

@@ -16,6 +16,7 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/internal/node"
+	"github.com/okiba/okiba/internal/testkit"
 )
 
 // streamServer is a real broker and server whose HTTP requests are counted before they
@@ -60,7 +61,12 @@ func newStreamServer(t *testing.T, token string, noStreams bool) *streamServer {
 
 func newClient(t *testing.T, url, token string) *client.Client {
 	t.Helper()
-	c, err := client.New(url, client.Options{Token: token})
+	return newClientWith(t, url, client.Options{Token: token})
+}
+
+func newClientWith(t *testing.T, url string, opts client.Options) *client.Client {
+	t.Helper()
+	c, err := client.New(url, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +118,7 @@ func exchange(t *testing.T, c *client.Client, queue string, n int) {
 // TestClientCallsTravelOnStreams: concurrent calls share a few connections, each opened
 // once, with the token checked when it opens.
 func TestClientCallsTravelOnStreams(t *testing.T) {
+	t.Parallel()
 	s := newStreamServer(t, "tok", false)
 	c := newClient(t, s.url, "tok")
 	exchange(t, c, "jobs", 200)
@@ -129,6 +136,7 @@ func TestClientCallsTravelOnStreams(t *testing.T) {
 // TestClientFallsBackToHTTP: against a server without streams the client makes plain
 // HTTP requests, and asks for a stream only once.
 func TestClientFallsBackToHTTP(t *testing.T) {
+	t.Parallel()
 	s := newStreamServer(t, "", true)
 	c := newClient(t, s.url, "")
 	exchange(t, c, "jobs", 20)
@@ -143,6 +151,7 @@ func TestClientFallsBackToHTTP(t *testing.T) {
 // TestClientReopensABrokenStream: when the connections break, the calls waiting on them
 // fail, and the next calls open new streams.
 func TestClientReopensABrokenStream(t *testing.T) {
+	t.Parallel()
 	s := newStreamServer(t, "", false)
 	p := newCutter(t, s.url)
 	c := newClient(t, p.url, "")
@@ -155,9 +164,9 @@ func TestClientReopensABrokenStream(t *testing.T) {
 		_, err := c.Receive(ctx, "jobs", client.ReceiveOptions{Wait: ptr(30 * time.Second)})
 		waiting <- err
 	}()
-	eventually(t, 10*time.Second, "the long poll to leave the client", func() bool { return p.sent.Load() > sent })
+	testkit.Eventually(t, 10*time.Second, func() bool { return p.sent.Load() > sent }, "the long poll to leave the client")
 	p.cut()
-	if err := recv(t, waiting, 10*time.Second, "the long poll to fail"); err == nil {
+	if err := testkit.Recv(t, waiting, 10*time.Second, "the long poll to fail"); err == nil {
 		t.Fatal("a call on a broken stream succeeded")
 	}
 	// Reads that meet a broken stream are sent again on a new one; one per connection
@@ -177,6 +186,7 @@ func TestClientReopensABrokenStream(t *testing.T) {
 // TestClientCancelLeasesNothing: a call whose context ends is cancelled on the server
 // too: a long poll given up does not lease the message that arrives afterwards.
 func TestClientCancelLeasesNothing(t *testing.T) {
+	t.Parallel()
 	s := newStreamServer(t, "", false)
 	c := newClient(t, s.url, "")
 	ctx := context.Background()
@@ -258,31 +268,44 @@ func (c countingWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// TestClientClosesIdleStreams: a stream unused for the idle time is closed and replaced
-// at the next call, before a server would close it under the call. With an idle time of
-// a microsecond, a stream is idle by the time its slot's turn comes again.
+// TestClientClosesIdleStreams: a stream unused for the idle time, by the client's clock,
+// is closed and replaced at the next call, before a server would close it under the
+// call; one used a moment before is kept.
 func TestClientClosesIdleStreams(t *testing.T) {
-	defer client.SetStreamIdle(time.Microsecond)()
+	t.Parallel()
 	s := newStreamServer(t, "", false)
-	c := newClient(t, s.url, "")
+	clk := fakeClock()
+	c := newClientWith(t, s.url, client.Options{Clock: clk})
 	ctx := context.Background()
-	for range client.StreamConns {
-		if _, err := c.Queues(ctx, ""); err != nil {
-			t.Fatal(err)
+	// Calls take the slots in turn: one round uses every stream once.
+	round := func() {
+		t.Helper()
+		for range client.StreamConns {
+			if _, err := c.Queues(ctx, ""); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	before := s.upgrades.Load()
+	round()
+	opened := s.upgrades.Load()
+	clk.Advance(client.StreamIdle - time.Millisecond)
+	round()
+	if got := s.upgrades.Load(); got != opened {
+		t.Fatalf("%d upgrades after a round a moment short of the idle time, %d before: want the streams kept", got, opened)
+	}
+	clk.Advance(client.StreamIdle)
 	if _, err := c.Queues(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.upgrades.Load(); got != before+1 {
-		t.Fatalf("%d upgrades after an idle call, %d before: want one new stream", got, before)
+	if got := s.upgrades.Load(); got != opened+1 {
+		t.Fatalf("%d upgrades after an idle call, %d before: want one new stream", got, opened)
 	}
 }
 
 // TestClientCallHonoursItsContextWhileAStreamOpens: a server that accepts connections
 // but never answers holds up the call that opens a stream, not the others' contexts.
 func TestClientCallHonoursItsContextWhileAStreamOpens(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -313,15 +336,21 @@ func TestClientCallHonoursItsContextWhileAStreamOpens(t *testing.T) {
 	defer cancelSlow()
 	first := make(chan error, 1)
 	go func() { _, err := c.Queue(slow, "q"); first <- err }()
-	// Every slot in turn: whichever the first call holds, some call waits for it.
+	// Every slot, one call each (calls take the slots in turn): whichever the first call
+	// holds, some call waits for it.
+	done := make(chan error, client.StreamConns)
 	for range client.StreamConns {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		done := make(chan error, 1)
-		go func() { _, err := c.Queue(ctx, "q"); done <- err }()
-		if err := recv(t, done, 5*time.Second, "a call with a 100ms deadline to return"); !errors.Is(err, context.DeadlineExceeded) {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_, err := c.Queue(ctx, "q")
+			done <- err
+		}()
+	}
+	for range client.StreamConns {
+		if err := testkit.Recv(t, done, 5*time.Second, "a call with a 100ms deadline to return"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("call with a 100ms deadline: %v", err)
 		}
-		cancel()
 	}
 	select {
 	case err := <-first:
@@ -329,7 +358,7 @@ func TestClientCallHonoursItsContextWhileAStreamOpens(t *testing.T) {
 	default:
 	}
 	cancelSlow()
-	if err := recv(t, first, 15*time.Second, "the first call to end with its context"); err == nil {
+	if err := testkit.Recv(t, first, 15*time.Second, "the first call to end with its context"); err == nil {
 		t.Fatal("a call to a server that never answers succeeded")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
@@ -17,8 +18,10 @@ import (
 // consumer runtime: the handler's span continues the sender's trace, as a child of the
 // send span, and carries the correlation id on to what it sends.
 func TestTraceContinuesThroughAQueue(t *testing.T) {
+	t.Parallel()
 	for _, json := range []bool{false, true} {
 		t.Run(map[bool]string{false: "binary", true: "json"}[json], func(t *testing.T) {
+			t.Parallel()
 			srv := okibatest.New(t, okibatest.Options{})
 			srv.CreateQueue(t, "orders")
 			srv.CreateQueue(t, "payments")
@@ -59,7 +62,7 @@ func TestTraceContinuesThroughAQueue(t *testing.T) {
 					return nil
 				}, client.ConsumeOptions{PollWait: 50 * time.Millisecond})
 			}()
-			s := recv(t, got, 10*time.Second, "the handler")
+			s := testkit.Recv(t, got, 10*time.Second, "the handler")
 			stop()
 			if err := <-done; err != nil {
 				t.Fatal(err)
@@ -108,6 +111,7 @@ func TestTraceContinuesThroughAQueue(t *testing.T) {
 // trace context still travels (so a service that only forwards keeps the trace
 // whole), and a sender without one adds no header.
 func TestTraceWithoutAnSDK(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	c := srv.Client
@@ -147,6 +151,7 @@ func TestTraceWithoutAnSDK(t *testing.T) {
 
 // TestHandlerErrorMarksItsSpan: a failed handler's span records the error.
 func TestHandlerErrorMarksItsSpan(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
 	rec := tracetest.NewSpanRecorder()
@@ -168,7 +173,7 @@ func TestHandlerErrorMarksItsSpan(t *testing.T) {
 			return client.DeadLetter("broken", "")
 		}, client.ConsumeOptions{PollWait: 50 * time.Millisecond})
 	}()
-	recv(t, ran, 10*time.Second, "the handler")
+	testkit.Recv(t, ran, 10*time.Second, "the handler")
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package clock_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ func fired(tm clock.Timer) (time.Time, bool) {
 }
 
 func TestFakeTimersFireWhenTheirTimeComes(t *testing.T) {
+	t.Parallel()
 	f := clock.NewFake(t0)
 	a, b := f.NewTimer(time.Second), f.NewTimer(3*time.Second)
 	if f.Timers() != 2 {
@@ -46,6 +49,7 @@ func TestFakeTimersFireWhenTheirTimeComes(t *testing.T) {
 }
 
 func TestFakeTimerStopAndReset(t *testing.T) {
+	t.Parallel()
 	f := clock.NewFake(t0)
 	tm := f.NewTimer(time.Second)
 	if !tm.Stop() {
@@ -81,5 +85,66 @@ func TestFakeTimerStopAndReset(t *testing.T) {
 	f.Set(t0)
 	if _, ok := fired(later); ok {
 		t.Fatal("stepping the clock back fired a future timer")
+	}
+}
+
+func TestFakeStopAndResetDiscardAFiringNotReceived(t *testing.T) {
+	t.Parallel()
+	f := clock.NewFake(t0)
+	tm := f.NewTimer(time.Second)
+	f.Advance(time.Second) // fired, not received
+	tm.Reset(time.Minute)
+	if _, ok := fired(tm); ok {
+		t.Fatal("Reset kept the earlier firing")
+	}
+	f.Advance(time.Minute) // fired again, not received
+	tm.Stop()
+	if _, ok := fired(tm); ok {
+		t.Fatal("Stop kept the firing")
+	}
+}
+
+func TestFakeWaitTimersReturnsOnceEnoughTimersWait(t *testing.T) {
+	t.Parallel()
+	f := clock.NewFake(t0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.WaitTimers(ctx, 0); err != nil {
+		t.Fatalf("WaitTimers(0): %v", err)
+	}
+	parked := make(chan clock.Timer)
+	waited := make(chan error, 1)
+	go func() { waited <- f.WaitTimers(ctx, 2) }()
+	// The goroutine under test: it arms one timer, then another when told.
+	go func() {
+		parked <- f.NewTimer(time.Second)
+		<-parked
+		parked <- f.NewTimer(time.Second)
+	}()
+	first := <-parked
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitTimers(2) returned (%v) with one timer waiting", err)
+	default:
+	}
+	parked <- nil
+	second := <-parked
+	if err := <-waited; err != nil {
+		t.Fatalf("WaitTimers(2) with two timers waiting: %v", err)
+	}
+	// A fired timer no longer waits; re-arming it counts again.
+	f.Advance(time.Second)
+	if f.Timers() != 0 {
+		t.Fatalf("%d timers wait after both fired", f.Timers())
+	}
+	go func() { first.Reset(time.Second); second.Reset(time.Second) }()
+	if err := f.WaitTimers(ctx, 2); err != nil {
+		t.Fatalf("WaitTimers after Reset: %v", err)
+	}
+
+	short, stop := context.WithCancel(context.Background())
+	stop()
+	if err := f.WaitTimers(short, 3); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitTimers with a cancelled context: %v", err)
 	}
 }

@@ -11,6 +11,12 @@
 //
 // With Options.FakeClock, time stands still until the test moves it with
 // srv.Clock.Advance, so lease expiry, delays and backoff can be tested without sleeping.
+//
+// The client's runtimes run on a clock too (client.Options.Clock): on a fake one, a
+// consumer's lease extension, backoff and drain timeout and a producer's linger wait for
+// the test. Give the client a clock of its own (clock.NewFake) and advance both in step
+// where the server's time matters: the broker's own timers wait on srv.Clock, so
+// counting timers with WaitTimers says something only on a clock the client alone uses.
 package okibatest
 
 import (
