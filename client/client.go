@@ -155,7 +155,23 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if out == nil || len(data) == 0 {
 		return nil
 	}
-	return json.Unmarshal(data, out)
+	if err := json.Unmarshal(data, out); err != nil {
+		return unreadable(resp, data, err)
+	}
+	return nil
+}
+
+// ErrUnreadableAnswer is wrapped by the error of a call whose answer was a success the
+// client cannot read: not okiba's encoding (a proxy's page, a test double that answered
+// JSON to a binary request). Nothing says the call failed, or that it did not; a read may
+// be retried, and the consumer runtime does so.
+var ErrUnreadableAnswer = errors.New("okiba: the answer cannot be read")
+
+func unreadable(resp *http.Response, data []byte, err error) error {
+	if len(data) > 200 {
+		data = append(data[:200:200], "…"...)
+	}
+	return fmt.Errorf("%w (HTTP %d, %s: %v): %q", ErrUnreadableAnswer, resp.StatusCode, resp.Header.Get("Content-Type"), err, data)
 }
 
 // doBinary posts body (binary), or in JSON-encoded when body is nil, accepting a binary
@@ -181,7 +197,13 @@ func (c *Client) doBinary(ctx context.Context, path string, in any, body []byte,
 		return err
 	}
 	if resp.Header.Get("Content-Type") == api.ContentTypeBinary {
-		return decode(data)
+		if err := decode(data); err != nil {
+			return unreadable(resp, data, err)
+		}
+		return nil
+	}
+	if resp.StatusCode < 300 {
+		return unreadable(resp, data, errors.New("a binary answer was asked for"))
 	}
 	e, _ := answerError(resp.StatusCode, data)
 	return e

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -731,5 +733,55 @@ func TestConsumeLostLeaseCancelsTheHandlerAndSkipsTheSettle(t *testing.T) {
 	}
 	if err := srv.Client.AckOne(context.Background(), "q", got[0].Receipt); err != nil {
 		t.Fatalf("the second consumer's ack: %v", err)
+	}
+}
+
+// unreadableTransport answers the first n receives with a success the client cannot
+// read (JSON to a binary request, as a proxy or a test double might), then passes them on.
+type unreadableTransport struct {
+	base http.RoundTripper
+	n    atomic.Int64
+}
+
+func (u *unreadableTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/receive") && u.n.Add(-1) >= 0 {
+		body := `{"messages":[]}`
+		return &http.Response{StatusCode: 200, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body)),
+			ContentLength: int64(len(body)), Request: r}, nil
+	}
+	return u.base.RoundTrip(r)
+}
+
+// An answer Consume cannot read is not the end of it: it logs it once, retries, and
+// processes the message once the answers are readable again.
+func TestConsumeSurvivesAnswersItCannotRead(t *testing.T) {
+	t.Parallel()
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.CreateQueue(t, "q")
+	tr := &unreadableTransport{base: http.DefaultTransport}
+	tr.n.Store(3)
+	c, err := client.New(srv.URL, client.Options{HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	send(t, srv.Client, "q", "", "after the noise")
+	got := make(chan string, 1)
+	var logs testkit.SyncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := consume(t, ctx, c, "q", func(_ context.Context, d *client.Delivery) error {
+		got <- string(d.Body)
+		return nil
+	}, client.ConsumeOptions{Logger: testLogger(t, &logs)})
+	if body := testkit.Recv(t, got, 10*time.Second, "the message after three unreadable answers"); body != "after the noise" {
+		t.Fatalf("handled %q", body)
+	}
+	cancel()
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if n := strings.Count(logs.String(), "level=WARN msg=\"okiba: a receive's answer cannot be read"); n != 1 {
+		t.Fatalf("unreadable answers logged %d times at WARN, want once:\n%s", n, logs.String())
 	}
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // unrecoverable error.
 func (co *consumer) fetch(ctx context.Context) {
 	wait, vis := co.opts.PollWait, co.sched.vis
-	failures := 0
+	failures, unreadable := 0, 0
 	for ctx.Err() == nil {
 		co.mu.Lock()
 		room := co.held.room()
@@ -44,7 +45,7 @@ func (co *consumer) fetch(ctx context.Context) {
 		}
 		co.mu.Unlock()
 		if err == nil {
-			failures = 0
+			failures, unreadable = 0, 0
 			continue
 		}
 		if ctx.Err() != nil {
@@ -55,7 +56,18 @@ func (co *consumer) fetch(ctx context.Context) {
 			return
 		}
 		failures++
-		co.log.Warn("okiba: receive failed; retrying", "queue", co.queue, "error", err, "failures", failures)
+		switch {
+		case errors.Is(err, ErrUnreadableAnswer) && unreadable > 0:
+			// Logged once until a receive succeeds: something between the client and the
+			// broker answers in its own way, and says nothing new each time.
+			co.log.Debug("okiba: receive answer unreadable again; retrying", "queue", co.queue, "error", err, "failures", failures)
+			unreadable++
+		case errors.Is(err, ErrUnreadableAnswer):
+			co.log.Warn("okiba: a receive's answer cannot be read; retrying (logged once until one succeeds)", "queue", co.queue, "error", err)
+			unreadable++
+		default:
+			co.log.Warn("okiba: receive failed; retrying", "queue", co.queue, "error", err, "failures", failures)
+		}
 		if !sleep(ctx, co.clock, co.retry.delay(failures)) {
 			return
 		}

@@ -10,7 +10,8 @@ import (
 	"github.com/okiba/okiba/clock"
 )
 
-// transient reports whether err may go away by itself: transport errors, 5xx
+// transient reports whether err may go away by itself: transport errors and answers the
+// client cannot read (ErrUnreadableAnswer: not an *api.Error), 5xx
 // (storage_failed, unavailable, internal), 429 and 408.
 func transient(err error) bool {
 	var e *api.Error
