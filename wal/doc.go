@@ -21,7 +21,7 @@
 //	00000003.wal.tmp                 a segment being created (removed by Open)
 //	checkpoint-<16 hex>.ckpt         the latest checkpoint, named by position
 //
-// # Segment format (version 1)
+// # Segment format (version 2)
 //
 // Every integer is little-endian; every checksum is CRC-32C (Castagnoli).
 // A segment file is created at its full size (Options.SegmentSize,
@@ -31,12 +31,13 @@
 //	+-------+-------+-------+---------------+-------+-------+
 //	| magic |version| flags | segment index |  cap  |  crc  |
 //	+-------+-------+-------+---------------+-------+-------+
-//	 "OKIBALOG" u32=1  u32=0      u64         u32     u32: CRC of bytes [0, 28)
+//	 "OKIBALOG" u32=2  u32=0      u64         u32     u32: CRC of bytes [0, 28)
 //
 // cap is the size the file was preallocated to; a segment file shorter than its cap was
 // cut by something outside okiba, and Open refuses it (0: unknown).
 //
-// Frames follow from offset 32, each starting at an 8-byte-aligned offset:
+// Frames follow from offset 32, each starting at an 8-byte-aligned offset.
+// A record:
 //
 //	+---------+---------+------------------------+-----------------+
 //	| len u32 | crc u32 | payload (len bytes)    | zero padding    |
@@ -44,15 +45,50 @@
 //	 crc = CRC-32C of the 4 len bytes followed by the payload
 //	 padding brings the frame to a multiple of 8 bytes
 //
+// A batch trailer, 24 bytes, ends what each group commit wrote in the
+// segment:
+//
+//	 0         4         8         12        16           24
+//	+---------+---------+---------+---------+------------+
+//	| len u32 | crc u32 |bytes u32|recs u32 | "BATCHEND" |
+//	+---------+---------+---------+---------+------------+
+//	 len = 1<<31 | 16 (the high bit marks a trailer; 16 is its payload length)
+//	 crc = CRC-32C of the 4 len bytes followed by the 16 payload bytes
+//	 bytes, recs = the size and the number of the records it closes: every
+//	 frame since the previous trailer in the segment, or since the header
+//
 // len is never zero for a record (Append rejects empty payloads), so a zero
 // length word followed by nothing but zeros marks the end of the used part
-// of a segment. A segment ends when the next frame does not fit; the rest of
-// the file stays zero and the next record starts the next segment at offset
-// 32. A Pos is the segment index and the frame's offset in the file.
+// of a segment. A segment ends when the next record and a trailer after it
+// do not fit; the rest of the file stays zero and the next record starts the
+// next segment at offset 32. A Pos is the segment index and the frame's offset
+// in the file. Trailers are the log's own: Open does not pass them to replay,
+// and ReadAt refuses their positions.
 //
-// A reader refuses a file whose version is newer than [FormatVersion], or
-// whose flags it does not know, with [ErrNewerFormat]: flags are reserved for
-// incompatible features.
+// Why trailers: a bad frame with nothing valid after it may be the end of a
+// write cut short by a crash (never acknowledged, to be discarded) or an
+// acknowledged record damaged since (bit rot, a bad sector: to be kept, and
+// never silently dropped). Format 1 had no way to tell them apart and took
+// both for the first. Every batch now ends with a frame that is written last,
+// in the same write, and fsynced with the batch before any of its records is
+// acknowledged; its last byte is never zero, and a single flipped bit cannot
+// make it zero (each magic byte has at least two bits set). So a whole batch
+// is recognisable on disk, damaged or not, at a cost of 24 bytes per group
+// commit. A batch that crosses into a new segment puts a
+// trailer at the end of its run in the old segment, which is fsynced before
+// the new one gets anything, and one at the end of its run in the new.
+// A sequence number was left out: nothing in recovery would check it that
+// the segment index and the trailers' byte counts do not already pin down.
+//
+// Version 1 is the same without trailers: records only, and a segment ends
+// when the next record does not fit. Open reads version 1 segments by the
+// same rules, never appends to one (the next record after a
+// version 1 segment starts a new segment, in version 2), and replaces an
+// empty one that would be written to by an empty version 2 segment.
+//
+// A reader refuses a file whose version is newer than it knows
+// ([SegmentVersion], [CheckpointVersion]), or whose flags it does not know,
+// with [ErrNewerFormat]: flags are reserved for incompatible features.
 //
 // # Checkpoint format (version 1)
 //
@@ -70,10 +106,10 @@
 //     fsynced, renamed, and the directory fsynced, all before any record is
 //     written into it. The log creates the next segment in the
 //     background ahead of need (see Options.NoPrecreate).
-//   - A batch is written with positioned writes and made durable with one
-//     fdatasync. A batch that crosses into a new segment fsyncs the old one
-//     before its first write to the new one, so every segment that has a
-//     successor is complete on disk.
+//   - A batch is written with positioned writes, its trailer last in each
+//     segment, and made durable with one fdatasync. A batch that crosses
+//     into a new segment fsyncs the old one before its first write to the
+//     new one, so every segment that has a successor is complete on disk.
 //   - Any failed write, fsync or segment creation fails the log for good:
 //     waiters of every batch not yet durable, and every later call, get an
 //     error wrapping [ErrFailed]. An fsync is never retried: after a failure
@@ -93,29 +129,38 @@
 //     segment after the last one holding records, that holds nothing but
 //     zeros past its header, is unused and is dropped whatever its header.)
 //   - Segments before the start position's are not scanned. From the start
-//     segment on, frames are read in order and every valid one from the
+//     segment on, frames are read in order and every valid record from the
 //     start position on is passed to replay. The start position must be a
-//     frame boundary within the valid log ([ErrBadStart]).
+//     frame boundary (a record's, a trailer's, or the end) within the valid
+//     log ([ErrBadStart]).
+//   - A trailer must describe the records since the previous one; one that
+//     does not is a bad frame. Records after the segment's last trailer
+//     belong to a batch whose trailer never reached the disk: they are valid
+//     records and are replayed, and the next batch's trailer closes them.
 //   - A zero length word ends a segment only if every remaining byte of the
 //     segment is zero. Otherwise, and for a length running past the end of
-//     the segment, a checksum mismatch or non-zero padding, the frame at
-//     that offset X is bad, and one of the next three rules applies.
+//     the segment, a checksum mismatch, non-zero padding or a malformed
+//     trailer, the frame at that offset X is bad, and one of the next three
+//     rules applies.
 //   - Bad frame, and a later segment holds anything: the bad frame is in a
 //     segment that was complete and synced before its successor was
 //     written, so this is corruption, refused with a *CorruptionError
 //     naming the file and X.
 //   - Bad frame in the last segment holding anything, and a valid frame
 //     starts at a later 8-byte-aligned offset of it: corruption in the
-//     middle of the log, refused the same way.
+//     middle of the log, refused the same way. (In version 2 that covers
+//     damage to the log's last record, which its batch's trailer follows.)
 //   - Bad frame in the last segment holding anything, and nothing valid
 //     after it: the torn tail of a write that never completed (and so was
 //     never acknowledged). Open logs a warning, overwrites the bytes from X
 //     up to the last non-zero byte with zeros, fsyncs, and resumes
 //     appending at X.
 //   - An empty segment followed by one holding records means records are
-//     missing: refused. Empty segments after the last one holding records
-//     (created ahead of need) are fine; Open keeps the first as the next
-//     segment and removes any others.
+//     missing, unless the first of those records (with a trailer after it,
+//     in version 2) would not have fit in the empty one: refused. Empty
+//     segments after the last one holding records (created ahead of need)
+//     are fine; Open keeps the first as the next segment if it has the
+//     current version, and removes any others.
 //   - Before returning, Open fsyncs the last segment and the directory: a
 //     previous process may have died with writes it never synced, and
 //     nothing may be built on them until they are durable.

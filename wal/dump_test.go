@@ -31,7 +31,8 @@ func TestDump(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{
-		"00000001.wal  segment 1, 4096 bytes, format version 1",
+		"00000001.wal  segment 1, 4096 bytes, format version 2",
+		"        " + strconv.Itoa(int(positions[1].Offset())-24) + "  batch trailer: 1 records in ",
 		"clean end at offset",
 		"00000002.wal  segment 2",
 		"bad frame at offset " + strconv.Itoa(int(end.Offset())) + ": zero length word followed by non-zero bytes; nothing valid follows",

@@ -1,0 +1,244 @@
+package wal_test
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/wal"
+)
+
+// Batches on disk: every commit ends its run in each segment with a trailer, and a
+// write cut short anywhere in a batch, its trailer included, is still a torn tail that
+// Open discards.
+
+// lastBatchLog writes five batches of one record and then a batch of three, all
+// acknowledged, and returns the records and the offset just past the last trailer.
+func lastBatchLog(t *testing.T) (*vfs.MemFS, []rec, int64) {
+	t.Helper()
+	m := vfs.NewMemFS()
+	f := vfs.NewFaulty(m, nil)
+	l, _ := openLog(t, memOpts(f), 0)
+	var want []rec
+	for i := range 4 {
+		want = append(want, rec{appendWait(t, l, payload(i)), string(payload(i))})
+	}
+	want = append(want, appendBatch(t, f, l, payload(4), payload(5), payload(6), payload(7))...)
+	end := int64(l.End().Offset())
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return m, want, end
+}
+
+// TestTornBatchIsDiscarded tears the write of a three-record batch at every byte, its
+// trailer included. Each is an interrupted write: Open starts, with a warning if a frame
+// was cut, keeps the acknowledged records and those of the batch that reached the disk
+// whole, quarantines nothing, and appends after them.
+func TestTornBatchIsDiscarded(t *testing.T) {
+	const acked = 4
+	batch := []int{acked, acked + 1, acked + 2}
+	for k := 0; ; k++ {
+		m := vfs.NewMemFS()
+		f := vfs.NewFaulty(m, nil)
+		l, _ := openLog(t, memOpts(f), 0)
+		var want []rec
+		for i := range acked - 1 {
+			want = append(want, rec{appendWait(t, l, payload(i)), string(payload(i))})
+		}
+		// The last acknowledged record's commit is held in its fsync while the
+		// batch is appended, so that the three records make one batch.
+		held, release := make(chan struct{}), make(chan struct{})
+		f.SetHook(vfs.Match(vfs.IsOp(vfs.OpSync), func(vfs.Event) error { close(held); <-release; return nil }))
+		pos, gate, err := l.Append(payload(acked - 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, rec{pos, string(payload(acked - 1))})
+		l.Commit()
+		<-held
+		var torn []rec
+		var tk wal.Ticket
+		for _, i := range batch {
+			pos, t2, err := l.Append(payload(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			torn = append(torn, rec{pos, string(payload(i))})
+			tk = t2
+		}
+		at := int64(torn[0].pos.Offset())
+		f.SetHook(vfs.TearWriteAt("00000001.wal", at+int64(k)))
+		close(release)
+		if err := gate.Wait(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		err = tk.Wait(testCtx(t))
+		l.Close()
+		trailerAt := int64(torn[2].pos.Offset()) + int64((8+len(torn[2].data)+7)&^7)
+		if err == nil { // k is past the batch: every tear point was covered
+			if at+int64(k) != trailerAt+24 {
+				t.Fatalf("the batch write was not torn at byte %d of %d", k, trailerAt+24-at)
+			}
+			break
+		}
+		if !errors.Is(err, vfs.ErrInjected) {
+			t.Fatalf("k=%d: Wait = %v", k, err)
+		}
+
+		var logs logBuffer
+		opts := memOpts(m.CrashWith(keepCurrent))
+		opts.Logger = logs.logger()
+		l, got, err := tryOpen(opts, 0)
+		if err != nil {
+			t.Fatalf("k=%d: a torn write was refused: %v", k, err)
+		}
+		// A record survives if every byte of it but its zero padding was written.
+		cut, partial := at+int64(k), false
+		for _, r := range torn {
+			off, content := int64(r.pos.Offset()), int64(r.pos.Offset())+8+int64(len(r.data))
+			if cut >= content {
+				want = append(want, r)
+			}
+			partial = partial || (cut > off && cut < content)
+		}
+		if cut > trailerAt && cut < trailerAt+24 {
+			partial = true
+		}
+		sameRecords(t, got, want)
+		if warned := strings.Contains(logs.String(), "torn tail"); warned != partial {
+			t.Fatalf("k=%d: torn tail reported %v, want %v; log:\n%s", k, warned, partial, logs.String())
+		}
+		if names := dirNames(t, opts.FS); strings.Contains(names, "quarantine") {
+			t.Fatalf("k=%d: a torn write was quarantined: %s", k, names)
+		}
+		want = append(want, rec{appendWait(t, l, []byte("after")), "after"})
+		l.Close()
+		logs = logBuffer{}
+		l, got = openLog(t, opts, 0)
+		sameRecords(t, got, want)
+		l.Close()
+		if logs.String() != "" {
+			t.Fatalf("k=%d: second reopen was not clean:\n%s", k, logs.String())
+		}
+	}
+}
+
+// TestPrefixOfBatchIsDiscarded writes, by the documented layout, every prefix of a
+// batch (two records and their trailer) into the zeroed end of a log, as a write cut
+// short leaves it: never refused, never quarantined.
+func TestPrefixOfBatchIsDiscarded(t *testing.T) {
+	m0, want, end := lastBatchLog(t)
+	r1, r2 := frame([]byte("first of the torn batch")), frame([]byte("second"))
+	full := slices.Concat(r1, r2, trailer(len(r1)+len(r2), 2))
+	for n := 1; n < len(full); n++ {
+		m := m0.Crash()
+		writeAt(t, m, segPath(1), end, full[:n])
+		l, got, err := tryOpen(memOpts(m), 0)
+		if err != nil {
+			t.Fatalf("prefix of %d bytes refused: %v", n, err)
+		}
+		w := want
+		if n >= len(r1)-1 { // the last byte of r1 is padding
+			w = append(slices.Clone(want), rec{wal.MakePos(1, uint32(end)), "first of the torn batch"})
+		}
+		if n >= len(r1)+8+len("second") {
+			w = append(w, rec{wal.MakePos(1, uint32(end)+uint32(len(r1))), "second"})
+		}
+		sameRecords(t, got, w)
+		l.Close()
+		if strings.Contains(dirNames(t, m), "quarantine") {
+			t.Fatalf("prefix of %d bytes quarantined", n)
+		}
+	}
+}
+
+// TestBatchAcrossRollHasATrailerPerSegment: a batch that crosses into a new segment
+// closes its run in each with a trailer, so the first segment is complete before the
+// second is written to, and damage in the second run is the last batch's alone.
+func TestBatchAcrossRollHasATrailerPerSegment(t *testing.T) {
+	m := vfs.NewMemFS()
+	f := vfs.NewFaulty(m, nil)
+	l, _ := openLog(t, memOpts(f), 0)
+	var want []rec
+	for i := 0; l.End().Offset() < 3300; i++ {
+		want = append(want, rec{appendWait(t, l, payload(i)), string(payload(i))})
+	}
+	var batch [][]byte
+	for i := len(want) + 1; i < len(want)+1+12; i++ {
+		batch = append(batch, payload(i))
+	}
+	want = append(want, appendBatch(t, f, l, payload(len(want)), batch...)...)
+	first := len(want) - len(batch)
+	end := int64(l.End().Offset())
+	l.Close()
+	var inOne, inTwo []rec
+	for _, r := range want[first:] {
+		if r.pos.Segment() == 1 {
+			inOne = append(inOne, r)
+		} else {
+			inTwo = append(inTwo, r)
+		}
+	}
+	if len(inOne) == 0 || len(inTwo) < 2 || l.Stats().Batches != uint64(first+1) {
+		t.Fatalf("the batch did not cross the roll: %d records in segment 1, %d in 2, %d batches", len(inOne), len(inTwo), l.Stats().Batches)
+	}
+	// Each run ends with the trailer that closes it, counting only its own segment.
+	s1, s2 := readAll(t, m, segPath(1)), readAll(t, m, segPath(2))
+	f1 := walkFrames(s1)
+	tr := f1[len(f1)-1]
+	lastOne := inOne[len(inOne)-1]
+	runStart := int64(inOne[0].pos.Offset())
+	if !tr.trailer || tr.off != int64(lastOne.pos.Offset())+int64((8+len(lastOne.data)+7)&^7) ||
+		!bytes.Equal(s1[tr.off:tr.off+24], trailer(int(tr.off-runStart), len(inOne))) {
+		t.Fatalf("segment 1 does not end with the trailer of the batch's run: %+v", tr)
+	}
+	if f2 := walkFrames(s2); !f2[len(f2)-1].trailer || f2[len(f2)-1].off != end-24 ||
+		!bytes.Equal(s2[end-24:end], trailer(int(end-24-32), len(inTwo))) {
+		t.Fatalf("segment 2 does not end with the trailer of the batch's run")
+	}
+
+	// Damage in segment 1's run: that segment was complete before segment 2 got
+	// anything, so this is corruption of a completed segment, not salvageable.
+	m1 := m.Crash()
+	flipByte(t, m1, segPath(1), int64(lastOne.pos.Offset())+9)
+	_, _, err := tryOpen(memOpts(m1), 0)
+	var ce *wal.CorruptionError
+	if !errors.As(err, &ce) || ce.File != segPath(1) {
+		t.Fatalf("damage in the first segment's run: Open = %v", err)
+	}
+	// The last record of the log is not its last frame: the trailer after it is valid,
+	// so damage in that record cannot be a torn write.
+	flipByte(t, m, segPath(2), int64(inTwo[len(inTwo)-1].pos.Offset())+9)
+	if _, _, err := tryOpen(memOpts(m), 0); !errors.As(err, &ce) || ce.File != segPath(2) {
+		t.Fatalf("damage in the last record: Open = %v", err)
+	}
+}
+
+// TestStartAtTrailer: End read while a batch is pending is where its trailer goes; a
+// checkpoint taken there opens, and the trailer is not a record to read.
+func TestStartAtTrailer(t *testing.T) {
+	m := vfs.NewMemFS()
+	l, _ := openLog(t, memOpts(m), 0)
+	_, tk, err := l.Append([]byte("before the checkpoint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := l.End()
+	if err := tk.Wait(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ReadAt(start); !errors.Is(err, wal.ErrNotFound) {
+		t.Fatalf("ReadAt of a trailer = %v, want ErrNotFound", err)
+	}
+	after := appendWait(t, l, []byte("after the checkpoint"))
+	if after != start+24 {
+		t.Fatalf("the next record went to %v, want after the trailer at %v", after, start)
+	}
+	l.Close()
+	_, got := openLog(t, memOpts(m), start)
+	sameRecords(t, got, []rec{{after, "after the checkpoint"}})
+}
