@@ -3,6 +3,7 @@ package wal_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,9 +12,9 @@ import (
 	"github.com/okiba/okiba/wal"
 )
 
-// Batches on disk: every commit ends its run in each segment with a trailer, and a
-// write cut short anywhere in a batch, its trailer included, is still a torn tail that
-// Open discards.
+// Damage in the log's last batch: Open must tell a write that never completed (torn,
+// never acknowledged: discarded) from bytes written whole and damaged since (refused,
+// and kept as they are, with a copy in quarantine).
 
 // lastBatchLog writes five batches of one record and then a batch of three, all
 // acknowledged, and returns the records and the offset just past the last trailer.
@@ -32,6 +33,109 @@ func lastBatchLog(t *testing.T) (*vfs.MemFS, []rec, int64) {
 		t.Fatal(err)
 	}
 	return m, want, end
+}
+
+// expectRefusal opens the log and requires a *CorruptionError at file:off, with the
+// damaged bytes [off, to) of the unchanged segment copied to quarantine.
+func expectRefusal(t *testing.T, m *vfs.MemFS, start wal.Pos, off, to int64, salvageable bool) *wal.CorruptionError {
+	t.Helper()
+	before := readAll(t, m, segPath(1))
+	_, _, err := tryOpen(memOpts(m), start)
+	var ce *wal.CorruptionError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Open = %v, want a *CorruptionError", err)
+	}
+	if ce.File != segPath(1) || ce.Offset != off || ce.Salvageable != salvageable {
+		t.Fatalf("CorruptionError at %s:%d, salvageable %v; want %s:%d, %v (%v)", ce.File, ce.Offset, ce.Salvageable, segPath(1), off, salvageable, err)
+	}
+	disk := m.Crash()
+	if !bytes.Equal(readAll(t, disk, segPath(1)), before) {
+		t.Fatal("Open changed the segment it refused")
+	}
+	q := fmt.Sprintf("/wal/quarantine/00000001.wal-%d", off)
+	if ce.Quarantine != q+".bin" {
+		t.Fatalf("Quarantine = %q, want %q", ce.Quarantine, q+".bin")
+	}
+	if got := readAll(t, disk, q+".bin"); !bytes.Equal(got, before[off:to]) {
+		t.Fatalf("quarantine holds %d bytes, want the %d from the bad frame on", len(got), to-off)
+	}
+	note := string(readAll(t, disk, q+".txt"))
+	for _, s := range []string{segPath(1), fmt.Sprintf("[%d, %d)", off, to), "refused"} {
+		if !strings.Contains(note, s) {
+			t.Fatalf("quarantine note lacks %q:\n%s", s, note)
+		}
+	}
+	if msg := err.Error(); !strings.Contains(msg, ce.Quarantine) {
+		t.Fatalf("message does not name the quarantine copy: %s", msg)
+	}
+	return ce
+}
+
+// TestRotInLastRecordIsRefused: the last record of an acknowledged batch, the
+// last record of the log, loses a bit. Open must refuse rather than take it for a
+// torn write, and keep the segment as it is and a copy of the damaged bytes.
+func TestRotInLastRecordIsRefused(t *testing.T) {
+	m, want, end := lastBatchLog(t)
+	last := want[len(want)-1]
+	flipByte(t, m, segPath(1), int64(last.pos.Offset())+12)
+	expectRefusal(t, m, 0, int64(last.pos.Offset()), end, true)
+	// Every start refuses the same way: Open never gives up on the record by itself.
+	expectRefusal(t, m, 0, int64(last.pos.Offset()), end, true)
+}
+
+// TestRotInLastBatchTrailerIsRefused flips every bit of the trailer that ends the log.
+// None may pass for a torn write.
+func TestRotInLastBatchTrailerIsRefused(t *testing.T) {
+	m0, _, end := lastBatchLog(t)
+	at := end - 24
+	if fr := walkFrames(readAll(t, m0, segPath(1))); !fr[len(fr)-1].trailer || fr[len(fr)-1].off != at {
+		t.Fatalf("the log does not end with a trailer at %d: %+v", at, fr[len(fr)-1])
+	}
+	for bit := range 24 * 8 {
+		m := m0.Crash()
+		b := readAll(t, m, segPath(1))
+		writeAt(t, m, segPath(1), at+int64(bit/8), []byte{b[at+int64(bit/8)] ^ 1<<(bit%8)})
+		expectRefusal(t, m, 0, at, end, true)
+	}
+}
+
+// TestRotInEarlierRecordOfLastBatchIsRefused: the trailer is whole, so the batch
+// was written whole; a bad record before it is damage.
+func TestRotInEarlierRecordOfLastBatchIsRefused(t *testing.T) {
+	for _, j := range []int{5, 6} { // the first and the middle record of the last batch
+		m, want, end := lastBatchLog(t)
+		bad := want[j]
+		flipByte(t, m, segPath(1), int64(bad.pos.Offset())+9)
+		ce := expectRefusal(t, m, 0, int64(bad.pos.Offset()), end, true)
+		if !strings.Contains(ce.Reason, "last batch") {
+			t.Fatalf("reason does not place the damage in the last batch: %s", ce.Reason)
+		}
+	}
+}
+
+// TestRotBeforeLastBatchIsNotSalvaged: damage with complete batches after it is
+// refused as before, and not quarantined: nothing will cut it off.
+func TestRotBeforeLastBatchIsNotSalvaged(t *testing.T) {
+	m, want, _ := lastBatchLog(t)
+	flipByte(t, m, segPath(1), int64(want[2].pos.Offset())+9)
+	_, _, err := tryOpen(memOpts(m), 0)
+	var ce *wal.CorruptionError
+	if !errors.As(err, &ce) || ce.Salvageable || ce.Quarantine != "" || ce.Offset != int64(want[2].pos.Offset()) {
+		t.Fatalf("Open = %v, want a CorruptionError outside the last batch", err)
+	}
+}
+
+// TestRotCoveredByStartPositionIsNotSalvaged: a start position (a checkpoint's) past a
+// bad frame proves it was durable, whatever the frame looks like.
+func TestRotCoveredByStartPositionIsNotSalvaged(t *testing.T) {
+	m, want, end := lastBatchLog(t)
+	last := want[len(want)-1]
+	start := wal.MakePos(1, uint32(end))
+	flipByte(t, m, segPath(1), int64(last.pos.Offset())+12)
+	ce := expectRefusal(t, m, start, int64(last.pos.Offset()), end, false)
+	if !strings.Contains(ce.Reason, "start position") {
+		t.Fatalf("reason does not mention the start position: %s", ce.Reason)
+	}
 }
 
 // TestTornBatchIsDiscarded tears the write of a three-record batch at every byte, its
@@ -207,14 +311,14 @@ func TestBatchAcrossRollHasATrailerPerSegment(t *testing.T) {
 	flipByte(t, m1, segPath(1), int64(lastOne.pos.Offset())+9)
 	_, _, err := tryOpen(memOpts(m1), 0)
 	var ce *wal.CorruptionError
-	if !errors.As(err, &ce) || ce.File != segPath(1) {
+	if !errors.As(err, &ce) || ce.Salvageable || ce.File != segPath(1) {
 		t.Fatalf("damage in the first segment's run: Open = %v", err)
 	}
-	// The last record of the log is not its last frame: the trailer after it is valid,
-	// so damage in that record cannot be a torn write.
-	flipByte(t, m, segPath(2), int64(inTwo[len(inTwo)-1].pos.Offset())+9)
-	if _, _, err := tryOpen(memOpts(m), 0); !errors.As(err, &ce) || ce.File != segPath(2) {
-		t.Fatalf("damage in the last record: Open = %v", err)
+	// Damage in segment 2's run is in the last batch.
+	bad := inTwo[len(inTwo)-1]
+	flipByte(t, m, segPath(2), int64(bad.pos.Offset())+9)
+	if _, _, err := tryOpen(memOpts(m), 0); !errors.As(err, &ce) || !ce.Salvageable || ce.File != segPath(2) {
+		t.Fatalf("damage in the last segment's run: Open = %v", err)
 	}
 }
 

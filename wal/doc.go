@@ -20,6 +20,8 @@
 //	00000001.wal, 00000002.wal, ...  segments, by index (8 lowercase hex digits)
 //	00000003.wal.tmp                 a segment being created (removed by Open)
 //	checkpoint-<16 hex>.ckpt         the latest checkpoint, named by position
+//	quarantine/                      copies of damaged bytes (see below), each
+//	                                 <segment>-<offset>.bin with a note, .txt
 //
 // # Segment format (version 2)
 //
@@ -73,8 +75,8 @@
 // in the same write, and fsynced with the batch before any of its records is
 // acknowledged; its last byte is never zero, and a single flipped bit cannot
 // make it zero (each magic byte has at least two bits set). So a whole batch
-// is recognisable on disk, damaged or not, at a cost of 24 bytes per group
-// commit. A batch that crosses into a new segment puts a
+// is recognisable on disk, damaged or not (see the recovery rules), at a cost
+// of 24 bytes per group commit. A batch that crosses into a new segment puts a
 // trailer at the end of its run in the old segment, which is fsynced before
 // the new one gets anything, and one at the end of its run in the new.
 // A sequence number was left out: nothing in recovery would check it that
@@ -82,7 +84,7 @@
 //
 // Version 1 is the same without trailers: records only, and a segment ends
 // when the next record does not fit. Open reads version 1 segments by the
-// same rules, never appends to one (the next record after a
+// version 1 rules below, never appends to one (the next record after a
 // version 1 segment starts a new segment, in version 2), and replaces an
 // empty one that would be written to by an empty version 2 segment.
 //
@@ -140,21 +142,39 @@
 //   - A zero length word ends a segment only if every remaining byte of the
 //     segment is zero. Otherwise, and for a length running past the end of
 //     the segment, a checksum mismatch, non-zero padding or a malformed
-//     trailer, the frame at that offset X is bad, and one of the next three
-//     rules applies.
+//     trailer, the frame at that offset X is bad, and the rules below apply.
 //   - Bad frame, and a later segment holds anything: the bad frame is in a
 //     segment that was complete and synced before its successor was
 //     written, so this is corruption, refused with a *CorruptionError
 //     naming the file and X.
 //   - Bad frame in the last segment holding anything, and a valid frame
-//     starts at a later 8-byte-aligned offset of it: corruption in the
-//     middle of the log, refused the same way. (In version 2 that covers
-//     damage to the log's last record, which its batch's trailer follows.)
-//   - Bad frame in the last segment holding anything, and nothing valid
-//     after it: the torn tail of a write that never completed (and so was
-//     never acknowledged). Open logs a warning, overwrites the bytes from X
-//     up to the last non-zero byte with zeros, fsyncs, and resumes
-//     appending at X.
+//     starts at a later 8-byte-aligned offset of it: a write cut short
+//     leaves nothing valid after the point it reached, so this is damage.
+//     If a complete batch follows the one holding X (anything non-zero after
+//     the first valid trailer after X) it is corruption in the middle of
+//     the log; otherwise it is damage in the last batch (below).
+//   - Bad frame in the last segment holding anything, nothing valid after
+//     it, version 2: if the segment's last non-zero byte lies at or beyond
+//     the end that X's length word gives its frame (a trailer's fixed size
+//     for a trailer's length word), the frame was written whole, since a
+//     write cut short leaves zeros from where it stopped: damage in the last
+//     batch. That covers every flipped bit of the trailer that ends the log,
+//     whose last byte is never zero.
+//   - Damage in the last batch: Open refuses with a *CorruptionError whose
+//     Salvageable is set, and first copies the bytes from X to the segment's
+//     last non-zero byte to quarantine/ (Quarantine names the copy); it
+//     changes nothing in the segment. See "Salvage" below.
+//   - Otherwise (nothing valid after X, and in version 2 the frame at X stops
+//     short of its end, or X holds no length a frame could have) the bytes
+//     from X on are the torn tail of a write that never completed (and so
+//     was never acknowledged). Open logs a warning, overwrites the bytes
+//     from X up to the last non-zero byte with zeros, fsyncs, and resumes
+//     appending at X. In version 1 every bad frame with nothing valid after
+//     it is taken for a torn tail.
+//   - A start position beyond X means a checkpoint covers the frame at X,
+//     so it was durable: in version 2 that is corruption (Salvageable unset,
+//     since cutting the log there would leave the start beyond its end); in
+//     version 1, ErrBadStart.
 //   - An empty segment followed by one holding records means records are
 //     missing, unless the first of those records (with a trailer after it,
 //     in version 2) would not have fit in the empty one: refused. Empty
@@ -165,12 +185,16 @@
 //     previous process may have died with writes it never synced, and
 //     nothing may be built on them until they are durable.
 //
-// One consequence to know: the rules assume a torn write leaves a prefix of
-// what was written. If the device persisted a later part of an unsynced
-// batch but not an earlier one, Open sees a valid frame after a bad one and
-// refuses; truncating at the reported offset (below) then loses only records
-// that were never acknowledged, but telling that case apart from real
-// corruption is left to the operator.
+// What "torn" assumes: a write cut short leaves a prefix of what was
+// written. If the device persisted a later part of an unsynced batch but not
+// an earlier one, Open sees a valid frame, or bytes past a frame's end,
+// after a bad one and refuses; the damage is then in the last batch, and
+// cutting it off loses only records that were never acknowledged, but telling that
+// case apart from real damage is left to the operator. The converse blind
+// spot: damage that leaves exactly what an interrupted write leaves (the
+// last batch's trailer and the end of its last record zeroed together, or a
+// write the device acknowledged and then lost) cannot be told from one, and
+// is discarded as a torn tail.
 //
 // # Salvage
 //
@@ -182,12 +206,16 @@
 //     size (for example: SIZE=$(stat -c %s FILE); truncate -s OFFSET FILE;
 //     truncate -s $SIZE FILE). A zeroed tail is the end of a segment, so Open
 //     then accepts it; every record from that offset to the end of that file
-//     is lost. (A segment only truncated, shorter than the size it was created
-//     with, is refused: the header records that size, so a cut file is never
+//     is lost. For damage in the log's last batch (Salvageable set), Open
+//     has already copied those bytes to quarantine/<segment>-<offset>.bin,
+//     with a note saying what they are; the records of that batch before the
+//     damaged one are kept, and the next batch's trailer closes them.
+//     (A segment only truncated, shorter than the size it was created with,
+//     is refused: the header records that size, so a cut file is never
 //     mistaken for a complete one. A segment left with no record at all while
-//     later segments hold some is refused too: then only a backup helps.) Records
-//     in later segments are kept, so state rebuilt from the log will miss
-//     only the truncated ones, which may leave it inconsistent: prefer
+//     later segments hold some is refused too: then only a backup helps.)
+//     Records in later segments are kept, so state rebuilt from the log will
+//     miss only the truncated ones, which may leave it inconsistent: prefer
 //     restoring a backup when the lost records matter. If the latest
 //     checkpoint's position lies beyond the truncation, Open reports
 //     ErrBadStart; remove the checkpoint too and replay from 0, which needs

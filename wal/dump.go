@@ -47,7 +47,10 @@ func Dump(w io.Writer, opts Options) error {
 		if strings.HasSuffix(name, tmpExt) {
 			p.printf("%s  leftover temporary file (a creation that did not finish)\n", name)
 		}
-
+		if name == quarantineDir {
+			q, _ := o.FS.ReadDir(path)
+			p.printf("%s/  %d files: copies of damaged bytes, each with a note (.txt) saying what they are\n", name, len(q))
+		}
 	}
 	return p.err
 }
@@ -89,10 +92,14 @@ func dumpSegment(p *printer, o Options, path string, idx uint32) {
 		p.printf("  %s, clean end at offset %d, %d bytes free\n", counts, sc.end, int64(len(data))-sc.end)
 		return
 	}
-	if off, ok := validFrameAfter(data, version, sc.end); ok {
-		p.printf("  %s, then a bad frame at offset %d: %s; a valid frame follows at %d (corruption)\n", counts, sc.end, sc.reason, off)
-	} else {
-		p.printf("  %s, then a bad frame at offset %d: %s; nothing valid follows (a torn tail if this is the last segment holding records)\n", counts, sc.end, sc.reason)
+	p.printf("  %s, then a bad frame at offset %d: %s", counts, sc.end, sc.reason)
+	switch kind, detail := classifyDamage(data, version, sc.end); {
+	case kind == damageMidLog:
+		p.printf("; %s (corruption)\n", detail)
+	case kind == damageLastBatch:
+		p.printf("; %s (corruption in the last batch, if this is the last segment holding records: Open refuses and quarantines it)\n", detail)
+	default:
+		p.printf("; nothing valid follows (a torn tail if this is the last segment holding records)\n")
 	}
 }
 

@@ -49,3 +49,27 @@ func TestDump(t *testing.T) {
 		t.Fatal("Dump modified the log")
 	}
 }
+
+// TestDumpShowsDamageInLastBatch: the dump says what Open will make of a damaged last
+// batch, and lists the quarantine Open filled when it refused.
+func TestDumpShowsDamageInLastBatch(t *testing.T) {
+	m, want, _ := lastBatchLog(t)
+	last := want[len(want)-1]
+	flipByte(t, m, segPath(1), int64(last.pos.Offset())+12)
+	if _, _, err := tryOpen(memOpts(m), 0); err == nil {
+		t.Fatal("Open accepted a damaged last batch")
+	}
+	var out strings.Builder
+	if err := wal.Dump(&out, memOpts(m)); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		"7 records, 5 batch trailers, then a bad frame at offset " + strconv.Itoa(int(last.pos.Offset())) + ": checksum mismatch",
+		"corruption in the last batch",
+		"quarantine/  2 files",
+	} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("dump lacks %q:\n%s", s, out.String())
+		}
+	}
+}

@@ -325,12 +325,20 @@ func scanFrames(seg []byte, version uint32, fn func(off int64, payload []byte, t
 // validFrameAfter reports the first 8-byte-aligned offset after bad where a
 // valid frame starts. Finding one means the damage at bad is not the torn
 // end of the last write, since nothing valid is ever written after the tail.
-// A valid frame begins with a non-zero length word, so the search ends at the
-// last non-zero byte.
 func validFrameAfter(seg []byte, version uint32, bad int64) (int64, bool) {
+	return frameAfter(seg, version, bad, false)
+}
+
+// frameAfter returns the first 8-byte-aligned offset after bad where a valid
+// frame starts, or only a valid trailer with trailers. A valid frame begins
+// with a non-zero length word, so the search ends at the last non-zero byte.
+func frameAfter(seg []byte, version uint32, bad int64, trailers bool) (int64, bool) {
 	end := lastNonZero(seg, bad)
 	for off := bad + frameAlign; off < end && off+frameHeaderSize <= int64(len(seg)); off += frameAlign {
-		if _, _, st := decodeFrame(seg, off, version); st == frameValid || st == frameTrailer {
+		if trailers && binary.LittleEndian.Uint32(seg[off:]) != trailerFlag|trailerPayload {
+			continue // not even the length word of one: skip the checksum
+		}
+		if _, _, st := decodeFrame(seg, off, version); st == frameTrailer || (st == frameValid && !trailers) {
 			return off, true
 		}
 	}
@@ -351,6 +359,79 @@ func lastNonZero(seg []byte, from int64) int64 {
 		}
 	}
 	return from
+}
+
+// damage is what a bad frame in the last segment holding records means.
+type damage int
+
+const (
+	// damageTorn: the end of a write that never completed, and so was never
+	// acknowledged. Open discards it.
+	damageTorn damage = iota
+	// damageLastBatch: bytes that were written whole and damaged since, in
+	// the segment's last batch. Open refuses; Salvage cuts them off.
+	damageLastBatch
+	// damageMidLog: damage with complete batches after it. Open refuses.
+	damageMidLog
+)
+
+// classifyDamage says what the bad frame at x of seg, the last segment of
+// format version holding records, means, and why (detail, to append to the
+// frame's reason). See the package documentation, "Recovery rules", for the
+// reasoning; in short, in format 2:
+//
+//   - a valid frame after x cannot follow a write cut at x: damage;
+//   - it is in the last batch if no complete batch follows the one holding
+//     it, that is if nothing but zeros follows the first valid trailer after x;
+//   - with nothing valid after x, the frame at x was written whole if the
+//     segment's bytes reach the end its length word gives it (a trailer ends
+//     in a non-zero magic byte, so a whole trailer always does); a write cut
+//     short leaves zeros from where it stopped;
+//   - otherwise the bytes from x on are the unfinished write of a batch that
+//     never got its trailer: torn.
+//
+// Format 1 has no trailers: a bad frame with nothing valid after it is always
+// taken for a torn tail there.
+func classifyDamage(seg []byte, version uint32, x int64) (damage, string) {
+	if off, ok := validFrameAfter(seg, version, x); ok {
+		detail := fmt.Sprintf("a valid frame follows at offset %d, so this is not the torn end of an interrupted write", off)
+		if version < 2 {
+			return damageMidLog, detail
+		}
+		y, ok := frameAfter(seg, version, x, true)
+		if !ok {
+			return damageLastBatch, detail + "; no batch trailer follows, so it is in the segment's last batch"
+		}
+		if end := y + trailerSize; lastNonZero(seg, end) > end {
+			return damageMidLog, fmt.Sprintf("%s; its batch ends at offset %d and more of the log follows", detail, end)
+		}
+		return damageLastBatch, fmt.Sprintf("%s; it is in the segment's last batch, whose trailer is at offset %d", detail, y)
+	}
+	if version < 2 {
+		return damageTorn, ""
+	}
+	if end, ok := claimedEnd(seg, x); ok && lastNonZero(seg, x) >= end {
+		return damageLastBatch, fmt.Sprintf("the frame's bytes reach the end its length word gives it, offset %d, "+
+			"so it was written whole and damaged since: a write cut short leaves zeros from where it stopped", end)
+	}
+	return damageTorn, ""
+}
+
+// claimedEnd returns where the frame at x would end by its length word (a
+// trailer's fixed size for a trailer's word), if that is inside seg.
+func claimedEnd(seg []byte, x int64) (int64, bool) {
+	if int64(len(seg))-x < frameHeaderSize {
+		return 0, false
+	}
+	n := binary.LittleEndian.Uint32(seg[x:])
+	end := x + frameSize(int(n))
+	switch {
+	case n == 0:
+		return 0, false
+	case n&trailerFlag != 0:
+		end = x + trailerSize
+	}
+	return end, end <= int64(len(seg))
 }
 
 func segmentPath(dir string, idx uint32) string { return filepath.Join(dir, segmentName(idx)) }

@@ -126,6 +126,9 @@ type Log struct {
 	// syncTime is the fsync time of the batch being committed (only with an Observer).
 	syncTime time.Duration
 
+	// What recovery refused to discard, if anything.
+	damage *tailDamage
+
 	flusherDone chan struct{}
 	preparers   sync.WaitGroup
 

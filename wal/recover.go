@@ -8,12 +8,23 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/okiba/okiba/vfs"
 )
 
+// tailDamage is damage at the end of the log that Open refused to discard:
+// the bytes [from, to) of seg, from the bad frame to the last non-zero byte.
+type tailDamage struct {
+	seg      *segment
+	from, to int64
+	reason   string
+	data     []byte // the segment's bytes, valid until the next read into recover's buffer
+}
+
 // recover implements Open's scan; see the package documentation for the
-// rules. On error the caller closes whatever l.segments holds.
+// rules. On error the caller closes whatever l.segments holds; l.damage then
+// describes damage in the last batch, if that is what it refused.
 func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 	names, err := l.fs.ReadDir(l.dir)
 	if err != nil {
@@ -170,12 +181,19 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 			return err
 		}
 		end, reason := sc.end, sc.reason
+		// A start position past a bad frame means a checkpoint covers that
+		// frame, so it was durable: damage, not a torn write (from format 2
+		// on; format 1 kept reporting the disagreement as such).
+		covered := false
 		if atStart && !startSeen && int64(start.Offset()) != end {
-			if int64(start.Offset()) > end {
+			switch {
+			case int64(start.Offset()) < end:
+				return fmt.Errorf("%w: start position %v is not a record boundary in %s", ErrBadStart, start, seg.path)
+			case reason == "" || seg.version < 2:
 				return fmt.Errorf("%w: start position %v lies beyond the last valid record of %s, which ends at offset %d",
 					ErrBadStart, start, seg.path, end)
 			}
-			return fmt.Errorf("%w: start position %v is not a record boundary in %s", ErrBadStart, start, seg.path)
+			covered = true
 		}
 		// The log rolls to a new segment only when a frame does not fit
 		// in the current one (with room for a trailer after it, from
@@ -221,17 +239,33 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 				return err
 			}
 		}
-		if off, ok := validFrameAfter(data, seg.version, end); ok {
-			return &CorruptionError{File: seg.path, Offset: end,
-				Reason: fmt.Sprintf("%s; a valid frame follows at offset %d, so this is not the torn end of an interrupted write", reason, off)}
+		kind, detail := classifyDamage(data, seg.version, end)
+		if kind == damageTorn && !covered {
+			tail, tailEnd = idx, end
+			sealed, open = sc.sealed, sc.open
+			repairAt, repairTo = end, lastNonZero(data, end)
+			seg.used = end
+			l.logger.Warn("wal: discarding torn tail left by an interrupted write",
+				"file", seg.path, "offset", end, "bytes", repairTo-end, "reason", reason)
+			break
 		}
-		tail, tailEnd = idx, end
-		sealed, open = sc.sealed, sc.open
-		repairAt, repairTo = end, lastNonZero(data, end)
-		seg.used = end
-		l.logger.Warn("wal: discarding torn tail left by an interrupted write",
-			"file", seg.path, "offset", end, "bytes", repairTo-end, "reason", reason)
-		break
+		ce := &CorruptionError{File: seg.path, Offset: end, Reason: reason}
+		if detail != "" {
+			ce.Reason += "; " + detail
+		}
+		if covered {
+			ce.Reason += fmt.Sprintf("; the start position %v (a checkpoint's) lies beyond it, so it was durable", start)
+		}
+		if kind != damageMidLog {
+			l.damage = &tailDamage{seg: seg, from: end, to: lastNonZero(data, end), reason: ce.Reason, data: data}
+			ce.Salvageable = !covered
+			if q, err := quarantine(l.fs, l.dir, l.damage, time.Now()); err != nil {
+				l.logger.Warn("wal: could not copy damaged bytes to quarantine", "file", seg.path, "offset", end, "err", err)
+			} else {
+				ce.Quarantine = q
+			}
+		}
+		return ce
 	}
 
 	// Segments after the tail hold no records. Keep the next one as the

@@ -1,0 +1,83 @@
+package wal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/okiba/okiba/vfs"
+)
+
+// quarantineDir, inside the log directory, keeps copies of damaged bytes of
+// the log's last batch: <segment file>-<offset>.bin holds the bytes from the
+// bad frame at that offset to the segment's last non-zero byte, and
+// <segment file>-<offset>.txt says what they are and what happened to them.
+// Recovery ignores the directory; nothing in the log refers to it.
+const quarantineDir = "quarantine"
+
+// quarantine copies d's bytes into the quarantine directory of the log in
+// dir, with their note, durably (each file is written, fsynced, renamed and
+// its directory fsynced), and returns the copy's path. The names depend only
+// on the segment and the offset, so quarantining the same damage again (Open
+// refusing on every start) replaces the files.
+func quarantine(fsys vfs.FS, dir string, d *tailDamage, now time.Time) (string, error) {
+	qdir := filepath.Join(dir, quarantineDir)
+	if err := fsys.MkdirAll(qdir, 0o755); err != nil {
+		return "", fmt.Errorf("quarantine: %w", err)
+	}
+	if err := fsys.SyncDir(dir); err != nil { // the new directory's entry
+		return "", fmt.Errorf("quarantine: sync %s: %w", dir, err)
+	}
+	base := fmt.Sprintf("%s-%d", filepath.Base(d.seg.path), d.from)
+	bin := filepath.Join(qdir, base+".bin")
+	if err := vfs.WriteFile(fsys, bin, 0o644, d.data[d.from:d.to]); err != nil {
+		return "", fmt.Errorf("quarantine: %w", err)
+	}
+	frames, records := d.frames()
+	var note strings.Builder
+	fmt.Fprintf(&note, "okiba log quarantine\n\n")
+	fmt.Fprintf(&note, "file:    %s\n", d.seg.path)
+	fmt.Fprintf(&note, "bytes:   [%d, %d), %d bytes, copied to %s\n", d.from, d.to, d.to-d.from, filepath.Base(bin))
+	fmt.Fprintf(&note, "frames:  %d from the damaged one on, %d of them records\n", frames, records)
+	fmt.Fprintf(&note, "damage:  %s\n", d.reason)
+	fmt.Fprintf(&note, "status:  %s: Open refused to start rather than discard these bytes; the segment still holds them.\n"+
+		"         To accept losing these records, zero them in the segment, keeping its size\n"+
+		"         (see the Salvage section of the wal package documentation).\n",
+		now.UTC().Format(time.RFC3339))
+	if err := vfs.WriteFile(fsys, filepath.Join(qdir, base+".txt"), 0o644, []byte(note.String())); err != nil {
+		return "", fmt.Errorf("quarantine: %w", err)
+	}
+	return bin, nil
+}
+
+// frames counts the frames in the damaged range: the bad one at from, and
+// every valid frame found after it, resynchronising at each 8-byte boundary
+// after a slot that is not one. records counts the records among them, the
+// bad frame included unless its length word says it is a trailer.
+func (d *tailDamage) frames() (frames, records int) {
+	seg, version := d.data, d.seg.version
+	frames = 1
+	if version < 2 || binary.LittleEndian.Uint32(seg[d.from:])&trailerFlag == 0 {
+		records = 1
+	}
+	for off := d.from; ; {
+		next, ok := validFrameAfter(seg, version, off)
+		if !ok || next >= d.to {
+			return frames, records
+		}
+		for next < d.to {
+			_, after, st := decodeFrame(seg, next, version)
+			if st != frameValid && st != frameTrailer {
+				break
+			}
+			frames++
+			if st == frameValid {
+				records++
+			}
+			next = after
+		}
+		off = next
+	}
+}
