@@ -14,7 +14,7 @@ import (
 
 // Damage in the log's last batch: Open must tell a write that never completed (torn,
 // never acknowledged: discarded) from bytes written whole and damaged since (refused,
-// and kept as they are, with a copy in quarantine).
+// kept, and cut off only by Salvage).
 
 // lastBatchLog writes five batches of one record and then a batch of three, all
 // acknowledged, and returns the records and the offset just past the last trailer.
@@ -60,20 +60,72 @@ func expectRefusal(t *testing.T, m *vfs.MemFS, start wal.Pos, off, to int64, sal
 		t.Fatalf("quarantine holds %d bytes, want the %d from the bad frame on", len(got), to-off)
 	}
 	note := string(readAll(t, disk, q+".txt"))
-	for _, s := range []string{segPath(1), fmt.Sprintf("[%d, %d)", off, to), "refused"} {
+	for _, s := range []string{segPath(1), fmt.Sprintf("[%d, %d)", off, to), "refused", "okiba salvage"} {
 		if !strings.Contains(note, s) {
 			t.Fatalf("quarantine note lacks %q:\n%s", s, note)
 		}
 	}
-	if msg := err.Error(); !strings.Contains(msg, ce.Quarantine) {
-		t.Fatalf("message does not name the quarantine copy: %s", msg)
+	if msg := err.Error(); !strings.Contains(msg, ce.Quarantine) || salvageable != strings.Contains(msg, "okiba salvage DATA-DIR") {
+		t.Fatalf("message does not name the quarantine copy and (only when it can) the salvage command: %s", msg)
 	}
 	return ce
 }
 
+// salvage runs Salvage, expects one cut of [from, to) with the given frame and record
+// counts, and checks that the cut is zero on disk and the copy still there.
+func salvage(t *testing.T, m *vfs.MemFS, from, to int64, frames, records int) {
+	t.Helper()
+	before := readAll(t, m, segPath(1))
+	rep, err := wal.Salvage(wal.SalvageOptions{FS: m, Dir: "/wal"})
+	if err != nil {
+		t.Fatalf("Salvage: %v", err)
+	}
+	want := wal.Cut{File: segPath(1), From: from, To: to, Frames: frames, Records: records,
+		Quarantine: fmt.Sprintf("/wal/quarantine/00000001.wal-%d.bin", from)}
+	if len(rep.Cuts) != 1 {
+		t.Fatalf("Salvage cut %d ranges, want 1: %+v", len(rep.Cuts), rep)
+	}
+	got := rep.Cuts[0]
+	got.Reason = ""
+	if got != want {
+		t.Fatalf("Salvage cut %+v, want %+v", got, want)
+	}
+	disk := m.Crash()
+	after := readAll(t, disk, segPath(1))
+	if len(after) != len(before) || !allZeroFrom(after[:to], from) || !bytes.Equal(after[:from], before[:from]) {
+		t.Fatal("the cut is not exactly [from, to) zeroed durably, the segment keeping its size")
+	}
+	if !bytes.Equal(readAll(t, disk, want.Quarantine), before[from:to]) {
+		t.Fatal("the quarantine copy does not hold the bytes cut")
+	}
+	if note := string(readAll(t, disk, strings.TrimSuffix(want.Quarantine, ".bin")+".txt")); !strings.Contains(note, "Salvage zeroed") {
+		t.Fatalf("the note does not say the bytes were cut:\n%s", note)
+	}
+}
+
+// reopenAfterSalvage opens the salvaged log, which must start cleanly with want,
+// append to it, and open cleanly again.
+func reopenAfterSalvage(t *testing.T, m *vfs.MemFS, want []rec) {
+	t.Helper()
+	var logs logBuffer
+	opts := memOpts(m)
+	opts.Logger = logs.logger()
+	l, got := openLog(t, opts, 0)
+	sameRecords(t, got, want)
+	want = append(slices.Clone(want), rec{appendWait(t, l, []byte("after salvage")), "after salvage"})
+	l.Close()
+	l, got = openLog(t, opts, 0)
+	sameRecords(t, got, want)
+	l.Close()
+	if logs.String() != "" {
+		t.Fatalf("the salvaged log did not open cleanly:\n%s", logs.String())
+	}
+}
+
 // TestRotInLastRecordIsRefused: the last record of an acknowledged batch, the
 // last record of the log, loses a bit. Open must refuse rather than take it for a
-// torn write, and keep the segment as it is and a copy of the damaged bytes.
+// torn write, keep the segment as it is and a copy of the damaged bytes; Salvage
+// then cuts the record off, reporting it, and the log opens with the others.
 func TestRotInLastRecordIsRefused(t *testing.T) {
 	m, want, end := lastBatchLog(t)
 	last := want[len(want)-1]
@@ -81,12 +133,16 @@ func TestRotInLastRecordIsRefused(t *testing.T) {
 	expectRefusal(t, m, 0, int64(last.pos.Offset()), end, true)
 	// Every start refuses the same way: Open never gives up on the record by itself.
 	expectRefusal(t, m, 0, int64(last.pos.Offset()), end, true)
+
+	salvage(t, m, int64(last.pos.Offset()), end, 2, 1) // the record and its batch's trailer
+	reopenAfterSalvage(t, m, want[:len(want)-1])
 }
 
 // TestRotInLastBatchTrailerIsRefused flips every bit of the trailer that ends the log.
-// None may pass for a torn write.
+// None may pass for a torn write. Salvage cuts only the trailer: the batch's records
+// are intact, and the log keeps them all.
 func TestRotInLastBatchTrailerIsRefused(t *testing.T) {
-	m0, _, end := lastBatchLog(t)
+	m0, want, end := lastBatchLog(t)
 	at := end - 24
 	if fr := walkFrames(readAll(t, m0, segPath(1))); !fr[len(fr)-1].trailer || fr[len(fr)-1].off != at {
 		t.Fatalf("the log does not end with a trailer at %d: %+v", at, fr[len(fr)-1])
@@ -96,11 +152,17 @@ func TestRotInLastBatchTrailerIsRefused(t *testing.T) {
 		b := readAll(t, m, segPath(1))
 		writeAt(t, m, segPath(1), at+int64(bit/8), []byte{b[at+int64(bit/8)] ^ 1<<(bit%8)})
 		expectRefusal(t, m, 0, at, end, true)
+		rep, err := wal.Salvage(wal.SalvageOptions{FS: m, Dir: "/wal"})
+		if err != nil || len(rep.Cuts) != 1 || rep.Cuts[0].From != at || rep.Cuts[0].To != end || rep.Cuts[0].Frames != 1 {
+			t.Fatalf("bit %d: Salvage = %+v, %v", bit, rep, err)
+		}
+		reopenAfterSalvage(t, m, want)
 	}
 }
 
 // TestRotInEarlierRecordOfLastBatchIsRefused: the trailer is whole, so the batch
-// was written whole; a bad record before it is damage.
+// was written whole; a bad record before it is damage. Salvage cuts from it on,
+// taking the intact records after it in the batch, and says so.
 func TestRotInEarlierRecordOfLastBatchIsRefused(t *testing.T) {
 	for _, j := range []int{5, 6} { // the first and the middle record of the last batch
 		m, want, end := lastBatchLog(t)
@@ -110,23 +172,32 @@ func TestRotInEarlierRecordOfLastBatchIsRefused(t *testing.T) {
 		if !strings.Contains(ce.Reason, "last batch") {
 			t.Fatalf("reason does not place the damage in the last batch: %s", ce.Reason)
 		}
+		salvage(t, m, int64(bad.pos.Offset()), end, 8-j+1, 8-j)
+		reopenAfterSalvage(t, m, want[:j])
 	}
 }
 
 // TestRotBeforeLastBatchIsNotSalvaged: damage with complete batches after it is
-// refused as before, and not quarantined: nothing will cut it off.
+// refused as before, and Salvage, which cuts off only the last batch, changes nothing.
 func TestRotBeforeLastBatchIsNotSalvaged(t *testing.T) {
 	m, want, _ := lastBatchLog(t)
 	flipByte(t, m, segPath(1), int64(want[2].pos.Offset())+9)
+	before := readAll(t, m, segPath(1))
 	_, _, err := tryOpen(memOpts(m), 0)
 	var ce *wal.CorruptionError
 	if !errors.As(err, &ce) || ce.Salvageable || ce.Quarantine != "" || ce.Offset != int64(want[2].pos.Offset()) {
-		t.Fatalf("Open = %v, want a CorruptionError outside the last batch", err)
+		t.Fatalf("Open = %v, want a CorruptionError that Salvage cannot repair", err)
+	}
+	if _, err := wal.Salvage(wal.SalvageOptions{FS: m, Dir: "/wal"}); !errors.As(err, &ce) {
+		t.Fatalf("Salvage = %v, want the refusal", err)
+	}
+	if !bytes.Equal(readAll(t, m, segPath(1)), before) {
+		t.Fatal("Salvage changed the log it refused")
 	}
 }
 
 // TestRotCoveredByStartPositionIsNotSalvaged: a start position (a checkpoint's) past a
-// bad frame proves it was durable, whatever the frame looks like.
+// bad frame proves it was durable; cutting it would leave the start past the log's end.
 func TestRotCoveredByStartPositionIsNotSalvaged(t *testing.T) {
 	m, want, end := lastBatchLog(t)
 	last := want[len(want)-1]
@@ -135,6 +206,13 @@ func TestRotCoveredByStartPositionIsNotSalvaged(t *testing.T) {
 	ce := expectRefusal(t, m, start, int64(last.pos.Offset()), end, false)
 	if !strings.Contains(ce.Reason, "start position") {
 		t.Fatalf("reason does not mention the start position: %s", ce.Reason)
+	}
+	before := readAll(t, m, segPath(1))
+	if _, err := wal.Salvage(wal.SalvageOptions{FS: m, Dir: "/wal", Start: start}); !errors.As(err, &ce) {
+		t.Fatalf("Salvage = %v, want the refusal", err)
+	}
+	if !bytes.Equal(readAll(t, m, segPath(1)), before) {
+		t.Fatal("Salvage changed the log it refused")
 	}
 }
 
@@ -314,12 +392,19 @@ func TestBatchAcrossRollHasATrailerPerSegment(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Salvageable || ce.File != segPath(1) {
 		t.Fatalf("damage in the first segment's run: Open = %v", err)
 	}
-	// Damage in segment 2's run is in the last batch.
+	// Damage in segment 2's run is in the last batch: Salvage cuts it off there and
+	// keeps the batch's records in segment 1.
 	bad := inTwo[len(inTwo)-1]
 	flipByte(t, m, segPath(2), int64(bad.pos.Offset())+9)
 	if _, _, err := tryOpen(memOpts(m), 0); !errors.As(err, &ce) || !ce.Salvageable || ce.File != segPath(2) {
 		t.Fatalf("damage in the last segment's run: Open = %v", err)
 	}
+	rep, err := wal.Salvage(wal.SalvageOptions{FS: m, Dir: "/wal"})
+	if err != nil || len(rep.Cuts) != 1 || rep.Cuts[0].File != segPath(2) || rep.Cuts[0].Records != 1 {
+		t.Fatalf("Salvage = %+v, %v", rep, err)
+	}
+	_, got := openLog(t, memOpts(m), 0)
+	sameRecords(t, got, want[:len(want)-1])
 }
 
 // TestStartAtTrailer: End read while a batch is pending is where its trailer goes; a
@@ -345,4 +430,33 @@ func TestStartAtTrailer(t *testing.T) {
 	l.Close()
 	_, got := openLog(t, memOpts(m), start)
 	sameRecords(t, got, []rec{{after, "after the checkpoint"}})
+}
+
+// TestSalvageRefusesALogInUse: Salvage takes the log's lock, so it cannot cut a log
+// that an open Log is appending to.
+func TestSalvageRefusesALogInUse(t *testing.T) {
+	m := vfs.NewMemFS()
+	l, _ := openLog(t, memOpts(m), 0)
+	appendWait(t, l, []byte("x"))
+	if _, err := wal.Salvage(wal.SalvageOptions{FS: m, Dir: "/wal"}); !errors.Is(err, vfs.ErrLocked) {
+		t.Fatalf("Salvage of an open log = %v, want ErrLocked", err)
+	}
+}
+
+// TestSalvageLeavesAnOpenableLogAlone: nothing to cut in a healthy log, nor in one with
+// a torn tail, which Open discards by itself; Salvage changes neither.
+func TestSalvageLeavesAnOpenableLogAlone(t *testing.T) {
+	m, _, end := lastBatchLog(t)
+	writeAt(t, m, segPath(1), end, frame([]byte("torn"))[:9])
+	before := readAll(t, m, segPath(1))
+	rep, err := wal.Salvage(wal.SalvageOptions{FS: m, Dir: "/wal"})
+	if err != nil || len(rep.Cuts) != 0 {
+		t.Fatalf("Salvage = %+v, %v; want nothing cut", rep, err)
+	}
+	if !bytes.Equal(readAll(t, m, segPath(1)), before) || strings.Contains(dirNames(t, m), "quarantine") {
+		t.Fatal("Salvage changed a log that opens as it is")
+	}
+	if _, err := wal.Salvage(wal.SalvageOptions{FS: m, Dir: "/nowhere"}); err == nil {
+		t.Fatal("Salvage of a missing directory succeeded")
+	}
 }

@@ -16,11 +16,11 @@
 //
 // # Directory layout
 //
-//	wal.lock                         flock held by the open Log
+//	wal.lock                         flock held by the open Log (and by Salvage)
 //	00000001.wal, 00000002.wal, ...  segments, by index (8 lowercase hex digits)
 //	00000003.wal.tmp                 a segment being created (removed by Open)
 //	checkpoint-<16 hex>.ckpt         the latest checkpoint, named by position
-//	quarantine/                      copies of damaged bytes (see below), each
+//	quarantine/                      copies of damaged bytes (see Salvage), each
 //	                                 <segment>-<offset>.bin with a note, .txt
 //
 // # Segment format (version 2)
@@ -163,7 +163,7 @@
 //   - Damage in the last batch: Open refuses with a *CorruptionError whose
 //     Salvageable is set, and first copies the bytes from X to the segment's
 //     last non-zero byte to quarantine/ (Quarantine names the copy); it
-//     changes nothing in the segment. See "Salvage" below.
+//     changes nothing in the segment. [Salvage] cuts the damage off.
 //   - Otherwise (nothing valid after X, and in version 2 the frame at X stops
 //     short of its end, or X holds no length a frame could have) the bytes
 //     from X on are the torn tail of a write that never completed (and so
@@ -189,7 +189,7 @@
 // written. If the device persisted a later part of an unsynced batch but not
 // an earlier one, Open sees a valid frame, or bytes past a frame's end,
 // after a bad one and refuses; the damage is then in the last batch, and
-// cutting it off loses only records that were never acknowledged, but telling that
+// Salvage loses only records that were never acknowledged, but telling that
 // case apart from real damage is left to the operator. The converse blind
 // spot: damage that leaves exactly what an interrupted write leaves (the
 // last batch's trailer and the end of its last record zeroed together, or a
@@ -202,25 +202,34 @@
 // offset. Copy the whole directory first. Then, in order of preference:
 //
 //  1. Restore the named file from a backup or replica, if there is one.
-//  2. Zero the named file from the reported offset to its end, keeping its
-//     size (for example: SIZE=$(stat -c %s FILE); truncate -s OFFSET FILE;
-//     truncate -s $SIZE FILE). A zeroed tail is the end of a segment, so Open
-//     then accepts it; every record from that offset to the end of that file
-//     is lost. For damage in the log's last batch (Salvageable set), Open
-//     has already copied those bytes to quarantine/<segment>-<offset>.bin,
-//     with a note saying what they are; the records of that batch before the
-//     damaged one are kept, and the next batch's trailer closes them.
-//     (A segment only truncated, shorter than the size it was created with,
-//     is refused: the header records that size, so a cut file is never
-//     mistaken for a complete one. A segment left with no record at all while
-//     later segments hold some is refused too: then only a backup helps.)
-//     Records in later segments are kept, so state rebuilt from the log will
-//     miss only the truncated ones, which may leave it inconsistent: prefer
-//     restoring a backup when the lost records matter. If the latest
-//     checkpoint's position lies beyond the truncation, Open reports
-//     ErrBadStart; remove the checkpoint too and replay from 0, which needs
-//     every segment since the first.
-//  3. For a corrupt checkpoint: restore it, or remove it and open the log
+//  2. Damage in the log's last batch (Salvageable set): [Salvage] cuts it off.
+//     It takes the log's lock (so never while a Log has the directory open),
+//     copies the bytes from the offset to the segment's last non-zero byte to
+//     quarantine/<segment>-<offset>.bin with a note saying what they were,
+//     zeroes them in the segment, which keeps its size, fsyncs, checks that the
+//     log opens, and reports the file, the range and the frames and records
+//     cut. Every record of that segment from the offset on is lost, intact
+//     records of the same batch after the damaged one included; records of
+//     the batch before it are kept, and the next batch's trailer closes them.
+//     Damage in a trailer alone loses no record. For a broker's data
+//     directory, okiba salvage DATA-DIR does this with the latest
+//     checkpoint's position as the start: Salvage refuses to cut records that
+//     a checkpoint covers, as Open would then refuse the start.
+//  3. Other damage in a segment: zero the named file from the reported offset
+//     to its end, keeping its size (for example: SIZE=$(stat -c %s FILE);
+//     truncate -s OFFSET FILE; truncate -s $SIZE FILE). A zeroed tail is the
+//     end of a segment, so Open then accepts it; every record from that offset
+//     to the end of that file is lost. (A segment only truncated, shorter than
+//     the size it was created with, is refused: the header records that size,
+//     so a cut file is never mistaken for a complete one. A segment left with
+//     no record at all while later segments hold some is refused too: then
+//     only a backup helps.) Records in later segments are kept, so state
+//     rebuilt from the log will miss only the truncated ones, which may leave
+//     it inconsistent: prefer restoring a backup when the lost records matter.
+//     If the latest checkpoint's position lies beyond the truncation, Open
+//     reports ErrBadStart; remove the checkpoint too and replay from 0, which
+//     needs every segment since the first.
+//  4. For a corrupt checkpoint: restore it, or remove it and open the log
 //     from position 0 if no segment has been removed since the log began.
 //
 // A missing segment (ErrMissingSegment) can only be restored; an ErrNewerFormat

@@ -97,7 +97,7 @@ func dumpSegment(p *printer, o Options, path string, idx uint32) {
 	case kind == damageMidLog:
 		p.printf("; %s (corruption)\n", detail)
 	case kind == damageLastBatch:
-		p.printf("; %s (corruption in the last batch, if this is the last segment holding records: Open refuses and quarantines it)\n", detail)
+		p.printf("; %s (corruption in the last batch, if this is the last segment holding records: Open refuses, Salvage cuts it off)\n", detail)
 	default:
 		p.printf("; nothing valid follows (a torn tail if this is the last segment holding records)\n")
 	}

@@ -126,7 +126,9 @@ type Log struct {
 	// syncTime is the fsync time of the batch being committed (only with an Observer).
 	syncTime time.Duration
 
-	// What recovery refused to discard, if anything.
+	// Recovery only: dry makes it read without changing anything (Salvage's
+	// inspection), and damage is what it refused to discard, if anything.
+	dry    bool
 	damage *tailDamage
 
 	flusherDone chan struct{}

@@ -17,12 +17,18 @@ import (
 // Recovery ignores the directory; nothing in the log refers to it.
 const quarantineDir = "quarantine"
 
+// Why a quarantine copy was made.
+const (
+	quarantineRefused = iota // Open refused to start; the segment still holds the bytes
+	quarantineCut            // Salvage zeroed the bytes in the segment; the copy is all that is left
+)
+
 // quarantine copies d's bytes into the quarantine directory of the log in
 // dir, with their note, durably (each file is written, fsynced, renamed and
 // its directory fsynced), and returns the copy's path. The names depend only
 // on the segment and the offset, so quarantining the same damage again (Open
-// refusing on every start) replaces the files.
-func quarantine(fsys vfs.FS, dir string, d *tailDamage, now time.Time) (string, error) {
+// refusing on every start, then Salvage) replaces the files.
+func quarantine(fsys vfs.FS, dir string, d *tailDamage, now time.Time, why int) (string, error) {
 	qdir := filepath.Join(dir, quarantineDir)
 	if err := fsys.MkdirAll(qdir, 0o755); err != nil {
 		return "", fmt.Errorf("quarantine: %w", err)
@@ -42,10 +48,15 @@ func quarantine(fsys vfs.FS, dir string, d *tailDamage, now time.Time) (string, 
 	fmt.Fprintf(&note, "bytes:   [%d, %d), %d bytes, copied to %s\n", d.from, d.to, d.to-d.from, filepath.Base(bin))
 	fmt.Fprintf(&note, "frames:  %d from the damaged one on, %d of them records\n", frames, records)
 	fmt.Fprintf(&note, "damage:  %s\n", d.reason)
-	fmt.Fprintf(&note, "status:  %s: Open refused to start rather than discard these bytes; the segment still holds them.\n"+
-		"         To accept losing these records, zero them in the segment, keeping its size\n"+
-		"         (see the Salvage section of the wal package documentation).\n",
-		now.UTC().Format(time.RFC3339))
+	switch why {
+	case quarantineRefused:
+		fmt.Fprintf(&note, "status:  %s: Open refused to start rather than discard these bytes; the segment still holds them.\n"+
+			"         To accept losing these records, cut them off with Salvage (okiba salvage DATA-DIR on a broker's data directory).\n",
+			now.UTC().Format(time.RFC3339))
+	case quarantineCut:
+		fmt.Fprintf(&note, "status:  %s: Salvage zeroed these bytes in the segment; this copy is all that is left of them.\n",
+			now.UTC().Format(time.RFC3339))
+	}
 	if err := vfs.WriteFile(fsys, filepath.Join(qdir, base+".txt"), 0o644, []byte(note.String())); err != nil {
 		return "", fmt.Errorf("quarantine: %w", err)
 	}

@@ -23,8 +23,9 @@ type tailDamage struct {
 }
 
 // recover implements Open's scan; see the package documentation for the
-// rules. On error the caller closes whatever l.segments holds; l.damage then
-// describes damage in the last batch, if that is what it refused.
+// rules. With l.dry it only reads (Salvage's inspection): it removes nothing,
+// repairs nothing and creates nothing. On error the caller closes whatever
+// l.segments holds; l.damage then describes damage Salvage may cut off.
 func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 	names, err := l.fs.ReadDir(l.dir)
 	if err != nil {
@@ -33,7 +34,7 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 	var idxs []uint32
 	for _, name := range names {
 		if base, ok := strings.CutSuffix(name, tmpExt); ok {
-			if _, ok := parseSegmentName(base); ok {
+			if _, ok := parseSegmentName(base); ok && !l.dry {
 				// A segment whose creation never reached its rename.
 				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
 					return fmt.Errorf("wal: remove leftover %s: %w", name, err)
@@ -57,6 +58,9 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 	}
 
 	if len(idxs) == 0 {
+		if l.dry {
+			return fmt.Errorf("wal: %s holds no log segments", l.dir)
+		}
 		if start != 0 {
 			return fmt.Errorf("%w: start position %v, but %s holds no segments", ErrMissingSegment, start, l.dir)
 		}
@@ -83,9 +87,13 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 				ErrMissingSegment, start, segmentName(s0), l.dir, segmentName(first), segmentName(last))
 		}
 	}
+	mode := os.O_RDWR
+	if l.dry {
+		mode = os.O_RDONLY
+	}
 	for _, idx := range idxs {
 		path := segmentPath(l.dir, idx)
-		f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
+		f, err := l.fs.OpenFile(path, mode, 0)
 		if err != nil {
 			return fmt.Errorf("wal: open %s: %w", path, err)
 		}
@@ -259,13 +267,18 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 		if kind != damageMidLog {
 			l.damage = &tailDamage{seg: seg, from: end, to: lastNonZero(data, end), reason: ce.Reason, data: data}
 			ce.Salvageable = !covered
-			if q, err := quarantine(l.fs, l.dir, l.damage, time.Now()); err != nil {
-				l.logger.Warn("wal: could not copy damaged bytes to quarantine", "file", seg.path, "offset", end, "err", err)
-			} else {
-				ce.Quarantine = q
+			if !l.dry {
+				if q, err := quarantine(l.fs, l.dir, l.damage, time.Now(), quarantineRefused); err != nil {
+					l.logger.Warn("wal: could not copy damaged bytes to quarantine", "file", seg.path, "offset", end, "err", err)
+				} else {
+					ce.Quarantine = q
+				}
 			}
 		}
 		return ce
+	}
+	if l.dry {
+		return nil
 	}
 
 	// Segments after the tail hold no records. Keep the next one as the
