@@ -17,6 +17,7 @@ import (
 	"github.com/okiba/okiba/metrics"
 	"github.com/okiba/okiba/server"
 	"github.com/okiba/okiba/sqs"
+	"github.com/okiba/okiba/wal"
 	"github.com/okiba/okiba/web"
 )
 
@@ -147,6 +148,12 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		SegmentSize: int64(segment), CheckpointBytes: int64(ckpt), CacheBytes: int64(cache),
 		MaxQueues: *maxQueues, MaxInFlight: *maxInFlight, MinFreeBytes: int64(minFree),
 	})
+	var ce *wal.CorruptionError
+	if errors.As(err, &ce) && ce.Salvageable {
+		return fmt.Errorf("cannot open the broker: %w\n"+
+			"The damage is in the last batch of the log, which okiba never discards by itself. "+
+			"To start without those records (okiba salvage keeps a copy of what it cuts), run:\n  okiba salvage %s", err, dir)
+	}
 	if err != nil {
 		return fmt.Errorf("cannot open the broker: %w", err)
 	}
