@@ -460,3 +460,34 @@ func TestSalvageLeavesAnOpenableLogAlone(t *testing.T) {
 		t.Fatal("Salvage of a missing directory succeeded")
 	}
 }
+
+// TestQuarantineKeepsEarlierCopies: after a cut, the next batch is written where the
+// cut one was; if it is damaged in turn, its copy must not replace the earlier one,
+// which is all that is left of the records cut.
+func TestQuarantineKeepsEarlierCopies(t *testing.T) {
+	m, want, end := lastBatchLog(t)
+	last := want[len(want)-1]
+	flipByte(t, m, segPath(1), int64(last.pos.Offset())+12)
+	salvage(t, m, int64(last.pos.Offset()), end, 2, 1)
+	first := fmt.Sprintf("/wal/quarantine/00000001.wal-%d.bin", last.pos.Offset())
+	cut := readAll(t, m, first)
+
+	l, _ := openLog(t, memOpts(m), 0)
+	again := appendWait(t, l, []byte("written where the cut record was"))
+	l.Close()
+	if again != last.pos {
+		t.Fatalf("the next record went to %v, want %v", again, last.pos)
+	}
+	flipByte(t, m, segPath(1), int64(again.Offset())+12)
+	_, _, err := tryOpen(memOpts(m), 0)
+	var ce *wal.CorruptionError
+	if !errors.As(err, &ce) || !ce.Salvageable || ce.Quarantine == first || ce.Quarantine == "" {
+		t.Fatalf("Open = %v (quarantine %q), want a refusal with a copy of its own", err, ce.Quarantine)
+	}
+	if !bytes.Equal(readAll(t, m, first), cut) {
+		t.Fatal("the copy of the records cut earlier was overwritten")
+	}
+	if !strings.Contains(string(readAll(t, m, strings.TrimSuffix(first, ".bin")+".txt")), "Salvage zeroed") {
+		t.Fatal("the note on the records cut earlier was overwritten")
+	}
+}

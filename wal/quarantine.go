@@ -1,8 +1,11 @@
 package wal
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"time"
@@ -13,7 +16,8 @@ import (
 // quarantineDir, inside the log directory, keeps copies of damaged bytes of
 // the log's last batch: <segment file>-<offset>.bin holds the bytes from the
 // bad frame at that offset to the segment's last non-zero byte, and
-// <segment file>-<offset>.txt says what they are and what happened to them.
+// <segment file>-<offset>.txt says what they are and what happened to them
+// (<offset>.<n> for later, different bytes found at the same offset).
 // Recovery ignores the directory; nothing in the log refers to it.
 const quarantineDir = "quarantine"
 
@@ -25,9 +29,11 @@ const (
 
 // quarantine copies d's bytes into the quarantine directory of the log in
 // dir, with their note, durably (each file is written, fsynced, renamed and
-// its directory fsynced), and returns the copy's path. The names depend only
-// on the segment and the offset, so quarantining the same damage again (Open
-// refusing on every start, then Salvage) replaces the files.
+// its directory fsynced), and returns the copy's path. Quarantining the same
+// damage again (Open refusing on every start, then Salvage) replaces the
+// files; other bytes found at the same place later (damage in a batch written
+// where Salvage cut an earlier one) get a name of their own, <offset>.<n>, so
+// that no copy is ever overwritten with something else.
 func quarantine(fsys vfs.FS, dir string, d *tailDamage, now time.Time, why int) (string, error) {
 	qdir := filepath.Join(dir, quarantineDir)
 	if err := fsys.MkdirAll(qdir, 0o755); err != nil {
@@ -36,9 +42,20 @@ func quarantine(fsys vfs.FS, dir string, d *tailDamage, now time.Time, why int) 
 	if err := fsys.SyncDir(dir); err != nil { // the new directory's entry
 		return "", fmt.Errorf("quarantine: sync %s: %w", dir, err)
 	}
+	data := d.data[d.from:d.to]
 	base := fmt.Sprintf("%s-%d", filepath.Base(d.seg.path), d.from)
+	for n := 1; ; n++ {
+		kept, err := vfs.ReadFile(fsys, filepath.Join(qdir, base+".bin"))
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && bytes.Equal(kept, data)) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("quarantine: %w", err)
+		}
+		base = fmt.Sprintf("%s-%d.%d", filepath.Base(d.seg.path), d.from, n)
+	}
 	bin := filepath.Join(qdir, base+".bin")
-	if err := vfs.WriteFile(fsys, bin, 0o644, d.data[d.from:d.to]); err != nil {
+	if err := vfs.WriteFile(fsys, bin, 0o644, data); err != nil {
 		return "", fmt.Errorf("quarantine: %w", err)
 	}
 	frames, records := d.frames()
