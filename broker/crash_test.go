@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -456,7 +457,9 @@ func TestCrashAtEveryFileSystemOperation(t *testing.T) {
 // Bit flips anywhere in the log's segments and checkpoints: recovery either refuses,
 // naming the file (and, for corruption, the offset), or starts with every acknowledged
 // message accounted for and never serves a body that fails its checksum. Flips in the
-// zeroed tail of the last segment look like a torn write and are repaired.
+// zeroed tail of the last segment look like a torn write and are repaired; flips in the
+// log's last batch, which was written whole and acknowledged, are not: they stop
+// start-up with an error that okiba salvage can act on.
 func TestBitFlipsAreDetectedNeverServed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIP: storage fault injection runs in its own tier (make storage)")
@@ -475,6 +478,15 @@ func TestBitFlipsAreDetectedNeverServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	crashWorkload(t, b, clk, fs, l, seed)
+	// One more acknowledged send, after the workload's last checkpoint: the log's last
+	// batch, which recovery replays.
+	lastBody := []byte("the last acknowledged send")
+	l.attempted[string(lastBody)] = true
+	res, err := b.Send(ctx, "q", []queue.SendInput{{Payload: queue.Payload{Body: lastBody}, Delay: -1}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("last send: %v %v", err, res)
+	}
+	l.sent[string(lastBody)], l.ids[string(lastBody)] = fs.Ops(), res[0].ID
 	// Flip bits in the disk as it is now, before a final checkpoint: older segments hold
 	// bodies that recovery does not scan, so a flip there is caught only when the body is
 	// read.
@@ -491,6 +503,40 @@ func TestBitFlipsAreDetectedNeverServed(t *testing.T) {
 			}
 		}
 	}
+	// The last acknowledged send's record, and the last byte of the log (in the trailer of
+	// its last batch): each flip there must be refused, never repaired as a torn write,
+	// which would lose the acknowledged send.
+	lastSeg := ""
+	for _, file := range files {
+		if strings.HasSuffix(file, ".wal") && usedLen(t, mem, file) > 32 {
+			lastSeg = file
+		}
+	}
+	data, err := vfs.ReadFile(mem, lastSeg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodyAt := int64(bytes.LastIndex(data, lastBody))
+	for _, off := range []int64{bodyAt + 5, usedLen(t, mem, lastSeg) - 1} {
+		disk := mem.CrashWith(func(name string, synced, _ []byte) []byte {
+			out := slices.Clone(synced)
+			if name == lastSeg {
+				out[off] ^= 0x08
+			}
+			return out
+		})
+		b, err := Open(Config{Dir: "/data", FS: disk, Clock: clock.NewFake(clk.Now()), SegmentSize: 2 << 20, CheckpointBytes: 1 << 40, NoPrecreate: true})
+		if err == nil {
+			verr := verifyBroker("flip in the last batch", b, clk.Now(), l, limit, true)
+			b.Close()
+			t.Fatalf("bit flipped at %s:%d, in the last batch, was repaired (%v)", lastSeg, off, verr)
+		}
+		var ce *wal.CorruptionError
+		if !errors.As(err, &ce) || ce.File != lastSeg || (off > bodyAt+5 && !ce.Salvageable) {
+			t.Fatalf("bit flipped at %s:%d, in the last batch: Open = %v, want a salvageable *wal.CorruptionError", lastSeg, off, err)
+		}
+	}
+
 	rng := rand.New(rand.NewPCG(seed, 13))
 	refused, started := 0, 0
 	for _, file := range files {

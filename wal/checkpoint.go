@@ -69,7 +69,7 @@ func SaveCheckpoint(fsys vfs.FS, dir string, pos Pos, payload ...[]byte) error {
 	}
 	header := make([]byte, checkpointHeaderSize)
 	copy(header, checkpointMagic)
-	binary.LittleEndian.PutUint32(header[8:], FormatVersion)
+	binary.LittleEndian.PutUint32(header[8:], CheckpointVersion)
 	binary.LittleEndian.PutUint32(header[12:], 0) // flags
 	binary.LittleEndian.PutUint64(header[16:], uint64(pos))
 	binary.LittleEndian.PutUint64(header[24:], uint64(size))
@@ -156,15 +156,15 @@ func decodeCheckpoint(data []byte, path string, pos Pos) ([]byte, error) {
 	if string(data[:8]) != checkpointMagic {
 		return nil, corrupt(0, "bad magic %q, want %q", data[:8], checkpointMagic)
 	}
-	if v := binary.LittleEndian.Uint32(data[8:]); v > FormatVersion {
-		return nil, fmt.Errorf("%w: %s has format version %d, this binary supports up to version %d", ErrNewerFormat, path, v, FormatVersion)
+	if v := binary.LittleEndian.Uint32(data[8:]); v > CheckpointVersion {
+		return nil, fmt.Errorf("%w: %s has format version %d, this binary supports up to version %d", ErrNewerFormat, path, v, CheckpointVersion)
 	} else if crc, want := binary.LittleEndian.Uint32(data[36:]), crc32.Checksum(data[:36], castagnoli); crc != want {
 		return nil, corrupt(0, "header checksum %#08x, want %#08x", crc, want)
 	} else if v == 0 {
 		return nil, corrupt(8, "format version 0")
 	}
 	if flags := binary.LittleEndian.Uint32(data[12:]); flags != 0 {
-		return nil, fmt.Errorf("%w: %s has flags %#x, which format version %d does not define", ErrNewerFormat, path, flags, FormatVersion)
+		return nil, fmt.Errorf("%w: %s has flags %#x, which format version %d does not define", ErrNewerFormat, path, flags, CheckpointVersion)
 	}
 	if p := Pos(binary.LittleEndian.Uint64(data[16:])); p != pos {
 		return nil, corrupt(16, "header says position %v, the file name %v", p, pos)

@@ -50,7 +50,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("checkpoint-%016x.ckpt", uint64(p3))))
-	if err != nil || !bytes.Equal(raw, checkpointFile(wal.FormatVersion, p3, []byte("state in pieces"))) {
+	if err != nil || !bytes.Equal(raw, checkpointFile(wal.CheckpointVersion, p3, []byte("state in pieces"))) {
 		t.Fatalf("pieces stored as %q (%v)", raw, err)
 	}
 }

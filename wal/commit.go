@@ -65,9 +65,11 @@ func (l *Log) lead(b *batch) {
 }
 
 // takeLocked starts a cycle: the caller becomes the only committer and
-// takes the pending batch, which a fresh one replaces.
+// takes the pending batch, which holds records, sealed with its trailer; a
+// fresh one replaces it.
 func (l *Log) takeLocked() *batch {
 	b := l.pending
+	l.sealLocked(b)
 	l.pending = l.newBatchLocked()
 	l.inflight = b
 	return b
@@ -273,5 +275,5 @@ func (l *Log) createSegment(idx uint32) (*segment, error) {
 	if f, err = l.fs.OpenFile(path, os.O_RDWR, 0); err != nil {
 		return nil, fmt.Errorf("create segment %s: reopen: %w", path, err)
 	}
-	return &segment{idx: idx, path: path, capacity: l.segSize, used: headerSize, f: f}, nil
+	return &segment{idx: idx, path: path, version: SegmentVersion, capacity: l.segSize, used: headerSize, f: f}, nil
 }

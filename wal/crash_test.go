@@ -239,19 +239,22 @@ func TestCorruption(t *testing.T) {
 func TestNewerFormat(t *testing.T) {
 	m := vfs.NewMemFS()
 	m.MkdirAll("/wal", 0o755)
-	writeAt(t, m, segPath(1), 0, append(segmentHeader(1, 2), make([]byte, 4064)...))
+	writeAt(t, m, segPath(1), 0, append(segmentHeader(1, 3), make([]byte, 4064)...))
 	_, _, err := tryOpen(memOpts(m), 0)
 	if !errors.Is(err, wal.ErrNewerFormat) {
 		t.Fatalf("Open = %v, want ErrNewerFormat", err)
 	}
-	for _, s := range []string{"00000001.wal", "version 2", "version 1"} {
+	for _, s := range []string{"00000001.wal", "version 3", "version 2"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not mention %q", err, s)
 		}
 	}
-	// The documented header with version 1 is accepted as is.
-	writeAt(t, m, segPath(1), 0, segmentHeader(1, 1))
-	openLog(t, memOpts(m), 0)
+	// The documented headers of versions 1 and 2 are accepted as they are.
+	for _, v := range []uint32{1, 2} {
+		writeAt(t, m, segPath(1), 0, segmentHeader(1, v))
+		l, _ := openLog(t, memOpts(m), 0)
+		l.Close()
+	}
 }
 
 // TestPowerLoss appends batches, waits on some, and cuts the power at random

@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -48,6 +47,10 @@ func Dump(w io.Writer, opts Options) error {
 		if strings.HasSuffix(name, tmpExt) {
 			p.printf("%s  leftover temporary file (a creation that did not finish)\n", name)
 		}
+		if name == quarantineDir {
+			q, _ := o.FS.ReadDir(path)
+			p.printf("%s/  %d files: copies of damaged bytes, each with a note (.txt) saying what they are\n", name, len(q))
+		}
 	}
 	return p.err
 }
@@ -63,20 +66,40 @@ func dumpSegment(p *printer, o Options, path string, idx uint32) {
 		p.printf("%s  %d bytes, bad header: %v\n", name, len(data), err)
 		return
 	}
-	p.printf("%s  segment %d, %d bytes, format version %d\n", name, idx, len(data), binary.LittleEndian.Uint32(data[8:]))
-	records := 0
-	end, reason, _ := scanFrames(data, headerSize, func(off int64, payload []byte) error {
+	version := segmentVersion(data)
+	p.printf("%s  segment %d, %d bytes, format version %d\n", name, idx, len(data), version)
+	records, trailers := 0, 0
+	sc, _ := scanFrames(data, version, func(off int64, payload []byte, trailer bool) error {
+		if trailer {
+			trailers++
+			bytes, frames := trailerFields(payload)
+			p.printf("  %10d  batch trailer: %d records in %d bytes\n", off, frames, bytes)
+			return p.err
+		}
 		records++
 		p.printf("  %10d  %8d bytes\n", off, len(payload))
 		return p.err
 	})
-	switch off, ok := validFrameAfter(data, end); {
-	case reason == "":
-		p.printf("  %d records, clean end at offset %d, %d bytes free\n", records, end, int64(len(data))-end)
-	case ok:
-		p.printf("  %d records, then a bad frame at offset %d: %s; a valid frame follows at %d (corruption)\n", records, end, reason, off)
+	if version >= 2 && sc.open > 0 && sc.reason == "" {
+		p.printf("  %d records from offset %d on have no trailer: a batch whose trailer never reached the disk "+
+			"(the next batch's trailer closes them)\n", sc.open, sc.sealed)
+	}
+	counts := fmt.Sprintf("%d records", records)
+	if version >= 2 {
+		counts += fmt.Sprintf(", %d batch trailers", trailers)
+	}
+	if sc.reason == "" {
+		p.printf("  %s, clean end at offset %d, %d bytes free\n", counts, sc.end, int64(len(data))-sc.end)
+		return
+	}
+	p.printf("  %s, then a bad frame at offset %d: %s", counts, sc.end, sc.reason)
+	switch kind, detail := classifyDamage(data, version, sc.end); {
+	case kind == damageMidLog:
+		p.printf("; %s (corruption)\n", detail)
+	case kind == damageLastBatch:
+		p.printf("; %s (corruption in the last batch, if this is the last segment holding records: Open refuses, Salvage cuts it off)\n", detail)
 	default:
-		p.printf("  %d records, then a bad frame at offset %d: %s; nothing valid follows (a torn tail if this is the last segment)\n", records, end, reason)
+		p.printf("; nothing valid follows (a torn tail if this is the last segment holding records)\n")
 	}
 }
 

@@ -31,7 +31,8 @@ func TestDump(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{
-		"00000001.wal  segment 1, 4096 bytes, format version 1",
+		"00000001.wal  segment 1, 4096 bytes, format version 2",
+		"        " + strconv.Itoa(int(positions[1].Offset())-24) + "  batch trailer: 1 records in ",
 		"clean end at offset",
 		"00000002.wal  segment 2",
 		"bad frame at offset " + strconv.Itoa(int(end.Offset())) + ": zero length word followed by non-zero bytes; nothing valid follows",
@@ -46,5 +47,29 @@ func TestDump(t *testing.T) {
 	// Dump only reads: the torn tail is still there.
 	if b := readAll(t, m, segPath(2)); string(b[end.Offset()+16:end.Offset()+20]) != "junk" {
 		t.Fatal("Dump modified the log")
+	}
+}
+
+// TestDumpShowsDamageInLastBatch: the dump says what Open will make of a damaged last
+// batch, and lists the quarantine Open filled when it refused.
+func TestDumpShowsDamageInLastBatch(t *testing.T) {
+	m, want, _ := lastBatchLog(t)
+	last := want[len(want)-1]
+	flipByte(t, m, segPath(1), int64(last.pos.Offset())+12)
+	if _, _, err := tryOpen(memOpts(m), 0); err == nil {
+		t.Fatal("Open accepted a damaged last batch")
+	}
+	var out strings.Builder
+	if err := wal.Dump(&out, memOpts(m)); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		"7 records, 5 batch trailers, then a bad frame at offset " + strconv.Itoa(int(last.pos.Offset())) + ": checksum mismatch",
+		"corruption in the last batch",
+		"quarantine/  2 files",
+	} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("dump lacks %q:\n%s", s, out.String())
+		}
 	}
 }

@@ -55,6 +55,14 @@ type CorruptionError struct {
 	File   string // path of the damaged file
 	Offset int64  // byte offset of the first bad byte range found
 	Reason string // what is wrong there
+	// Salvageable reports damage in the log's last batch, which Salvage cuts
+	// off (given the same start position as Open): the records of File from
+	// Offset on are then lost, and the log opens.
+	Salvageable bool
+	// Quarantine is the path of the copy Open made of the damaged bytes of
+	// the log's last batch, from Offset to the segment's last non-zero byte,
+	// next to a note saying what they are; empty if it made none.
+	Quarantine string
 }
 
 func (e *CorruptionError) Error() string {
@@ -63,7 +71,17 @@ func (e *CorruptionError) Error() string {
 			"or delete it and open the log from the beginning if every segment is still present "+
 			"(see the Salvage section of the wal package documentation)", e.File, e.Offset, e.Reason)
 	}
-	return fmt.Sprintf("wal: corrupt log segment %s at offset %d: %s; to salvage, restore this file from a backup, "+
+	kept := ""
+	if e.Quarantine != "" {
+		kept = fmt.Sprintf("; a copy of the damaged bytes is in %s", e.Quarantine)
+	}
+	if e.Salvageable {
+		return fmt.Sprintf("wal: corrupt log segment %s at offset %d: %s%s; this is the log's last batch: "+
+			"restore this file from a backup, or accept losing its records from offset %d on and cut them off "+
+			"with Salvage (okiba salvage DATA-DIR for a broker's data directory; "+
+			"see the Salvage section of the wal package documentation)", e.File, e.Offset, e.Reason, kept, e.Offset)
+	}
+	return fmt.Sprintf("wal: corrupt log segment %s at offset %d: %s%s; to salvage, restore this file from a backup, "+
 		"or (after copying the directory) zero it from offset %d to its end keeping its size, losing its records from that offset on "+
-		"(see the Salvage section of the wal package documentation)", e.File, e.Offset, e.Reason, e.Offset)
+		"(see the Salvage section of the wal package documentation)", e.File, e.Offset, e.Reason, kept, e.Offset)
 }

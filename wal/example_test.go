@@ -53,5 +53,5 @@ func Example() {
 	}
 	fmt.Printf("state %q, durable through %v\n", state, l.Durable())
 	l.Close()
-	// Output: state "abc", durable through 1:80
+	// Output: state "abc", durable through 1:104
 }

@@ -8,9 +8,14 @@ import (
 	"path/filepath"
 )
 
-// FormatVersion is the segment and checkpoint format version this package
-// writes and the newest it reads.
-const FormatVersion = 1
+// SegmentVersion is the segment format version this package writes. It reads
+// every version from 1 up to it, each by its own rules (see the package
+// documentation): version 2 added batch trailers.
+const SegmentVersion = 2
+
+// CheckpointVersion is the checkpoint format version this package writes and
+// the newest it reads.
+const CheckpointVersion = 1
 
 const (
 	segmentMagic    = "OKIBALOG"
@@ -19,6 +24,17 @@ const (
 	headerSize      = 32 // segment header
 	frameHeaderSize = 8  // len uint32 | crc uint32
 	frameAlign      = 8
+
+	// A batch trailer is a frame whose length word has trailerFlag set; the
+	// rest of the word is its payload length, trailerPayload. The payload is
+	// the byte length and the record count of the frames it closes, then
+	// trailerMagic, whose bytes are all non-zero with at least two bits set: a
+	// trailer that was written whole ends in a non-zero byte that no single
+	// flipped bit can clear.
+	trailerFlag    = 1 << 31
+	trailerPayload = 16
+	trailerSize    = frameHeaderSize + trailerPayload // a multiple of frameAlign
+	trailerMagic   = "BATCHEND"
 
 	// MinSegmentSize and MaxSegmentSize bound Options.SegmentSize. The
 	// maximum keeps every offset, including the end of a full segment,
@@ -61,7 +77,7 @@ func parseSegmentName(name string) (uint32, bool) {
 func encodeSegmentHeader(idx uint32, capacity int64) []byte {
 	h := make([]byte, headerSize)
 	copy(h, segmentMagic)
-	binary.LittleEndian.PutUint32(h[8:], FormatVersion)
+	binary.LittleEndian.PutUint32(h[8:], SegmentVersion)
 	binary.LittleEndian.PutUint32(h[12:], 0) // flags
 	binary.LittleEndian.PutUint64(h[16:], uint64(idx))
 	binary.LittleEndian.PutUint32(h[24:], uint32(capacity))
@@ -98,8 +114,8 @@ func checkSegmentHeader(b []byte, file string, idx uint32) error {
 		return &CorruptionError{File: file, Offset: 0, Reason: fmt.Sprintf("bad magic %q, want %q", b[:8], segmentMagic)}
 	}
 	v := binary.LittleEndian.Uint32(b[8:])
-	if v > FormatVersion {
-		return fmt.Errorf("%w: %s has format version %d, this binary supports up to version %d", ErrNewerFormat, file, v, FormatVersion)
+	if v > SegmentVersion {
+		return fmt.Errorf("%w: %s has format version %d, this binary supports up to version %d", ErrNewerFormat, file, v, SegmentVersion)
 	}
 	if crc, want := binary.LittleEndian.Uint32(b[28:]), crc32.Checksum(b[:28], castagnoli); crc != want {
 		return &CorruptionError{File: file, Offset: 0, Reason: fmt.Sprintf("header checksum %#08x, want %#08x", crc, want)}
@@ -108,7 +124,7 @@ func checkSegmentHeader(b []byte, file string, idx uint32) error {
 		return &CorruptionError{File: file, Offset: 8, Reason: "format version 0"}
 	}
 	if flags := binary.LittleEndian.Uint32(b[12:]); flags != 0 {
-		return fmt.Errorf("%w: %s has flags %#x, which format version %d does not define", ErrNewerFormat, file, flags, FormatVersion)
+		return fmt.Errorf("%w: %s has flags %#x, which format version %d does not define", ErrNewerFormat, file, flags, v)
 	}
 	if got := binary.LittleEndian.Uint64(b[16:]); got != uint64(idx) {
 		return &CorruptionError{File: file, Offset: 16, Reason: fmt.Sprintf("header is for segment %d, but the file name says %d", got, idx)}
@@ -139,22 +155,45 @@ func putFrameHeader(hdr []byte, payload []byte) int {
 	return int(frameSize(len(payload))) - frameHeaderSize - len(payload)
 }
 
+// putTrailer writes into b[:trailerSize] the trailer that closes frames
+// records taking the bytes bytes before it.
+func putTrailer(b []byte, bytes int64, frames int) {
+	p := b[frameHeaderSize:trailerSize]
+	binary.LittleEndian.PutUint32(p[0:], uint32(bytes))
+	binary.LittleEndian.PutUint32(p[4:], uint32(frames))
+	copy(p[8:], trailerMagic)
+	binary.LittleEndian.PutUint32(b[0:], trailerFlag|trailerPayload)
+	binary.LittleEndian.PutUint32(b[4:], frameCRC(trailerFlag|trailerPayload, p))
+}
+
+// trailerFields returns what the payload of a valid trailer says it closes.
+func trailerFields(payload []byte) (bytes int64, frames int) {
+	return int64(binary.LittleEndian.Uint32(payload[0:])), int(binary.LittleEndian.Uint32(payload[4:]))
+}
+
+// segmentVersion is the format version in a segment header that
+// checkSegmentHeader accepted.
+func segmentVersion(hdr []byte) uint32 { return binary.LittleEndian.Uint32(hdr[8:]) }
+
 // frameStatus classifies the 8-byte-aligned slot at some offset of a segment.
 type frameStatus int
 
 const (
-	frameValid   frameStatus = iota
-	frameZero                // length word 0: end of segment if all that follows is zero
-	frameShort               // fewer than 8 bytes left in the segment
-	frameTooLong             // the length runs past the end of the segment
-	frameBadCRC              // checksum mismatch
-	frameBadPad              // non-zero padding after the payload
+	frameValid      frameStatus = iota
+	frameTrailer                // a valid batch trailer (format 2)
+	frameZero                   // length word 0: end of segment if all that follows is zero
+	frameShort                  // fewer than 8 bytes left in the segment
+	frameTooLong                // the length runs past the end of the segment
+	frameBadCRC                 // checksum mismatch
+	frameBadPad                 // non-zero padding after the record
+	frameBadTrailer             // a trailer's length word with another length, or a trailer without its magic
 )
 
-// decodeFrame looks at the frame at off in seg, the whole segment file. It
-// returns the payload (aliasing seg) and the offset of the next frame when
-// the status is frameValid.
-func decodeFrame(seg []byte, off int64) (payload []byte, next int64, st frameStatus) {
+// decodeFrame looks at the frame at off in seg, the whole segment file of
+// format version. It returns the payload (aliasing seg) and the offset of the
+// next frame when the status is frameValid or frameTrailer. In format 1 a
+// length word with trailerFlag set is only a length too long for any segment.
+func decodeFrame(seg []byte, off int64, version uint32) (payload []byte, next int64, st frameStatus) {
 	rem := int64(len(seg)) - off
 	if rem < frameHeaderSize {
 		return nil, 0, frameShort
@@ -162,6 +201,22 @@ func decodeFrame(seg []byte, off int64) (payload []byte, next int64, st frameSta
 	n := binary.LittleEndian.Uint32(seg[off:])
 	if n == 0 {
 		return nil, 0, frameZero
+	}
+	if n&trailerFlag != 0 && version >= 2 {
+		if n != trailerFlag|trailerPayload {
+			return nil, 0, frameBadTrailer
+		}
+		if rem < trailerSize {
+			return nil, 0, frameTooLong
+		}
+		payload = seg[off+frameHeaderSize : off+trailerSize]
+		if binary.LittleEndian.Uint32(seg[off+4:]) != frameCRC(n, payload) {
+			return nil, 0, frameBadCRC
+		}
+		if string(payload[8:]) != trailerMagic {
+			return nil, 0, frameBadTrailer
+		}
+		return payload, off + trailerSize, frameTrailer
 	}
 	size := frameSize(int(n))
 	if size > rem {
@@ -190,6 +245,8 @@ func (st frameStatus) reason(seg []byte, off int64) string {
 		return "checksum mismatch"
 	case frameBadPad:
 		return "non-zero padding after the record"
+	case frameBadTrailer:
+		return "malformed batch trailer"
 	}
 	return "valid frame"
 }
@@ -207,37 +264,81 @@ func allZero(b []byte) bool {
 	return bytes.Equal(b, zero[:len(b)])
 }
 
-// scanFrames calls fn for every valid frame of seg from offset from, in
-// order. It stops at the first slot that is not a valid frame and returns
-// its offset. reason is empty when the segment ends cleanly there (a zero
-// length word, or less than a frame header left, with only zeros after) and
-// otherwise says what is wrong with the frame at end.
-func scanFrames(seg []byte, from int64, fn func(off int64, payload []byte) error) (end int64, reason string, err error) {
-	off := from
+// segmentScan is what scanFrames found in one segment.
+type segmentScan struct {
+	// end is the offset of the first slot that is not a valid frame, and
+	// reason is empty when the segment ends cleanly there (a zero length
+	// word, or less than a frame header left, with only zeros after) and
+	// otherwise says what is wrong with the frame at end.
+	end    int64
+	reason string
+	// Format 2: [sealed, end) holds the records that no trailer closes
+	// yet, open of them: the frames of a batch whose trailer never reached
+	// the disk. sealed is just after the last valid trailer, or the header.
+	sealed int64
+	open   int
+}
+
+// scanFrames calls fn for every valid frame of seg, a segment file of format
+// version, in order from the first, with trailer set for batch trailers. It
+// stops at the first slot that is not a valid frame. A trailer that does not
+// describe the records since the previous one is such a slot: a checksum
+// that matches over the wrong content is damage all the same.
+func scanFrames(seg []byte, version uint32, fn func(off int64, payload []byte, trailer bool) error) (segmentScan, error) {
+	sc := segmentScan{sealed: headerSize}
+	off := int64(headerSize)
 	for {
-		payload, next, st := decodeFrame(seg, off)
+		payload, next, st := decodeFrame(seg, off, version)
 		switch st {
 		case frameValid:
-			if err := fn(off, payload); err != nil {
-				return off, "", err
+			if err := fn(off, payload, false); err != nil {
+				return segmentScan{end: off}, err
 			}
+			sc.open++
+			off = next
+			continue
+		case frameTrailer:
+			if bytes, frames := trailerFields(payload); bytes != off-sc.sealed || frames != sc.open {
+				sc.end = off
+				sc.reason = fmt.Sprintf("batch trailer says it closes %d records in %d bytes, but %d records in %d bytes precede it",
+					frames, bytes, sc.open, off-sc.sealed)
+				return sc, nil
+			}
+			if err := fn(off, payload, true); err != nil {
+				return segmentScan{end: off}, err
+			}
+			sc.sealed, sc.open = next, 0
 			off = next
 			continue
 		case frameZero, frameShort:
 			if allZero(seg[off:]) {
-				return off, "", nil
+				sc.end = off
+				return sc, nil
 			}
 		}
-		return off, st.reason(seg, off), nil
+		sc.end = off
+		sc.reason = st.reason(seg, off)
+		return sc, nil
 	}
 }
 
 // validFrameAfter reports the first 8-byte-aligned offset after bad where a
 // valid frame starts. Finding one means the damage at bad is not the torn
 // end of the last write, since nothing valid is ever written after the tail.
-func validFrameAfter(seg []byte, bad int64) (int64, bool) {
-	for off := bad + frameAlign; off+frameHeaderSize <= int64(len(seg)); off += frameAlign {
-		if _, _, st := decodeFrame(seg, off); st == frameValid {
+func validFrameAfter(seg []byte, version uint32, bad int64) (int64, bool) {
+	return frameAfter(seg, version, bad, false)
+}
+
+// frameAfter returns the first 8-byte-aligned offset after bad where a valid
+// frame starts, or only a valid trailer with trailers. A valid frame begins
+// with a non-zero length word, so the search ends at the last non-zero byte.
+func frameAfter(seg []byte, version uint32, bad int64, trailers bool) (int64, bool) {
+	end := lastNonZero(seg, bad)
+	for off := bad + frameAlign; off < end && off+frameHeaderSize <= int64(len(seg)); off += frameAlign {
+		if trailers && binary.LittleEndian.Uint32(seg[off:]) != trailerFlag|trailerPayload {
+			continue // not even the length word of one: skip the checksum
+		}
+		if _, _, st := decodeFrame(seg, off, version); st == frameTrailer || (st == frameValid && !trailers) {
 			return off, true
 		}
 	}
@@ -247,12 +348,90 @@ func validFrameAfter(seg []byte, bad int64) (int64, bool) {
 // lastNonZero returns the offset just past the last non-zero byte of seg at
 // or after from, or from if there is none.
 func lastNonZero(seg []byte, from int64) int64 {
-	for i := int64(len(seg)) - 1; i >= from; i-- {
-		if seg[i] != 0 {
-			return i + 1
+	const block = 512
+	i := int64(len(seg))
+	for i-block >= from && allZero(seg[i-block:i]) {
+		i -= block
+	}
+	for ; i > from; i-- {
+		if seg[i-1] != 0 {
+			return i
 		}
 	}
 	return from
+}
+
+// damage is what a bad frame in the last segment holding records means.
+type damage int
+
+const (
+	// damageTorn: the end of a write that never completed, and so was never
+	// acknowledged. Open discards it.
+	damageTorn damage = iota
+	// damageLastBatch: bytes that were written whole and damaged since, in
+	// the segment's last batch. Open refuses; Salvage cuts them off.
+	damageLastBatch
+	// damageMidLog: damage with complete batches after it. Open refuses.
+	damageMidLog
+)
+
+// classifyDamage says what the bad frame at x of seg, the last segment of
+// format version holding records, means, and why (detail, to append to the
+// frame's reason). See the package documentation, "Recovery rules", for the
+// reasoning; in short, in format 2:
+//
+//   - a valid frame after x cannot follow a write cut at x: damage;
+//   - it is in the last batch if no complete batch follows the one holding
+//     it, that is if nothing but zeros follows the first valid trailer after x;
+//   - with nothing valid after x, the frame at x was written whole if the
+//     segment's bytes reach the end its length word gives it (a trailer ends
+//     in a non-zero magic byte, so a whole trailer always does); a write cut
+//     short leaves zeros from where it stopped;
+//   - otherwise the bytes from x on are the unfinished write of a batch that
+//     never got its trailer: torn.
+//
+// Format 1 has no trailers: a bad frame with nothing valid after it is always
+// taken for a torn tail there.
+func classifyDamage(seg []byte, version uint32, x int64) (damage, string) {
+	if off, ok := validFrameAfter(seg, version, x); ok {
+		detail := fmt.Sprintf("a valid frame follows at offset %d, so this is not the torn end of an interrupted write", off)
+		if version < 2 {
+			return damageMidLog, detail
+		}
+		y, ok := frameAfter(seg, version, x, true)
+		if !ok {
+			return damageLastBatch, detail + "; no batch trailer follows, so it is in the segment's last batch"
+		}
+		if end := y + trailerSize; lastNonZero(seg, end) > end {
+			return damageMidLog, fmt.Sprintf("%s; its batch ends at offset %d and more of the log follows", detail, end)
+		}
+		return damageLastBatch, fmt.Sprintf("%s; it is in the segment's last batch, whose trailer is at offset %d", detail, y)
+	}
+	if version < 2 {
+		return damageTorn, ""
+	}
+	if end, ok := claimedEnd(seg, x); ok && lastNonZero(seg, x) >= end {
+		return damageLastBatch, fmt.Sprintf("the frame's bytes reach the end its length word gives it, offset %d, "+
+			"so it was written whole and damaged since: a write cut short leaves zeros from where it stopped", end)
+	}
+	return damageTorn, ""
+}
+
+// claimedEnd returns where the frame at x would end by its length word (a
+// trailer's fixed size for a trailer's word), if that is inside seg.
+func claimedEnd(seg []byte, x int64) (int64, bool) {
+	if int64(len(seg))-x < frameHeaderSize {
+		return 0, false
+	}
+	n := binary.LittleEndian.Uint32(seg[x:])
+	end := x + frameSize(int(n))
+	switch {
+	case n == 0:
+		return 0, false
+	case n&trailerFlag != 0:
+		end = x + trailerSize
+	}
+	return end, end <= int64(len(seg))
 }
 
 func segmentPath(dir string, idx uint32) string { return filepath.Join(dir, segmentName(idx)) }

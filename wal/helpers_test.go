@@ -175,6 +175,93 @@ func (b *logBuffer) String() string {
 
 func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
+// appendBatch appends gate and then batch, and waits for both: gate's commit is held
+// in its fsync until batch is appended, so that batch makes exactly one commit batch
+// (otherwise a committer may take its first records before the last are appended).
+// f must be the file system under l; its hook is left unset.
+func appendBatch(t testing.TB, f *vfs.Faulty, l *wal.Log, gate []byte, batch ...[]byte) []rec {
+	t.Helper()
+	ctx := testCtx(t)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.SetHook(vfs.Match(vfs.IsOp(vfs.OpSync), func(vfs.Event) error {
+		once.Do(func() {
+			close(held)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		})
+		return nil
+	}))
+	defer f.SetHook(nil)
+	pos, gt, err := l.Append(gate)
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	l.Commit()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the gate record's commit never reached its fsync")
+	}
+	out := []rec{{pos, string(gate)}}
+	var last wal.Ticket
+	for _, p := range batch {
+		pos, tk, err := l.Append(p)
+		if err != nil {
+			t.Fatalf("Append: %v", err)
+		}
+		out = append(out, rec{pos, string(p)})
+		last = tk
+	}
+	f.SetHook(nil)
+	close(release)
+	for _, tk := range []wal.Ticket{gt, last} {
+		if err := tk.Wait(ctx); err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+	}
+	return out
+}
+
 // keepCurrent is a MemFS.CrashWith policy under which every unsynced byte
 // reached the disk: the torn write itself is all that is lost.
 func keepCurrent(_ string, _, current []byte) []byte { return current }
+
+// trailer builds a batch trailer from the documented layout: it closes
+// frames records taking n bytes before it.
+func trailer(n, frames int) []byte {
+	t := make([]byte, 24)
+	binary.LittleEndian.PutUint32(t, 1<<31|16)
+	binary.LittleEndian.PutUint32(t[8:], uint32(n))
+	binary.LittleEndian.PutUint32(t[12:], uint32(frames))
+	copy(t[16:], "BATCHEND")
+	binary.LittleEndian.PutUint32(t[4:], crc32.Checksum(append(t[:4:4], t[8:]...), castagnoli))
+	return t
+}
+
+// diskFrame is a frame found by walking a segment by the documented layout.
+type diskFrame struct {
+	off, size int64
+	trailer   bool
+}
+
+// walkFrames lists the frames of a format-2 segment file from its header up
+// to the first zero length word, trusting their lengths.
+func walkFrames(seg []byte) []diskFrame {
+	var out []diskFrame
+	for off := int64(32); off+8 <= int64(len(seg)); {
+		n := binary.LittleEndian.Uint32(seg[off:])
+		if n == 0 {
+			break
+		}
+		f := diskFrame{off: off, size: int64((8 + n + 7) &^ 7)}
+		if n&(1<<31) != 0 {
+			f = diskFrame{off: off, size: 24, trailer: true}
+		}
+		out = append(out, f)
+		off += f.size
+	}
+	return out
+}

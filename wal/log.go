@@ -101,8 +101,8 @@ type Log struct {
 	mu       sync.Mutex
 	wake     *sync.Cond          // on mu: wakes the flusher (work, Close, preparer failure)
 	segments map[uint32]*segment // every segment that may hold records
-	end      Pos                 // after the last appended record
-	curCap   int64               // capacity of end's segment
+	end      Pos                 // after the last appended frame (record, or a committed batch's trailer)
+	curCap   int64               // what end's segment may fill up to: its capacity, or end itself to take no more
 	durable  Pos                 // everything before it is durable
 	pending  *batch              // filling; never nil
 	inflight *batch              // being committed, or nil: non-nil while a cycle runs (in the flusher or in a waiter; see lead)
@@ -111,6 +111,13 @@ type Log struct {
 	prepErr  error               // a background segment creation failed
 	closed   bool
 
+	// The frames in end's segment since its last trailer start at sealed, and
+	// open of them are records; the next trailer written there closes them.
+	// Only after Open can they predate the pending batch: records of a batch
+	// whose trailer never reached the disk, which the next one then closes too.
+	sealed int64
+	open   int
+
 	// Owned by the goroutine running a commit cycle (inflight != nil), and by
 	// Open and Close while none can run.
 	w      *segment  // segment being written
@@ -118,6 +125,11 @@ type Log struct {
 	prep   *prepared // next segment, being or already created
 	// syncTime is the fsync time of the batch being committed (only with an Observer).
 	syncTime time.Duration
+
+	// Recovery only: dry makes it read without changing anything (Salvage's
+	// inspection), and damage is what it refused to discard, if anything.
+	dry    bool
+	damage *tailDamage
 
 	flusherDone chan struct{}
 	preparers   sync.WaitGroup
@@ -133,6 +145,7 @@ type segment struct {
 	path     string
 	capacity int64 // usable bytes: the file size when opened or created
 	used     int64 // durable bytes in use, header included; guarded by Log.mu
+	version  uint32
 
 	rmu sync.RWMutex // guards f against Remove and Close while ReadAt uses it
 	f   vfs.File     // nil once removed or closed
@@ -140,6 +153,9 @@ type segment struct {
 
 // batch is one group commit: the frames appended between two flusher
 // cycles, laid out contiguously in buf, with where each run of them goes.
+// Each run ends with the trailer that closes it in its segment: the trailer
+// of the last run is added when a committer takes the batch, those of the
+// others when a record rolls to the next segment.
 type batch struct {
 	buf     []byte
 	spans   []span
@@ -229,7 +245,7 @@ func Open(opts Options, start Pos, replay func(pos Pos, payload []byte) error) (
 		fs:          o.FS,
 		dir:         o.Dir,
 		segSize:     o.SegmentSize,
-		maxRecord:   int(((o.SegmentSize - headerSize) &^ (frameAlign - 1)) - frameHeaderSize),
+		maxRecord:   int(((o.SegmentSize - headerSize - trailerSize) &^ (frameAlign - 1)) - frameHeaderSize),
 		logger:      o.Logger,
 		noPrecreate: o.NoPrecreate,
 		lock:        lock,
@@ -254,8 +270,8 @@ func Open(opts Options, start Pos, replay func(pos Pos, payload []byte) error) (
 	return l, nil
 }
 
-// MaxRecordSize is the largest payload Append accepts: one whose frame fills
-// an empty segment of Options.SegmentSize.
+// MaxRecordSize is the largest payload Append accepts: one whose frame and
+// its batch's trailer fill an empty segment of Options.SegmentSize.
 func (l *Log) MaxRecordSize() int { return l.maxRecord }
 
 func (l *Log) newBatchLocked() *batch {
@@ -349,13 +365,26 @@ func (l *Log) AppendFunc(fn func(buf []byte) []byte) (pos Pos, t Ticket, err err
 }
 
 // placeLocked gives the frame at b.buf[lo:] its position, rolling to a new
-// segment when it does not fit in the current one, and wakes the flusher.
+// segment when it does not fit in the current one with room left for a
+// trailer after it.
 func (l *Log) placeLocked(b *batch, lo int) Pos {
 	size := int64(len(b.buf) - lo)
 	seg, off := l.end.Segment(), int64(l.end.Offset())
-	if off+size > l.curCap {
+	if off+size+trailerSize > l.curCap {
+		// The record starts the next segment. This batch's run in the old one
+		// gets its trailer first, in front of the record in buf, so that the
+		// old segment is complete when the committer moves on.
+		if n := len(b.spans); n > 0 && b.spans[n-1].seg == seg {
+			var room [trailerSize]byte
+			b.buf = append(b.buf, room[:]...)
+			copy(b.buf[lo+trailerSize:], b.buf[lo:lo+int(size)])
+			putTrailer(b.buf[lo:], off-l.sealed, l.open)
+			b.spans[n-1].hi = lo + trailerSize
+			lo += trailerSize
+		}
 		seg, off = seg+1, headerSize
 		l.curCap = l.segSize
+		l.sealed, l.open = headerSize, 0
 	}
 	pos := MakePos(seg, uint32(off))
 	if n := len(b.spans); n > 0 && b.spans[n-1].seg == seg && b.spans[n-1].hi == lo &&
@@ -366,11 +395,26 @@ func (l *Log) placeLocked(b *batch, lo int) Pos {
 	}
 	l.end = MakePos(seg, uint32(off+size))
 	b.end = l.end
+	l.open++
 	if b.records == 0 && l.observer != nil {
 		b.first = time.Now()
 	}
 	b.records++
 	return pos
+}
+
+// sealLocked ends b, the pending batch, which holds records, with the trailer
+// of its last run. The trailer takes its place in the log now, so a record
+// appended after this goes after it.
+func (l *Log) sealLocked(b *batch) {
+	off := int64(l.end.Offset())
+	var t [trailerSize]byte
+	putTrailer(t[:], off-l.sealed, l.open)
+	b.buf = append(b.buf, t[:]...)
+	b.spans[len(b.spans)-1].hi = len(b.buf) // the run that ends at l.end
+	l.sealed, l.open = off+trailerSize, 0
+	l.end = MakePos(l.end.Segment(), uint32(l.sealed))
+	b.end = l.end
 }
 
 // Commit makes what has been appended durable soon, without waiting for it: the
@@ -386,9 +430,12 @@ func (l *Log) Commit() {
 	l.mu.Unlock()
 }
 
-// End returns the position just after the last appended record. The next
-// record goes there, unless it does not fit in that segment and starts the
-// next one.
+// End returns the position just after the last appended record, or after
+// the trailer of the last committed batch. The next record goes there, unless
+// the batch holding the last record is committed first (then it goes after
+// that batch's trailer) or it does not fit in that segment and starts the next
+// one. Either way End is a frame boundary that Open accepts as a start
+// position.
 func (l *Log) End() Pos {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -470,6 +517,9 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 		return nil, fmt.Errorf("wal: read %s at %d: %w", seg.path, off, err)
 	}
 	n := binary.LittleEndian.Uint32(hdr[:])
+	if n&trailerFlag != 0 && seg.version >= 2 {
+		return nil, fmt.Errorf("%w: %v is a batch trailer, not a record", ErrNotFound, pos)
+	}
 	if n == 0 || frameSize(int(n)) > seg.capacity-off {
 		return nil, &CorruptionError{File: seg.path, Offset: off, Reason: fmt.Sprintf("record length %d is impossible here", n)}
 	}

@@ -115,7 +115,7 @@ func TestAppendFunc(t *testing.T) {
 	if b, err := l.ReadAt(pos2); err != nil || string(b) != "after" {
 		t.Fatalf("record after rejected AppendFuncs = %q, %v", b, err)
 	}
-	if pos2.Offset() != pos.Offset()+16 {
+	if pos2.Offset() != pos.Offset()+16+24 { // the record's frame, and its batch's trailer
 		t.Fatalf("rejected AppendFuncs left bytes behind: %v then %v", pos, pos2)
 	}
 }
@@ -126,13 +126,13 @@ func TestAppendLimits(t *testing.T) {
 		t.Fatalf("Append(nil) = %v", err)
 	}
 	max := l.MaxRecordSize()
-	if max != 4096-32-8 {
+	if max != 4096-32-24-8 { // a segment holds its header, the frame and a batch trailer
 		t.Fatalf("MaxRecordSize = %d", max)
 	}
 	if _, _, err := l.Append(make([]byte, max+1)); !errors.Is(err, wal.ErrRecordTooLarge) {
 		t.Fatalf("oversized Append = %v", err)
 	}
-	// A record of exactly the maximum fills a fresh segment.
+	// A record of exactly the maximum fills a fresh segment, with its trailer.
 	appendWait(t, l, []byte("x"))
 	pos := appendWait(t, l, bytes.Repeat([]byte{7}, max))
 	if pos != wal.MakePos(2, 32) {

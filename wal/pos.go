@@ -11,7 +11,9 @@ import "fmt"
 //
 // One exception to "strictly": a record that Open drops as a torn tail was
 // never durable, so its position is given to the next record appended. Do
-// not keep the position of a record whose ticket did not complete.
+// not keep the position of a record whose ticket did not complete. The same
+// goes for records that Salvage cuts off, which a state rebuilt by Open no
+// longer refers to.
 type Pos uint64
 
 // MakePos builds a Pos from a segment index and an offset.

@@ -8,10 +8,24 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/okiba/okiba/vfs"
 )
 
+// tailDamage is damage at the end of the log that Open refused to discard:
+// the bytes [from, to) of seg, from the bad frame to the last non-zero byte.
+type tailDamage struct {
+	seg      *segment
+	from, to int64
+	reason   string
+	data     []byte // the segment's bytes, valid until the next read into recover's buffer
+}
+
 // recover implements Open's scan; see the package documentation for the
-// rules. On error the caller closes whatever l.segments holds.
+// rules. With l.dry it only reads (Salvage's inspection): it removes nothing,
+// repairs nothing and creates nothing. On error the caller closes whatever
+// l.segments holds; l.damage then describes damage Salvage may cut off.
 func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 	names, err := l.fs.ReadDir(l.dir)
 	if err != nil {
@@ -20,7 +34,7 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 	var idxs []uint32
 	for _, name := range names {
 		if base, ok := strings.CutSuffix(name, tmpExt); ok {
-			if _, ok := parseSegmentName(base); ok {
+			if _, ok := parseSegmentName(base); ok && !l.dry {
 				// A segment whose creation never reached its rename.
 				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
 					return fmt.Errorf("wal: remove leftover %s: %w", name, err)
@@ -44,6 +58,9 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 	}
 
 	if len(idxs) == 0 {
+		if l.dry {
+			return fmt.Errorf("wal: %s holds no log segments", l.dir)
+		}
 		if start != 0 {
 			return fmt.Errorf("%w: start position %v, but %s holds no segments", ErrMissingSegment, start, l.dir)
 		}
@@ -54,6 +71,7 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 		l.segments[1] = seg
 		l.w = seg
 		l.end, l.durable, l.curCap = MakePos(1, headerSize), MakePos(1, headerSize), seg.capacity
+		l.sealed = headerSize
 		return nil
 	}
 
@@ -69,9 +87,13 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 				ErrMissingSegment, start, segmentName(s0), l.dir, segmentName(first), segmentName(last))
 		}
 	}
+	mode := os.O_RDWR
+	if l.dry {
+		mode = os.O_RDONLY
+	}
 	for _, idx := range idxs {
 		path := segmentPath(l.dir, idx)
-		f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
+		f, err := l.fs.OpenFile(path, mode, 0)
 		if err != nil {
 			return fmt.Errorf("wal: open %s: %w", path, err)
 		}
@@ -110,6 +132,8 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 		buf      []byte
 		tail     = s0                     // last segment holding records, or s0
 		tailEnd  = int64(headerSize)      // where appending resumes in tail
+		sealed   = int64(headerSize)      // where tail's records no trailer closes begin
+		open     int                      // how many there are
 		emptyRun []uint32                 // empty segments since the last one with records
 		repairAt int64               = -1 // torn tail to zero in tail, from repairAt to repairTo
 		repairTo int64
@@ -136,12 +160,13 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 		if err := checkSegmentSize(data, seg.path, seg.capacity); err != nil {
 			return err
 		}
+		seg.version = segmentVersion(data)
 		atStart := start != 0 && idx == s0
 		startSeen := !atStart || int64(start.Offset()) == headerSize
 		firstSize := int64(0) // frame size of the segment's first record
-		end, reason, err := scanFrames(data, headerSize, func(off int64, payload []byte) error {
+		sc, err := scanFrames(data, seg.version, func(off int64, payload []byte, trailer bool) error {
 			pos := MakePos(idx, uint32(off))
-			if off == headerSize {
+			if off == headerSize && !trailer {
 				firstSize = frameSize(len(payload))
 			}
 			if atStart {
@@ -152,6 +177,9 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 					return nil
 				}
 			}
+			if trailer {
+				return nil // the log's own: it marks where a batch ended
+			}
 			if err := replay(pos, payload); err != nil {
 				return fmt.Errorf("wal: replaying record %v: %w", pos, err)
 			}
@@ -160,21 +188,34 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 		if err != nil {
 			return err
 		}
+		end, reason := sc.end, sc.reason
+		// A start position past a bad frame means a checkpoint covers that
+		// frame, so it was durable: damage, not a torn write (from format 2
+		// on; format 1 kept reporting the disagreement as such).
+		covered := false
 		if atStart && !startSeen && int64(start.Offset()) != end {
-			if int64(start.Offset()) > end {
+			switch {
+			case int64(start.Offset()) < end:
+				return fmt.Errorf("%w: start position %v is not a record boundary in %s", ErrBadStart, start, seg.path)
+			case reason == "" || seg.version < 2:
 				return fmt.Errorf("%w: start position %v lies beyond the last valid record of %s, which ends at offset %d",
 					ErrBadStart, start, seg.path, end)
 			}
-			return fmt.Errorf("%w: start position %v is not a record boundary in %s", ErrBadStart, start, seg.path)
+			covered = true
 		}
 		// The log rolls to a new segment only when a frame does not fit
-		// in the current one, so an empty segment followed by records is
-		// fine only if the first of those records would not have fit in
-		// it either (a segment left too small by a truncation, say).
-		// Otherwise it lost its records.
+		// in the current one (with room for a trailer after it, from
+		// format 2 on: the format of the segment the writer rolled to), so
+		// an empty segment followed by records is fine only if the first of
+		// those records would not have fit in it either (a segment left too
+		// small by a truncation, say). Otherwise it lost its records.
 		if end > headerSize {
+			need := firstSize
+			if seg.version >= 2 {
+				need += trailerSize
+			}
 			for _, e := range emptyRun {
-				if es := l.segments[e]; es.capacity-headerSize >= firstSize {
+				if es := l.segments[e]; es.capacity-headerSize >= need {
 					return &CorruptionError{File: es.path, Offset: headerSize, Reason: fmt.Sprintf(
 						"segment holds no records, but the first record of the later %s would have fit in it: records are missing",
 						segmentName(idx))}
@@ -188,12 +229,13 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 			seg.used = end
 			if end > headerSize || idx == s0 {
 				tail, tailEnd = idx, end
+				sealed, open = sc.sealed, sc.open
 			}
 			continue
 		}
 
-		// A bad frame at end. It is a torn tail only if nothing valid
-		// follows it: not in a later segment, not later in this one.
+		// A bad frame at end. It can be a torn tail only if nothing valid
+		// follows it in a later segment.
 		if empty, err := l.emptyFrom(idx+1, last, &buf); err != nil {
 			return err
 		} else if !empty {
@@ -205,16 +247,38 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 				return err
 			}
 		}
-		if off, ok := validFrameAfter(data, end); ok {
-			return &CorruptionError{File: seg.path, Offset: end,
-				Reason: fmt.Sprintf("%s; a valid record follows at offset %d, so this is not the torn end of an interrupted write", reason, off)}
+		kind, detail := classifyDamage(data, seg.version, end)
+		if kind == damageTorn && !covered {
+			tail, tailEnd = idx, end
+			sealed, open = sc.sealed, sc.open
+			repairAt, repairTo = end, lastNonZero(data, end)
+			seg.used = end
+			l.logger.Warn("wal: discarding torn tail left by an interrupted write",
+				"file", seg.path, "offset", end, "bytes", repairTo-end, "reason", reason)
+			break
 		}
-		tail, tailEnd = idx, end
-		repairAt, repairTo = end, lastNonZero(data, end)
-		seg.used = end
-		l.logger.Warn("wal: discarding torn tail left by an interrupted write",
-			"file", seg.path, "offset", end, "bytes", repairTo-end, "reason", reason)
-		break
+		ce := &CorruptionError{File: seg.path, Offset: end, Reason: reason}
+		if detail != "" {
+			ce.Reason += "; " + detail
+		}
+		if covered {
+			ce.Reason += fmt.Sprintf("; the start position %v (a checkpoint's) lies beyond it, so it was durable", start)
+		}
+		if kind != damageMidLog {
+			l.damage = &tailDamage{seg: seg, from: end, to: lastNonZero(data, end), reason: ce.Reason, data: data}
+			ce.Salvageable = !covered
+			if !l.dry {
+				if q, err := quarantine(l.fs, l.dir, l.damage, time.Now(), quarantineRefused); err != nil {
+					l.logger.Warn("wal: could not copy damaged bytes to quarantine", "file", seg.path, "offset", end, "err", err)
+				} else {
+					ce.Quarantine = q
+				}
+			}
+		}
+		return ce
+	}
+	if l.dry {
+		return nil
 	}
 
 	// Segments after the tail hold no records. Keep the next one as the
@@ -226,7 +290,7 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 		if idx == tail+1 && seg.capacity == l.segSize {
 			hdr := make([]byte, headerSize)
 			_, err := seg.f.ReadAt(hdr, 0)
-			keep = err == nil && checkSegmentHeader(hdr, seg.path, idx) == nil
+			keep = err == nil && checkSegmentHeader(hdr, seg.path, idx) == nil && segmentVersion(hdr) == SegmentVersion
 		}
 		delete(l.segments, idx)
 		if keep {
@@ -247,14 +311,9 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 	}
 
 	ts := l.segments[tail]
-	if repairAt >= 0 && repairTo > repairAt {
-		zeros := make([]byte, min(repairTo-repairAt, 1<<20))
-		for off := repairAt; off < repairTo; {
-			n := min(int64(len(zeros)), repairTo-off)
-			if _, err := ts.f.WriteAt(zeros[:n], off); err != nil {
-				return fmt.Errorf("wal: repair torn tail of %s: %w", ts.path, err)
-			}
-			off += n
+	if repairAt >= 0 {
+		if err := writeZeros(ts.f, repairAt, repairTo); err != nil {
+			return fmt.Errorf("wal: repair torn tail of %s: %w", ts.path, err)
 		}
 	}
 	// The previous process may have died with writes it never managed to
@@ -266,10 +325,31 @@ func (l *Log) recover(start Pos, replay func(Pos, []byte) error) error {
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("wal: sync %s: %w", l.dir, err)
 	}
+	l.curCap = ts.capacity
+	if ts.version < SegmentVersion {
+		if tailEnd > headerSize {
+			// Appending continues in a new segment, in the current format:
+			// a segment is written in one format only.
+			l.curCap = tailEnd
+		} else {
+			// An old-format segment that holds nothing, which must not stay
+			// empty before a segment with records (Open would take it for
+			// lost records): replace it by an empty one in the current format.
+			ts.f.Close()
+			ts.f = nil
+			ns, err := l.createSegment(tail)
+			if err != nil {
+				return fmt.Errorf("wal: %w", err)
+			}
+			l.segments[tail] = ns
+			ts = ns
+			l.curCap = ts.capacity
+		}
+	}
 	l.w = ts
 	l.end = MakePos(tail, uint32(tailEnd))
 	l.durable = l.end
-	l.curCap = ts.capacity
+	l.sealed, l.open = sealed, open
 	return nil
 }
 
@@ -300,4 +380,20 @@ func (l *Log) emptyFrom(from, to uint32, buf *[]byte) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// writeZeros overwrites [from, to) of f with zeros, a MiB at a time.
+func writeZeros(f vfs.File, from, to int64) error {
+	if to <= from {
+		return nil
+	}
+	zeros := make([]byte, min(to-from, 1<<20))
+	for off := from; off < to; {
+		n := min(int64(len(zeros)), to-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
 }

@@ -25,7 +25,10 @@ func twoSegments(t *testing.T) (*vfs.MemFS, []rec) {
 	return m, want
 }
 
-func emptySegment(idx uint32) []byte { return append(segmentHeader(idx, 1), make([]byte, 4096-32)...) }
+// emptySegment is a segment as the log creates it ahead of need.
+func emptySegment(idx uint32) []byte {
+	return append(segmentHeader(idx, wal.SegmentVersion), make([]byte, 4096-32)...)
+}
 
 func dirNames(t *testing.T, fs vfs.FS) string {
 	names, err := fs.ReadDir("/wal")

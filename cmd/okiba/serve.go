@@ -189,7 +189,12 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		var ce *node.ConfigError
 		var ee *node.ExposedError
+		var corrupt *wal.CorruptionError
 		switch {
+		case errors.As(err, &corrupt) && corrupt.Salvageable:
+			return fmt.Errorf("%w\n"+
+				"The damage is in the last batch of the log, which okiba never discards by itself. "+
+				"To start without those records (okiba salvage keeps a copy of what it cuts), run:\n  okiba salvage %s", err, cmp.Or(cfg.Data, node.DefaultData))
 		case errors.As(err, &ee):
 			return f.fail("%v", err)
 		case errors.As(err, &ce) && ce.Err != nil:
