@@ -86,6 +86,7 @@ type Store struct {
 
 	mu     sync.Mutex
 	table  [][]wal.Pos // by Ref: chunk, then slot; 0: no body
+	live   []int32     // per chunk of table, its slots with a body: an empty chunk is given back
 	segs   map[uint32]*Usage
 	pins   map[uint32]int
 	cache  map[queue.Ref]*queue.Payload
@@ -122,15 +123,32 @@ func (s *Store) SetLog(l *wal.Log) { s.log = l }
 // serialises it with the machine.
 func (s *Store) At(pos wal.Pos, shared bool) { s.cur, s.shared = pos, shared }
 
-func (s *Store) slot(r queue.Ref) *wal.Pos {
+// set points ref's slot at pos (0: no body), keeping each chunk's count of bodies and
+// giving back a chunk left with none, so that the table follows the live messages as the
+// machine's arena does.
+func (s *Store) set(r queue.Ref, pos wal.Pos) {
 	ci := int(r >> queue.RefShift)
 	for len(s.table) <= ci {
 		s.table = append(s.table, nil)
+		s.live = append(s.live, 0)
 	}
 	if s.table[ci] == nil {
+		if pos == 0 {
+			return
+		}
 		s.table[ci] = make([]wal.Pos, queue.RefSlots)
 	}
-	return &s.table[ci][r&(queue.RefSlots-1)]
+	at := &s.table[ci][r&(queue.RefSlots-1)]
+	switch {
+	case *at == 0 && pos != 0:
+		s.live[ci]++
+	case *at != 0 && pos == 0:
+		if s.live[ci]--; s.live[ci] == 0 {
+			s.table[ci] = nil
+			return
+		}
+	}
+	*at = pos
 }
 
 func (s *Store) get(r queue.Ref) wal.Pos {
@@ -159,7 +177,7 @@ func (s *Store) Added(ref queue.Ref, p *queue.Payload) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	size := p.Size()
-	*s.slot(ref) = s.cur
+	s.set(ref, s.cur)
 	s.count(s.cur, 1, size)
 	if s.budget >= 0 && s.cached+size <= s.budget {
 		if s.shared {
@@ -174,10 +192,9 @@ func (s *Store) Added(ref queue.Ref, p *queue.Payload) {
 func (s *Store) Removed(ref queue.Ref, size int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at := s.slot(ref)
-	if *at != 0 {
-		s.count(*at, -1, -size)
-		*at = 0
+	if pos := s.get(ref); pos != 0 {
+		s.count(pos, -1, -size)
+		s.set(ref, 0)
 	}
 	if _, ok := s.cache[ref]; ok {
 		delete(s.cache, ref)
@@ -305,11 +322,10 @@ func (s *Store) ApplyFrame(pos wal.Pos, raw []byte) error {
 func (s *Store) Move(ref queue.Ref, pos wal.Pos, size int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at := s.slot(ref)
-	if *at != 0 {
-		s.count(*at, -1, -size)
+	if old := s.get(ref); old != 0 {
+		s.count(old, -1, -size)
 	}
-	*at = pos
+	s.set(ref, pos)
 	s.count(pos, 1, size)
 }
 
@@ -407,7 +423,7 @@ func (s *Store) Restore(section []byte, walk func(visit func(queue.Ref, int64) b
 		pos := prev + wal.Pos(d.varint())
 		prev = pos
 		if pos != 0 {
-			*s.slot(r) = pos
+			s.set(r, pos)
 			s.count(pos, 1, size)
 		}
 		return true
@@ -584,7 +600,7 @@ func (s *Store) relocate(batch []user, raws map[wal.Pos][]byte) (int, error) {
 		s.last = t
 		size := p.Size()
 		for _, r := range live {
-			*s.slot(r) = to
+			s.set(r, to)
 			s.count(from, -1, -size)
 			s.count(to, 1, size)
 		}

@@ -275,3 +275,28 @@ func TestSectionRoundTrip(t *testing.T) {
 		t.Fatal("a section restored onto fewer messages")
 	}
 }
+
+// The table follows the live messages: a chunk of it whose messages are all gone is
+// given back, as the machine's arena gives back its chunks.
+func TestTableGivesBackEmptyChunks(t *testing.T) {
+	s := New(Config{CacheBytes: -1})
+	p := &queue.Payload{Body: []byte("x")}
+	const n = 3 * queue.RefSlots
+	for i := range n {
+		s.At(wal.MakePos(1, uint32(32+8*i)), false)
+		s.Added(queue.Ref(queue.RefSlots+i), p) // chunks 1, 2 and 3
+	}
+	if got := len(s.table); got != 4 || s.table[2] == nil {
+		t.Fatalf("table of %d chunks", got)
+	}
+	for i := range n - 1 {
+		s.Removed(queue.Ref(queue.RefSlots+i), 1)
+	}
+	if s.table[1] != nil || s.table[2] != nil || s.table[3] == nil || s.live[3] != 1 {
+		t.Fatalf("after removing all but one: chunks %v %v %v, live %v", s.table[1] != nil, s.table[2] != nil, s.table[3] != nil, s.live)
+	}
+	s.Removed(queue.Ref(queue.RefSlots+n-1), 1)
+	if s.table[3] != nil || len(s.Usage()) != 0 {
+		t.Fatalf("a drained store keeps a chunk or usage: %v", s.Usage())
+	}
+}
