@@ -73,7 +73,8 @@ func SVG(w io.Writer, run *harness.Run) {
 	draw(w, panels, run)
 }
 
-// headline picks the cells a big run's chart shows: the load shapes DESIGN §4 quotes.
+// headline picks the cells a big run's chart shows: the load shapes the performance
+// targets of docs/benchmarks.md quote.
 func headline(c harness.Cell) bool {
 	switch c.Scenario {
 	case "s1", "s8":
