@@ -91,7 +91,7 @@ type Machine struct {
 	queues  map[string]*queueState
 	byID    map[uint64]*queueState
 	tasks   map[uint64]*Task
-	events  eventHeap
+	events  heap // every queue's timer slot, by the time of its next event
 	now     int64
 	lastID  uint64
 	lastQID uint64
@@ -107,8 +107,8 @@ type queueState struct {
 	createdAt int64
 	updatedAt int64
 	msgs      seqIndex
-	ready     readyHeap
-	timers    timerHeap
+	ready     heap // ready messages, oldest arrival first
+	timers    heap // delayed and leased messages, soonest visible first
 	pending   []pendingDL
 	groups    map[string]*group
 	dedup     dedupTable
@@ -118,7 +118,7 @@ type queueState struct {
 	nInFlight int64
 	bytes     int64
 	stats     Counters
-	evIdx     int
+	timer     Ref    // this queue's slot in the machine's event heap
 	retCursor uint64 // seqs at or below are known past retention (only in-flight ones remain)
 }
 
@@ -127,19 +127,30 @@ type pendingDL struct {
 	reason string
 }
 
-// newQueueState returns an empty queue whose index lives in m's arena.
-func (m *Machine) newQueueState() *queueState {
-	return &queueState{evIdx: -1, msgs: seqIndex{a: &m.ar}, ready: newReadyHeap(&m.ar), timers: newTimerHeap(&m.ar)}
+// newQueueState returns an empty queue id whose index lives in m's arena, with its
+// timer slot there (see heap).
+func (m *Machine) newQueueState(id uint64) *queueState {
+	t := m.ar.alloc()
+	t.seq = id
+	return &queueState{id: id, timer: t.self, msgs: seqIndex{a: &m.ar}, ready: newReadyHeap(&m.ar), timers: newHeap(&m.ar)}
+}
+
+// dropQueueState gives back what a deleted queue held in the arena besides its messages.
+func (m *Machine) dropQueueState(q *queueState) {
+	m.events.unschedule(q)
+	m.ar.free(m.ar.get(q.timer))
 }
 
 // New returns an empty machine with the default limits.
 func New() *Machine {
-	return &Machine{
+	m := &Machine{
 		limits: Limits{}.WithDefaults(),
 		queues: make(map[string]*queueState),
 		byID:   make(map[uint64]*queueState),
 		tasks:  make(map[uint64]*Task),
 	}
+	m.events = newHeap(&m.ar)
+	return m
 }
 
 // SetBodies names the node's payload store; nil turns the calls off.
@@ -327,8 +338,10 @@ func (m *Machine) ensureDLQ(sink Sink, q *queueState, now int64) *queueState {
 // NextEvent returns the earliest time at which some queue has time-driven work (a delay
 // ending, a lease ending, retention), and false if there is none.
 func (m *Machine) NextEvent() (int64, bool) {
-	e, ok := m.events.first()
-	return e.key, ok
+	if x := m.events.peek(); x != nil {
+		return x.at, true
+	}
+	return 0, false
 }
 
 // Tick advances every queue whose next event is due at now. It returns the names of
@@ -337,16 +350,16 @@ func (m *Machine) NextEvent() (int64, bool) {
 func (m *Machine) Tick(now int64, sink Sink) []string {
 	now = m.clock(now)
 	var woke []string
-	for e, ok := m.events.first(); ok && e.key <= now; e, ok = m.events.first() {
-		q := e.q
+	for x := m.events.peek(); x != nil && x.at <= now; x = m.events.peek() {
+		q := m.byID[x.seq]
 		before := q.ready.len()
 		m.advance(sink, q, now)
 		if q.ready.len() > before {
 			woke = append(woke, q.name)
 		}
 		// advance rescheduled q past now (or removed it); guard against a stuck entry.
-		if e, ok := m.events.first(); ok && e.q == q && e.key <= now {
-			m.events.remove(q)
+		if y := m.events.peek(); y == x && y.at <= now {
+			m.events.unschedule(q)
 		}
 	}
 	return woke
@@ -377,9 +390,9 @@ func (q *queueState) nextEvent() (int64, bool) {
 
 func (m *Machine) reschedule(q *queueState) {
 	if t, ok := q.nextEvent(); ok {
-		m.events.set(q, t)
+		m.events.schedule(q, t)
 	} else {
-		m.events.remove(q)
+		m.events.unschedule(q)
 	}
 }
 

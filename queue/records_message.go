@@ -460,7 +460,7 @@ func (r *PurgeRecord) apply(m *Machine) error {
 	q.stats.Purged += uint64(q.msgs.live)
 	q.msgs = seqIndex{a: &m.ar}
 	q.ready = newReadyHeap(&m.ar)
-	q.timers = newTimerHeap(&m.ar)
+	q.timers = newHeap(&m.ar)
 	q.pending = nil
 	q.groups = nil
 	q.nReady, q.nDelayed, q.nInFlight, q.bytes = 0, 0, 0, 0

@@ -51,8 +51,8 @@ func (r *QueuePutRecord) apply(m *Machine) error {
 	if m.queues[r.Name] != nil {
 		return fmt.Errorf("queue %q exists with another id", r.Name)
 	}
-	q := m.newQueueState()
-	q.id, q.name, q.cfg, q.createdAt, q.updatedAt = r.QueueID, r.Name, r.Config.Clone(), r.Now, r.Now
+	q := m.newQueueState(r.QueueID)
+	q.name, q.cfg, q.createdAt, q.updatedAt = r.Name, r.Config.Clone(), r.Now, r.Now
 	m.queues[r.Name] = q
 	m.byID[r.QueueID] = q
 	return nil
@@ -196,7 +196,7 @@ func (r *QueueDeleteRecord) apply(m *Machine) error {
 	})
 	delete(m.queues, q.name)
 	delete(m.byID, q.id)
-	m.events.remove(q)
+	m.dropQueueState(q)
 	for _, t := range m.tasks {
 		if t.State == TaskRunning && (t.Source == q.id || t.Target == q.id) {
 			t.State = TaskFailed

@@ -350,8 +350,7 @@ func Restore(b []byte, legacy func(ref Ref, size int64, pos uint64)) (*Machine, 
 }
 
 func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int64, uint64)) *queueState {
-	q := m.newQueueState()
-	q.id = d.uvarint()
+	q := m.newQueueState(d.uvarint())
 	q.name = d.string()
 	q.cfg = d.config()
 	q.createdAt = d.varint()
