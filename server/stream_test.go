@@ -18,6 +18,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/service"
 	"github.com/okiba/okiba/okibatest"
 	"github.com/okiba/okiba/server"
 )
@@ -66,7 +67,7 @@ func serverAt(t testing.TB, opts server.Options, setup ...func(*server.Server, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(b, opts)
+	srv := server.New(service.New(b, service.Options{}), opts)
 	hs := httptest.NewUnstartedServer(srv.Handler())
 	for _, f := range setup {
 		f(srv, hs)

@@ -28,6 +28,8 @@ import (
 	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/internal/gcpace"
+	"github.com/okiba/okiba/internal/reply"
+	"github.com/okiba/okiba/internal/service"
 	"github.com/okiba/okiba/metrics"
 	"github.com/okiba/okiba/server"
 	"github.com/okiba/okiba/sqs"
@@ -155,7 +157,7 @@ func (n *Node) open(ctx context.Context) error {
 		n.url = "http://" + ln.Addr().String()
 	}
 
-	n.native = server.New(b, server.Options{Logger: log, Observe: n.metrics.ObserveRequest})
+	n.native = server.New(service.New(b, service.Options{Logger: log}), server.Options{Logger: log, Observe: n.metrics.ObserveRequest})
 	if !c.SQS.Disabled {
 		n.sqs = sqs.New(b, sqs.Options{
 			Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL,
@@ -171,7 +173,7 @@ func (n *Node) open(ctx context.Context) error {
 		n.console.Register(n.mux)
 	}
 	n.step = auth.Step{Token: c.token, Refuse: func(w http.ResponseWriter, _ int, msg string) {
-		writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: msg})
+		reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: msg})
 	}}
 	if n.console != nil {
 		n.step.Browsers = n.console
@@ -369,7 +371,7 @@ func (n *Node) dispatch(w http.ResponseWriter, r *http.Request) string {
 	}
 	if n.sqs != nil && n.sqs.Match(r) {
 		if n.cfg.token != "" && !n.sqs.Authenticates() {
-			writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and has no SQS access keys configured"})
+			reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and has no SQS access keys configured"})
 			return "unauthorized"
 		}
 		r, ok := n.sqs.Authenticate(w, r)
@@ -411,10 +413,8 @@ func (n *Node) refuseBrowser(w http.ResponseWriter, r *http.Request, err error) 
 		n.sqs.Forbid(w, err.Error())
 		return
 	}
-	writeError(w, server.ErrorOf(n.log, err))
+	reply.Error(w, service.ErrorOf(n.log, err))
 }
-
-func writeError(w http.ResponseWriter, e *api.Error) { server.WriteError(w, e) }
 
 // statusWriter remembers the status a handler answered with; Unwrap lets
 // http.ResponseController reach the connection (flushes, deadlines, the stream's hijack).
