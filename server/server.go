@@ -173,6 +173,14 @@ func (s *Server) routes() {
 	})
 }
 
+// LongPoll reports whether a request of the native API may wait for messages to arrive
+// (a receive): shutdown ends such a request at once, with what it has, rather than wait
+// for it. It is the one definition of a long poll, for plain requests (internal/node)
+// and stream frames alike.
+func LongPoll(method, path string) bool {
+	return method == http.MethodPost && strings.HasSuffix(path, "/receive")
+}
+
 // HTTPServer returns an *http.Server with okiba's timeouts against slow clients; long
 // polls (up to 60s) fit inside the write timeout.
 func HTTPServer(h http.Handler, logger *slog.Logger) *http.Server {

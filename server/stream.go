@@ -261,7 +261,7 @@ func (sc *streamConn) start(f api.Frame) (context.Context, *streamCall) {
 	}
 	ctx, cancel := context.WithCancel(sc.ctx)
 	sc.s.busy.Add(1)
-	call := &streamCall{cancel: cancel, longPoll: strings.HasSuffix(pathOf(f.Target), "/receive")}
+	call := &streamCall{cancel: cancel, longPoll: LongPoll(f.Method, pathOf(f.Target))}
 	sc.calls[f.ID] = call
 	return ctx, call
 }

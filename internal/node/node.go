@@ -340,7 +340,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // is being committed answers 503 unavailable; its lease then simply expires.
 func endLongPolls(shutdown context.Context, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/receive") || r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage") {
+		if server.LongPoll(r.Method, r.URL.Path) || (r.Method == http.MethodPost && r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage") {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			defer context.AfterFunc(shutdown, cancel)()
