@@ -33,6 +33,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/internal/errcode"
 )
 
@@ -60,6 +61,11 @@ type Options struct {
 	RunIdle time.Duration
 	// RunMax ends a playground run after this long. Defaults to 3 minutes.
 	RunMax time.Duration
+	// Client is what the playground's lessons drive okiba with: a Go client of this
+	// node's own native API, with its address and token, so that a lesson's producers
+	// and consumers do what a user's code would. The console neither closes it nor
+	// uses it for anything else. Without it, lessons do not start (503).
+	Client *client.Client
 }
 
 func (o Options) withDefaults() Options {
@@ -118,7 +124,7 @@ func New(b *broker.Broker, opts Options) (*Console, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.hist = newHistory(opts.SampleInterval, opts.History)
-	c.play = newPlayground(b, opts, c.log)
+	c.play = newPlayground(opts.Client, opts, c.log)
 	c.goBackground(func() { c.hist.run(ctx, b) })
 	c.goBackground(func() { c.play.reap(ctx) })
 	return c, nil

@@ -18,12 +18,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/crossorigin"
@@ -75,6 +77,7 @@ type Node struct {
 	native  *server.Server
 	sqs     *sqs.Front // nil when off
 	console *web.Console
+	self    *client.Client // the console's playground's client of this node; nil without a console or URL
 	metrics *metrics.Metrics
 	guard   *crossorigin.Guard
 	step    auth.Step
@@ -166,7 +169,15 @@ func (n *Node) open(ctx context.Context) error {
 	}
 	n.mux = http.NewServeMux()
 	if !c.Console.Disabled {
-		if n.console, err = web.New(b, web.Options{AuthToken: c.token, Logger: log}); err != nil {
+		if ln != nil {
+			// The playground's lessons drive this node as a user's program would: through
+			// the native API, at the address just bound, with the node's token.
+			if n.self, err = client.New(dialURL(ln.Addr()), client.Options{Token: c.token}); err != nil {
+				closeLn()
+				return err
+			}
+		}
+		if n.console, err = web.New(b, web.Options{AuthToken: c.token, Logger: log, Client: n.self}); err != nil {
 			closeLn()
 			return err
 		}
@@ -233,9 +244,21 @@ func (n *Node) abort() {
 	if n.console != nil {
 		n.console.Close()
 	}
+	if n.self != nil {
+		n.self.Close()
+	}
 	if n.broker != nil {
 		n.broker.Close()
 	}
+}
+
+// dialURL is the URL at which this process reaches the listener at addr: its own
+// address, or loopback when it listens on every address (0.0.0.0, [::]).
+func dialURL(addr net.Addr) string {
+	if a, ok := addr.(*net.TCPAddr); ok && a.IP.IsUnspecified() {
+		return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+	}
+	return "http://" + addr.String()
 }
 
 // addrName returns the host of a listen address when it is a name (not an IP address):
@@ -276,9 +299,10 @@ func (n *Node) ServeErr() error {
 	return n.serveErr
 }
 
-// Close stops the node in order: no new connections, waiting long polls answered at once
-// (with no messages), requests in progress finished within ctx (then cut off), streams
-// drained the same way, the console's runs ended, and the broker closed with a final
+// Close stops the node in order: the console's playground runs ended (their queues
+// deleted through the API, which still serves), then no new connections, waiting long
+// polls answered at once (with no messages), requests in progress finished within ctx
+// (then cut off), streams drained the same way, and the broker closed with a final
 // checkpoint. It is safe to call twice; the second call returns the first's result.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
@@ -286,6 +310,12 @@ func (n *Node) Close(ctx context.Context) error {
 }
 
 func (n *Node) close(ctx context.Context) error {
+	if n.console != nil {
+		n.console.Close() // ends playground runs, which delete their queues through the API
+	}
+	if n.self != nil {
+		n.self.Close()
+	}
 	n.stop() // waiting long polls end now
 	var errs []error
 	streamsDone := make(chan error, 1)
@@ -311,9 +341,6 @@ func (n *Node) close(ctx context.Context) error {
 	}
 	if err := <-streamsDone; err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		errs = append(errs, err)
-	}
-	if n.console != nil {
-		n.console.Close() // ends playground runs and deletes their queues
 	}
 	n.stopBg()
 	n.bg.Wait()
