@@ -111,16 +111,26 @@ func applyConfig(c *queue.Config, in *api.QueueConfig) error {
 	return nil
 }
 
+// wireConfig is c as the API shows it, every field set. Its fields point into one
+// allocation rather than one each: listing queues converts every queue's configuration,
+// and the console's overview and sampler list them all every few seconds.
 func wireConfig(c queue.Config) api.QueueConfig {
-	d := func(v time.Duration) *api.Duration { return api.Ptr(v) }
-	scope := c.DedupScope.String()
+	v := &struct {
+		c                                                     queue.Config
+		vis, backoff, backoffMax, delay, retention, dedup, rw api.Duration
+		scope                                                 string
+	}{
+		c: c, vis: api.Duration(c.VisibilityTimeout), backoff: api.Duration(c.BackoffBase),
+		backoffMax: api.Duration(c.BackoffMax), delay: api.Duration(c.Delay), retention: api.Duration(c.Retention),
+		dedup: api.Duration(c.DedupWindow), rw: api.Duration(c.ReceiveWait), scope: c.DedupScope.String(),
+	}
 	return api.QueueConfig{
-		VisibilityTimeout: d(c.VisibilityTimeout), MaxDeliveries: &c.MaxDeliveries,
-		DeadLetterQueue: &c.DeadLetterQueue, BackoffBase: d(c.BackoffBase), BackoffMax: d(c.BackoffMax),
-		Delay: d(c.Delay), Retention: d(c.Retention), DedupWindow: d(c.DedupWindow),
-		DedupScope: &scope, ContentDedup: &c.ContentDedup, MaxMessages: &c.MaxMessages,
-		MaxBytes: &c.MaxBytes, MaxMessageSize: &c.MaxMessageSize, ReceiveWait: d(c.ReceiveWait),
-		OrderedGroups: &c.OrderedGroups, Tags: c.Tags,
+		VisibilityTimeout: &v.vis, MaxDeliveries: &v.c.MaxDeliveries,
+		DeadLetterQueue: &v.c.DeadLetterQueue, BackoffBase: &v.backoff, BackoffMax: &v.backoffMax,
+		Delay: &v.delay, Retention: &v.retention, DedupWindow: &v.dedup,
+		DedupScope: &v.scope, ContentDedup: &v.c.ContentDedup, MaxMessages: &v.c.MaxMessages,
+		MaxBytes: &v.c.MaxBytes, MaxMessageSize: &v.c.MaxMessageSize, ReceiveWait: &v.rw,
+		OrderedGroups: &v.c.OrderedGroups, Tags: v.c.Tags,
 	}
 }
 
