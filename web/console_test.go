@@ -66,11 +66,12 @@ func startOn(t testing.TB, ln net.Listener, token string, opts Options) *env {
 	if opts.Client == nil {
 		opts.Client = cl
 	}
-	c, err := New(b, opts)
+	svc := service.New(b, service.Options{})
+	c, err := New(svc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h = routed(t, b, c, token, nil)
+	h = routed(t, svc, c, token, nil)
 	hs.Start()
 	t.Cleanup(func() {
 		c.Close() // its runs delete their queues through the API
@@ -84,11 +85,11 @@ func startOn(t testing.TB, ln net.Listener, token string, opts Options) *env {
 // routed serves the console as the node does (internal/node, which this package's tests
 // cannot import: it imports this package): the same browser guard and authentication
 // step in front of the console's routes, with the native API beside them.
-func routed(t testing.TB, b *broker.Broker, c *Console, token string, origins []string) http.Handler {
+func routed(t testing.TB, svc *service.Service, c *Console, token string, origins []string) http.Handler {
 	t.Helper()
 	mux := http.NewServeMux()
 	c.Register(mux)
-	mux.Handle("/", server.New(service.New(b, service.Options{}), server.Options{}).Handler())
+	mux.Handle("/", server.New(svc, server.Options{}).Handler())
 	guard, err := crossorigin.New(crossorigin.Config{Origins: origins, Authenticated: token != "",
 		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" || c.Public(r) }})
 	if err != nil {
@@ -236,11 +237,12 @@ func TestSessionIsGoodOnlyOnTheConsolesPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(b, Options{AuthToken: testToken})
+	svc := service.New(b, service.Options{})
+	c, err := New(svc, Options{AuthToken: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(routed(t, b, c, testToken, []string{app}))
+	hs := httptest.NewServer(routed(t, svc, c, testToken, []string{app}))
 	t.Cleanup(func() {
 		hs.Close()
 		c.Close()

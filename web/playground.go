@@ -16,6 +16,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/reply"
 )
 
 // The playground runs lessons of event-driven design on the real broker: each run makes
@@ -205,7 +206,7 @@ func (p *playground) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.log.Info("playground run started", "run", id, "lesson", name)
-	writeJSON(w, http.StatusCreated, p.snapshot(rn))
+	reply.JSON(w, http.StatusCreated, p.snapshot(rn))
 }
 
 type runState struct {
@@ -237,7 +238,7 @@ func (p *playground) lookup(w http.ResponseWriter, r *http.Request) *run {
 
 func (p *playground) get(w http.ResponseWriter, r *http.Request) {
 	if rn := p.lookup(w, r); rn != nil {
-		writeJSON(w, http.StatusOK, p.snapshot(rn))
+		reply.JSON(w, http.StatusOK, p.snapshot(rn))
 	}
 }
 
@@ -257,7 +258,7 @@ func (p *playground) control(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "invalid_request", "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, p.snapshot(rn))
+	reply.JSON(w, http.StatusOK, p.snapshot(rn))
 }
 
 func (p *playground) stop(w http.ResponseWriter, r *http.Request) {

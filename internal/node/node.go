@@ -160,7 +160,9 @@ func (n *Node) open(ctx context.Context) error {
 		n.url = "http://" + ln.Addr().String()
 	}
 
-	n.native = server.New(service.New(b, service.Options{Logger: log}), server.Options{Logger: log, Observe: n.metrics.ObserveRequest})
+	// One service of the native API's operations, for the API and the console alike.
+	svc := service.New(b, service.Options{Logger: log})
+	n.native = server.New(svc, server.Options{Logger: log, Observe: n.metrics.ObserveRequest})
 	if !c.SQS.Disabled {
 		n.sqs = sqs.New(b, sqs.Options{
 			Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL,
@@ -177,7 +179,7 @@ func (n *Node) open(ctx context.Context) error {
 				return err
 			}
 		}
-		if n.console, err = web.New(b, web.Options{AuthToken: c.token, Logger: log, Client: n.self}); err != nil {
+		if n.console, err = web.New(svc, web.Options{AuthToken: c.token, Logger: log, Client: n.self}); err != nil {
 			closeLn()
 			return err
 		}

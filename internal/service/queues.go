@@ -139,12 +139,17 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func wireQueue(qi broker.QueueInfo) api.Queue {
 	st := qi.Stats
 	r := qi.Rates
+	var oldest time.Time
+	if st.OldestReady > 0 {
+		oldest = time.UnixMilli(st.OldestReady).UTC()
+	}
 	return api.Queue{
 		Name: qi.Name, CreatedAt: time.UnixMilli(qi.CreatedAt).UTC(), UpdatedAt: time.UnixMilli(qi.UpdatedAt).UTC(),
 		Config: wireConfig(qi.Config), DeadLetterSources: qi.DeadLetterSources,
 		Stats: api.Stats{
 			Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Bytes: st.Bytes,
-			DeadLetters: qi.DeadLetters, Groups: st.Groups, OldestReadyAgeMS: qi.OldestAge.Milliseconds(),
+			DeadLetters: qi.DeadLetters, Groups: st.Groups,
+			OldestReadyAgeMS: qi.OldestAge.Milliseconds(), OldestReadyAt: oldest,
 			Sent: st.Sent, Acked: st.Acked, Nacked: st.Nacked, Delivered: st.Delivered,
 			Redelivered: st.Redelivered, Extended: st.Extended, DeadLettered: st.DeadLettered,
 			DeadLetteredBy: st.ByReason, DeadLetteredIn: st.DeadLetteredIn, Expired: st.Expired,
