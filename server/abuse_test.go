@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/broker"
-	"github.com/okiba/okiba/internal/service"
 	"github.com/okiba/okiba/okibatest"
 	"github.com/okiba/okiba/server"
 )
@@ -34,7 +33,7 @@ func realServer(t *testing.T, cfg broker.Config) (string, *okibatest.Server) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		server.Serve(ctx, ln, server.New(service.New(srv.Broker, service.Options{}), server.Options{}).Handler(), discard, time.Second)
+		server.Serve(ctx, ln, server.New(srv.Broker, server.Options{}).Handler(), discard, time.Second)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return "http://" + ln.Addr().String(), srv

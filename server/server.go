@@ -23,15 +23,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/reply"
 	"github.com/okiba/okiba/internal/service"
 )
 
 // Options configure a Server. The zero value means the defaults.
 type Options struct {
-	// Logger receives what goes wrong serving a stream (a request that panicked).
-	// Defaults to discarding. Internal errors of the operations go to the service's
-	// logger (internal/service.Options).
+	// Logger receives internal errors, whose details the answers leave out, and
+	// requests of a stream that panicked. Defaults to discarding.
 	Logger *slog.Logger
 	// Observe, when set, is told about every request of the native API once it is
 	// answered (plain HTTP and stream frames alike): the route it matched (its pattern),
@@ -57,12 +57,14 @@ type Server struct {
 	busy    atomic.Int64 // stream requests in flight, all streams
 }
 
-// New returns a server of the operations svc offers.
-func New(svc *service.Service, opts Options) *Server {
-	s := &Server{svc: svc, opts: opts, log: opts.Logger}
+// New returns a server of the native API's operations on b (internal/service), whose
+// internal errors go to opts.Logger.
+func New(b *broker.Broker, opts Options) *Server {
+	s := &Server{opts: opts, log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.svc = service.New(b, service.Options{Logger: s.log})
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s

@@ -18,7 +18,6 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
-	"github.com/okiba/okiba/internal/service"
 	"github.com/okiba/okiba/okibatest"
 	"github.com/okiba/okiba/server"
 )
@@ -67,7 +66,7 @@ func serverAt(t testing.TB, opts server.Options, setup ...func(*server.Server, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(service.New(b, service.Options{}), opts)
+	srv := server.New(b, opts)
 	hs := httptest.NewUnstartedServer(srv.Handler())
 	for _, f := range setup {
 		f(srv, hs)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/api"
-	"github.com/okiba/okiba/internal/service"
 	"github.com/okiba/okiba/okibatest"
 	"github.com/okiba/okiba/server"
 )
@@ -54,7 +53,7 @@ func TestHTTPServerSettings(t *testing.T) {
 func slowEnv(t *testing.T, adjust func(*http.Server)) (*env, string) {
 	t.Helper()
 	e := newEnv(t, okibatest.Options{})
-	hs := server.HTTPServer(server.New(service.New(e.srv.Broker, service.Options{}), server.Options{}).Handler(), discard)
+	hs := server.HTTPServer(server.New(e.srv.Broker, server.Options{}).Handler(), discard)
 	adjust(hs)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -177,7 +176,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		errc <- server.Serve(ctx, ln, server.New(service.New(e.srv.Broker, service.Options{}), server.Options{}).Handler(), discard, 5*time.Second)
+		errc <- server.Serve(ctx, ln, server.New(e.srv.Broker, server.Options{}).Handler(), discard, 5*time.Second)
 	}()
 	se := envAt(t, "http://"+ln.Addr().String())
 	if r := se.do("GET", "/healthz", nil); r.Status != 200 {

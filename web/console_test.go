@@ -66,12 +66,11 @@ func startOn(t testing.TB, ln net.Listener, token string, opts Options) *env {
 	if opts.Client == nil {
 		opts.Client = cl
 	}
-	svc := service.New(b, service.Options{})
-	c, err := New(svc, opts)
+	c, err := New(service.New(b, service.Options{}), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h = routed(t, svc, c, token, nil)
+	h = routed(t, b, c, token, nil)
 	hs.Start()
 	t.Cleanup(func() {
 		c.Close() // its runs delete their queues through the API
@@ -85,11 +84,11 @@ func startOn(t testing.TB, ln net.Listener, token string, opts Options) *env {
 // routed serves the console as the node does (internal/node, which this package's tests
 // cannot import: it imports this package): the same browser guard and authentication
 // step in front of the console's routes, with the native API beside them.
-func routed(t testing.TB, svc *service.Service, c *Console, token string, origins []string) http.Handler {
+func routed(t testing.TB, b *broker.Broker, c *Console, token string, origins []string) http.Handler {
 	t.Helper()
 	mux := http.NewServeMux()
 	c.Register(mux)
-	mux.Handle("/", server.New(svc, server.Options{}).Handler())
+	mux.Handle("/", server.New(b, server.Options{}).Handler())
 	guard, err := crossorigin.New(crossorigin.Config{Origins: origins, Authenticated: token != "",
 		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" || c.Public(r) }})
 	if err != nil {
@@ -237,12 +236,11 @@ func TestSessionIsGoodOnlyOnTheConsolesPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := service.New(b, service.Options{})
-	c, err := New(svc, Options{AuthToken: testToken})
+	c, err := New(service.New(b, service.Options{}), Options{AuthToken: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(routed(t, svc, c, testToken, []string{app}))
+	hs := httptest.NewServer(routed(t, b, c, testToken, []string{app}))
 	t.Cleanup(func() {
 		hs.Close()
 		c.Close()

@@ -160,9 +160,7 @@ func (n *Node) open(ctx context.Context) error {
 		n.url = "http://" + ln.Addr().String()
 	}
 
-	// One service of the native API's operations, for the API and the console alike.
-	svc := service.New(b, service.Options{Logger: log})
-	n.native = server.New(svc, server.Options{Logger: log, Observe: n.metrics.ObserveRequest})
+	n.native = server.New(b, server.Options{Logger: log, Observe: n.metrics.ObserveRequest})
 	if !c.SQS.Disabled {
 		n.sqs = sqs.New(b, sqs.Options{
 			Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL,
@@ -179,7 +177,9 @@ func (n *Node) open(ctx context.Context) error {
 				return err
 			}
 		}
-		if n.console, err = web.New(svc, web.Options{AuthToken: c.token, Logger: log, Client: n.self}); err != nil {
+		// The console reads through the operations the native API runs (a service holds
+		// no state of its own, so the console's and the server's are alike).
+		if n.console, err = web.New(service.New(b, service.Options{Logger: log}), web.Options{AuthToken: c.token, Logger: log, Client: n.self}); err != nil {
 			closeLn()
 			return err
 		}
