@@ -161,6 +161,11 @@ type Stats struct {
 	Groups      int   `json:"groups"`
 	// OldestReadyAgeMS is the age of the oldest ready message, 0 when none.
 	OldestReadyAgeMS int64 `json:"oldest_ready_age_ms"`
+	// OldestReadyAt is when the oldest ready message entered the queue, zero when none.
+	// Server side only, as Error.Status is client side only: the JSON carries the age.
+	// The console's overview sends this time instead, since its answer must stay the
+	// same from one poll to the next while the queue does.
+	OldestReadyAt time.Time `json:"-"`
 
 	Sent              uint64            `json:"sent"`
 	Acked             uint64            `json:"acked"`

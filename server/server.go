@@ -1,6 +1,8 @@
 // Package server is okiba's HTTP transport: the native JSON API under /v1 and /healthz.
-// It translates requests into broker calls and broker errors into stable codes
-// (package api); it holds no queue semantics of its own.
+// It decodes requests (JSON, okiba's binary encoding, stream frames), calls the native
+// API's operations (internal/service, which checks them, calls the broker and converts
+// its answers and errors to the wire types of package api) and encodes the answers; it
+// holds no queue semantics of its own.
 package server
 
 import (
@@ -15,7 +17,6 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -23,12 +24,14 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
-	"github.com/okiba/okiba/internal/errcode"
+	"github.com/okiba/okiba/internal/reply"
+	"github.com/okiba/okiba/internal/service"
 )
 
 // Options configure a Server. The zero value means the defaults.
 type Options struct {
-	// Logger receives request errors. Defaults to discarding.
+	// Logger receives internal errors, whose details the answers leave out, and
+	// requests of a stream that panicked. Defaults to discarding.
 	Logger *slog.Logger
 	// Observe, when set, is told about every request of the native API once it is
 	// answered (plain HTTP and stream frames alike): the route it matched (its pattern),
@@ -45,7 +48,7 @@ type Options struct {
 // It serves the native API only: who may call it is decided before (the node's router
 // authenticates every request and refuses browsers from elsewhere, internal/node).
 type Server struct {
-	b    *broker.Broker
+	svc  *service.Service
 	opts Options
 	log  *slog.Logger
 	mux  *http.ServeMux
@@ -54,12 +57,14 @@ type Server struct {
 	busy    atomic.Int64 // stream requests in flight, all streams
 }
 
-// New returns a server for b.
+// New returns a server of the native API's operations on b (internal/service), whose
+// internal errors go to opts.Logger.
 func New(b *broker.Broker, opts Options) *Server {
-	s := &Server{b: b, opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.svc = service.New(b, service.Options{Logger: s.log})
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
@@ -145,7 +150,7 @@ func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(allowed)
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
-	writeError(w, &api.Error{Code: api.CodeMethod, Message: fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
+	reply.Error(w, &api.Error{Code: api.CodeMethod, Message: fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
 }
 
 func (s *Server) routes() {
@@ -155,10 +160,10 @@ func (s *Server) routes() {
 	s.mux.Handle("/v1/queues/{name}/messages", methods{"POST": s.send, "GET": s.peek})
 	s.mux.Handle("/v1/queues/{name}/messages/{id}", methods{"GET": s.getMessage, "DELETE": s.deleteMessage})
 	s.mux.Handle("/v1/queues/{name}/receive", methods{"POST": s.receive})
-	s.mux.Handle("/v1/queues/{name}/ack", methods{"POST": s.ack})
-	s.mux.Handle("/v1/queues/{name}/nack", methods{"POST": s.nack})
-	s.mux.Handle("/v1/queues/{name}/extend", methods{"POST": s.extend})
-	s.mux.Handle("/v1/queues/{name}/deadletter", methods{"POST": s.deadLetter})
+	s.mux.Handle("/v1/queues/{name}/ack", methods{"POST": s.settle((*service.Service).Ack)})
+	s.mux.Handle("/v1/queues/{name}/nack", methods{"POST": s.settle((*service.Service).Nack)})
+	s.mux.Handle("/v1/queues/{name}/extend", methods{"POST": s.settle((*service.Service).Extend)})
+	s.mux.Handle("/v1/queues/{name}/deadletter", methods{"POST": s.settle((*service.Service).DeadLetter)})
 	s.mux.Handle("/v1/queues/{name}/purge", methods{"POST": s.purge})
 	s.mux.Handle("/v1/queues/{name}/redrive", methods{"POST": s.redrive})
 	s.mux.Handle("/v1/redrives", methods{"GET": s.listRedrives})
@@ -166,8 +171,16 @@ func (s *Server) routes() {
 	s.mux.Handle("/v1/stats", methods{"GET": s.listQueues})
 	s.mux.Handle(api.StreamPath, methods{"GET": s.stream})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no route for %s %s; see docs/api.md", r.Method, r.URL.Path)})
+		reply.Error(w, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no route for %s %s; see docs/api.md", r.Method, r.URL.Path)})
 	})
+}
+
+// LongPoll reports whether a request of the native API may wait for messages to arrive
+// (a receive): shutdown ends such a request at once, with what it has, rather than wait
+// for it. It is the one definition of a long poll, for plain requests (internal/node)
+// and stream frames alike.
+func LongPoll(method, path string) bool {
+	return method == http.MethodPost && strings.HasSuffix(path, "/receive")
 }
 
 // HTTPServer returns an *http.Server with okiba's timeouts against slow clients; long
@@ -211,35 +224,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Lo
 }
 
 // ---------------------------------------------------------------------------------------
-// Encoding helpers
+// Decoding helpers
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, e *api.Error) {
-	status := api.Status[e.Code]
-	if status == 0 {
-		status = 500
-	}
-	setRetryAfter(w, e)
-	writeJSON(w, status, api.ErrorBody{Error: e})
-}
-
-// setRetryAfter sets the Retry-After header (whole seconds, at least 1) of a retryable error.
-func setRetryAfter(w http.ResponseWriter, e *api.Error) {
-	if e.RetryAfter != nil {
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(e.RetryAfter.D().Round(time.Second)/time.Second))))
-	}
-}
-
-func invalid(format string, args ...any) *api.Error {
-	return &api.Error{Code: api.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
-}
+func invalid(format string, args ...any) *api.Error { return service.Invalid(format, args...) }
 
 // decode reads exactly one JSON value into v, refusing unknown fields and oversized
 // bodies. An empty body leaves v untouched when allowEmpty.
@@ -301,52 +288,4 @@ func jsonType(t reflect.Type) string {
 		return jsonType(t.Elem())
 	}
 	return t.String()
-}
-
-// errorOf maps a broker or queue error to its wire error (internal/errcode has the
-// table). An internal error is logged and its details kept from the client.
-func (s *Server) errorOf(err error) *api.Error { return ErrorOf(s.log, err) }
-
-// ErrorOf maps an error to the native API's wire error (internal/errcode's table); an
-// internal one is logged and answered without its details.
-func ErrorOf(log *slog.Logger, err error) *api.Error {
-	row := errcode.Of(err)
-	if row.Internal() {
-		log.Error("internal error", "error", err)
-		return &api.Error{Code: api.CodeInternal, Message: errcode.InternalMessage}
-	}
-	e := &api.Error{Code: row.Code, Message: err.Error()}
-	if row.RetryAfter > 0 {
-		e.RetryAfter = api.Ptr(row.RetryAfter)
-	}
-	return e
-}
-
-// WriteError answers e in the native API's shape: its status, Retry-After, the JSON body.
-func WriteError(w http.ResponseWriter, e *api.Error) { writeError(w, e) }
-
-func (s *Server) fail(w http.ResponseWriter, err error) { writeError(w, s.errorOf(err)) }
-
-// commonError returns the error shared by every item, if every item failed with the
-// same code: the response then carries that error's status.
-func commonError(errs []*api.Error) *api.Error {
-	if len(errs) == 0 {
-		return nil
-	}
-	first := errs[0]
-	for _, e := range errs {
-		if e == nil || e.Code != first.Code {
-			return nil
-		}
-	}
-	return first
-}
-
-func writeBatch(w http.ResponseWriter, common *api.Error, v any) {
-	status := http.StatusOK
-	if common != nil {
-		status = api.Status[common.Code]
-		setRetryAfter(w, common)
-	}
-	writeJSON(w, status, v)
 }

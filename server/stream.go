@@ -16,6 +16,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/internal/coalesce"
+	"github.com/okiba/okiba/internal/reply"
 )
 
 // The stream (api.StreamPath, docs/api.md): after an authenticated upgrade, the
@@ -104,21 +105,21 @@ func (s *Server) CloseStreams(ctx context.Context) error {
 // stream answers GET /v1/stream by upgrading the connection to a stream.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	if r.Context().Value(framedKey{}) != nil {
-		writeError(w, invalid("%s opens a stream; it cannot be requested inside one", api.StreamPath))
+		reply.Error(w, invalid("%s opens a stream; it cannot be requested inside one", api.StreamPath))
 		return
 	}
 	if !headerHas(r.Header, "Connection", "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), api.StreamProtocol) {
 		w.Header().Set("Upgrade", api.StreamProtocol)
-		writeError(w, invalid("%s opens a stream: send Connection: Upgrade and Upgrade: %s", api.StreamPath, api.StreamProtocol))
+		reply.Error(w, invalid("%s opens a stream: send Connection: Upgrade and Upgrade: %s", api.StreamPath, api.StreamProtocol))
 		return
 	}
 	if s.streams.isClosing() {
-		writeError(w, &api.Error{Code: api.CodeUnavailable, Message: "the server is shutting down"})
+		reply.Error(w, &api.Error{Code: api.CodeUnavailable, Message: "the server is shutting down"})
 		return
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		writeError(w, &api.Error{Code: api.CodeInvalidRequest, Message: "this connection cannot become a stream (only HTTP/1.1 connections can): " + err.Error()})
+		reply.Error(w, &api.Error{Code: api.CodeInvalidRequest, Message: "this connection cannot become a stream (only HTTP/1.1 connections can): " + err.Error()})
 		return
 	}
 	sc := &streamConn{
@@ -260,7 +261,7 @@ func (sc *streamConn) start(f api.Frame) (context.Context, *streamCall) {
 	}
 	ctx, cancel := context.WithCancel(sc.ctx)
 	sc.s.busy.Add(1)
-	call := &streamCall{cancel: cancel, longPoll: strings.HasSuffix(pathOf(f.Target), "/receive")}
+	call := &streamCall{cancel: cancel, longPoll: LongPoll(f.Method, pathOf(f.Target))}
 	sc.calls[f.ID] = call
 	return ctx, call
 }
@@ -320,7 +321,7 @@ func (sc *streamConn) serve(ctx context.Context, f api.Frame, call *streamCall) 
 	defer sc.wg.Done()
 	fw := newFrameWriter()
 	if r, err := sc.request(ctx, f); err != nil {
-		writeError(fw, invalid("%v", err))
+		reply.Error(fw, invalid("%v", err))
 	} else {
 		sc.handle(fw, r)
 	}
@@ -353,7 +354,7 @@ func (sc *streamConn) handle(fw *frameWriter, r *http.Request) {
 		if v := recover(); v != nil {
 			sc.s.log.Error("panic serving a stream request", "method", r.Method, "target", r.RequestURI, "panic", v, "stack", string(debug.Stack()))
 			*fw = *newFrameWriter()
-			writeError(fw, &api.Error{Code: api.CodeInternal, Message: "internal error; see the server's log"})
+			reply.Error(fw, &api.Error{Code: api.CodeInternal, Message: "internal error; see the server's log"})
 		}
 	}()
 	sc.s.observed(fw, r, sc.s.route)
@@ -387,7 +388,7 @@ func (sc *streamConn) protocolError(err error) {
 		e.Code = api.CodeRequestTooLarge
 	}
 	fw := newFrameWriter()
-	writeError(fw, e)
+	reply.Error(fw, e)
 	_ = sc.answer(fw, 0)
 }
 

@@ -14,15 +14,15 @@ import (
 
 // Browsers cannot send a bearer token, so with a token configured the console signs
 // them in: the sign-in form takes the token, and a correct one earns a session cookie
-// that the server accepts in its place (server.Options.Browsers).
+// that the server accepts in its place (auth.Browsers, in the node's authentication step).
 //
 // The cookie holds its expiry and an HMAC-SHA256 of it keyed by a key derived from the
 // token: the server keeps no session state, sessions survive restarts, and changing the
 // token ends every session. It is HttpOnly (scripts cannot read it), SameSite=Strict
-// (other sites' pages cannot make the browser send it) and Secure over TLS; the server
-// also refuses cross-origin writes made with it (http.CrossOriginProtection). Signing
-// out clears the cookie in that browser; a copied cookie stays valid until it expires
-// (SessionTTL), so treat it like the token.
+// (other sites' pages cannot make the browser send it) and Secure over TLS; the node's
+// browser guard refuses requests from pages of other origins before anyone looks at the
+// cookie (internal/crossorigin). Signing out clears the cookie in that browser; a
+// copied cookie stays valid until it expires (SessionTTL), so treat it like the token.
 
 const sessionCookie = "okiba_session"
 
@@ -56,7 +56,7 @@ func (c *Console) validSession(v string, now time.Time) bool {
 	return now.Unix() < int64(binary.BigEndian.Uint64(raw[:8]))
 }
 
-// SignedIn reports whether r carries a valid session cookie (server.Browsers).
+// SignedIn reports whether r carries a valid session cookie (auth.Browsers).
 func (c *Console) SignedIn(r *http.Request) bool {
 	if c.opts.AuthToken == "" {
 		return false
@@ -65,14 +65,14 @@ func (c *Console) SignedIn(r *http.Request) bool {
 	return err == nil && c.validSession(ck.Value, time.Now())
 }
 
-// Public reports whether r is for the sign-in page or a static asset (server.Browsers).
+// Public reports whether r is for the sign-in page or a static asset (auth.Browsers).
 func (c *Console) Public(r *http.Request) bool {
 	p := r.URL.Path
 	return p == "/login" || p == "/favicon.ico" || strings.HasPrefix(p, "/ui/static/")
 }
 
 // SignInURL sends a browser to the sign-in page, to come back to r's page
-// (server.Browsers).
+// (auth.Browsers).
 func (c *Console) SignInURL(r *http.Request) string {
 	return "/login?next=" + url.QueryEscape(r.URL.RequestURI())
 }
@@ -111,10 +111,14 @@ func (c *Console) renderLogin(w http.ResponseWriter, status int, next, msg strin
 	}
 }
 
+// signInOrigin refuses sign-ins posted from pages of other origins. The node's browser
+// guard lets any page reach the sign-in page (Public), so the form checks for itself.
+var signInOrigin = http.NewCrossOriginProtection()
+
 // login checks the token from the sign-in form (multipart, so that the SQS front, which
 // claims form-encoded POSTs, leaves it alone) and sets the session cookie.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	if err := crossOrigin.Check(r); err != nil {
+	if err := signInOrigin.Check(r); err != nil {
 		http.Error(w, "cross-origin sign-in refused", http.StatusForbidden)
 		return
 	}
@@ -143,11 +147,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// logout clears the session cookie. Pages of other origins never get here: the node's
+// browser guard refuses them.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	if err := crossOrigin.Check(r); err != nil {
-		http.Error(w, "cross-origin sign-out refused", http.StatusForbidden)
-		return
-	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	target := "/login"
 	if c.opts.AuthToken == "" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/service"
 	"github.com/okiba/okiba/queue"
 )
 
@@ -46,14 +47,15 @@ func BenchmarkOverview(b *testing.B) {
 		b.Fatalf("%d queues", n)
 	}
 	// The benchmark takes the samples itself; 120 kept, as with the defaults (10 min / 5 s).
-	c, err := New(br, Options{SampleInterval: time.Hour, History: 120 * time.Hour})
+	svc := service.New(br, service.Options{})
+	c, err := New(svc, Options{SampleInterval: time.Hour, History: 120 * time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
 	start := time.Now()
 	for i := range 30 {
-		c.hist.sample(br.Queues(""), start.Add(time.Duration(i)*5*time.Second))
+		c.hist.sample(svc.Queues(""), start.Add(time.Duration(i)*5*time.Second))
 	}
 	_, seq := c.hist.depths(0, 1)
 
@@ -85,17 +87,24 @@ func BenchmarkOverview(b *testing.B) {
 	etag := get(b, seq-1).Header().Get("ETag")
 	run("unchanged-304", seq-1, "If-None-Match", etag)
 	// What the broker alone takes to list the queues with their statistics (under its
-	// lock), which every answer above and every sample below starts with.
+	// lock), and the service to list them in the API's wire types, which every answer
+	// above and every sample below starts with.
 	b.Run("broker-queues", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			br.Queues("")
 		}
 	})
+	b.Run("service-queues", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			svc.Queues("")
+		}
+	})
 	b.Run("history-sample", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			c.hist.sample(br.Queues(""), time.Now())
+			c.hist.sample(svc.Queues(""), time.Now())
 		}
 	})
 }

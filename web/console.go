@@ -8,9 +8,14 @@
 // pages read the console's own JSON endpoints under /ui/api/ and act through the native
 // API under /v1 (peek, send, receive, ack, purge, redrive, delete).
 //
+// The console never sees the broker. Its endpoints read okiba through the native API's
+// operations (Service, which internal/service implements), in the API's wire types, so
+// that they show what GET /v1/queues shows; the playground's lessons act through a Go
+// client of the node's own API (Options.Client).
+//
 // Authentication: with a bearer token configured, a browser signs in on /login with the
 // token and gets a session cookie (HttpOnly, SameSite=Strict, 12 hours) that the server
-// accepts in place of the bearer header (server.Options.Browsers); see docs/console.md.
+// accepts in place of the bearer header (auth.Browsers); see docs/console.md.
 package web
 
 import (
@@ -19,7 +24,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -32,12 +36,24 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/api"
-	"github.com/okiba/okiba/broker"
-	"github.com/okiba/okiba/internal/errcode"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/reply"
 )
 
 //go:embed static templates
 var assets embed.FS
+
+// Service is what the console reads okiba through: the native API's operations, in its
+// wire types, with errors as the API answers them. internal/service implements it.
+type Service interface {
+	// Queues lists the queues whose name starts with prefix, sorted by name.
+	Queues(prefix string) []api.Queue
+	// Queue returns one queue.
+	Queue(name string) (api.Queue, *api.Error)
+	// Peek lists up to limit messages of a queue after sequence after, without leasing
+	// them, in the given states (all when none).
+	Peek(ctx context.Context, name string, after uint64, limit int, states []string) (api.PeekResponse, *api.Error)
+}
 
 // Options configure a Console. The zero value means the defaults.
 type Options struct {
@@ -60,6 +76,11 @@ type Options struct {
 	RunIdle time.Duration
 	// RunMax ends a playground run after this long. Defaults to 3 minutes.
 	RunMax time.Duration
+	// Client is what the playground's lessons drive okiba with: a Go client of this
+	// node's own native API, with its address and token, so that a lesson's producers
+	// and consumers do what a user's code would. The console neither closes it nor
+	// uses it for anything else. Without it, lessons do not start (503).
+	Client *client.Client
 }
 
 func (o Options) withDefaults() Options {
@@ -87,10 +108,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Console serves the console over one broker. Create it with New, mount it with
-// Register, and stop it with Close (before closing the broker).
+// Console serves the console of one node. Create it with New, mount it with Register,
+// and stop it with Close (while the node still serves: its playground runs delete their
+// queues through the API).
 type Console struct {
-	b      *broker.Broker
+	svc    Service
 	opts   Options
 	log    *slog.Logger
 	pages  *template.Template
@@ -103,10 +125,10 @@ type Console struct {
 	closed sync.Once
 }
 
-// New returns a console for b and starts its history sampler.
-func New(b *broker.Broker, opts Options) (*Console, error) {
+// New returns a console that reads okiba through svc, and starts its history sampler.
+func New(svc Service, opts Options) (*Console, error) {
 	opts = opts.withDefaults()
-	c := &Console{b: b, opts: opts, log: opts.Logger}
+	c := &Console{svc: svc, opts: opts, log: opts.Logger}
 	var err error
 	if c.static, err = loadStatic(); err != nil {
 		return nil, err
@@ -118,8 +140,8 @@ func New(b *broker.Broker, opts Options) (*Console, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.hist = newHistory(opts.SampleInterval, opts.History)
-	c.play = newPlayground(b, opts, c.log)
-	c.goBackground(func() { c.hist.run(ctx, b) })
+	c.play = newPlayground(opts.Client, opts, c.log)
+	c.goBackground(func() { c.hist.run(ctx, svc) })
 	c.goBackground(func() { c.play.reap(ctx) })
 	return c, nil
 }
@@ -132,8 +154,9 @@ func (c *Console) goBackground(fn func()) {
 	}()
 }
 
-// Close stops the sampler and every playground run (deleting their queues) and waits
-// for them. Call it before closing the broker. It is safe to call twice.
+// Close stops the sampler and every playground run (deleting their queues through the
+// client) and waits for them; no run starts after. Call it while the node still serves.
+// It is safe to call twice.
 func (c *Console) Close() {
 	c.closed.Do(func() {
 		c.cancel()
@@ -154,6 +177,14 @@ func (c *Console) Register(mux Handler) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.render(w, r, name, title) })
 	}
 	hf := func(f func(http.ResponseWriter, *http.Request)) http.Handler { return http.HandlerFunc(f) }
+	// The endpoints answer JSON that no cache may keep (the overview's own validators
+	// aside); who may call them (the browser guard, a session) the node decides before.
+	data := func(f func(http.ResponseWriter, *http.Request)) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Cache-Control", "no-store")
+			f(w, r)
+		})
+	}
 	mux.Handle("GET /{$}", page("overview", "Queues"))
 	mux.Handle("GET /queues/{name}", page("queue", ""))
 	mux.Handle("GET /dead-letters", page("deadletters", "Dead letters"))
@@ -163,20 +194,14 @@ func (c *Console) Register(mux Handler) {
 	mux.Handle("POST /logout", hf(c.logout))
 	mux.Handle("GET /favicon.ico", hf(func(w http.ResponseWriter, r *http.Request) { c.serveStatic(w, r, "icon.svg") }))
 	mux.Handle("GET /ui/static/{file...}", hf(func(w http.ResponseWriter, r *http.Request) { c.serveStatic(w, r, r.PathValue("file")) }))
-	mux.Handle("GET /ui/api/overview", hf(c.overview))
-	mux.Handle("GET /ui/api/queues/{name}/history", hf(c.queueHistory))
-	mux.Handle("GET /ui/api/dead-letters/{name}", hf(c.deadLetters))
-	mux.Handle("POST /ui/api/playground/{lesson}", sameOrigin(hf(c.play.start)))
-	mux.Handle("GET /ui/api/playground/runs/{id}", hf(c.play.get))
-	mux.Handle("POST /ui/api/playground/runs/{id}", sameOrigin(hf(c.play.control)))
-	mux.Handle("DELETE /ui/api/playground/runs/{id}", sameOrigin(hf(c.play.stop)))
+	mux.Handle("GET /ui/api/overview", data(c.overview))
+	mux.Handle("GET /ui/api/queues/{name}/history", data(c.queueHistory))
+	mux.Handle("GET /ui/api/dead-letters/{name}", data(c.deadLetters))
+	mux.Handle("POST /ui/api/playground/{lesson}", data(c.play.start))
+	mux.Handle("GET /ui/api/playground/runs/{id}", data(c.play.get))
+	mux.Handle("POST /ui/api/playground/runs/{id}", data(c.play.control))
+	mux.Handle("DELETE /ui/api/playground/runs/{id}", data(c.play.stop))
 }
-
-// sameOrigin refuses cross-origin writes from browsers even without authentication
-// (a page elsewhere must not drive the playground of a broker on loopback).
-func sameOrigin(h http.Handler) http.Handler { return crossOrigin.Handler(h) }
-
-var crossOrigin = http.NewCrossOriginProtection()
 
 // pageData is what the templates see.
 type pageData struct {
@@ -202,7 +227,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title str
 	if name == "queue" {
 		d.Queue = r.PathValue("name")
 		d.Title = d.Queue
-		if _, err := c.b.QueueConfig(d.Queue); err != nil {
+		if _, e := c.svc.Queue(d.Queue); e != nil {
 			status, d.Title, name, d.Page = http.StatusNotFound, "No such queue", "notfound", "notfound"
 		}
 	}
@@ -279,29 +304,9 @@ func (c *Console) serveStatic(w http.ResponseWriter, r *http.Request, name strin
 	w.Write(f.data)
 }
 
-// writeJSON answers v as JSON.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-// apiError answers an error in the native API's shape ({"error":{"code","message"}}).
+// apiError answers an error in the native API's shape ({"error":{"code","message"}})
+// with status, for the console's own errors, some of which have no code of the API
+// (too_many_runs).
 func apiError(w http.ResponseWriter, status int, code, format string, args ...any) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": fmt.Sprintf(format, args...)}})
-}
-
-// brokerError answers an error of the broker with its native code and status
-// (internal/errcode); an internal error is logged and its details kept from the page.
-func (c *Console) brokerError(w http.ResponseWriter, err error) {
-	row := errcode.Of(err)
-	if row.Internal() {
-		c.log.Error("console: internal error", "error", err)
-		apiError(w, api.Status[row.Code], row.Code, "%s", errcode.InternalMessage)
-		return
-	}
-	apiError(w, api.Status[row.Code], row.Code, "%v", err)
+	reply.JSON(w, status, api.ErrorBody{Error: &api.Error{Code: code, Message: fmt.Sprintf(format, args...)}})
 }

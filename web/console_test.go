@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,6 +21,8 @@ import (
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/crossorigin"
+	"github.com/okiba/okiba/internal/reply"
+	"github.com/okiba/okiba/internal/service"
 	"github.com/okiba/okiba/server"
 )
 
@@ -34,26 +37,48 @@ type env struct {
 
 func start(t testing.TB, token string, opts Options) *env {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startOn(t, ln, token, opts)
+}
+
+// startOn serves the console and the native API on ln. As the node does, the listener
+// comes first, then the client of its address that the playground's lessons use
+// (opts.Client, unless the test gives its own), then the console.
+func startOn(t testing.TB, ln net.Listener, token string, opts Options) *env {
+	t.Helper()
 	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.AuthToken = token
-	c, err := New(b, opts)
+	var h http.Handler
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	hs.Listener.Close()
+	hs.Listener = ln
+	url := "http://" + ln.Addr().String()
+	cl, err := client.New(url, client.Options{Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(routed(t, b, c, token, nil))
+	opts.AuthToken = token
+	if opts.Client == nil {
+		opts.Client = cl
+	}
+	c, err := New(service.New(b, service.Options{}), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = routed(t, b, c, token, nil)
+	hs.Start()
 	t.Cleanup(func() {
+		c.Close() // its runs delete their queues through the API
+		cl.Close()
 		hs.Close()
-		c.Close()
 		b.Close()
 	})
-	cl, err := client.New(hs.URL, client.Options{Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{b: b, c: c, url: hs.URL, api: cl}
+	return &env{b: b, c: c, url: url, api: cl}
 }
 
 // routed serves the console as the node does (internal/node, which this package's tests
@@ -70,7 +95,7 @@ func routed(t testing.TB, b *broker.Broker, c *Console, token string, origins []
 		t.Fatal(err)
 	}
 	step := auth.Step{Token: token, Browsers: c, Refuse: func(w http.ResponseWriter, _ int, msg string) {
-		server.WriteError(w, &api.Error{Code: api.CodeUnauthorized, Message: msg})
+		reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: msg})
 	}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if guard.Serve(w, r) {
@@ -211,7 +236,7 @@ func TestSessionIsGoodOnlyOnTheConsolesPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(b, Options{AuthToken: testToken})
+	c, err := New(service.New(b, service.Options{}), Options{AuthToken: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,8 +493,6 @@ func TestDeadLetterSummary(t *testing.T) {
 		t.Fatalf("missing queue: %s", r.Status)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // eventually polls cond every 10ms for up to 10s.
 func eventually(t testing.TB, cond func() bool) {

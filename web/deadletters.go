@@ -2,15 +2,12 @@ package web
 
 import (
 	"cmp"
-	"encoding/base64"
 	"net/http"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/okiba/okiba/api"
-	"github.com/okiba/okiba/broker"
-	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/internal/reply"
 )
 
 // deadLetterScan bounds how many messages one dead-letter summary reads.
@@ -45,23 +42,24 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 	counts := map[[2]string]int{}
 	var after uint64
 	for {
-		ms, err := c.b.Peek(r.Context(), name, after, api.MaxBatch)
-		if err != nil {
+		page, e := c.svc.Peek(r.Context(), name, after, api.MaxBatch, nil)
+		if e != nil {
 			if out.Scanned == 0 {
-				c.brokerError(w, err)
+				reply.Error(w, e)
 				return
 			}
 			break
 		}
+		ms := page.Messages
 		for i := range ms {
 			m := &ms[i]
 			src, why := "", ""
-			if m.Dead != nil {
-				src, why = m.Dead.SourceName, m.Dead.Reason
+			if m.DeadLetter != nil {
+				src, why = m.DeadLetter.Source, m.DeadLetter.Reason
 			}
 			counts[[2]string{src, why}]++
 			if (reason == "" || reason == why) && (source == "" || source == src) && len(out.Messages) < limit {
-				out.Messages = append(out.Messages, wireMessage(m))
+				out.Messages = append(out.Messages, *m)
 			}
 		}
 		out.Scanned += len(ms)
@@ -80,35 +78,5 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 	slices.SortFunc(out.Reasons, func(a, b reasonCount) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Reason, b.Reason))
 	})
-	writeJSON(w, http.StatusOK, out)
-}
-
-// wireMessage is a peeked message as the native API shows it.
-func wireMessage(m *broker.PeekedMessage) api.Message {
-	out := api.Message{ID: queue.FormatID(m.ID), Group: m.Payload.Group, DedupID: m.Payload.DedupID,
-		State: m.State.String(), Seq: m.Seq, Deliveries: m.Deliveries, EnqueuedAt: time.UnixMilli(m.EnqueuedAt).UTC()}
-	out.Body, out.BodyBase64 = api.EncodeBody(m.Payload.Body)
-	if len(m.Payload.Attrs) > 0 {
-		out.Headers = make(map[string]string, len(m.Payload.Attrs))
-		for _, a := range m.Payload.Attrs {
-			if len(a.Type) >= 6 && a.Type[:6] == "Binary" {
-				out.Headers[a.Name] = base64.StdEncoding.EncodeToString(a.Value)
-			} else {
-				out.Headers[a.Name] = string(a.Value)
-			}
-		}
-	}
-	if m.FirstDelivered > 0 {
-		t := time.UnixMilli(m.FirstDelivered).UTC()
-		out.FirstDeliveredAt = &t
-	}
-	if m.VisibleAt > 0 {
-		t := time.UnixMilli(m.VisibleAt).UTC()
-		out.VisibleAt = &t
-	}
-	if d := m.Dead; d != nil {
-		out.DeadLetter = &api.DeadLetter{Source: d.SourceName, Reason: d.Reason, Description: d.Description,
-			At: time.UnixMilli(d.At).UTC(), Deliveries: d.Deliveries}
-	}
-	return out
+	reply.JSON(w, http.StatusOK, out)
 }

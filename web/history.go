@@ -6,7 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/reply"
 )
 
 // history samples every queue's depth and counters at a fixed interval and keeps the
@@ -40,10 +41,10 @@ func newHistory(interval, span time.Duration) *history {
 // grows with the number of queues, so when one sample takes more than 2% of the interval
 // the next waits 50 times as long as it took instead: the charts get coarser rather than
 // the broker slower.
-func (h *history) run(ctx context.Context, b *broker.Broker) {
+func (h *history) run(ctx context.Context, svc Service) {
 	for {
 		start := time.Now()
-		h.sample(b.Queues(""), start)
+		h.sample(svc.Queues(""), start)
 		wait := max(h.interval, 50*time.Since(start))
 		t := time.NewTimer(wait)
 		select {
@@ -57,7 +58,7 @@ func (h *history) run(ctx context.Context, b *broker.Broker) {
 
 func clamp32(v int64) int32 { return int32(min(v, 1<<31-1)) }
 
-func (h *history) sample(qs []broker.QueueInfo, now time.Time) {
+func (h *history) sample(qs []api.Queue, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
@@ -182,11 +183,11 @@ func (c *Console) queueHistory(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	hs, ok := c.hist.of(name)
 	if !ok {
-		if _, err := c.b.QueueConfig(name); err != nil {
-			apiError(w, http.StatusNotFound, "queue_not_found", "queue %q does not exist", name)
+		if _, e := c.svc.Queue(name); e != nil {
+			apiError(w, http.StatusNotFound, api.CodeQueueNotFound, "queue %q does not exist", name)
 			return
 		}
 		// Created since the last sample: no history yet.
 	}
-	writeJSON(w, http.StatusOK, hs)
+	reply.JSON(w, http.StatusOK, hs)
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/okiba/okiba/client"
 )
 
 // Lesson 1: call or leave it in a queue. A producer makes one request every 1/λ
@@ -59,7 +61,7 @@ func newAbsorbLesson(p map[string]float64) (lesson, error) {
 
 func (l *absorbLesson) start(r *run) error {
 	var err error
-	if l.work, err = r.queue("work", nil); err != nil {
+	if l.work, err = r.queue("work"); err != nil {
 		return err
 	}
 	l.t0 = time.Now()
@@ -144,7 +146,7 @@ func (l *absorbLesson) produce(r *run) func(ctx context.Context) {
 			l.rpcRecent = tail(append(l.rpcRecent, ev), 40)
 			l.mu.Unlock()
 
-			if err := r.send(l.work, strconv.Itoa(n), "", nil); err != nil {
+			if _, err := r.c.Send(ctx, l.work, client.Message{Body: []byte(strconv.Itoa(n))}); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -174,7 +176,7 @@ func (l *absorbLesson) consume(r *run) func(ctx context.Context) {
 				}
 				continue
 			}
-			m, err := r.receiveOne(l.work, 30*time.Second)
+			m, err := r.receiveOne(ctx, l.work, 30*time.Second)
 			if err != nil || m == nil {
 				continue
 			}
@@ -182,16 +184,16 @@ func (l *absorbLesson) consume(r *run) func(ctx context.Context) {
 			up, service := l.up, l.service
 			l.mu.Unlock()
 			if !up { // went down while we waited: give it back
-				r.b.Nack(ctx, l.work, []string{m.Receipt}, 0)
+				r.c.Nack(ctx, l.work, ptr(time.Duration(0)), m.Receipt)
 				continue
 			}
 			if !wait(ctx, rateGap(service)) {
 				return
 			}
-			if r.ack(l.work, m.Receipt) != nil {
+			if r.c.AckOne(ctx, l.work, m.Receipt) != nil {
 				continue
 			}
-			n, _ := strconv.Atoi(string(m.Payload.Body))
+			n, _ := strconv.Atoi(string(m.Body))
 			l.mu.Lock()
 			l.processed++
 			l.sojourns = tail(append(l.sojourns, time.Since(m.EnqueuedAt).Seconds()), 20)
@@ -209,7 +211,7 @@ func (l *absorbLesson) consume(r *run) func(ctx context.Context) {
 func (l *absorbLesson) sample(r *run) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		for wait(ctx, 250*time.Millisecond) {
-			d := r.depth(l.work)
+			d := r.depth(ctx, l.work)
 			l.mu.Lock()
 			l.depth = d
 			l.seriesT = tail(append(l.seriesT, time.Since(l.t0).Seconds()), 240)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/okiba/okiba/client"
 )
 
 // Lesson 2: at-most-once or at-least-once. The same numbered messages go to two queues.
@@ -61,10 +63,10 @@ func newDeliveryLesson(p map[string]float64) (lesson, error) {
 
 func (l *deliveryLesson) start(r *run) error {
 	var err error
-	if l.amo, err = r.queue("at-most-once", nil); err != nil {
+	if l.amo, err = r.queue("at-most-once"); err != nil {
 		return err
 	}
-	if l.alo, err = r.queue("at-least-once", nil); err != nil {
+	if l.alo, err = r.queue("at-least-once"); err != nil {
 		return err
 	}
 	r.spawn(l.produce(r))
@@ -113,8 +115,11 @@ func (l *deliveryLesson) produce(r *run) func(ctx context.Context) {
 			if !wait(ctx, gap) {
 				return
 			}
-			body := strconv.Itoa(n)
-			if r.send(l.amo, body, "", nil) != nil || r.send(l.alo, body, "", nil) != nil {
+			m := client.Message{Body: []byte(strconv.Itoa(n))}
+			if _, err := r.c.Send(ctx, l.amo, m); err != nil {
+				return
+			}
+			if _, err := r.c.Send(ctx, l.alo, m); err != nil {
 				return
 			}
 			l.mu.Lock()
@@ -128,11 +133,11 @@ func (l *deliveryLesson) produce(r *run) func(ctx context.Context) {
 func (l *deliveryLesson) consumeAtMostOnce(r *run) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		for ctx.Err() == nil {
-			m, err := r.receiveOne(l.amo, 30*time.Second)
-			if err != nil || m == nil || r.ack(l.amo, m.Receipt) != nil {
+			m, err := r.receiveOne(ctx, l.amo, 30*time.Second)
+			if err != nil || m == nil || r.c.AckOne(ctx, l.amo, m.Receipt) != nil {
 				continue
 			}
-			n, _ := strconv.Atoi(string(m.Payload.Body))
+			n, _ := strconv.Atoi(string(m.Body))
 			l.mu.Lock()
 			if l.failsLocked(&l.forceAMO) {
 				l.amoLost++
@@ -151,11 +156,11 @@ func (l *deliveryLesson) consumeAtMostOnce(r *run) func(ctx context.Context) {
 func (l *deliveryLesson) consumeAtLeastOnce(r *run) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		for ctx.Err() == nil {
-			m, err := r.receiveOne(l.alo, l.leaseTime)
+			m, err := r.receiveOne(ctx, l.alo, l.leaseTime)
 			if err != nil || m == nil {
 				continue
 			}
-			n, _ := strconv.Atoi(string(m.Payload.Body))
+			n, _ := strconv.Atoi(string(m.Body))
 			l.mu.Lock()
 			l.aloSeen[n]++
 			dup := l.aloSeen[n] > 1
@@ -169,7 +174,7 @@ func (l *deliveryLesson) consumeAtLeastOnce(r *run) func(ctx context.Context) {
 			}
 			l.mu.Unlock()
 			if !lose {
-				r.ack(l.alo, m.Receipt)
+				r.c.AckOne(ctx, l.alo, m.Receipt)
 			}
 		}
 	}
@@ -182,7 +187,7 @@ func (l *deliveryLesson) watch(r *run) func(ctx context.Context) {
 			l.mu.Lock()
 			sent := l.sent
 			l.mu.Unlock()
-			drained := sent == l.total && r.depth(l.amo) == 0 && r.depth(l.alo) == 0
+			drained := sent == l.total && r.depth(ctx, l.amo) == 0 && r.depth(ctx, l.alo) == 0
 			l.mu.Lock()
 			l.drained = drained
 			l.mu.Unlock()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/inbox"
-	"github.com/okiba/okiba/queue"
 )
 
 // Lesson 3: a naive consumer and an idempotent one, fed the same stream of +100
@@ -89,10 +88,10 @@ func (l *idempotentLesson) start(r *run) error {
 		_, err := tx.ExecContext(ctx, `UPDATE account SET balance = balance + ? WHERE id = 1`, depositAmount)
 		return err
 	})
-	if l.naiveQ, err = r.queue("naive", nil); err != nil {
+	if l.naiveQ, err = r.queue("naive"); err != nil {
 		return err
 	}
-	if l.inboxQ, err = r.queue("idempotent", nil); err != nil {
+	if l.inboxQ, err = r.queue("idempotent"); err != nil {
 		return err
 	}
 	r.spawn(l.produce(r))
@@ -123,9 +122,12 @@ func (l *idempotentLesson) produce(r *run) func(ctx context.Context) {
 				if !wait(ctx, rateGap(l.rate)) {
 					return
 				}
-				h := map[string]string{inbox.EventIDHeader: event, "content-type": "application/json"}
-				body := `{"amount":` + strconv.Itoa(depositAmount) + `}`
-				if r.send(l.naiveQ, body, "", h) != nil || r.send(l.inboxQ, body, "", h) != nil {
+				m := client.Message{Body: []byte(`{"amount":` + strconv.Itoa(depositAmount) + `}`),
+					Headers: map[string]string{inbox.EventIDHeader: event, "content-type": "application/json"}}
+				if _, err := r.c.Send(ctx, l.naiveQ, m); err != nil {
+					return
+				}
+				if _, err := r.c.Send(ctx, l.inboxQ, m); err != nil {
 					return
 				}
 				l.mu.Lock()
@@ -147,7 +149,7 @@ func (l *idempotentLesson) produce(r *run) func(ctx context.Context) {
 func (l *idempotentLesson) consumeNaive(r *run) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		for ctx.Err() == nil {
-			m, err := r.receiveOne(l.naiveQ, 30*time.Second)
+			m, err := r.receiveOne(ctx, l.naiveQ, 30*time.Second)
 			if err != nil || m == nil {
 				continue
 			}
@@ -155,7 +157,7 @@ func (l *idempotentLesson) consumeNaive(r *run) func(ctx context.Context) {
 			l.naive += depositAmount
 			l.naiveN++
 			l.mu.Unlock()
-			r.ack(l.naiveQ, m.Receipt)
+			r.c.AckOne(ctx, l.naiveQ, m.Receipt)
 		}
 	}
 }
@@ -164,17 +166,12 @@ func (l *idempotentLesson) consumeNaive(r *run) func(ctx context.Context) {
 func (l *idempotentLesson) consumeIdempotent(r *run) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		for ctx.Err() == nil {
-			m, err := r.receiveOne(l.inboxQ, 30*time.Second)
-			if err != nil || m == nil {
+			d, err := r.receiveOne(ctx, l.inboxQ, 30*time.Second)
+			if err != nil || d == nil {
 				continue
 			}
-			d := client.Delivery{Queue: l.inboxQ, ID: queue.FormatID(m.ID), Receipt: m.Receipt, Body: m.Payload.Body,
-				Headers: map[string]string{}, Deliveries: m.Deliveries, EnqueuedAt: m.EnqueuedAt}
-			for _, a := range m.Payload.Attrs {
-				d.Headers[a.Name] = string(a.Value)
-			}
-			if err := l.handler(ctx, &d); err != nil {
-				r.b.Nack(ctx, l.inboxQ, []string{m.Receipt}, 0)
+			if err := l.handler(ctx, d); err != nil {
+				r.c.Nack(ctx, l.inboxQ, ptr(time.Duration(0)), d.Receipt)
 				continue
 			}
 			var bal int64
@@ -183,7 +180,7 @@ func (l *idempotentLesson) consumeIdempotent(r *run) func(ctx context.Context) {
 				l.balance = bal
 				l.mu.Unlock()
 			}
-			r.ack(l.inboxQ, m.Receipt)
+			r.c.AckOne(ctx, l.inboxQ, d.Receipt)
 		}
 	}
 }
@@ -194,7 +191,7 @@ func (l *idempotentLesson) watch(r *run) func(ctx context.Context) {
 			l.mu.Lock()
 			produced := l.produced
 			l.mu.Unlock()
-			drained := produced && r.depth(l.naiveQ) == 0 && r.depth(l.inboxQ) == 0
+			drained := produced && r.depth(ctx, l.naiveQ) == 0 && r.depth(ctx, l.inboxQ) == 0
 			l.mu.Lock()
 			l.drained = drained
 			l.mu.Unlock()

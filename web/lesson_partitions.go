@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/okiba/okiba/client"
 )
 
 // Lesson 4: partitions and ordering. Orders (keys) each send a numbered series of
@@ -84,7 +86,7 @@ func partitionOf(key string, p int) int {
 func (l *partitionsLesson) start(r *run) error {
 	l.lanes = make([]laneState, l.partitions)
 	for i := range l.lanes {
-		q, err := r.queue("p"+strconv.Itoa(i), nil)
+		q, err := r.queue("p" + strconv.Itoa(i))
 		if err != nil {
 			return err
 		}
@@ -100,7 +102,8 @@ func (l *partitionsLesson) start(r *run) error {
 	for s := 1; s <= l.perKey; s++ {
 		for k := 0; k < l.keys; k++ {
 			key := keyName(k)
-			if err := r.send(l.queues[partitionOf(key, l.partitions)], key+"#"+strconv.Itoa(s), key, nil); err != nil {
+			m := client.Message{Body: []byte(key + "#" + strconv.Itoa(s)), Group: key}
+			if _, err := r.c.Send(r.ctx, l.queues[partitionOf(key, l.partitions)], m); err != nil {
 				return err
 			}
 			l.sendOrder = append(l.sendOrder, key+"#"+strconv.Itoa(s))
@@ -121,16 +124,16 @@ func (l *partitionsLesson) consume(r *run, i int) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		q := l.queues[i]
 		for ctx.Err() == nil {
-			m, err := r.receiveOne(q, 30*time.Second)
+			m, err := r.receiveOne(ctx, q, 30*time.Second)
 			if err != nil || m == nil {
 				continue
 			}
 			if !wait(ctx, l.service) {
 				return
 			}
-			key, seqText, _ := strings.Cut(string(m.Payload.Body), "#")
+			key, seqText, _ := strings.Cut(string(m.Body), "#")
 			seq, _ := strconv.Atoi(seqText)
-			if r.ack(q, m.Receipt) != nil {
+			if r.c.AckOne(ctx, q, m.Receipt) != nil {
 				continue
 			}
 			l.mu.Lock()

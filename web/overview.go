@@ -11,8 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/okiba/okiba/broker"
-	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/api"
 )
 
 // The overview page asks for /ui/api/overview every two seconds. The answer lists every
@@ -55,27 +54,28 @@ const sparkPoints = 30
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
 // buildOverview turns the queues into the overview's rows.
-func buildOverview(qs []broker.QueueInfo, spark map[string][]int64, seq uint64, interval time.Duration) overviewAnswer {
+func buildOverview(qs []api.Queue, spark map[string][]int64, seq uint64, interval time.Duration) overviewAnswer {
 	out := overviewAnswer{Seq: seq, IntervalMS: interval.Milliseconds(), Queues: make([]overviewRow, len(qs))}
 	for i := range qs {
-		qi := &qs[i]
-		st := &qi.Stats
+		q := &qs[i]
+		st := &q.Stats
 		row := overviewRow{
-			Name: qi.Name, Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
-			DeadLetters: qi.DeadLetters, Sources: len(qi.DeadLetterSources),
-			SendRate: round2(qi.Rates.Sent), AckRate: round2(qi.Rates.Acked), OldestAt: st.OldestReady,
-			WaitMS: round2(ms(qi.WaitEstimate)), WaitMeasuredMS: round2(ms(qi.WaitMeasured)),
-			Spark: spark[qi.Name],
+			Name: q.Name, Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
+			DeadLetters: st.DeadLetters, Sources: len(q.DeadLetterSources),
+			SendRate: round2(st.Rates.Sent), AckRate: round2(st.Rates.Acked),
+			WaitMS: round2(st.Waiting.EstimatedMS), WaitMeasuredMS: round2(st.Waiting.MeasuredMS),
+			Spark: spark[q.Name],
 		}
-		if d := qi.Config.DeadLetterQueue; d != queue.NoDeadLetterQueue {
-			row.DLQ = d
+		if !st.OldestReadyAt.IsZero() {
+			row.OldestAt = st.OldestReadyAt.UnixMilli()
+		}
+		if d := q.Config.DeadLetterQueue; d != nil && *d != noDeadLetterQueue {
+			row.DLQ = *d
 		}
 		out.Queues[i] = row
 	}
 	return out
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // encodeOverview is the answer's body, its ETag, and whether it is gzipped.
 func encodeOverview(a *overviewAnswer, gz bool) (body []byte, etag string, zipped bool) {
@@ -98,7 +98,7 @@ func encodeOverview(a *overviewAnswer, gz bool) (body []byte, etag string, zippe
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	since, _ := strconv.ParseUint(r.URL.Query().Get("since"), 10, 64)
-	qs := c.b.Queues(r.URL.Query().Get("prefix"))
+	qs := c.svc.Queues(r.URL.Query().Get("prefix"))
 	spark, seq := c.hist.depths(since, sparkPoints)
 	a := buildOverview(qs, spark, seq, c.opts.SampleInterval)
 	body, etag, zipped := encodeOverview(&a, strings.Contains(r.Header.Get("Accept-Encoding"), "gzip"))

@@ -10,13 +10,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/okiba/okiba/broker"
-	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/reply"
 )
 
 // The playground runs lessons of event-driven design on the real broker: each run makes
@@ -25,6 +25,11 @@ import (
 // asks (DELETE), when the page stops polling (Options.RunIdle), after Options.RunMax,
 // or when the console closes. The page polls the run's state a few times a second and
 // draws it.
+//
+// A lesson's producers and consumers are what a user's would be: Go clients of the
+// native API (Options.Client, addressed to this very node with its token), which
+// create and delete queues, send, receive, ack and nack over HTTP. Their traffic is
+// the node's like anyone's: authenticated, counted in its metrics, and logged.
 
 // PlaygroundPrefix starts the names of the playground's temporary queues.
 const PlaygroundPrefix = "playground-"
@@ -53,22 +58,23 @@ var lessons = map[string]func(p map[string]float64) (lesson, error){
 }
 
 type playground struct {
-	b    *broker.Broker
+	c    *client.Client // nil: no lesson can start
 	opts Options
 	log  *slog.Logger
 
-	mu   sync.Mutex
-	runs map[string]*run
+	mu     sync.Mutex
+	runs   map[string]*run
+	closed bool // stopAll ran: no run starts any more
 }
 
-func newPlayground(b *broker.Broker, opts Options, log *slog.Logger) *playground {
-	return &playground{b: b, opts: opts, log: log, runs: make(map[string]*run)}
+func newPlayground(c *client.Client, opts Options, log *slog.Logger) *playground {
+	return &playground{c: c, opts: opts, log: log, runs: make(map[string]*run)}
 }
 
 // run is one lesson being played.
 type run struct {
 	id, lesson, prefix string
-	b                  *broker.Broker
+	c                  *client.Client
 	l                  lesson
 	started            time.Time
 	seen               atomic.Int64 // Unix ms of the page's last poll
@@ -90,19 +96,16 @@ func (r *run) spawn(fn func(ctx context.Context)) {
 	}()
 }
 
+// noDeadLetterQueue is the dead_letter_queue of a queue that has none.
+const noDeadLetterQueue = "none"
+
 // queue creates the run's queue called role: no dead-letter queue, no delivery limit,
-// an hour of retention (it is deleted long before), then edit's changes.
-func (r *run) queue(role string, edit func(c *queue.Config)) (string, error) {
+// an hour of retention (it is deleted long before), a short backoff.
+func (r *run) queue(role string) (string, error) {
 	name := r.prefix + role
-	_, _, err := r.b.PutQueue(r.ctx, name, func(c *queue.Config, _ bool) error {
-		c.DeadLetterQueue = queue.NoDeadLetterQueue
-		c.MaxDeliveries = 0
-		c.Retention = time.Hour
-		c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second
-		if edit != nil {
-			edit(c)
-		}
-		return nil
+	_, err := r.c.PutQueue(r.ctx, name, api.QueueConfig{
+		DeadLetterQueue: ptr(noDeadLetterQueue), MaxDeliveries: ptr(0), Retention: api.Ptr(time.Hour),
+		BackoffBase: api.Ptr(100 * time.Millisecond), BackoffMax: api.Ptr(time.Second),
 	})
 	if err != nil {
 		return "", fmt.Errorf("create playground queue %s: %w", name, err)
@@ -113,44 +116,18 @@ func (r *run) queue(role string, edit func(c *queue.Config)) (string, error) {
 	return name, nil
 }
 
-// send sends one message.
-func (r *run) send(q string, body, group string, headers map[string]string) error {
-	in := queue.SendInput{Payload: queue.Payload{Body: []byte(body), Group: group}, Delay: -1}
-	names := make([]string, 0, len(headers))
-	for k := range headers {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		in.Payload.Attrs = append(in.Payload.Attrs, queue.Attr{Name: k, Type: "String", Value: []byte(headers[k])})
-	}
-	res, err := r.b.Send(r.ctx, q, []queue.SendInput{in})
-	if err != nil {
-		return err
-	}
-	return res[0].Err
-}
-
 // receiveOne long-polls up to a second for one message with lease vis.
-func (r *run) receiveOne(q string, vis time.Duration) (*broker.Message, error) {
-	ms, err := r.b.Receive(r.ctx, q, broker.ReceiveOptions{Max: 1, Wait: time.Second, Visibility: vis})
-	if err != nil || len(ms) == 0 {
+func (r *run) receiveOne(ctx context.Context, q string, vis time.Duration) (*client.Delivery, error) {
+	ds, err := r.c.Receive(ctx, q, client.ReceiveOptions{Max: 1, Wait: ptr(time.Second), Visibility: &vis})
+	if err != nil || len(ds) == 0 {
 		return nil, err
 	}
-	return &ms[0], nil
-}
-
-func (r *run) ack(q, receipt string) error {
-	errs, err := r.b.Ack(r.ctx, q, []string{receipt})
-	if err != nil {
-		return err
-	}
-	return errs[0]
+	return &ds[0], nil
 }
 
 // depth is ready + delayed + in flight of q.
-func (r *run) depth(q string) int64 {
-	qi, err := r.b.Queue(q)
+func (r *run) depth(ctx context.Context, q string) int64 {
+	qi, err := r.c.Queue(ctx, q)
 	if err != nil {
 		return 0
 	}
@@ -201,7 +178,16 @@ func (p *playground) start(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "invalid_request", "%v", err)
 		return
 	}
+	if p.c == nil {
+		apiError(w, http.StatusServiceUnavailable, "unavailable", "the playground is off: this console has no client of the node's API to run lessons with")
+		return
+	}
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		apiError(w, http.StatusServiceUnavailable, "unavailable", "the console is closing")
+		return
+	}
 	if len(p.runs) >= p.opts.MaxRuns {
 		p.mu.Unlock()
 		w.Header().Set("Retry-After", "5")
@@ -210,7 +196,7 @@ func (p *playground) start(w http.ResponseWriter, r *http.Request) {
 	}
 	id := newRunID()
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &run{id: id, lesson: name, prefix: PlaygroundPrefix + id + "-", b: p.b, l: l, started: time.Now(), ctx: ctx, cancel: cancel}
+	rn := &run{id: id, lesson: name, prefix: PlaygroundPrefix + id + "-", c: p.c, l: l, started: time.Now(), ctx: ctx, cancel: cancel}
 	rn.seen.Store(time.Now().UnixMilli())
 	p.runs[id] = rn
 	p.mu.Unlock()
@@ -220,7 +206,7 @@ func (p *playground) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.log.Info("playground run started", "run", id, "lesson", name)
-	writeJSON(w, http.StatusCreated, p.snapshot(rn))
+	reply.JSON(w, http.StatusCreated, p.snapshot(rn))
 }
 
 type runState struct {
@@ -252,7 +238,7 @@ func (p *playground) lookup(w http.ResponseWriter, r *http.Request) *run {
 
 func (p *playground) get(w http.ResponseWriter, r *http.Request) {
 	if rn := p.lookup(w, r); rn != nil {
-		writeJSON(w, http.StatusOK, p.snapshot(rn))
+		reply.JSON(w, http.StatusOK, p.snapshot(rn))
 	}
 }
 
@@ -272,7 +258,7 @@ func (p *playground) control(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "invalid_request", "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, p.snapshot(rn))
+	reply.JSON(w, http.StatusOK, p.snapshot(rn))
 }
 
 func (p *playground) stop(w http.ResponseWriter, r *http.Request) {
@@ -301,7 +287,7 @@ func (p *playground) finish(rn *run, why string) {
 	rn.mu.Unlock()
 	var errs []error
 	for _, q := range qs {
-		if err := p.b.DeleteQueue(ctx, q, true); err != nil && !errors.Is(err, queue.ErrQueueNotFound) {
+		if err := p.c.DeleteQueue(ctx, q, true); err != nil && !client.IsCode(err, api.CodeQueueNotFound) {
 			errs = append(errs, err)
 		}
 	}
@@ -342,9 +328,10 @@ func (p *playground) reap(ctx context.Context) {
 	}
 }
 
-// stopAll ends every run.
+// stopAll ends every run, and lets no other start.
 func (p *playground) stopAll(why string) {
 	p.mu.Lock()
+	p.closed = true
 	var all []*run
 	for _, rn := range p.runs {
 		all = append(all, rn)
@@ -373,6 +360,8 @@ func param(p map[string]float64, name string, def, lo, hi float64) (float64, err
 	}
 	return v, nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // tail keeps the last n elements of s.
 func tail[T any](s []T, n int) []T {

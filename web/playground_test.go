@@ -2,10 +2,15 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/okiba/okiba/client"
 )
 
 // runRef is a playground run driven through the console's HTTP endpoints.
@@ -209,5 +214,89 @@ func TestPlaygroundRunsEndAndCleanUp(t *testing.T) {
 	e.c.Close()
 	if n, qs := e.c.play.count(), e.playgroundQueues(t); n != 0 || len(qs) != 0 {
 		t.Fatalf("after Close: %d runs, queues %v", n, qs)
+	}
+}
+
+// countingTransport counts the requests a client makes, by method and route.
+type countingTransport struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	route := req.URL.Path
+	if rest, ok := strings.CutPrefix(route, "/v1/queues/"); ok {
+		name, op, _ := strings.Cut(rest, "/")
+		if !strings.HasPrefix(name, PlaygroundPrefix) {
+			return nil, fmt.Errorf("a lesson asked for %s, not a queue of its own", req.URL.Path)
+		}
+		route = "/v1/queues/{name}"
+		if op != "" {
+			route += "/" + op
+		}
+	}
+	c.mu.Lock()
+	c.seen[req.Method+" "+route]++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func (c *countingTransport) count(route string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seen[route]
+}
+
+// TestLessonsDriveOkibaOverHTTP: a lesson's producers and consumers use the console's
+// client and nothing else. Every step they take is a request of the native API (the
+// client here speaks plain HTTP, so each is seen), and a client addressed to nowhere
+// leaves the lessons unable to start: there is no path to the broker beside it.
+func TestLessonsDriveOkibaOverHTTP(t *testing.T) {
+	ct := &countingTransport{seen: map[string]int{}}
+	counted := func(base string) *client.Client {
+		c, err := client.New(base, client.Options{HTTPClient: &http.Client{Transport: ct}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// The client must know the console's address before the console exists, as in the
+	// node: reserve one, and let start serve on it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startOn(t, ln, "", Options{Client: counted("http://" + ln.Addr().String())})
+	r := e.startRun(t, "delivery", `{"loss": 0, "total": 4, "rate": 20}`)
+	r.control(`{"action": "lose_next"}`)
+	r.until("done", func(s jsonState) bool { return s["done"] == true })
+	r.stop()
+	for _, route := range []string{
+		"PUT /v1/queues/{name}", "POST /v1/queues/{name}/messages", "POST /v1/queues/{name}/receive",
+		"POST /v1/queues/{name}/ack", "GET /v1/queues/{name}", "DELETE /v1/queues/{name}",
+	} {
+		if ct.count(route) == 0 {
+			t.Errorf("the lesson made no %s request; it made %v", route, ct.seen)
+		}
+	}
+	if qs := e.playgroundQueues(t); len(qs) != 0 {
+		t.Fatalf("queues left after stop: %v", qs)
+	}
+
+	// Nowhere: a port that was just free.
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := "http://" + dead.Addr().String()
+	dead.Close()
+	e = start(t, "", Options{Client: counted(nowhere)})
+	for name := range lessons {
+		if r := do(t, "POST", e.url+"/ui/api/playground/"+name, strings.NewReader(`{}`)); r.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("lesson %s with its client addressed to nowhere: %s, want 503", name, r.Status)
+		}
+	}
+	if qs := e.playgroundQueues(t); len(qs) != 0 {
+		t.Fatalf("lessons made queues without their client: %v", qs)
 	}
 }

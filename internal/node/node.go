@@ -18,16 +18,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/internal/gcpace"
+	"github.com/okiba/okiba/internal/reply"
+	"github.com/okiba/okiba/internal/service"
 	"github.com/okiba/okiba/metrics"
 	"github.com/okiba/okiba/server"
 	"github.com/okiba/okiba/sqs"
@@ -73,6 +77,7 @@ type Node struct {
 	native  *server.Server
 	sqs     *sqs.Front // nil when off
 	console *web.Console
+	self    *client.Client // the console's playground's client of this node; nil without a console or URL
 	metrics *metrics.Metrics
 	guard   *crossorigin.Guard
 	step    auth.Step
@@ -164,14 +169,24 @@ func (n *Node) open(ctx context.Context) error {
 	}
 	n.mux = http.NewServeMux()
 	if !c.Console.Disabled {
-		if n.console, err = web.New(b, web.Options{AuthToken: c.token, Logger: log}); err != nil {
+		if ln != nil {
+			// The playground's lessons drive this node as a user's program would: through
+			// the native API, at the address just bound, with the node's token.
+			if n.self, err = client.New(dialURL(ln.Addr()), client.Options{Token: c.token}); err != nil {
+				closeLn()
+				return err
+			}
+		}
+		// The console reads through the operations the native API runs (a service holds
+		// no state of its own, so the console's and the server's are alike).
+		if n.console, err = web.New(service.New(b, service.Options{Logger: log}), web.Options{AuthToken: c.token, Logger: log, Client: n.self}); err != nil {
 			closeLn()
 			return err
 		}
 		n.console.Register(n.mux)
 	}
 	n.step = auth.Step{Token: c.token, Refuse: func(w http.ResponseWriter, _ int, msg string) {
-		writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: msg})
+		reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: msg})
 	}}
 	if n.console != nil {
 		n.step.Browsers = n.console
@@ -231,9 +246,21 @@ func (n *Node) abort() {
 	if n.console != nil {
 		n.console.Close()
 	}
+	if n.self != nil {
+		n.self.Close()
+	}
 	if n.broker != nil {
 		n.broker.Close()
 	}
+}
+
+// dialURL is the URL at which this process reaches the listener at addr: its own
+// address, or loopback when it listens on every address (0.0.0.0, [::]).
+func dialURL(addr net.Addr) string {
+	if a, ok := addr.(*net.TCPAddr); ok && a.IP.IsUnspecified() {
+		return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+	}
+	return "http://" + addr.String()
 }
 
 // addrName returns the host of a listen address when it is a name (not an IP address):
@@ -274,9 +301,10 @@ func (n *Node) ServeErr() error {
 	return n.serveErr
 }
 
-// Close stops the node in order: no new connections, waiting long polls answered at once
-// (with no messages), requests in progress finished within ctx (then cut off), streams
-// drained the same way, the console's runs ended, and the broker closed with a final
+// Close stops the node in order: the console's playground runs ended (their queues
+// deleted through the API, which still serves), then no new connections, waiting long
+// polls answered at once (with no messages), requests in progress finished within ctx
+// (then cut off), streams drained the same way, and the broker closed with a final
 // checkpoint. It is safe to call twice; the second call returns the first's result.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
@@ -284,6 +312,12 @@ func (n *Node) Close(ctx context.Context) error {
 }
 
 func (n *Node) close(ctx context.Context) error {
+	if n.console != nil {
+		n.console.Close() // ends playground runs, which delete their queues through the API
+	}
+	if n.self != nil {
+		n.self.Close()
+	}
 	n.stop() // waiting long polls end now
 	var errs []error
 	streamsDone := make(chan error, 1)
@@ -310,9 +344,6 @@ func (n *Node) close(ctx context.Context) error {
 	if err := <-streamsDone; err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		errs = append(errs, err)
 	}
-	if n.console != nil {
-		n.console.Close() // ends playground runs and deletes their queues
-	}
 	n.stopBg()
 	n.bg.Wait()
 	if err := n.broker.Close(); err != nil {
@@ -338,7 +369,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // is being committed answers 503 unavailable; its lease then simply expires.
 func endLongPolls(shutdown context.Context, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/receive") || r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage") {
+		if server.LongPoll(r.Method, r.URL.Path) || (r.Method == http.MethodPost && r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage") {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			defer context.AfterFunc(shutdown, cancel)()
@@ -369,7 +400,7 @@ func (n *Node) dispatch(w http.ResponseWriter, r *http.Request) string {
 	}
 	if n.sqs != nil && n.sqs.Match(r) {
 		if n.cfg.token != "" && !n.sqs.Authenticates() {
-			writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and has no SQS access keys configured"})
+			reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and has no SQS access keys configured"})
 			return "unauthorized"
 		}
 		r, ok := n.sqs.Authenticate(w, r)
@@ -411,10 +442,8 @@ func (n *Node) refuseBrowser(w http.ResponseWriter, r *http.Request, err error) 
 		n.sqs.Forbid(w, err.Error())
 		return
 	}
-	writeError(w, server.ErrorOf(n.log, err))
+	reply.Error(w, service.ErrorOf(n.log, err))
 }
-
-func writeError(w http.ResponseWriter, e *api.Error) { server.WriteError(w, e) }
 
 // statusWriter remembers the status a handler answered with; Unwrap lets
 // http.ResponseController reach the connection (flushes, deadlines, the stream's hijack).

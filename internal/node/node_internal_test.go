@@ -2,15 +2,22 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/okiba/okiba/internal/testkit"
+	"github.com/okiba/okiba/metrics"
 	"github.com/okiba/okiba/sqs"
+	"github.com/okiba/okiba/web"
 )
 
 func TestIsLoopback(t *testing.T) {
@@ -29,6 +36,21 @@ func TestAddrName(t *testing.T) {
 		"127.0.0.1:7070": "", "[::1]:7070": "", ":7070": "", "0.0.0.0:7070": "", "nonsense": ""} {
 		if got := strings.Join(addrName(addr), ","); got != want {
 			t.Errorf("addrName(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+func TestDialURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:7070": "http://127.0.0.1:7070", "[::1]:7070": "http://[::1]:7070",
+		"0.0.0.0:7070": "http://127.0.0.1:7070", "[::]:7070": "http://127.0.0.1:7070",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := dialURL(a); got != want {
+			t.Errorf("dialURL(%s) = %s, want %s", addr, got, want)
 		}
 	}
 }
@@ -141,4 +163,83 @@ func TestLoadFile(t *testing.T) {
 			t.Errorf("%s loaded", bad)
 		}
 	}
+}
+
+// A playground lesson is traffic of the node's native API, like a user's program: its
+// sends, receives and acks are requests the node authenticates and counts in its
+// metrics. (The console holds no broker to do them in-process.)
+func TestPlaygroundLessonsAreAPITraffic(t *testing.T) {
+	const token = "lesson-token"
+	n, err := Open(context.Background(), Config{Addr: "127.0.0.1:0", Data: t.TempDir(), AuthToken: token},
+		Runtime{NoGCPace: true, Metrics: metrics.New(metrics.Options{NoRuntime: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	call := func(method, path string, out any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, n.URL()+path, strings.NewReader(`{"loss": 0, "total": 4, "rate": 20}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			t.Fatalf("%s %s: %s", method, path, resp.Status)
+		}
+		if out != nil {
+			if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var run struct {
+		ID    string `json:"id"`
+		State struct {
+			Done bool `json:"done"`
+		} `json:"state"`
+	}
+	call("POST", "/ui/api/playground/delivery", &run)
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		call("GET", "/ui/api/playground/runs/"+run.ID, &run)
+		return run.State.Done
+	}, "the delivery lesson did not finish")
+	call("DELETE", "/ui/api/playground/runs/"+run.ID, nil)
+
+	var scrape strings.Builder
+	req, _ := http.NewRequest("GET", n.URL()+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(&scrape, resp.Body)
+	resp.Body.Close()
+	for _, want := range []struct{ method, route string }{
+		{"PUT", "/v1/queues/{name}"}, {"POST", "/v1/queues/{name}/messages"}, {"POST", "/v1/queues/{name}/receive"},
+		{"POST", "/v1/queues/{name}/ack"}, {"GET", "/v1/queues/{name}"}, {"DELETE", "/v1/queues/{name}"},
+	} {
+		if requests(scrape.String(), want.method, want.route) == 0 {
+			t.Errorf("no %s %s request counted while the lesson ran", want.method, want.route)
+		}
+	}
+	if qs := n.Broker().Queues(web.PlaygroundPrefix); len(qs) != 0 {
+		t.Fatalf("the lesson's queues are left: %d", len(qs))
+	}
+}
+
+// requests is how many requests with method and route a Prometheus scrape counts.
+func requests(scrape, method, route string) int {
+	total := 0
+	for line := range strings.Lines(scrape) {
+		series, ok := strings.CutPrefix(line, "okiba_http_request_duration_seconds_count{")
+		labels, value, found := strings.Cut(series, "} ")
+		if !ok || !found || !strings.Contains(labels, `method="`+method+`"`) || !strings.Contains(labels, `route="`+route+`"`) {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(value))
+		total += n
+	}
+	return total
 }

@@ -1,0 +1,60 @@
+// Package reply writes answers in the native API's shape over HTTP: a JSON body, and an
+// error as {"error":{…}} with the status its code has (api.Status) and, for an error a
+// client should retry later, the Retry-After header. The native API (package server),
+// the console (package web) and the node's router (internal/node) answer through it, so
+// that an answer looks the same whoever gives it.
+//
+// It knows nothing of the broker: what an error of okiba's domain is on the wire is
+// internal/errcode's table, which internal/service applies.
+package reply
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/okiba/okiba/api"
+)
+
+// JSON answers v as JSON with status. Headers set on w before stay.
+func JSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// Error answers e: its code's status (500 for a code api.Status does not know), its
+// Retry-After, and the body {"error":e}.
+func Error(w http.ResponseWriter, e *api.Error) {
+	status := api.Status[e.Code]
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	retryAfter(w, e)
+	JSON(w, status, api.ErrorBody{Error: e})
+}
+
+// Batch answers v, a batch's per-item results, as JSON with BatchStatus(w, common).
+func Batch(w http.ResponseWriter, common *api.Error, v any) {
+	JSON(w, BatchStatus(w, common), v)
+}
+
+// BatchStatus is the status of a batch answer: 200, or, when every item failed with
+// the same error (common), that error's status, with its Retry-After set on w.
+func BatchStatus(w http.ResponseWriter, common *api.Error) int {
+	if common == nil {
+		return http.StatusOK
+	}
+	retryAfter(w, common)
+	return api.Status[common.Code]
+}
+
+// retryAfter sets the Retry-After header (whole seconds, at least 1) of a retryable error.
+func retryAfter(w http.ResponseWriter, e *api.Error) {
+	if e.RetryAfter != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(e.RetryAfter.D().Round(time.Second)/time.Second))))
+	}
+}

@@ -1,0 +1,167 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/queue"
+)
+
+// Queues lists the queues whose name starts with prefix, sorted by name, with their
+// statistics.
+func (s *Service) Queues(prefix string) []api.Queue {
+	qs := s.b.Queues(prefix)
+	out := make([]api.Queue, len(qs))
+	for i, qi := range qs {
+		out[i] = wireQueue(qi)
+	}
+	return out
+}
+
+// Queue returns one queue with its statistics.
+func (s *Service) Queue(name string) (api.Queue, *api.Error) {
+	qi, err := s.b.Queue(name)
+	if err != nil {
+		return api.Queue{}, s.errorOf(err)
+	}
+	return wireQueue(qi), nil
+}
+
+// PutQueue creates the queue or changes the fields in of its configuration, and
+// returns it as it now is, and whether it was created.
+func (s *Service) PutQueue(ctx context.Context, name string, in api.QueueConfig) (api.Queue, bool, *api.Error) {
+	info, created, err := s.b.PutQueue(ctx, name, func(c *queue.Config, _ bool) error {
+		return applyConfig(c, &in)
+	})
+	if err != nil {
+		return api.Queue{}, false, s.errorOf(err)
+	}
+	q, e := s.Queue(info.Name)
+	return q, created, e
+}
+
+// DeleteQueue deletes a queue; force deletes one that other queues use as their
+// dead-letter queue.
+func (s *Service) DeleteQueue(ctx context.Context, name string, force bool) *api.Error {
+	if err := s.b.DeleteQueue(ctx, name, force); err != nil {
+		return s.errorOf(err)
+	}
+	return nil
+}
+
+// Purge removes every message of a queue.
+func (s *Service) Purge(ctx context.Context, name string) (api.PurgeResponse, *api.Error) {
+	n, err := s.b.Purge(ctx, name)
+	if err != nil {
+		return api.PurgeResponse{}, s.errorOf(err)
+	}
+	return api.PurgeResponse{Purged: n}, nil
+}
+
+// applyConfig overlays the fields given in a request on c.
+func applyConfig(c *queue.Config, in *api.QueueConfig) error {
+	dur := func(dst *time.Duration, src *api.Duration) {
+		if src != nil {
+			*dst = src.D()
+		}
+	}
+	dur(&c.VisibilityTimeout, in.VisibilityTimeout)
+	dur(&c.BackoffBase, in.BackoffBase)
+	dur(&c.BackoffMax, in.BackoffMax)
+	dur(&c.Delay, in.Delay)
+	dur(&c.Retention, in.Retention)
+	dur(&c.DedupWindow, in.DedupWindow)
+	dur(&c.ReceiveWait, in.ReceiveWait)
+	if in.MaxDeliveries != nil {
+		c.MaxDeliveries = *in.MaxDeliveries
+	}
+	if in.DeadLetterQueue != nil {
+		c.DeadLetterQueue = *in.DeadLetterQueue
+		if *in.DeadLetterQueue == queue.NoDeadLetterQueue && in.MaxDeliveries == nil {
+			c.MaxDeliveries = 0 // nothing to count deliveries for
+		}
+	}
+	if in.DedupScope != nil {
+		sc, err := queue.ParseDedupScope(*in.DedupScope)
+		if err != nil {
+			return err
+		}
+		c.DedupScope = sc
+	}
+	if in.ContentDedup != nil {
+		c.ContentDedup = *in.ContentDedup
+	}
+	if in.MaxMessages != nil {
+		c.MaxMessages = *in.MaxMessages
+	}
+	if in.MaxBytes != nil {
+		c.MaxBytes = *in.MaxBytes
+	}
+	if in.MaxMessageSize != nil {
+		c.MaxMessageSize = *in.MaxMessageSize
+	}
+	if in.OrderedGroups != nil {
+		c.OrderedGroups = *in.OrderedGroups
+	}
+	if in.Tags != nil {
+		c.Tags = in.Tags
+	}
+	return nil
+}
+
+// wireConfig is c as the API shows it, every field set. Its fields point into one
+// allocation rather than one each: listing queues converts every queue's configuration,
+// and the console's overview and sampler list them all every few seconds.
+func wireConfig(c queue.Config) api.QueueConfig {
+	v := &struct {
+		c                                                     queue.Config
+		vis, backoff, backoffMax, delay, retention, dedup, rw api.Duration
+		scope                                                 string
+	}{
+		c: c, vis: api.Duration(c.VisibilityTimeout), backoff: api.Duration(c.BackoffBase),
+		backoffMax: api.Duration(c.BackoffMax), delay: api.Duration(c.Delay), retention: api.Duration(c.Retention),
+		dedup: api.Duration(c.DedupWindow), rw: api.Duration(c.ReceiveWait), scope: c.DedupScope.String(),
+	}
+	return api.QueueConfig{
+		VisibilityTimeout: &v.vis, MaxDeliveries: &v.c.MaxDeliveries,
+		DeadLetterQueue: &v.c.DeadLetterQueue, BackoffBase: &v.backoff, BackoffMax: &v.backoffMax,
+		Delay: &v.delay, Retention: &v.retention, DedupWindow: &v.dedup,
+		DedupScope: &v.scope, ContentDedup: &v.c.ContentDedup, MaxMessages: &v.c.MaxMessages,
+		MaxBytes: &v.c.MaxBytes, MaxMessageSize: &v.c.MaxMessageSize, ReceiveWait: &v.rw,
+		OrderedGroups: &v.c.OrderedGroups, Tags: v.c.Tags,
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func wireQueue(qi broker.QueueInfo) api.Queue {
+	st := qi.Stats
+	r := qi.Rates
+	var oldest time.Time
+	if st.OldestReady > 0 {
+		oldest = time.UnixMilli(st.OldestReady).UTC()
+	}
+	return api.Queue{
+		Name: qi.Name, CreatedAt: time.UnixMilli(qi.CreatedAt).UTC(), UpdatedAt: time.UnixMilli(qi.UpdatedAt).UTC(),
+		Config: wireConfig(qi.Config), DeadLetterSources: qi.DeadLetterSources,
+		Stats: api.Stats{
+			Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Bytes: st.Bytes,
+			DeadLetters: qi.DeadLetters, Groups: st.Groups,
+			OldestReadyAgeMS: qi.OldestAge.Milliseconds(), OldestReadyAt: oldest,
+			Sent: st.Sent, Acked: st.Acked, Nacked: st.Nacked, Delivered: st.Delivered,
+			Redelivered: st.Redelivered, Extended: st.Extended, DeadLettered: st.DeadLettered,
+			DeadLetteredBy: st.ByReason, DeadLetteredIn: st.DeadLetteredIn, Expired: st.Expired,
+			RedrivenIn: st.RedrivenIn, RedrivenOut: st.RedrivenOut, Purged: st.Purged,
+			Deleted: st.Deleted, Overflow: st.Overflow, DedupHits: qi.Volatile.DedupHits,
+			Refused: qi.Volatile.Refused, DedupEvictedEarly: st.DedupEvictedEarly,
+			Rates: api.Rates{
+				WindowMS: r.Window.Milliseconds(), Sent: r.Sent, Acked: r.Acked, Nacked: r.Nacked,
+				Delivered: r.Delivered, DeadLettered: r.DeadLettered, Expired: r.Expired,
+			},
+			Waiting:  api.LittlesLaw{L: st.Ready, Lambda: r.Sent, MeasuredMS: ms(qi.WaitMeasured), EstimatedMS: ms(qi.WaitEstimate)},
+			InSystem: api.LittlesLaw{L: st.Ready + st.InFlight, Lambda: r.Sent, MeasuredMS: ms(qi.SysMeasured), EstimatedMS: ms(qi.SysEstimate)},
+		},
+	}
+}

@@ -1,0 +1,90 @@
+// Package service is the native API's operations over a broker, in the API's wire types
+// (package api): what GET /v1/queues lists, what a send answers, a peek's page, a
+// redrive task. The native HTTP API (package server) decodes a request, calls the
+// service and encodes its answer; the console (package web) reads queues and dead
+// letters through the same calls. Both therefore show one conversion of the broker's
+// results to the wire, and map errors through one table (internal/errcode): an error a
+// method returns is already the *api.Error a client is to see.
+//
+// What a request's fields must hold (ranges, ids, which fields an operation takes) is
+// checked here, after the transport has decoded it and before the broker is called;
+// how a request is carried (JSON or okiba's binary encoding, a plain request or a
+// stream frame) is the transport's business.
+package service
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/errcode"
+)
+
+// Options configure a Service. The zero value means the defaults.
+type Options struct {
+	// Logger receives internal errors, whose details the answers leave out. Defaults to
+	// discarding them.
+	Logger *slog.Logger
+}
+
+// Service offers the native API's operations on one broker. It holds no state of its
+// own: it is safe for concurrent use, and several may share a broker.
+type Service struct {
+	b   *broker.Broker
+	log *slog.Logger
+}
+
+// New returns the service of b.
+func New(b *broker.Broker, opts Options) *Service {
+	s := &Service{b: b, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+// ErrorOf maps an error to the native API's wire error (internal/errcode's table); an
+// internal one is logged and answered without its details.
+func ErrorOf(log *slog.Logger, err error) *api.Error {
+	row := errcode.Of(err)
+	if row.Internal() {
+		log.Error("internal error", "error", err)
+		return &api.Error{Code: api.CodeInternal, Message: errcode.InternalMessage}
+	}
+	e := &api.Error{Code: row.Code, Message: err.Error()}
+	if row.RetryAfter > 0 {
+		e.RetryAfter = api.Ptr(row.RetryAfter)
+	}
+	return e
+}
+
+func (s *Service) errorOf(err error) *api.Error { return ErrorOf(s.log, err) }
+
+// Invalid is an invalid_request error with a formatted message.
+func Invalid(format string, args ...any) *api.Error {
+	return &api.Error{Code: api.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// commonError returns the error shared by every item, if every item failed with the
+// same code: the response then carries that error's status.
+func commonError(errs []*api.Error) *api.Error {
+	if len(errs) == 0 {
+		return nil
+	}
+	first := errs[0]
+	for _, e := range errs {
+		if e == nil || e.Code != first.Code {
+			return nil
+		}
+	}
+	return first
+}
+
+// Health is the broker's health, and whether it is healthy.
+func (s *Service) Health() (api.Health, bool) {
+	if err := s.b.Healthy(); err != nil {
+		return api.Health{Status: "failed", Error: err.Error()}, false
+	}
+	return api.Health{Status: "ok"}, true
+}
