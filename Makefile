@@ -54,7 +54,7 @@ storage: $(REPORT)
 ## kill -9 under load for 20 cycles (OKIBA_TORTURE_SEED replays).
 binary: $(REPORT)
 	@$(call tier,binary,90) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:' -- \
-		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary)$$' ./torture ./cmd/okiba
+		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary)$$' ./internal/torture ./cmd/okiba
 torture-short: binary
 
 ## torture: the long run: 1000 kill cycles with small segments and checkpoints.
@@ -71,18 +71,20 @@ fuzz:
 	$(GO) test ./queue -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./queue -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./wal -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./receipt -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/receipt -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzBinary$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./server -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./server -run '^$$' -fuzz '^FuzzQueueConfig$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/nativeapi -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/service -run '^$$' -fuzz '^FuzzQueueConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./wal -run '^$$' -fuzz '^FuzzLoadCheckpoint$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./sqs -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./api -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/names -run '^$$' -fuzz '^FuzzGrammarIsWithinTheCore$$' -fuzztime $(FUZZTIME)
 
-## browser: the console in real headless Chromium (web/e2e: sign-in, overview, queue page,
-## dead-letter redrive, every playground lesson; screenshots in web/e2e/artifacts/).
-## Needs /usr/bin/chromium and `npm ci --prefix web/e2e` (.ci/run installs both).
+## browser: the console in real headless Chromium (internal/console/e2e: sign-in, overview, queue page,
+## dead-letter redrive, every playground lesson; screenshots in internal/console/e2e/artifacts/).
+## Needs /usr/bin/chromium and `npm ci --prefix internal/console/e2e` (.ci/run installs both).
 browser: $(REPORT)
-	@$(call tier,browser,120) -json -show '^ *--- |step:|FAIL:|expected:' -- $(GO) test -json -count=1 -run TestBrowser ./web/e2e
+	@$(call tier,browser,120) -json -show '^ *--- |step:|FAIL:|expected:' -- $(GO) test -json -count=1 -run TestBrowser ./internal/console/e2e
 
 ## bench-smoke: the side-by-side harness (bench/, its own module) on okiba alone, every
 ## scenario at a tiny scale, so that it keeps working; no peer needs installing, and
@@ -108,7 +110,7 @@ bench-setup:
 
 ## bench-go: okiba's own Go benchmarks recorded in docs/benchmarks.md.
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchtime 3s ./queue ./wal ./broker ./server
+	$(GO) test -run '^$$' -bench . -benchtime 3s ./queue ./wal ./broker ./internal/nativeapi
 
 clean:
 	rm -rf okiba-data $(TESTREPORT_DIR)

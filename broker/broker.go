@@ -37,9 +37,9 @@ import (
 
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/payload"
+	"github.com/okiba/okiba/internal/receipt"
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
-	"github.com/okiba/okiba/receipt"
-	"github.com/okiba/okiba/vfs"
 	"github.com/okiba/okiba/wal"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
-	"github.com/okiba/okiba/vfs"
 	"pgregory.net/rapid"
 )
 

@@ -30,7 +30,7 @@ import (
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/node"
-	"github.com/okiba/okiba/sqs"
+	"github.com/okiba/okiba/internal/sqs"
 )
 
 // Options configure a test server. The zero value is a real-clock broker.

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/internal/vfs"
 )
 
 const (

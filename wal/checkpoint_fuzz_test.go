@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/wal"
 )
 

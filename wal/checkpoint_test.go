@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/wal"
 )
 

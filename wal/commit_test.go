@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/wal"
 )
 

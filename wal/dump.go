@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/internal/vfs"
 )
 
 // Dump prints the log in opts.Dir for humans: each segment's header, the

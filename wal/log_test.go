@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/wal"
 )
 

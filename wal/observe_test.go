@@ -4,7 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/wal"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/internal/vfs"
 )
 
 // quarantineDir, inside the log directory, keeps copies of damaged bytes of

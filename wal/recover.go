@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/okiba/okiba/vfs"
+	"github.com/okiba/okiba/internal/vfs"
 )
 
 // tailDamage is damage at the end of the log that Open refused to discard:

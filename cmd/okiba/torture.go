@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/okiba/okiba/torture"
+	"github.com/okiba/okiba/internal/torture"
 )
 
 type tortureCmd struct{ app *app }

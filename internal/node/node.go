@@ -28,15 +28,15 @@ import (
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/auth"
+	"github.com/okiba/okiba/internal/console"
 	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/internal/gcpace"
+	"github.com/okiba/okiba/internal/metrics"
+	"github.com/okiba/okiba/internal/nativeapi"
 	"github.com/okiba/okiba/internal/reply"
 	"github.com/okiba/okiba/internal/service"
-	"github.com/okiba/okiba/metrics"
-	"github.com/okiba/okiba/server"
-	"github.com/okiba/okiba/sqs"
-	"github.com/okiba/okiba/vfs"
-	"github.com/okiba/okiba/web"
+	"github.com/okiba/okiba/internal/sqs"
+	"github.com/okiba/okiba/internal/vfs"
 )
 
 // Runtime is what a node is given in code rather than in its configuration: the seams
@@ -74,9 +74,9 @@ type Node struct {
 	addr net.Addr
 
 	broker  *broker.Broker
-	native  *server.Server
+	native  *nativeapi.Server
 	sqs     *sqs.Front // nil when off
-	console *web.Console
+	console *console.Console
 	self    *client.Client // the console's playground's client of this node; nil without a console or URL
 	metrics *metrics.Metrics
 	guard   *crossorigin.Guard
@@ -160,7 +160,7 @@ func (n *Node) open(ctx context.Context) error {
 		n.url = "http://" + ln.Addr().String()
 	}
 
-	n.native = server.New(b, server.Options{Logger: log, Observe: n.metrics.ObserveRequest})
+	n.native = nativeapi.New(b, nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest})
 	if !c.SQS.Disabled {
 		n.sqs = sqs.New(b, sqs.Options{
 			Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL,
@@ -179,7 +179,7 @@ func (n *Node) open(ctx context.Context) error {
 		}
 		// The console reads through the operations the native API runs (a service holds
 		// no state of its own, so the console's and the server's are alike).
-		if n.console, err = web.New(service.New(b, service.Options{Logger: log}), web.Options{AuthToken: c.token, Logger: log, Client: n.self}); err != nil {
+		if n.console, err = console.New(service.New(b, service.Options{Logger: log}), console.Options{AuthToken: c.token, Logger: log, Client: n.self}); err != nil {
 			closeLn()
 			return err
 		}
@@ -212,7 +212,7 @@ func (n *Node) open(ctx context.Context) error {
 	}
 
 	if ln != nil {
-		n.http = server.HTTPServer(n, log)
+		n.http = nativeapi.HTTPServer(n, log)
 		go func() {
 			n.serveErr = n.http.Serve(ln)
 			close(n.served)
@@ -369,7 +369,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // is being committed answers 503 unavailable; its lease then simply expires.
 func endLongPolls(shutdown context.Context, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if server.LongPoll(r.Method, r.URL.Path) || (r.Method == http.MethodPost && r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage") {
+		if nativeapi.LongPoll(r.Method, r.URL.Path) || (r.Method == http.MethodPost && r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage") {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			defer context.AfterFunc(shutdown, cancel)()

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/okiba/okiba/internal/console"
+	"github.com/okiba/okiba/internal/metrics"
+	"github.com/okiba/okiba/internal/sqs"
 	"github.com/okiba/okiba/internal/testkit"
-	"github.com/okiba/okiba/metrics"
-	"github.com/okiba/okiba/sqs"
-	"github.com/okiba/okiba/web"
 )
 
 func TestIsLoopback(t *testing.T) {
@@ -224,7 +224,7 @@ func TestPlaygroundLessonsAreAPITraffic(t *testing.T) {
 			t.Errorf("no %s %s request counted while the lesson ran", want.method, want.route)
 		}
 	}
-	if qs := n.Broker().Queues(web.PlaygroundPrefix); len(qs) != 0 {
+	if qs := n.Broker().Queues(console.PlaygroundPrefix); len(qs) != 0 {
 		t.Fatalf("the lesson's queues are left: %d", len(qs))
 	}
 }

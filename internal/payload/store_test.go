@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
-	"github.com/okiba/okiba/vfs"
 	"github.com/okiba/okiba/wal"
 )
 

@@ -1,0 +1,219 @@
+// Package e2e tests okiba's console in a real browser: it builds okiba, starts it on
+// loopback with a token, seeds queues through the Go client, and runs console.mjs
+// (Playwright's playwright-core driving Debian's headless Chromium), which signs in,
+// checks every page and plays every lesson, saving screenshots in artifacts/. Then it
+// checks through the API what the pages did.
+//
+// It needs /usr/bin/chromium (apt-get install chromium), node, and
+// `npm ci --prefix internal/console/e2e`; .ci/run installs them. Without them it is skipped with a
+// SKIP line, except under CI=true, where it fails. It is skipped with -short too: make
+// runs it in its own tier (make browser).
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/testkit"
+)
+
+const token = "e2e-console-token"
+
+func TestBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIP: browser tests run in their own tier (make browser), not with -short")
+	}
+	chromium := envOr("CHROMIUM", "/usr/bin/chromium")
+	var missing []string
+	if _, err := os.Stat(chromium); err != nil {
+		missing = append(missing, chromium+" (apt-get install chromium)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing = append(missing, "node")
+	}
+	if _, err := os.Stat("node_modules/playwright-core/package.json"); err != nil {
+		missing = append(missing, "internal/console/e2e/node_modules (npm ci --prefix internal/console/e2e)")
+	}
+	if len(missing) > 0 {
+		testkit.Missing(t, "the browser tests", "missing "+strings.Join(missing, ", "), "")
+	}
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "okiba")
+	build := exec.Command("go", "build", "-o", bin, "../../../cmd/okiba")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := startOkiba(t, bin, "serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
+		"--auth-token-file", tokenFile, "--log-level", "debug")
+	c, err := client.New(base, client.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed(t, c)
+
+	artifacts, _ := filepath.Abs("artifacts")
+	if err := os.RemoveAll(artifacts); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "console.mjs")
+	cmd.Env = append(os.Environ(), "OKIBA_URL="+base, "OKIBA_TOKEN="+token, "ARTIFACTS="+artifacts, "CHROMIUM="+chromium)
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		t.Log(lines.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("console.mjs: %v (screenshots in %s)", err, artifacts)
+	}
+
+	// What the pages did, seen through the API.
+	bg := context.Background()
+	q, err := c.Queue(bg, "payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Stats.Ready != 4 || q.Stats.DeadLetters != 0 || q.Stats.RedrivenIn != 3 {
+		t.Errorf("payments after the redrives: ready %d, dead letters %d, redriven in %d; want 4, 0, 3", q.Stats.Ready, q.Stats.DeadLetters, q.Stats.RedrivenIn)
+	}
+	if q, err := c.Queue(bg, "scratch"); err != nil || q.Stats.Ready != 0 || q.Stats.Purged != 3 {
+		t.Errorf("scratch after the purge: %+v, %v", q, err)
+	}
+	if q, err := c.Queue(bg, "orders"); err != nil || q.Stats.Acked != 1 || q.Stats.Sent != 9 {
+		t.Errorf("orders after the page's send, receive and ack: %+v, %v", q, err)
+	}
+	// Every playground run was stopped from its page: their queues are gone.
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		qs, err := c.Queues(bg, "playground-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(qs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("playground queues left behind: %d, e.g. %s", len(qs), qs[0].Name)
+		}
+		<-tick.C
+	}
+}
+
+// seed makes what console.mjs expects: orders with 5 ready and 2 in flight, payments
+// with 1 ready and 3 dead letters (2 invalid-card, 1 timeout), scratch with 3 to purge.
+func seed(t *testing.T, c *client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []string{"orders", "payments", "scratch"} {
+		if _, err := c.PutQueue(ctx, q, api.QueueConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(q string, n int) {
+		var msgs []client.Message
+		for i := range n {
+			msgs = append(msgs, client.Message{Body: []byte(fmt.Sprintf(`{"%s": %d}`, q, i+1)),
+				Headers: map[string]string{"content-type": "application/json", "correlation-id": fmt.Sprintf("%s-%d", q, i+1)}})
+		}
+		if _, err := c.SendBatch(ctx, q, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("orders", 7)
+	send("payments", 4)
+	send("scratch", 3)
+	vis := 10 * time.Minute
+	if ds, err := c.Receive(ctx, "orders", client.ReceiveOptions{Max: 2, Visibility: &vis}); err != nil || len(ds) != 2 {
+		t.Fatalf("receive orders: %d %v", len(ds), err)
+	}
+	ds, err := c.Receive(ctx, "payments", client.ReceiveOptions{Max: 3, Visibility: &vis})
+	if err != nil || len(ds) != 3 {
+		t.Fatalf("receive payments: %d %v", len(ds), err)
+	}
+	if _, err := c.DeadLetter(ctx, "payments", "invalid-card", "card number fails the Luhn check", ds[0].Receipt, ds[1].Receipt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeadLetter(ctx, "payments", "timeout", "the payment provider did not answer in 30s", ds[2].Receipt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var consoleLine = regexp.MustCompile(`msg=console url=(http://\S+)/ `)
+
+// startOkiba runs the okiba binary and returns the console's base URL, read from its
+// start-up log. The process is stopped (SIGTERM, then waited for) at cleanup; its log
+// goes to the test log.
+func startOkiba(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	urls := make(chan string, 1)
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			t.Log("okiba: " + line)
+			if m := consoleLine.FindStringSubmatch(line); m != nil {
+				select {
+				case urls <- m[1]:
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-logDone
+		cmd.Wait()
+	})
+	select {
+	case u := <-urls:
+		return u
+	case <-logDone:
+		t.Fatal("okiba exited before serving")
+	case <-time.After(30 * time.Second):
+		t.Fatal("okiba did not log its console URL within 30s")
+	}
+	return ""
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

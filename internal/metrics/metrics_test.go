@@ -1,0 +1,411 @@
+package metrics_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/metrics"
+	"github.com/okiba/okiba/internal/node"
+)
+
+const token = "metrics-test-token"
+
+type env struct {
+	b   *broker.Broker
+	c   *client.Client
+	url string
+}
+
+func start(t *testing.T, opts metrics.Options) *env {
+	t.Helper()
+	m := metrics.New(opts)
+	n, err := node.Open(context.Background(), node.Config{
+		Addr: "127.0.0.1:0", Data: t.TempDir(), AuthToken: token,
+		SQS: node.SQSConfig{Disabled: true}, Console: node.ConsoleConfig{Disabled: true},
+	}, node.Runtime{Metrics: m, NoGCPace: true, Broker: func(c *broker.Config) { c.CheckpointBytes = 64 << 10 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		n.Close(ctx)
+	})
+	c, err := client.New(n.URL(), client.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{b: n.Broker(), c: c, url: n.URL()}
+}
+
+func (e *env) scrape(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, _ := http.NewRequest("GET", e.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// value returns the value of the sample of family name whose labels include want.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
+	t.Helper()
+	v, ok := lookup(fams, name, want...)
+	if !ok {
+		t.Fatalf("%s%v: no such sample", name, want)
+	}
+	return v
+}
+
+func lookup(fams map[string]*dto.MetricFamily, name string, want ...string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+next:
+	for _, m := range f.Metric {
+		labels := map[string]string{}
+		for _, l := range m.Label {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for i := 0; i+1 < len(want); i += 2 {
+			if labels[want[i]] != want[i+1] {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// must returns v, or panics (failing the test) on err.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func TestMetricsMatchTheAPIStatsWhenQuiet(t *testing.T) {
+	e := start(t, metrics.Options{})
+	ctx := context.Background()
+	must(e.c.PutQueue(ctx, "orders", api.QueueConfig{MaxDeliveries: ptr(2)}))
+	must(e.c.PutQueue(ctx, "small", api.QueueConfig{MaxMessages: ptr(int64(3))}))
+
+	var msgs []client.Message
+	for i := range 20 {
+		msgs = append(msgs, client.Message{Body: []byte(fmt.Sprintf("order %d", i)), DedupID: fmt.Sprint(i)})
+	}
+	must(e.c.SendBatch(ctx, "orders", msgs))
+	must(e.c.SendBatch(ctx, "orders", msgs[:2])) // two dedup hits
+	for i := range 5 {
+		_, err := e.c.Send(ctx, "small", client.Message{Body: []byte{byte('a' + i)}})
+		if i >= 3 && !client.IsCode(err, api.CodeQueueFull) {
+			t.Fatalf("send %d to a full queue: %v, want queue_full", i, err)
+		}
+	}
+	vis := 30 * time.Second
+	ds := must(e.c.Receive(ctx, "orders", client.ReceiveOptions{Max: 12, Visibility: &vis}))
+	if len(ds) != 12 {
+		t.Fatalf("received %d, want 12", len(ds))
+	}
+	rc := func(ds []client.Delivery) []string {
+		var out []string
+		for _, d := range ds {
+			out = append(out, d.Receipt)
+		}
+		return out
+	}
+	must(e.c.Ack(ctx, "orders", rc(ds[:5])...))
+	must(e.c.Extend(ctx, "orders", time.Minute, rc(ds[5:7])...))
+	delay := time.Hour
+	must(e.c.Nack(ctx, "orders", &delay, rc(ds[7:9])...))
+	must(e.c.DeadLetter(ctx, "orders", "invalid-card", "card number fails Luhn", rc(ds[9:11])...))
+	must(e.c.DeadLetter(ctx, "orders", "", "", rc(ds[11:12])...))
+	// Two failed deliveries of one message: max_deliveries.
+	zero := time.Duration(0)
+	for range 2 {
+		d := must(e.c.Receive(ctx, "orders", client.ReceiveOptions{Max: 1, Visibility: &zero}))
+		if len(d) != 1 {
+			t.Fatal("no message to fail")
+		}
+	}
+
+	// Quiet: wait until the broker's own dead letter has happened, then compare.
+	eventually(t, 10*time.Second, func() bool {
+		return must(e.c.Queue(ctx, "orders")).Stats.DeadLetteredBy["max_deliveries"] == 1
+	})
+
+	fams := e.scrape(t)
+	qs := must(e.c.Queues(ctx, ""))
+	if got := value(t, fams, "okiba_queues"); got != float64(len(qs)) {
+		t.Errorf("okiba_queues = %v, want %d", got, len(qs))
+	}
+	for _, q := range qs {
+		st := q.Stats
+		check := func(name string, want float64, labels ...string) {
+			t.Helper()
+			got := value(t, fams, name, append([]string{"queue", q.Name}, labels...)...)
+			if got != want {
+				t.Errorf("%s{queue=%q %v} = %v, API says %v", name, q.Name, labels, got, want)
+			}
+		}
+		check("okiba_queue_messages", float64(st.Ready), "state", "ready")
+		check("okiba_queue_messages", float64(st.Delayed), "state", "delayed")
+		check("okiba_queue_messages", float64(st.InFlight), "state", "in_flight")
+		check("okiba_queue_bytes", float64(st.Bytes))
+		check("okiba_queue_dead_letters", float64(st.DeadLetters))
+		check("okiba_queue_sent_total", float64(st.Sent))
+		check("okiba_queue_acked_total", float64(st.Acked))
+		check("okiba_queue_nacked_total", float64(st.Nacked))
+		check("okiba_queue_delivered_total", float64(st.Delivered))
+		check("okiba_queue_redelivered_total", float64(st.Redelivered))
+		check("okiba_queue_lease_extensions_total", float64(st.Extended))
+		check("okiba_queue_expired_total", float64(st.Expired))
+		check("okiba_queue_dead_lettered_in_total", float64(st.DeadLetteredIn))
+		check("okiba_queue_dedup_hits_total", float64(st.DedupHits))
+		check("okiba_queue_refused_total", float64(st.Refused))
+		for reason, n := range st.DeadLetteredBy {
+			check("okiba_queue_dead_lettered_total", float64(n), "reason", reason)
+		}
+	}
+	// The scenario really exercised what it compares.
+	o := must(e.c.Queue(ctx, "orders")).Stats
+	if o.DedupHits != 2 || o.DeadLetteredBy["invalid-card"] != 2 || o.DeadLetteredBy["consumer"] != 1 || o.Extended != 2 || o.Nacked != 2 || o.Delayed != 2 {
+		t.Errorf("scenario did not happen as planned: %+v", o)
+	}
+	if s := must(e.c.Queue(ctx, "small")).Stats; s.Refused != 2 {
+		t.Errorf("small refused %d, want 2", s.Refused)
+	}
+
+	// Storage and HTTP measurements.
+	for _, name := range []string{"okiba_wal_append_seconds", "okiba_wal_fsync_seconds", "okiba_wal_batch_records", "okiba_wal_batch_bytes"} {
+		if n := value(t, fams, name); n == 0 {
+			t.Errorf("%s has no observations", name)
+		}
+	}
+	if n := value(t, fams, "okiba_wal_records_total"); n == 0 {
+		t.Error("okiba_wal_records_total is 0")
+	}
+	if n := value(t, fams, "okiba_storage_healthy"); n != 1 {
+		t.Errorf("okiba_storage_healthy = %v", n)
+	}
+	if n := value(t, fams, "okiba_http_request_duration_seconds", "route", "/v1/queues/{name}/messages", "method", "POST", "code", "200"); n < 2 {
+		t.Errorf("send requests observed: %v", n)
+	}
+	if n := value(t, fams, "okiba_http_request_duration_seconds", "route", "/v1/queues/{name}/messages", "code", "429"); n != 2 {
+		t.Errorf("refused sends observed: %v, want 2", n)
+	}
+	if err := e.b.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := value(t, e.scrape(t), "okiba_checkpoint_seconds"); n == 0 {
+		t.Error("okiba_checkpoint_seconds has no observations")
+	}
+}
+
+func TestMetricsRefuseWithoutToken(t *testing.T) {
+	e := start(t, metrics.Options{NoRuntime: true})
+	resp, err := http.Get(e.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET /metrics without the token: %s", resp.Status)
+	}
+	// The refusal itself is measured, under its own route.
+	fams := e.scrape(t)
+	if n := value(t, fams, "okiba_http_request_duration_seconds", "route", "unauthorized", "code", "401"); n != 1 {
+		t.Errorf("unauthorized requests observed: %v", n)
+	}
+	if _, ok := lookup(fams, "go_goroutines"); ok {
+		t.Error("NoRuntime still exports go_* metrics")
+	}
+}
+
+func TestDeadLetterReasonsAreBounded(t *testing.T) {
+	e := start(t, metrics.Options{MaxReasons: 3, NoRuntime: true})
+	ctx := context.Background()
+	must(e.c.PutQueue(ctx, "jobs", api.QueueConfig{}))
+	// Reasons r0..r5 with r0 most frequent; then later r6.
+	fail := func(reason string, n int) {
+		t.Helper()
+		for range n {
+			must(e.c.Send(ctx, "jobs", client.Message{Body: []byte(reason)}))
+		}
+		ds := must(e.c.Receive(ctx, "jobs", client.ReceiveOptions{Max: n}))
+		var rs []string
+		for _, d := range ds {
+			rs = append(rs, d.Receipt)
+		}
+		must(e.c.DeadLetter(ctx, "jobs", reason, "", rs...))
+	}
+	for i := range 6 {
+		fail(fmt.Sprintf("r%d", i), 6-i)
+	}
+	fail("consumer", 1)
+	fams := e.scrape(t)
+	got := map[string]float64{}
+	for _, m := range fams["okiba_queue_dead_lettered_total"].Metric {
+		var q, r string
+		for _, l := range m.Label {
+			switch l.GetName() {
+			case "queue":
+				q = l.GetValue()
+			case "reason":
+				r = l.GetValue()
+			}
+		}
+		if q == "jobs" {
+			got[r] = m.Counter.GetValue()
+		}
+	}
+	want := map[string]float64{"r0": 6, "r1": 5, "r2": 4, "other": 3 + 2 + 1, "consumer": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("dead letters by reason label = %v, want %v", got, want)
+	}
+	// A new reason that is frequent later still counts as other: labels stick, and
+	// other only grows.
+	fail("r6", 8)
+	fail("r0", 1)
+	fams = e.scrape(t)
+	if v := value(t, fams, "okiba_queue_dead_lettered_total", "queue", "jobs", "reason", "other"); v != 14 {
+		t.Errorf("other = %v, want 14", v)
+	}
+	if v := value(t, fams, "okiba_queue_dead_lettered_total", "queue", "jobs", "reason", "r0"); v != 7 {
+		t.Errorf("r0 = %v, want 7", v)
+	}
+	if _, ok := lookup(fams, "okiba_queue_dead_lettered_total", "queue", "jobs", "reason", "r6"); ok {
+		t.Error("r6 got its own series beyond MaxReasons")
+	}
+}
+
+func TestMethodAndRouteLabelsStayBounded(t *testing.T) {
+	e := start(t, metrics.Options{NoRuntime: true})
+	for i := range 5 {
+		req, _ := http.NewRequest(fmt.Sprintf("BREW%d", i), e.url+fmt.Sprintf("/no/such/route/%d", i), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	fams := e.scrape(t)
+	var series []string
+	for _, m := range fams["okiba_http_request_duration_seconds"].Metric {
+		var parts []string
+		for _, l := range m.Label {
+			parts = append(parts, l.GetName()+"="+l.GetValue())
+		}
+		series = append(series, strings.Join(parts, ","))
+	}
+	if len(series) != 1 || series[0] != "code=404,method=other,route=/" {
+		t.Fatalf("series = %v, want one for route / and method other", series)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// eventually polls cond every 10ms until it holds, failing the test after timeout.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", timeout)
+		}
+		<-tick.C
+	}
+}
+
+// TestDocumentedMetricsExist keeps docs/operations.md honest: every okiba_* name in its
+// metrics table, alert rules and Grafana dashboard is exported, and the dashboard is
+// valid JSON.
+func TestDocumentedMetricsExist(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	from, to := strings.Index(text, "### Metrics"), strings.Index(text, "### Logs")
+	if from < 0 || to < from {
+		t.Fatal("docs/operations.md lost its Metrics … Logs sections")
+	}
+	section := text[from:to]
+	at := strings.Index(section, "```json\n")
+	if at < 0 {
+		t.Fatal("no dashboard JSON in docs/operations.md")
+	}
+	end := strings.Index(section[at+8:], "\n```")
+	var dash struct {
+		Panels []struct {
+			Targets []struct{ Expr string } `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal([]byte(section[at+8:at+8+end]), &dash); err != nil || len(dash.Panels) == 0 {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+
+	// Make every family appear: sends, settles, dead letters, a checkpoint, requests.
+	e := start(t, metrics.Options{})
+	ctx := context.Background()
+	must(e.c.PutQueue(ctx, "q", api.QueueConfig{}))
+	must(e.c.Send(ctx, "q", client.Message{Body: []byte("x")}))
+	ds := must(e.c.Receive(ctx, "q", client.ReceiveOptions{Max: 1}))
+	must(e.c.DeadLetter(ctx, "q", "bad", "", ds[0].Receipt))
+	if err := e.b.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fams := e.scrape(t)
+	names := regexp.MustCompile(`okiba_[a-z_]+`).FindAllString(section, -1)
+	if len(names) < 30 {
+		t.Fatalf("only %d metric names found in the docs", len(names))
+	}
+	for _, n := range names {
+		base := n
+		for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+			if fams[base] == nil {
+				base = strings.TrimSuffix(base, suffix)
+			}
+		}
+		if fams[base] == nil {
+			t.Errorf("docs/operations.md names %s, which /metrics does not export", n)
+		}
+	}
+}

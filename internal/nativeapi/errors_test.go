@@ -1,0 +1,447 @@
+package nativeapi_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/vfs"
+	"github.com/okiba/okiba/okibatest"
+)
+
+// faultyEnv serves a broker whose file system fails the operations hook chooses while
+// armed is set. The broker keeps its data in memory.
+func faultyEnv(t *testing.T, armed *atomic.Bool, op vfs.Op, cfg broker.Config) (*env, *broker.Broker) {
+	t.Helper()
+	fs := vfs.NewFaulty(vfs.NewMemFS(), func(ev vfs.Event) error {
+		if armed.Load() && ev.Op == op && strings.Contains(ev.Name, "/wal/") {
+			return vfs.ErrInjected
+		}
+		return nil
+	})
+	cfg.FS, cfg.NoPrecreate = fs, true
+	e := newEnv(t, okibatest.Options{Dir: "/data", Broker: cfg})
+	return e, e.srv.Broker
+}
+
+// TestEveryErrorCode produces every error code of package api through HTTP and checks
+// its status, that the body is JSON with a message, and that the message names what to
+// fix.
+func TestEveryErrorCode(t *testing.T) {
+	e := newEnv(t, okibatest.Options{})
+	e.putQueue("q", `{}`)
+	e.putQueue("tiny", `{"max_message_size":10,"max_messages":1}`)
+	e.putQueue("nodlq", `{"dead_letter_queue":"none"}`)
+
+	cases := map[string]struct {
+		mentions []string
+		run      func(t *testing.T) *response
+	}{
+		api.CodeInvalidRequest: {[]string{"malformed JSON"}, func(t *testing.T) *response {
+			return e.do("PUT", "/v1/queues/q", `{"max_deliveries":5`)
+		}},
+		api.CodeInvalidName: {[]string{`"bad.name"`, "A-Z a-z 0-9 _ -", ".fifo"}, func(t *testing.T) *response {
+			return e.do("PUT", "/v1/queues/bad.name", `{}`)
+		}},
+		api.CodeInvalidConfig: {[]string{"visibility_timeout", "12h"}, func(t *testing.T) *response {
+			return e.do("PUT", "/v1/queues/q", `{"visibility_timeout":"13h"}`)
+		}},
+		api.CodeInvalidMessage: {[]string{"group"}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/q/messages", `{"body":"x","group":"tab\there"}`)
+		}},
+		api.CodeInvalidBody: {[]string{"body", "body_base64"}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/q/messages", `{"body":"x","body_base64":"eA=="}`)
+		}},
+		api.CodeInvalidDelay: {[]string{"delay", "168h"}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/q/messages", `{"body":"x","delay":"169h"}`)
+		}},
+		api.CodeInvalidReceipt: {[]string{"receipt"}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/q/ack", `{"receipts":["garbage"]}`)
+		}},
+		api.CodeInvalidID: {[]string{`"xyz"`, "16 hex digits"}, func(t *testing.T) *response {
+			return e.do("GET", "/v1/queues/q/messages/xyz", nil)
+		}},
+		api.CodeMessageTooLarge: {[]string{"11 bytes", "10"}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/tiny/messages", `{"body":"0123456789A"}`)
+		}},
+		api.CodeBatchTooLarge: {[]string{"1001", "1000"}, func(t *testing.T) *response {
+			msgs := strings.Repeat(`{"body":"x"},`, 1001)
+			return e.do("POST", "/v1/queues/q/messages", `{"messages":[`+msgs[:len(msgs)-1]+`]}`)
+		}},
+		api.CodeRequestTooLarge: {[]string{fmt.Sprint(api.MaxRequestBody)}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/q/messages", `{"body":"`+strings.Repeat("x", api.MaxRequestBody)+`"}`)
+		}},
+		api.CodeQueueNotFound: {[]string{`"nope"`}, func(t *testing.T) *response {
+			return e.do("GET", "/v1/queues/nope", nil)
+		}},
+		api.CodeMessageNotFound: {[]string{"0000000000000001", `"q"`}, func(t *testing.T) *response {
+			return e.do("GET", "/v1/queues/q/messages/0000000000000001", nil)
+		}},
+		api.CodeTaskNotFound: {[]string{"999"}, func(t *testing.T) *response {
+			return e.do("GET", "/v1/redrives/999", nil)
+		}},
+		api.CodeNotFound: {[]string{"/v1/nothing", "docs/api.md"}, func(t *testing.T) *response {
+			return e.do("GET", "/v1/nothing", nil)
+		}},
+		api.CodeMethod: {[]string{"PATCH", "GET", "PUT", "DELETE"}, func(t *testing.T) *response {
+			r := e.do("PATCH", "/v1/queues/q", `{}`)
+			for _, m := range []string{"GET", "PUT", "DELETE"} {
+				if !strings.Contains(r.Header.Get("Allow"), m) {
+					t.Errorf("Allow header %q lacks %s", r.Header.Get("Allow"), m)
+				}
+			}
+			return r
+		}},
+		api.CodeReceiptStale: {[]string{"stale"}, func(t *testing.T) *response {
+			e.send("q", "stale")
+			ms := e.receive("q", 1, "")
+			if r, _ := e.settle("q", "ack", receiptsOf(ms), ""); r.Status != 200 {
+				t.Fatalf("first ack: %v", r)
+			}
+			return e.do("POST", "/v1/queues/q/ack", receiptsBody(receiptsOf(ms), ""))
+		}},
+		api.CodeQueueInUse: {[]string{`"q-dlq"`, "q", "force"}, func(t *testing.T) *response {
+			return e.do("DELETE", "/v1/queues/q-dlq", nil)
+		}},
+		api.CodeDLQCycle: {[]string{"cyc-b -> cyc-a -> cyc-b"}, func(t *testing.T) *response {
+			e.putQueue("cyc-a", `{"dead_letter_queue":"cyc-b"}`)
+			return e.do("PUT", "/v1/queues/cyc-b", `{"dead_letter_queue":"cyc-a"}`)
+		}},
+		api.CodeNoDeadLetter: {[]string{`"nodlq"`, "none"}, func(t *testing.T) *response {
+			e.send("nodlq", "poison")
+			ms := e.receive("nodlq", 1, "")
+			return e.do("POST", "/v1/queues/nodlq/deadletter", receiptsBody(receiptsOf(ms), `,"reason":"poison"`))
+		}},
+		api.CodeTaskFinished: {[]string{"completed"}, func(t *testing.T) *response {
+			var task api.RedriveTask
+			e.call("POST", "/v1/queues/q-dlq/redrive", `{}`, 202, &task)
+			eventually(t, waitLong, "the redrive to complete", func() bool {
+				e.call("GET", "/v1/redrives/"+task.ID, nil, 200, &task)
+				return task.State != "running"
+			})
+			return e.do("DELETE", "/v1/redrives/"+task.ID, nil)
+		}},
+		api.CodeQueueFull: {[]string{`"tiny"`, "max_messages"}, func(t *testing.T) *response {
+			e.send("tiny", "1")
+			r := e.do("POST", "/v1/queues/tiny/messages", `{"body":"2"}`)
+			if got := r.Header.Get("Retry-After"); got != "1" {
+				t.Errorf("Retry-After %q, want 1", got)
+			}
+			if e := wireError(t, r); e == nil || e.RetryAfter == nil || e.RetryAfter.D() <= 0 {
+				t.Errorf("no retry_after in %v", r)
+			}
+			return r
+		}},
+		api.CodeStorageFailed: {[]string{"storage failed", "restart"}, func(t *testing.T) *response {
+			var armed atomic.Bool
+			fe, _ := faultyEnv(t, &armed, vfs.OpSync, broker.Config{})
+			fe.putQueue("q", `{}`)
+			fe.send("q", "before")
+			armed.Store(true)
+			r := fe.do("POST", "/v1/queues/q/messages", `{"body":"during"}`)
+			if r.Status == 200 {
+				t.Fatalf("send while fsync fails answered %v: an unsynced send was acknowledged (wal does not report the failed fsync)", r)
+			}
+			expectError(t, r, api.CodeStorageFailed)
+			armed.Store(false) // the disk "recovers"; the broker must keep refusing
+			for _, req := range [][3]string{
+				{"POST", "/v1/queues/q/messages", `{"body":"after"}`},
+				{"POST", "/v1/queues/q/receive", `{}`},
+				{"PUT", "/v1/queues/other", `{}`},
+				{"POST", "/v1/queues/q/purge", ``},
+			} {
+				expectError(t, fe.do(req[0], req[1], req[2]), api.CodeStorageFailed)
+			}
+			h := fe.do("GET", "/healthz", nil)
+			if h.Status != 503 || !strings.Contains(string(h.Body), `"failed"`) {
+				t.Errorf("healthz after a failed fsync: %v", h)
+			}
+			return fe.do("POST", "/v1/queues/q/messages", `{"body":"again"}`)
+		}},
+		api.CodeTooManyQueues: {[]string{"max_queues", `"third"`}, func(t *testing.T) *response {
+			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxQueues: 4}})
+			le.putQueue("first", `{}`)  // and first-dlq
+			le.putQueue("second", `{}`) // and second-dlq
+			before := le.snapshot()
+			r := le.do("PUT", "/v1/queues/third", `{}`)
+			le.unchanged(t, before, "a queue beyond max_queues")
+			return r
+		}},
+		api.CodeTooManyInFlight: {[]string{"max_in_flight", "in flight"}, func(t *testing.T) *response {
+			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxInFlight: 2}})
+			le.putQueue("q", `{}`)
+			le.send("q", "1", "2", "3")
+			if ms := le.receive("q", 10, ""); len(ms) != 2 {
+				t.Fatalf("a receive of 10 with room for 2 leases returned %d", len(ms))
+			}
+			r := le.do("POST", "/v1/queues/q/receive", `{}`)
+			if got := r.Header.Get("Retry-After"); got != "1" {
+				t.Errorf("Retry-After %q, want 1", got)
+			}
+			return r
+		}},
+		api.CodeDiskFull: {[]string{"disk", "free"}, func(t *testing.T) *response {
+			free := int64(1 << 40)
+			var mu sync.Mutex
+			de := newEnv(t, okibatest.Options{FakeClock: true, Broker: broker.Config{MinFreeBytes: 1 << 30, FreeSpace: func(string) (int64, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return free, nil
+			}}})
+			de.putQueue("q", `{}`)
+			de.send("q", "before")
+			mu.Lock()
+			free = 100 << 20
+			mu.Unlock()
+			de.srv.Clock.Advance(3 * time.Second) // the broker looks every 2 s
+			var r *response
+			eventually(t, 10*time.Second, "sends to be refused", func() bool {
+				r = de.do("POST", "/v1/queues/q/messages", `{"body":"while full"}`)
+				return r.Status == 507
+			})
+			// Consumers go on: receive and ack free space.
+			ms := de.receive("q", 1, "")
+			if len(ms) != 1 {
+				t.Fatalf("receive while the disk is nearly full: %d messages", len(ms))
+			}
+			de.settle("q", "ack", receiptsOf(ms), "")
+			mu.Lock()
+			free = 1 << 40
+			mu.Unlock()
+			de.srv.Clock.Advance(3 * time.Second)
+			eventually(t, 10*time.Second, "sends to be accepted again", func() bool {
+				return de.do("POST", "/v1/queues/q/messages", `{"body":"after"}`).Status == 200
+			})
+			return r
+		}},
+		api.CodeUnavailable: {[]string{"closed"}, func(t *testing.T) *response {
+			ce := newEnv(t, okibatest.Options{})
+			ce.putQueue("q", `{}`)
+			if err := ce.srv.Broker.Close(); err != nil {
+				t.Fatal(err)
+			}
+			h := ce.do("GET", "/healthz", nil)
+			if h.Status != 503 {
+				t.Errorf("healthz of a closed broker: %v", h)
+			}
+			return ce.do("POST", "/v1/queues/q/messages", `{"body":"x"}`)
+		}},
+		api.CodeUnauthorized: {[]string{"Authorization: Bearer"}, func(t *testing.T) *response {
+			ae := newEnv(t, okibatest.Options{Token: "s3cret"})
+			r := ae.do("GET", "/v1/queues", nil, "Authorization", "")
+			if !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("WWW-Authenticate %q", r.Header.Get("WWW-Authenticate"))
+			}
+			return r
+		}},
+		api.CodeForbidden: {[]string{`"http://evil.example"`, "--cors-origins"}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/q/purge", nil, "Origin", "http://evil.example")
+		}},
+		api.CodeInternal: {[]string{"server log"}, func(t *testing.T) *response {
+			// Bodies are not cached, so reading a message goes to the log; the read fails.
+			var armed atomic.Bool
+			fe, _ := faultyEnv(t, &armed, vfs.OpRead, broker.Config{CacheBytes: -1})
+			fe.putQueue("q", `{}`)
+			id := fe.send("q", "unreadable")[0]
+			armed.Store(true)
+			r := fe.do("GET", "/v1/queues/q/messages/"+id, nil)
+			if strings.Contains(string(r.Body), "injected") || strings.Contains(string(r.Body), "/data") {
+				t.Errorf("internal error leaks details: %v", r)
+			}
+			return r
+		}},
+	}
+
+	// The table must cover every code that package api defines.
+	var missing []string
+	for code := range api.Status {
+		if _, ok := cases[code]; !ok {
+			missing = append(missing, code)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		t.Fatalf("no test produces %v", missing)
+	}
+	codes := make([]string, 0, len(cases))
+	for code := range cases {
+		codes = append(codes, code)
+	}
+	slices.Sort(codes)
+	for _, code := range codes {
+		c := cases[code]
+		t.Run(code, func(t *testing.T) {
+			r := c.run(t)
+			expectError(t, r, code, c.mentions...)
+			// A batch whose items all failed alike carries the error per item too.
+			var body struct {
+				Results []struct {
+					Error *api.Error `json:"error"`
+				} `json:"results"`
+			}
+			_ = json.Unmarshal(r.Body, &body)
+			for i, it := range body.Results {
+				if it.Error == nil || it.Error.Code != code {
+					t.Errorf("results[%d] = %+v, want error %s", i, it.Error, code)
+				}
+			}
+		})
+	}
+}
+
+// TestErrorMessagesNameTheField covers messages that must say which field is wrong.
+func TestErrorMessagesNameTheField(t *testing.T) {
+	e := newEnv(t, okibatest.Options{})
+	e.putQueue("q", `{}`)
+	for _, c := range []struct{ path, body, field string }{
+		{"/v1/queues/q", `{"visibility_timeout":"1x"}`, "visibility_timeout"},
+		{"/v1/queues/q", `{"retention":"10 days"}`, "retention"},
+		{"/v1/queues/q", `{"backoff_max":true}`, "backoff_max"},
+		{"/v1/queues/q/messages", `{"body":"x","delay":"soon"}`, "delay"},
+		{"/v1/queues/q/receive", `{"wait":"forever"}`, "wait"},
+		{"/v1/queues/q/receive", `{"visibility":1e12}`, "visibility"},
+		{"/v1/queues/q/nack", `{"receipts":["r"],"delay":"later"}`, "delay"},
+	} {
+		method := "POST"
+		if c.path == "/v1/queues/q" {
+			method = "PUT"
+		}
+		t.Run("duration "+c.field, func(t *testing.T) {
+			r := e.do(method, c.path, c.body)
+			er := expectError(t, r, api.CodeInvalidRequest)
+			// server/server.go jsonError: errors returned by api.Duration.UnmarshalJSON reach
+			// the user without the name of the field they are about.
+			regression(t, strings.Contains(er.Message, c.field),
+				"a bad duration is reported without its field: %q does not mention %q", er.Message, c.field)
+		})
+	}
+	t.Run("invalid receipt", func(t *testing.T) {
+		er := expectError(t, e.do("POST", "/v1/queues/q/ack", `{"receipts":["garbage"]}`), api.CodeInvalidReceipt)
+		// broker/ops.go leasesLocked wraps ErrInvalidReceipt around receipt.ErrInvalid,
+		// which says the same words again.
+		regression(t, strings.Count(er.Message, "invalid receipt") == 1,
+			"the message repeats itself: %q", er.Message)
+	})
+	t.Run("top-level array", func(t *testing.T) {
+		r := e.do("POST", "/v1/queues/q/messages", `[{"body":"x"}]`)
+		er := expectError(t, r, api.CodeInvalidRequest)
+		regression(t, !strings.Contains(er.Message, "server.") && strings.Contains(er.Message, "object"),
+			"a JSON array instead of an object is reported with a Go type name: %q", er.Message)
+	})
+	for _, c := range []struct{ path, body, field string }{
+		{"/v1/queues/q", `{"max_messages":"10"}`, "max_messages"},
+		{"/v1/queues/q/messages", `{"messages":[{"body":5}]}`, "messages.body"},
+		{"/v1/queues/q/messages", `{"body":"x","colour":"red"}`, "colour"},
+		{"/v1/queues/q/ack", `{"receipts":"abc"}`, "receipts"},
+		{"/v1/queues/q/receive", `{"max":"3"}`, "max"},
+		{"/v1/queues/q/receive", `{"max":1001}`, "max"},
+		{"/v1/queues/q/extend", `{"receipts":["r"]}`, "visibility"},
+	} {
+		method := "POST"
+		if c.path == "/v1/queues/q" {
+			method = "PUT"
+		}
+		t.Run(c.field, func(t *testing.T) {
+			expectError(t, e.do(method, c.path, c.body), api.CodeInvalidRequest, c.field)
+		})
+	}
+}
+
+// TestRequestLevelChecksComeFirst: deadletter's reason and a queue's missing DLQ are
+// properties of the request; they must be reported whatever the receipts are.
+func TestRequestLevelChecksComeFirst(t *testing.T) {
+	e := newEnv(t, okibatest.Options{})
+	e.putQueue("q", `{}`)
+	e.putQueue("nodlq", `{"dead_letter_queue":"none"}`)
+	t.Run("bad reason with a good receipt", func(t *testing.T) {
+		e.send("q", "a")
+		ms := e.receive("q", 1, "")
+		expectError(t, e.do("POST", "/v1/queues/q/deadletter", receiptsBody(receiptsOf(ms), `,"reason":"tab\there"`)),
+			api.CodeInvalidMessage, "reason")
+	})
+	t.Run("bad reason with only bad receipts", func(t *testing.T) {
+		r := e.do("POST", "/v1/queues/q/deadletter", `{"receipts":["garbage"],"reason":"tab\there"}`)
+		// broker/ops.go settle skips the command (and the reason check in
+		// queue.Machine.DeadLetter) when no receipt decodes.
+		regression(t, r.Status == 400 && wireError(t, r).Code == api.CodeInvalidMessage,
+			"deadletter with an invalid reason answers %v when no receipt decodes; want invalid_message", r)
+	})
+	t.Run("no dead-letter queue with only bad receipts", func(t *testing.T) {
+		r := e.do("POST", "/v1/queues/nodlq/deadletter", `{"receipts":["garbage"]}`)
+		regression(t, r.Status == 409 && wireError(t, r).Code == api.CodeNoDeadLetter,
+			"deadletter on a queue with dead_letter_queue none answers %v when no receipt decodes; want no_dead_letter_queue", r)
+	})
+}
+
+// TestAuthentication: a token protects /v1, never /healthz.
+func TestAuthentication(t *testing.T) {
+	e := newEnv(t, okibatest.Options{Token: "s3cret"})
+	e.putQueue("q", `{}`)
+	for _, h := range []string{"", "Bearer wrong", "Bearer s3cret2", "Basic czNjcmV0", "s3cret", "Bearer "} {
+		r := e.do("GET", "/v1/queues/q", nil, "Authorization", h)
+		expectError(t, r, api.CodeUnauthorized)
+	}
+	// An unknown route under /v1 does not tell an anonymous caller that it is unknown.
+	expectError(t, e.do("GET", "/v1/nothing", nil, "Authorization", ""), api.CodeUnauthorized)
+	e.call("GET", "/v1/queues/q", nil, 200, nil)
+	r := e.do("GET", "/healthz", nil, "Authorization", "")
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"ok"`) {
+		t.Fatalf("healthz without a token: %v", r)
+	}
+
+	// Paths that only lead to /v1 after cleaning are redirected, never served anonymously.
+	for _, path := range []string{"/healthz/../v1/queues", "//v1/queues", "/./v1/queues/q", "/v1//queues", "/v1/queues/../queues/q"} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: okiba\r\nConnection: close\r\n\r\n", path)
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		if res.StatusCode != http.StatusTemporaryRedirect && res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s without a token: %d, want a redirect or 401", path, res.StatusCode)
+		}
+	}
+
+	t.Run("scheme is case-insensitive", func(t *testing.T) {
+		r := e.do("GET", "/v1/queues/q", nil, "Authorization", "bearer s3cret")
+		// RFC 9110 §11.1: the authentication scheme is case-insensitive. server/server.go
+		// serveHTTP compares the prefix "Bearer " exactly.
+		regression(t, r.Status == 200, `"Authorization: bearer <token>" is refused: %v`, r)
+	})
+
+	t.Run("every interface on the port is authenticated", func(t *testing.T) {
+		r := envAt(t, e.base).do("GET", "/metrics", nil) // no token
+		// Handlers beside the native API (metrics, the console) used to be served
+		// without the token when only paths under /v1/ were checked.
+		regression(t, r.Status == 401, "/metrics is served without the token: %v", r)
+	})
+}
+
+// TestBodiesMustBeUTF8: JSON text must be UTF-8; a body that is not would be stored with
+// its bytes replaced.
+func TestBodiesMustBeUTF8(t *testing.T) {
+	e := newEnv(t, okibatest.Options{})
+	e.putQueue("q", `{}`)
+	r := e.do("POST", "/v1/queues/q/messages", "{\"body\":\"caf\xe9\"}") // Latin-1 "café"
+	if r.Status == 200 {
+		p := e.peek("q", "")
+		// server/server.go decode hands the bytes to encoding/json, which replaces invalid
+		// UTF-8 with U+FFFD instead of failing: the message is stored altered.
+		regression(t, false, "a request body that is not UTF-8 is accepted and the message altered: sent \"caf\\xe9\", stored %q", bodyOf(p.Messages[0]))
+	}
+	expectError(t, r, api.CodeInvalidRequest, "UTF-8")
+}

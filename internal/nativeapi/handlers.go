@@ -1,0 +1,270 @@
+package nativeapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/reply"
+	"github.com/okiba/okiba/internal/service"
+)
+
+// Every handler decodes its request, calls the service (internal/service), which checks
+// what the request asks and converts the broker's answer to the wire, and encodes that.
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	h, ok := s.svc.Health()
+	if !ok {
+		reply.JSON(w, http.StatusServiceUnavailable, h)
+		return
+	}
+	reply.JSON(w, http.StatusOK, h)
+}
+
+// ---------------------------------------------------------------------------------------
+// Queues
+
+func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) {
+	var in api.QueueConfig
+	if e := decode(w, r, &in, true); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	q, created, e := s.svc.PutQueue(r.Context(), r.PathValue("name"), in)
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	reply.JSON(w, status, q)
+}
+
+func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
+	q, e := s.svc.Queue(r.PathValue("name"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, q)
+}
+
+func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
+	reply.JSON(w, http.StatusOK, api.QueueList{Queues: s.svc.Queues(r.URL.Query().Get("prefix"))})
+}
+
+func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
+	force, e := boolParam(r, "force")
+	if e == nil {
+		e = s.svc.DeleteQueue(r.Context(), r.PathValue("name"), force)
+	}
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func boolParam(r *http.Request, name string) (bool, *api.Error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, invalid("query parameter %s=%q must be true or false", name, v)
+	}
+	return b, nil
+}
+
+func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
+	out, e := s.svc.Purge(r.Context(), r.PathValue("name"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, out)
+}
+
+// ---------------------------------------------------------------------------------------
+// Messages
+
+// sendBody accepts both {"messages":[…]} and a single message object.
+type sendBody struct {
+	Messages []api.SendMessage `json:"messages"`
+	api.SendMessage
+}
+
+func (s *Server) send(w http.ResponseWriter, r *http.Request) {
+	var sent service.Sent
+	var e *api.Error
+	if isBinary(r) {
+		var msgs []api.BinaryMessage
+		if msgs, e = binarySendRequest(w, r); e == nil {
+			sent, e = s.svc.SendBinary(r.Context(), r.PathValue("name"), msgs)
+		}
+	} else {
+		var msgs []api.SendMessage
+		if msgs, e = jsonSendRequest(w, r); e == nil {
+			sent, e = s.svc.Send(r.Context(), r.PathValue("name"), msgs)
+		}
+	}
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	if wantsBinary(r) {
+		writeBinarySend(w, sent)
+		return
+	}
+	out := sent.JSON()
+	reply.Batch(w, out.Error, out)
+}
+
+// jsonSendRequest decodes a send in JSON: a batch, or the fields of one message.
+func jsonSendRequest(w http.ResponseWriter, r *http.Request) ([]api.SendMessage, *api.Error) {
+	var in sendBody
+	if e := decode(w, r, &in, false); e != nil {
+		return nil, e
+	}
+	msgs := in.Messages
+	single := in.SendMessage
+	hasSingle := single.Body != nil || single.BodyBase64 != nil || single.Group != "" || single.DedupID != "" || single.Delay != nil || single.Headers != nil
+	switch {
+	case msgs != nil && hasSingle:
+		return nil, invalid("give either \"messages\" or the fields of one message, not both")
+	case msgs == nil:
+		msgs = []api.SendMessage{single}
+	case len(msgs) == 0:
+		return nil, invalid("\"messages\" is empty; send at least one message")
+	}
+	return msgs, nil
+}
+
+func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
+	var in api.ReceiveRequest
+	if e := decode(w, r, &in, true); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	got, e := s.svc.Receive(r.Context(), r.PathValue("name"), in)
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	if wantsBinary(r) {
+		writeBinaryReceive(w, got)
+		return
+	}
+	reply.JSON(w, http.StatusOK, got.JSON())
+}
+
+// settle serves ack, nack, extend and deadletter: a receipts request, one result per
+// receipt.
+func (s *Server) settle(op func(*service.Service, context.Context, string, api.ReceiptsRequest) (api.ReceiptsResponse, *api.Error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in api.ReceiptsRequest
+		e := decode(w, r, &in, false)
+		var out api.ReceiptsResponse
+		if e == nil {
+			out, e = op(s.svc, r.Context(), r.PathValue("name"), in)
+		}
+		if e != nil {
+			reply.Error(w, e)
+			return
+		}
+		reply.Batch(w, out.Error, out)
+	}
+}
+
+func (s *Server) peek(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			reply.Error(w, invalid("limit must be between 1 and %d, got %q", api.MaxBatch, v))
+			return
+		}
+		if e := s.svc.CheckPeek(n); e != nil {
+			reply.Error(w, e)
+			return
+		}
+		limit = n
+	}
+	var after uint64
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			reply.Error(w, invalid("after must be the \"next\" cursor of a previous page, got %q", v))
+			return
+		}
+		after = n
+	}
+	out, e := s.svc.Peek(r.Context(), r.PathValue("name"), after, limit, q["state"])
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
+	m, e := s.svc.Message(r.Context(), r.PathValue("name"), r.PathValue("id"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, m)
+}
+
+func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request) {
+	if e := s.svc.DeleteMessage(r.Context(), r.PathValue("name"), r.PathValue("id")); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ---------------------------------------------------------------------------------------
+// Redrive
+
+func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
+	var in api.RedriveRequest
+	if e := decode(w, r, &in, true); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	t, e := s.svc.Redrive(r.Context(), r.PathValue("name"), in)
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	w.Header().Set("Location", "/v1/redrives/"+t.ID)
+	reply.JSON(w, http.StatusAccepted, t)
+}
+
+func (s *Server) listRedrives(w http.ResponseWriter, r *http.Request) {
+	reply.JSON(w, http.StatusOK, s.svc.Redrives())
+}
+
+func (s *Server) getRedrive(w http.ResponseWriter, r *http.Request) {
+	t, e := s.svc.RedriveTask(r.PathValue("id"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, t)
+}
+
+func (s *Server) cancelRedrive(w http.ResponseWriter, r *http.Request) {
+	t, e := s.svc.CancelRedrive(r.Context(), r.PathValue("id"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, t)
+}
