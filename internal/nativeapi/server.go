@@ -6,7 +6,6 @@
 package nativeapi
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -82,58 +81,18 @@ func (s *Server) observed(w http.ResponseWriter, r *http.Request, serve func(htt
 		return
 	}
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &reply.Recorder{ResponseWriter: w}
 	route := serve(sw, r)
-	if sw.status == 0 {
-		sw.status = http.StatusOK
+	if sw.Status == 0 {
+		sw.Status = http.StatusOK
 	}
-	s.opts.Observe(route, r.Method, sw.status, time.Since(start))
+	s.opts.Observe(route, r.Method, sw.Status, time.Since(start))
 }
 
 // route serves a request of the native API and returns its route.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) string {
 	s.mux.ServeHTTP(w, r)
 	return r.Pattern // set by the mux on r itself
-}
-
-// statusWriter remembers the status a handler answered with. Unwrap lets
-// http.ResponseController reach the connection (flushes, deadlines).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// Hijack hands the connection over (http.ResponseController finds it before Unwrap)
-// and records 101: the request became another protocol (a stream), and its duration is
-// that connection's life.
-func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err == nil && w.status == 0 {
-		w.status = http.StatusSwitchingProtocols
-	}
-	return conn, brw, err
 }
 
 // methods dispatches one path by method, answering 405 in JSON for the others.

@@ -381,15 +381,15 @@ func endLongPolls(shutdown context.Context, h http.Handler) http.Handler {
 
 func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &reply.Recorder{ResponseWriter: w}
 	route := n.dispatch(sw, r)
 	if route == "" {
 		return // the native API observed it itself
 	}
-	if sw.status == 0 {
-		sw.status = http.StatusOK
+	if sw.Status == 0 {
+		sw.Status = http.StatusOK
 	}
-	n.metrics.ObserveRequest(route, r.Method, sw.status, time.Since(start))
+	n.metrics.ObserveRequest(route, r.Method, sw.Status, time.Since(start))
 }
 
 // dispatch serves r and returns its route for metrics ("" when the native API, which
@@ -444,26 +444,3 @@ func (n *Node) refuseBrowser(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	reply.Error(w, service.ErrorOf(n.log, err))
 }
-
-// statusWriter remembers the status a handler answered with; Unwrap lets
-// http.ResponseController reach the connection (flushes, deadlines, the stream's hijack).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

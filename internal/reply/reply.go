@@ -9,7 +9,9 @@
 package reply
 
 import (
+	"bufio"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -57,4 +59,44 @@ func retryAfter(w http.ResponseWriter, e *api.Error) {
 	if e.RetryAfter != nil {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(e.RetryAfter.D().Round(time.Second)/time.Second))))
 	}
+}
+
+// Recorder wraps a ResponseWriter and remembers the status the handler answered with,
+// for metrics (200 once anything is written without one; 101 when the connection is
+// hijacked: the request became a stream, and its duration is that connection's life).
+// Unwrap lets http.ResponseController reach the connection (flushes, deadlines).
+type Recorder struct {
+	http.ResponseWriter
+	Status int
+}
+
+func (w *Recorder) WriteHeader(code int) {
+	if w.Status == 0 {
+		w.Status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *Recorder) Write(b []byte) (int, error) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *Recorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *Recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack hands the connection over (http.ResponseController finds it before Unwrap).
+func (w *Recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.Status == 0 {
+		w.Status = http.StatusSwitchingProtocols
+	}
+	return conn, brw, err
 }
