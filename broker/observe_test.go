@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/queue"
 	"github.com/okiba/okiba/wal"
 )
@@ -176,5 +177,34 @@ func TestCheckpointsFollowTheBacklog(t *testing.T) {
 	case <-o.taken:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no checkpoint after an eighth of the backlog was logged")
+	}
+}
+
+// A kick the checkpointer has received but not yet acted on when a checkpoint is taken
+// (Checkpoint, here just before) is answered by that checkpoint: nothing is due after
+// it, and the checkpointer takes none.
+func TestAnsweredKickTakesNoCheckpoint(t *testing.T) {
+	t.Parallel()
+	var o testObserver
+	b := start(t, Config{Dir: t.TempDir(), Observer: &o, CheckpointBytes: 1 << 10})
+	defer b.Close()
+	mustQueue(t, b, "q", nil)
+	send(t, b, "q", strings.Repeat("x", 4<<10)) // due, and kicked
+	if err := b.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	before := o.checkpoints
+	o.mu.Unlock()
+	// The checkpointer takes a kick, acts on it, and comes back for the next: once it has
+	// taken that one too, it has acted on the first.
+	for range 2 {
+		kick(b.kickCkpt)
+		testkit.Eventually(t, 10*time.Second, func() bool { return len(b.kickCkpt) == 0 }, "the checkpointer to take its kick")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if taken := o.checkpoints - before; taken != 0 {
+		t.Fatalf("%d checkpoints taken for kicks that a checkpoint had answered", taken)
 	}
 }
