@@ -15,6 +15,7 @@ import (
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/inbox"
 	"github.com/okiba/okiba/internal/dbtest"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 	"github.com/okiba/okiba/okibatest/chaos"
 	"github.com/okiba/okiba/outbox"
@@ -238,10 +239,12 @@ func TestLostAcksAreSkipped(t *testing.T) {
 		}
 		c := consume(t, srv, "q", lossy)
 		tr.Store(c.tr)
-		dbtest.Eventually(t, 30*time.Second, func() bool {
+		testkit.Eventually(t, 30*time.Second, func() bool {
 			st := queueStats(t, srv, "q")
 			return st.Acked == n
-		}, func() string { return fmt.Sprintf("stats %+v, inbox %+v", queueStats(t, srv, "q"), ib.Stats()) })
+		}, "every message acked; %s", testkit.Lazy(func() string {
+			return fmt.Sprintf("stats %+v, inbox %+v", queueStats(t, srv, "q"), ib.Stats())
+		}))
 		c.stop()
 		for i := 0; i < n; i++ {
 			if k := countEffects(t, db, fmt.Sprintf("m%d", i)); k != 1 {
@@ -283,8 +286,8 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 		second := consume(t, srv, "q", ib.Handler(func(ctx context.Context, tx *sql.Tx, d *client.Delivery) error {
 			return effect(ctx, tx, db, string(d.Body))
 		}))
-		dbtest.Eventually(t, 10*time.Second, func() bool { return queueStats(t, srv, "q").Acked == 1 },
-			func() string { return fmt.Sprintf("%+v", queueStats(t, srv, "q")) })
+		testkit.Eventually(t, 10*time.Second, func() bool { return queueStats(t, srv, "q").Acked == 1 },
+			"the message acked; stats %s", testkit.Lazy(func() string { return fmt.Sprintf("%+v", queueStats(t, srv, "q")) }))
 		second.stop()
 		if n := countEffects(t, db, "order-1"); n != 1 {
 			t.Fatalf("applied %d times", n)
@@ -317,8 +320,8 @@ func TestHandlerErrorRetries(t *testing.T) {
 			return nil
 		}))
 		srv.Client.Send(context.Background(), "q", client.Message{Body: []byte("x")})
-		dbtest.Eventually(t, 10*time.Second, func() bool { return queueStats(t, srv, "q").Acked == 1 },
-			func() string { return fmt.Sprintf("%+v", queueStats(t, srv, "q")) })
+		testkit.Eventually(t, 10*time.Second, func() bool { return queueStats(t, srv, "q").Acked == 1 },
+			"the message acked; stats %s", testkit.Lazy(func() string { return fmt.Sprintf("%+v", queueStats(t, srv, "q")) }))
 		c.stop()
 		if calls.Load() != 3 || countEffects(t, db, "x") != 1 {
 			t.Fatalf("handler ran %d times, effect %d; want 3 and 1", calls.Load(), countEffects(t, db, "x"))

@@ -15,6 +15,7 @@ import (
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/internal/dbtest"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 	"github.com/okiba/okiba/okibatest/chaos"
 	"github.com/okiba/okiba/outbox"
@@ -179,8 +180,8 @@ func TestConcurrentRelaysKeepGroupOrder(t *testing.T) {
 		for i := 0; i < loose; i++ {
 			add(t, db, ob, "audit", outbox.Message{Body: []byte("a" + strconv.Itoa(i))})
 		}
-		dbtest.Eventually(t, 30*time.Second, func() bool { return pending(t, ob) == 0 },
-			func() string { return fmt.Sprintf("%d rows pending", pending(t, ob)) })
+		testkit.Eventually(t, 30*time.Second, func() bool { return pending(t, ob) == 0 },
+			"every row published; %s", testkit.Lazy(func() string { return fmt.Sprintf("%d rows pending", pending(t, ob)) }))
 		msgs := peekAll(t, srv.Client, "events")
 		if len(msgs) != groups*perGroup {
 			t.Fatalf("%d messages in the queue, want %d (each row once)", len(msgs), groups*perGroup)
@@ -243,7 +244,7 @@ func TestRelayCrashBetweenPublishAndMark(t *testing.T) {
 		// The next relay (once the dead one's lease ends, on SQLite) publishes again.
 		next := ob.Relay(srv.Client, outbox.RelayOptions{PollInterval: 10 * time.Millisecond})
 		runRelay(t, next)
-		dbtest.Eventually(t, 10*time.Second, func() bool { return pending(t, ob) == 0 }, func() string { return "rows still pending" })
+		testkit.Eventually(t, 10*time.Second, func() bool { return pending(t, ob) == 0 }, "every row published")
 		got := peekAll(t, srv.Client, "events")
 		if len(got) != n {
 			t.Fatalf("%d messages, want %d: the broker's dedup should absorb the republished rows", len(got), n)
@@ -272,11 +273,12 @@ func TestRelayRetriesThroughMissingQueueAndRestart(t *testing.T) {
 		r := ob.Relay(c, outbox.RelayOptions{PollInterval: 5 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
 		runRelay(t, r)
 		add(t, db, ob, "late", outbox.Message{Group: "g", Body: []byte("0")}, outbox.Message{Group: "g", Body: []byte("1")})
-		dbtest.Eventually(t, 10*time.Second, func() bool { return r.Stats().Retried >= 2 }, func() string { return fmt.Sprintf("%+v", r.Stats()) })
+		testkit.Eventually(t, 10*time.Second, func() bool { return r.Stats().Retried >= 2 },
+			"two retries; relay %s", testkit.Lazy(func() string { return fmt.Sprintf("%+v", r.Stats()) }))
 		if _, err := c.PutQueue(context.Background(), "late", api.QueueConfig{}); err != nil {
 			t.Fatal(err)
 		}
-		dbtest.Eventually(t, 10*time.Second, func() bool { return pending(t, ob) == 0 }, func() string { return "pending" })
+		testkit.Eventually(t, 10*time.Second, func() bool { return pending(t, ob) == 0 }, "every row published once the queue exists")
 		for i := 2; i < 40; i++ {
 			add(t, db, ob, "late", outbox.Message{Group: "g", Body: []byte(strconv.Itoa(i))})
 			if i%10 == 0 {
@@ -285,7 +287,7 @@ func TestRelayRetriesThroughMissingQueueAndRestart(t *testing.T) {
 				}
 			}
 		}
-		dbtest.Eventually(t, 20*time.Second, func() bool { return pending(t, ob) == 0 }, func() string { return "pending" })
+		testkit.Eventually(t, 20*time.Second, func() bool { return pending(t, ob) == 0 }, "every row published through the restarts")
 		msgs := peekAll(t, c, "late")
 		if len(msgs) != 40 {
 			t.Fatalf("%d messages, want 40", len(msgs))
@@ -400,16 +402,17 @@ func TestPostgresNotifyWakesRelay(t *testing.T) {
 	// Wait for the listener's first wake-up (sent once it listens) to be consumed, so the
 	// next ones are notifications. (Before, len(wake) == 0 held before the listener had
 	// even started.)
-	dbtest.Eventually(t, 5*time.Second, func() bool { return pokes.Load() > 0 && len(wake) == 0 },
-		func() string { return fmt.Sprintf("listener: %d wake-ups, %d pending", pokes.Load(), len(wake)) })
+	testkit.Eventually(t, 5*time.Second, func() bool { return pokes.Load() > 0 && len(wake) == 0 },
+		"the listener's first wake-up to be consumed; %s",
+		testkit.Lazy(func() string { return fmt.Sprintf("listener: %d wake-ups, %d pending", pokes.Load(), len(wake)) }))
 	for i := 0; i < 3; i++ {
 		before := pokes.Load()
 		add(t, db, ob, "q", outbox.Message{Body: []byte(strconv.Itoa(i))})
 		// Each commit is notified, and the row published without polling.
-		dbtest.Eventually(t, 5*time.Second, func() bool { return pokes.Load() > before && pending(t, ob) == 0 },
-			func() string {
+		testkit.Eventually(t, 5*time.Second, func() bool { return pokes.Load() > before && pending(t, ob) == 0 },
+			"the commit's notification to publish the row; %s", testkit.Lazy(func() string {
 				return fmt.Sprintf("not woken: %d wake-ups since the commit, %d rows pending", pokes.Load()-before, pending(t, ob))
-			})
+			}))
 	}
 }
 
