@@ -53,6 +53,7 @@ func countEffects(t *testing.T, db *dbtest.DB, k string) int {
 }
 
 func TestOnce(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		ib := setup(t, db, "points", inbox.Options{})
@@ -101,6 +102,7 @@ func TestOnce(t *testing.T) {
 }
 
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		ib := setup(t, db, "c", inbox.Options{})
@@ -129,6 +131,7 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 }
 
 func TestCleanup(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		now := time.UnixMilli(1_700_000_000_000)
@@ -215,6 +218,7 @@ func queueStats(t *testing.T, srv *okibatest.Server, name string) api.Stats {
 
 // Lost acks bring processed messages back; the inbox skips them and acks them.
 func TestLostAcksAreSkipped(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		srv := okibatest.New(t, okibatest.Options{})
 		queueWith(t, srv, "q", 300*time.Millisecond)
@@ -261,6 +265,7 @@ func TestLostAcksAreSkipped(t *testing.T) {
 // A consumer that crashes after its commit but before its ack: the redelivery goes to
 // the next incarnation, which skips it.
 func TestCrashAfterCommitBeforeAck(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		srv := okibatest.New(t, okibatest.Options{})
 		queueWith(t, srv, "q", 300*time.Millisecond)
@@ -304,6 +309,7 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 // A handler error rolls back the inbox record with the effects: the retry runs the
 // handler again, and the effect lands once.
 func TestHandlerErrorRetries(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		srv := okibatest.New(t, okibatest.Options{})
 		srv.PutQueue(t, "q", api.QueueConfig{VisibilityTimeout: api.Ptr(2 * time.Second), BackoffBase: api.Ptr(time.Millisecond), BackoffMax: api.Ptr(time.Millisecond)})
@@ -333,6 +339,7 @@ func TestHandlerErrorRetries(t *testing.T) {
 }
 
 func TestNaturalAndApply(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL)`); err != nil {
@@ -357,6 +364,7 @@ func TestNaturalAndApply(t *testing.T) {
 }
 
 func TestKeyAndIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	d := &client.Delivery{ID: "m1"}
 	if inbox.Key(d) != "m1" {
 		t.Error("message id")

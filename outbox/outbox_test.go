@@ -98,6 +98,7 @@ func runRelay(t *testing.T, r *outbox.Relay) (stop func()) {
 }
 
 func TestAddPublishesOnlyCommitted(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		srv := okibatest.New(t, okibatest.Options{})
@@ -146,6 +147,7 @@ func TestAddPublishesOnlyCommitted(t *testing.T) {
 
 // Several relays at once keep every group's order and publish each row once.
 func TestConcurrentRelaysKeepGroupOrder(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		srv := okibatest.New(t, okibatest.Options{})
 		srv.CreateQueue(t, "events")
@@ -222,6 +224,7 @@ func (p *crashingPublisher) SendBatch(ctx context.Context, q string, msgs []clie
 // A relay that dies between publishing and marking publishes nothing twice: the next
 // relay's sends are absorbed by the broker's dedup window.
 func TestRelayCrashBetweenPublishAndMark(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		srv := okibatest.New(t, okibatest.Options{})
 		srv.CreateQueue(t, "events")
@@ -262,6 +265,7 @@ func TestRelayCrashBetweenPublishAndMark(t *testing.T) {
 // The relay retries with backoff while the queue is missing and while the broker
 // restarts, and loses nothing.
 func TestRelayRetriesThroughMissingQueueAndRestart(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		b, err := chaos.StartBroker(broker.Config{Dir: t.TempDir()}, "")
 		if err != nil {
@@ -302,6 +306,7 @@ func TestRelayRetriesThroughMissingQueueAndRestart(t *testing.T) {
 
 // A row the broker refuses for good is marked failed, and its group moves on.
 func TestPermanentFailureMovesGroupOn(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		srv := okibatest.New(t, okibatest.Options{})
@@ -332,6 +337,7 @@ func TestPermanentFailureMovesGroupOn(t *testing.T) {
 }
 
 func TestCleanupDeletesOldSentRows(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		srv := okibatest.New(t, okibatest.Options{})
@@ -368,6 +374,7 @@ func TestCleanupDeletesOldSentRows(t *testing.T) {
 // On PostgreSQL a notification wakes the relay: with a one-hour poll, a committed row
 // is published at once.
 func TestPostgresNotifyWakesRelay(t *testing.T) {
+	t.Parallel()
 	db := dbtest.Postgres(t)
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
@@ -417,6 +424,7 @@ func TestPostgresNotifyWakesRelay(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	db := dbtest.SQLite(t)
 	for _, name := range []string{"", "a/b", "has space", strings.Repeat("x", 65)} {
 		if _, err := outbox.New(db.DB, name, outbox.Options{}); err == nil {
