@@ -378,7 +378,16 @@ func TestPostgresNotifyWakesRelay(t *testing.T) {
 	db := dbtest.Postgres(t)
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
-	ob := newOutbox(t, db, "svc")
+	// A table, and so a notification channel, of its own: channels are the database's,
+	// not the schema's, and every other outbox test, here or in another process, commits
+	// rows to the default one.
+	ob, err := outbox.New(db.DB, "svc", outbox.Options{Table: fmt.Sprintf("okiba_outbox_%016x", rand.Uint64())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Setup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	// The listener's wake-ups pass through here on their way to the relay, counted, so
 	// that the test knows when the listener listens and when a notification came.
