@@ -17,6 +17,7 @@ import (
 )
 
 func TestCheckpointRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, _, ok, err := wal.LoadCheckpoint(vfs.OS, dir); ok || err != nil {
 		t.Fatalf("empty dir: ok=%v err=%v", ok, err)
@@ -69,6 +70,7 @@ func checkpointFile(version uint32, pos wal.Pos, payload []byte) []byte {
 }
 
 func TestCheckpointCorrupt(t *testing.T) {
+	t.Parallel()
 	pos := wal.MakePos(2, 96)
 	name := fmt.Sprintf("/ck/checkpoint-%016x.ckpt", uint64(pos))
 	good := checkpointFile(1, pos, []byte("payload"))
@@ -115,6 +117,7 @@ func TestCheckpointCorrupt(t *testing.T) {
 // TestCheckpointCrashDuringSave cuts the power before every operation of a
 // save: the result must always be the old checkpoint or the new one.
 func TestCheckpointCrashDuringSave(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	old, next := wal.MakePos(1, 64), wal.MakePos(1, 128)
@@ -146,6 +149,7 @@ func TestCheckpointCrashDuringSave(t *testing.T) {
 }
 
 func TestCheckpointSaveFailureKeepsPrevious(t *testing.T) {
+	t.Parallel()
 	for _, op := range []vfs.Op{vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir} {
 		m := vfs.NewMemFS()
 		f := vfs.NewFaulty(m, nil)

@@ -17,6 +17,7 @@ import (
 // byte that reached the file, and checks that Open keeps the acknowledged
 // records, drops the torn one, appends after them, and reopens cleanly.
 func TestTornTail(t *testing.T) {
+	t.Parallel()
 	const acked = 5
 	last := payload(40) // 89 bytes: the frame ends in 7 bytes of padding
 	frameLen := (8 + len(last) + 7) &^ 7
@@ -81,6 +82,7 @@ func TestTornTail(t *testing.T) {
 // produce: arbitrary bytes after the last record are a torn tail, and are
 // zeroed; a valid frame after them makes them corruption instead.
 func TestTornTailGarbage(t *testing.T) {
+	t.Parallel()
 	setup := func(t *testing.T) (*vfs.MemFS, []rec, wal.Pos) {
 		m := vfs.NewMemFS()
 		l, _ := openLog(t, memOpts(m), 0)
@@ -130,6 +132,7 @@ func allZeroFrom(b []byte, off int64) bool {
 }
 
 func TestCorruption(t *testing.T) {
+	t.Parallel()
 	// build writes records into four 4 KiB segments and returns them.
 	build := func(t *testing.T) (*vfs.MemFS, []rec) {
 		m := vfs.NewMemFS()
@@ -237,6 +240,7 @@ func TestCorruption(t *testing.T) {
 }
 
 func TestNewerFormat(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	m.MkdirAll("/wal", 0o755)
 	writeAt(t, m, segPath(1), 0, append(segmentHeader(1, 3), make([]byte, 4064)...))
@@ -262,6 +266,7 @@ func TestNewerFormat(t *testing.T) {
 // each crash the log must hold every acknowledged record, in order, and
 // nothing after a missing record.
 func TestPowerLoss(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(60) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		m := vfs.NewMemFS()
@@ -333,6 +338,7 @@ func tornMix(rng *rand.Rand, synced, current []byte) []byte {
 // crash between a segment's temporary file and its rename, between the
 // rename and the directory sync, and everywhere else.
 func TestCrashAtEveryOperation(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	opts := memOpts(f)
@@ -391,6 +397,7 @@ func TestCrashAtEveryOperation(t *testing.T) {
 }
 
 func TestSyncFailure(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	l, _ := openLog(t, memOpts(f), 0)
@@ -467,6 +474,7 @@ func TestSyncFailure(t *testing.T) {
 }
 
 func TestWriteFailure(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	l, _ := openLog(t, memOpts(f), 0)
@@ -482,6 +490,7 @@ func TestWriteFailure(t *testing.T) {
 }
 
 func TestSegmentCreationFailure(t *testing.T) {
+	t.Parallel()
 	for _, op := range []vfs.Op{vfs.OpCreate, vfs.OpPreallocate, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir} {
 		t.Run(op.String(), func(t *testing.T) {
 			m := vfs.NewMemFS()
@@ -522,6 +531,7 @@ func TestSegmentCreationFailure(t *testing.T) {
 }
 
 func TestBackgroundCreationFailureFailsLog(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	opts := memOpts(f)
