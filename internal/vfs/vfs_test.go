@@ -27,6 +27,7 @@ func implementations(t *testing.T) map[string]func(t *testing.T) (vfs.FS, string
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	for name, mk := range implementations(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Run("ReadWrite", func(t *testing.T) { testReadWrite(t, mk) })
