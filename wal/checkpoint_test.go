@@ -85,6 +85,7 @@ func TestCheckpointCorrupt(t *testing.T) {
 		{"wrong position", checkpointFile(1, pos+8, []byte("payload"))},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
+			t.Parallel()
 			m := vfs.NewMemFS()
 			if err := wal.SaveCheckpoint(m, "/ck", wal.MakePos(1, 32), []byte("older")); err != nil {
 				t.Fatal(err)
@@ -98,6 +99,7 @@ func TestCheckpointCorrupt(t *testing.T) {
 		})
 	}
 	t.Run("newer version", func(t *testing.T) {
+		t.Parallel()
 		m := vfs.NewMemFS()
 		writeAt(t, m, name, 0, checkpointFile(7, pos, []byte("payload")))
 		_, _, _, err := wal.LoadCheckpoint(m, "/ck")
@@ -106,6 +108,7 @@ func TestCheckpointCorrupt(t *testing.T) {
 		}
 	})
 	t.Run("documented layout is accepted", func(t *testing.T) {
+		t.Parallel()
 		m := vfs.NewMemFS()
 		writeAt(t, m, name, 0, good)
 		if p, b, ok, err := wal.LoadCheckpoint(m, "/ck"); err != nil || !ok || p != pos || string(b) != "payload" {

@@ -97,6 +97,7 @@ func TestTornTailGarbage(t *testing.T) {
 	garbage := []byte("\x13\x00\x00\x00 this is not a frame \xff\xfe")
 
 	t.Run("repaired", func(t *testing.T) {
+		t.Parallel()
 		m, want, end := setup(t)
 		writeAt(t, m, segPath(1), int64(end.Offset())+24, garbage)
 		l, got := openLog(t, memOpts(m), 0)
@@ -110,6 +111,7 @@ func TestTornTailGarbage(t *testing.T) {
 		}
 	})
 	t.Run("valid frame after it", func(t *testing.T) {
+		t.Parallel()
 		m, _, end := setup(t)
 		writeAt(t, m, segPath(1), int64(end.Offset()), garbage)
 		later := int64(end.Offset()) + 512
@@ -170,18 +172,21 @@ func TestCorruption(t *testing.T) {
 	}
 
 	t.Run("payload in last segment", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 4)[1]
 		flipByte(t, m, segPath(4), int64(r.pos.Offset())+12)
 		expectCorruption(t, m, segPath(4), int64(r.pos.Offset()))
 	})
 	t.Run("zero length word before records", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 4)[1]
 		writeAt(t, m, segPath(4), int64(r.pos.Offset()), make([]byte, 4))
 		expectCorruption(t, m, segPath(4), int64(r.pos.Offset()))
 	})
 	t.Run("last record of an earlier segment", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		recs := inSegment(want, 2)
 		r := recs[len(recs)-1]
@@ -189,22 +194,26 @@ func TestCorruption(t *testing.T) {
 		expectCorruption(t, m, segPath(2), int64(r.pos.Offset()))
 	})
 	t.Run("length in an earlier segment", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 1)[0]
 		writeAt(t, m, segPath(1), int64(r.pos.Offset())+2, []byte{0xff})
 		expectCorruption(t, m, segPath(1), int64(r.pos.Offset()))
 	})
 	t.Run("header of an earlier segment", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		flipByte(t, m, segPath(2), 20)
 		expectCorruption(t, m, segPath(2), 0)
 	})
 	t.Run("header of the last segment", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		flipByte(t, m, segPath(4), 3)
 		expectCorruption(t, m, segPath(4), 0)
 	})
 	t.Run("header of a segment before the start", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		flipByte(t, m, segPath(1), 0)
 		if _, _, err := tryOpen(memOpts(m), inSegment(want, 3)[0].pos); err == nil {
@@ -212,6 +221,7 @@ func TestCorruption(t *testing.T) {
 		}
 	})
 	t.Run("ReadAt verifies the checksum", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 1)[2]
 		l, _ := openLog(t, memOpts(m), inSegment(want, 3)[0].pos)
@@ -223,6 +233,7 @@ func TestCorruption(t *testing.T) {
 		}
 	})
 	t.Run("missing segment", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		if err := m.Remove(segPath(2)); err != nil {
 			t.Fatal(err)
@@ -233,6 +244,7 @@ func TestCorruption(t *testing.T) {
 		}
 	})
 	t.Run("empty segment before a full one", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		writeAt(t, m, segPath(3), 32, make([]byte, 4096-32))
 		expectCorruption(t, m, segPath(3), 32)
@@ -493,6 +505,7 @@ func TestSegmentCreationFailure(t *testing.T) {
 	t.Parallel()
 	for _, op := range []vfs.Op{vfs.OpCreate, vfs.OpPreallocate, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir} {
 		t.Run(op.String(), func(t *testing.T) {
+			t.Parallel()
 			m := vfs.NewMemFS()
 			f := vfs.NewFaulty(m, nil)
 			opts := memOpts(f)

@@ -89,6 +89,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			g, err := New(c.cfg)
 			if err != nil {
 				t.Fatal(err)
