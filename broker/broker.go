@@ -219,6 +219,9 @@ type Broker struct {
 	ckptSize   int64 // bytes of the last checkpoint
 	ckptRecs   int64 // sink.total when the last checkpoint was taken
 	ckptMsgs   int64 // messages the last checkpoint held
+	// ckptWanted: compaction rewrote messages since the last checkpoint, and the next
+	// one is wanted whether or not it is due.
+	ckptWanted bool
 	volatile   map[string]*Volatile
 	closed     bool
 
@@ -495,7 +498,7 @@ func (b *Broker) Close() error {
 	b.wg.Wait()
 	var errs []error
 	if b.log.Err() == nil {
-		if err := b.checkpoint(context.Background(), true); err != nil {
+		if err := b.checkpoint(context.Background(), ckptFinal); err != nil {
 			errs = append(errs, fmt.Errorf("final checkpoint: %w", err))
 		}
 	}

@@ -5,6 +5,7 @@ import "testing"
 // The arena reuses freed slots before it makes chunks, and gives empty chunks back (but
 // one), so its memory follows the live count, not its history.
 func TestArenaFollowsTheLiveCount(t *testing.T) {
+	t.Parallel()
 	var a arena
 	seen := map[Ref]bool{}
 	var xs []*message
@@ -46,6 +47,7 @@ func TestArenaFollowsTheLiveCount(t *testing.T) {
 
 // Groups and extensions hold their slots while a message names them.
 func TestArenaSlotsForGroupsAndExtensions(t *testing.T) {
+	t.Parallel()
 	var a arena
 	x, y := a.alloc(), a.alloc()
 	g := &group{key: "k"}
@@ -80,6 +82,7 @@ func TestArenaSlotsForGroupsAndExtensions(t *testing.T) {
 
 // Through the machine: a drained queue gives its memory back.
 func TestDrainedQueueGivesBackItsChunks(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) { c.OrderedGroups = true })
 	in := make([]SendInput, 1000)
 	for i := range in {

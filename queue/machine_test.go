@@ -92,6 +92,7 @@ func receiveBodies(t *testing.T, m *Machine, s Sink, now int64, q string, max in
 }
 
 func TestGroupHeadHoldsItsGroupButNotOthers(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "orders", nil)
 	sendBodies(t, m, s, t0, "orders", "alice", "a1", "a2")
 	sendBodies(t, m, s, t0, "orders", "bob", "b1")
@@ -129,6 +130,7 @@ func TestGroupHeadHoldsItsGroupButNotOthers(t *testing.T) {
 }
 
 func TestIdleGroupsCostNothing(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", nil)
 	for i := 0; i < 1000; i++ {
 		sendBodies(t, m, s, t0, "q", "k"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String(), "m")
@@ -148,6 +150,7 @@ func TestIdleGroupsCostNothing(t *testing.T) {
 }
 
 func TestMaxDeliveriesFiresWhenTheLastLeaseEnds(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) { c.MaxDeliveries = 2 })
 	sendBodies(t, m, s, t0, "q", "", "m")
 	receiveBodies(t, m, s, t0, "q", 1, 100)
@@ -167,6 +170,7 @@ func TestMaxDeliveriesFiresWhenTheLastLeaseEnds(t *testing.T) {
 }
 
 func TestRetentionNeverCutsALiveLease(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) { c.Retention = 10 * time.Second })
 	sendBodies(t, m, s, t0, "q", "", "leased", "idle")
 	_, ls := receiveBodies(t, m, s, t0, "q", 1, 60_000)
@@ -186,6 +190,7 @@ func TestRetentionNeverCutsALiveLease(t *testing.T) {
 }
 
 func TestRetentionWithoutDLQRemovesWithARecord(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) {
 		c.Retention = time.Second
 		c.DeadLetterQueue = NoDeadLetterQueue
@@ -204,6 +209,7 @@ func TestRetentionWithoutDLQRemovesWithARecord(t *testing.T) {
 }
 
 func TestDedupWindowIsFixedAndSurvivesAck(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", nil)
 	in := []SendInput{{Payload: Payload{Body: []byte("x"), DedupID: "d"}, Delay: -1}}
 	r1, err := m.Send(t0, s, "q", in)
@@ -227,6 +233,7 @@ func TestDedupWindowIsFixedAndSurvivesAck(t *testing.T) {
 }
 
 func TestBackpressureRefusesSendsButNotDeadLetters(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) { c.MaxMessages = 2 })
 	if _, err := m.PutQueue(t0, s, "q-dlq", func() Config { c := DeadLetterConfig(testConfig("q")); c.MaxMessages = 1; return c }()); err != nil {
 		t.Fatal(err)
@@ -247,6 +254,7 @@ func TestBackpressureRefusesSendsButNotDeadLetters(t *testing.T) {
 }
 
 func TestConfigValidationNamesTheField(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		edit  func(*Config)
 		field string
@@ -295,6 +303,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 }
 
 func TestDLQCyclesAndInUse(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "a", func(c *Config) { c.DeadLetterQueue = "b" })
 	_, err := m.PutQueue(t0, s, "b", func() Config { c := testConfig("b"); c.DeadLetterQueue = "a"; return c }())
 	var ce *CycleError
@@ -319,6 +328,7 @@ func TestDLQCyclesAndInUse(t *testing.T) {
 }
 
 func TestRecreatedQueueMakesReceiptsStale(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", nil)
 	sendBodies(t, m, s, t0, "q", "", "m")
 	_, ls := receiveBodies(t, m, s, t0, "q", 1, 60_000)
@@ -336,6 +346,7 @@ func TestRecreatedQueueMakesReceiptsStale(t *testing.T) {
 }
 
 func TestReceiveByteCapReturnsAtLeastOne(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", nil)
 	sendBodies(t, m, s, t0, "q", "", strings.Repeat("a", 600), strings.Repeat("b", 600), "c")
 	ds, _ := m.Receive(t0, s, "q", 10, 1000, 1000)
@@ -349,6 +360,7 @@ func TestReceiveByteCapReturnsAtLeastOne(t *testing.T) {
 }
 
 func TestSendRejectsBadPayloadsAndRecordsNothing(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) { c.MaxMessageSize = 10; c.Retention = time.Hour })
 	n := len(s.recs)
 	res, _ := m.Send(t0, s, "q", []SendInput{
@@ -422,6 +434,7 @@ func FuzzRestore(f *testing.F) {
 // into a machine that was told nothing evicts dedup entries and prunes tasks exactly as
 // the live one did.
 func TestLimitsTravelInTheLog(t *testing.T) {
+	t.Parallel()
 	m, s := newTestMachine()
 	if _, err := m.SetLimits(t0, s, Limits{DedupCap: 2, MaxTasks: 1}); err != nil {
 		t.Fatal(err)

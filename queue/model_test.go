@@ -307,6 +307,7 @@ func sameErr(got, want error) bool {
 }
 
 func TestMachineMatchesModel(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := testConfig("q")
 		cfg.VisibilityTimeout = time.Second
@@ -825,6 +826,7 @@ func infoIDs(xs []MessageInfo) []uint64 {
 }
 
 func TestBackoffMatchesModel(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := testConfig("q")
 		cfg.BackoffBase = time.Duration(rapid.Int64Range(0, 5000).Draw(t, "base")) * time.Millisecond

@@ -17,6 +17,7 @@ import (
 // byte that reached the file, and checks that Open keeps the acknowledged
 // records, drops the torn one, appends after them, and reopens cleanly.
 func TestTornTail(t *testing.T) {
+	t.Parallel()
 	const acked = 5
 	last := payload(40) // 89 bytes: the frame ends in 7 bytes of padding
 	frameLen := (8 + len(last) + 7) &^ 7
@@ -81,6 +82,7 @@ func TestTornTail(t *testing.T) {
 // produce: arbitrary bytes after the last record are a torn tail, and are
 // zeroed; a valid frame after them makes them corruption instead.
 func TestTornTailGarbage(t *testing.T) {
+	t.Parallel()
 	setup := func(t *testing.T) (*vfs.MemFS, []rec, wal.Pos) {
 		m := vfs.NewMemFS()
 		l, _ := openLog(t, memOpts(m), 0)
@@ -95,6 +97,7 @@ func TestTornTailGarbage(t *testing.T) {
 	garbage := []byte("\x13\x00\x00\x00 this is not a frame \xff\xfe")
 
 	t.Run("repaired", func(t *testing.T) {
+		t.Parallel()
 		m, want, end := setup(t)
 		writeAt(t, m, segPath(1), int64(end.Offset())+24, garbage)
 		l, got := openLog(t, memOpts(m), 0)
@@ -108,6 +111,7 @@ func TestTornTailGarbage(t *testing.T) {
 		}
 	})
 	t.Run("valid frame after it", func(t *testing.T) {
+		t.Parallel()
 		m, _, end := setup(t)
 		writeAt(t, m, segPath(1), int64(end.Offset()), garbage)
 		later := int64(end.Offset()) + 512
@@ -130,6 +134,7 @@ func allZeroFrom(b []byte, off int64) bool {
 }
 
 func TestCorruption(t *testing.T) {
+	t.Parallel()
 	// build writes records into four 4 KiB segments and returns them.
 	build := func(t *testing.T) (*vfs.MemFS, []rec) {
 		m := vfs.NewMemFS()
@@ -167,18 +172,21 @@ func TestCorruption(t *testing.T) {
 	}
 
 	t.Run("payload in last segment", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 4)[1]
 		flipByte(t, m, segPath(4), int64(r.pos.Offset())+12)
 		expectCorruption(t, m, segPath(4), int64(r.pos.Offset()))
 	})
 	t.Run("zero length word before records", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 4)[1]
 		writeAt(t, m, segPath(4), int64(r.pos.Offset()), make([]byte, 4))
 		expectCorruption(t, m, segPath(4), int64(r.pos.Offset()))
 	})
 	t.Run("last record of an earlier segment", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		recs := inSegment(want, 2)
 		r := recs[len(recs)-1]
@@ -186,22 +194,26 @@ func TestCorruption(t *testing.T) {
 		expectCorruption(t, m, segPath(2), int64(r.pos.Offset()))
 	})
 	t.Run("length in an earlier segment", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 1)[0]
 		writeAt(t, m, segPath(1), int64(r.pos.Offset())+2, []byte{0xff})
 		expectCorruption(t, m, segPath(1), int64(r.pos.Offset()))
 	})
 	t.Run("header of an earlier segment", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		flipByte(t, m, segPath(2), 20)
 		expectCorruption(t, m, segPath(2), 0)
 	})
 	t.Run("header of the last segment", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		flipByte(t, m, segPath(4), 3)
 		expectCorruption(t, m, segPath(4), 0)
 	})
 	t.Run("header of a segment before the start", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		flipByte(t, m, segPath(1), 0)
 		if _, _, err := tryOpen(memOpts(m), inSegment(want, 3)[0].pos); err == nil {
@@ -209,6 +221,7 @@ func TestCorruption(t *testing.T) {
 		}
 	})
 	t.Run("ReadAt verifies the checksum", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 1)[2]
 		l, _ := openLog(t, memOpts(m), inSegment(want, 3)[0].pos)
@@ -220,6 +233,7 @@ func TestCorruption(t *testing.T) {
 		}
 	})
 	t.Run("missing segment", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		if err := m.Remove(segPath(2)); err != nil {
 			t.Fatal(err)
@@ -230,6 +244,7 @@ func TestCorruption(t *testing.T) {
 		}
 	})
 	t.Run("empty segment before a full one", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		writeAt(t, m, segPath(3), 32, make([]byte, 4096-32))
 		expectCorruption(t, m, segPath(3), 32)
@@ -237,6 +252,7 @@ func TestCorruption(t *testing.T) {
 }
 
 func TestNewerFormat(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	m.MkdirAll("/wal", 0o755)
 	writeAt(t, m, segPath(1), 0, append(segmentHeader(1, 3), make([]byte, 4064)...))
@@ -262,6 +278,7 @@ func TestNewerFormat(t *testing.T) {
 // each crash the log must hold every acknowledged record, in order, and
 // nothing after a missing record.
 func TestPowerLoss(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(60) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		m := vfs.NewMemFS()
@@ -333,6 +350,7 @@ func tornMix(rng *rand.Rand, synced, current []byte) []byte {
 // crash between a segment's temporary file and its rename, between the
 // rename and the directory sync, and everywhere else.
 func TestCrashAtEveryOperation(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	opts := memOpts(f)
@@ -391,6 +409,7 @@ func TestCrashAtEveryOperation(t *testing.T) {
 }
 
 func TestSyncFailure(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	l, _ := openLog(t, memOpts(f), 0)
@@ -467,6 +486,7 @@ func TestSyncFailure(t *testing.T) {
 }
 
 func TestWriteFailure(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	l, _ := openLog(t, memOpts(f), 0)
@@ -482,8 +502,10 @@ func TestWriteFailure(t *testing.T) {
 }
 
 func TestSegmentCreationFailure(t *testing.T) {
+	t.Parallel()
 	for _, op := range []vfs.Op{vfs.OpCreate, vfs.OpPreallocate, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir} {
 		t.Run(op.String(), func(t *testing.T) {
+			t.Parallel()
 			m := vfs.NewMemFS()
 			f := vfs.NewFaulty(m, nil)
 			opts := memOpts(f)
@@ -522,6 +544,7 @@ func TestSegmentCreationFailure(t *testing.T) {
 }
 
 func TestBackgroundCreationFailureFailsLog(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	opts := memOpts(f)

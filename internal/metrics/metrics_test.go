@@ -20,6 +20,7 @@ import (
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/internal/metrics"
 	"github.com/okiba/okiba/internal/node"
+	"github.com/okiba/okiba/internal/testkit"
 )
 
 const token = "metrics-test-token"
@@ -119,6 +120,7 @@ func must[T any](v T, err error) T {
 }
 
 func TestMetricsMatchTheAPIStatsWhenQuiet(t *testing.T) {
+	t.Parallel()
 	e := start(t, metrics.Options{})
 	ctx := context.Background()
 	must(e.c.PutQueue(ctx, "orders", api.QueueConfig{MaxDeliveries: ptr(2)}))
@@ -164,9 +166,9 @@ func TestMetricsMatchTheAPIStatsWhenQuiet(t *testing.T) {
 	}
 
 	// Quiet: wait until the broker's own dead letter has happened, then compare.
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return must(e.c.Queue(ctx, "orders")).Stats.DeadLetteredBy["max_deliveries"] == 1
-	})
+	}, "the broker to dead-letter the message that failed twice")
 
 	fams := e.scrape(t)
 	qs := must(e.c.Queues(ctx, ""))
@@ -237,6 +239,7 @@ func TestMetricsMatchTheAPIStatsWhenQuiet(t *testing.T) {
 }
 
 func TestMetricsRefuseWithoutToken(t *testing.T) {
+	t.Parallel()
 	e := start(t, metrics.Options{NoRuntime: true})
 	resp, err := http.Get(e.url + "/metrics")
 	if err != nil {
@@ -257,6 +260,7 @@ func TestMetricsRefuseWithoutToken(t *testing.T) {
 }
 
 func TestDeadLetterReasonsAreBounded(t *testing.T) {
+	t.Parallel()
 	e := start(t, metrics.Options{MaxReasons: 3, NoRuntime: true})
 	ctx := context.Background()
 	must(e.c.PutQueue(ctx, "jobs", api.QueueConfig{}))
@@ -314,6 +318,7 @@ func TestDeadLetterReasonsAreBounded(t *testing.T) {
 }
 
 func TestMethodAndRouteLabelsStayBounded(t *testing.T) {
+	t.Parallel()
 	e := start(t, metrics.Options{NoRuntime: true})
 	for i := range 5 {
 		req, _ := http.NewRequest(fmt.Sprintf("BREW%d", i), e.url+fmt.Sprintf("/no/such/route/%d", i), nil)
@@ -340,24 +345,11 @@ func TestMethodAndRouteLabelsStayBounded(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// eventually polls cond every 10ms until it holds, failing the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		<-tick.C
-	}
-}
-
 // TestDocumentedMetricsExist keeps docs/operations.md honest: every okiba_* name in its
 // metrics table, alert rules and Grafana dashboard is exported, and the dashboard is
 // valid JSON.
 func TestDocumentedMetricsExist(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)

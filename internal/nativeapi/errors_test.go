@@ -15,6 +15,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/okibatest"
 )
@@ -38,6 +39,7 @@ func faultyEnv(t *testing.T, armed *atomic.Bool, op vfs.Op, cfg broker.Config) (
 // its status, that the body is JSON with a message, and that the message names what to
 // fix.
 func TestEveryErrorCode(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("q", `{}`)
 	e.putQueue("tiny", `{"max_message_size":10,"max_messages":1}`)
@@ -125,10 +127,10 @@ func TestEveryErrorCode(t *testing.T) {
 		api.CodeTaskFinished: {[]string{"completed"}, func(t *testing.T) *response {
 			var task api.RedriveTask
 			e.call("POST", "/v1/queues/q-dlq/redrive", `{}`, 202, &task)
-			eventually(t, waitLong, "the redrive to complete", func() bool {
+			testkit.Eventually(t, waitLong, func() bool {
 				e.call("GET", "/v1/redrives/"+task.ID, nil, 200, &task)
 				return task.State != "running"
-			})
+			}, "the redrive to complete")
 			return e.do("DELETE", "/v1/redrives/"+task.ID, nil)
 		}},
 		api.CodeQueueFull: {[]string{`"tiny"`, "max_messages"}, func(t *testing.T) *response {
@@ -205,10 +207,10 @@ func TestEveryErrorCode(t *testing.T) {
 			mu.Unlock()
 			de.srv.Clock.Advance(3 * time.Second) // the broker looks every 2 s
 			var r *response
-			eventually(t, 10*time.Second, "sends to be refused", func() bool {
+			testkit.Eventually(t, 10*time.Second, func() bool {
 				r = de.do("POST", "/v1/queues/q/messages", `{"body":"while full"}`)
 				return r.Status == 507
-			})
+			}, "sends to be refused")
 			// Consumers go on: receive and ack free space.
 			ms := de.receive("q", 1, "")
 			if len(ms) != 1 {
@@ -219,9 +221,9 @@ func TestEveryErrorCode(t *testing.T) {
 			free = 1 << 40
 			mu.Unlock()
 			de.srv.Clock.Advance(3 * time.Second)
-			eventually(t, 10*time.Second, "sends to be accepted again", func() bool {
+			testkit.Eventually(t, 10*time.Second, func() bool {
 				return de.do("POST", "/v1/queues/q/messages", `{"body":"after"}`).Status == 200
-			})
+			}, "sends to be accepted again")
 			return r
 		}},
 		api.CodeUnavailable: {[]string{"closed"}, func(t *testing.T) *response {
@@ -278,9 +280,12 @@ func TestEveryErrorCode(t *testing.T) {
 		codes = append(codes, code)
 	}
 	slices.Sort(codes)
+	// The cases run at once: those on e touch queues of their own or are refused, the
+	// others start a broker of their own.
 	for _, code := range codes {
 		c := cases[code]
 		t.Run(code, func(t *testing.T) {
+			t.Parallel()
 			r := c.run(t)
 			expectError(t, r, code, c.mentions...)
 			// A batch whose items all failed alike carries the error per item too.
@@ -301,6 +306,7 @@ func TestEveryErrorCode(t *testing.T) {
 
 // TestErrorMessagesNameTheField covers messages that must say which field is wrong.
 func TestErrorMessagesNameTheField(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("q", `{}`)
 	for _, c := range []struct{ path, body, field string }{
@@ -360,6 +366,7 @@ func TestErrorMessagesNameTheField(t *testing.T) {
 // TestRequestLevelChecksComeFirst: deadletter's reason and a queue's missing DLQ are
 // properties of the request; they must be reported whatever the receipts are.
 func TestRequestLevelChecksComeFirst(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("q", `{}`)
 	e.putQueue("nodlq", `{"dead_letter_queue":"none"}`)
@@ -385,6 +392,7 @@ func TestRequestLevelChecksComeFirst(t *testing.T) {
 
 // TestAuthentication: a token protects /v1, never /healthz.
 func TestAuthentication(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{Token: "s3cret"})
 	e.putQueue("q", `{}`)
 	for _, h := range []string{"", "Bearer wrong", "Bearer s3cret2", "Basic czNjcmV0", "s3cret", "Bearer "} {
@@ -434,6 +442,7 @@ func TestAuthentication(t *testing.T) {
 // TestBodiesMustBeUTF8: JSON text must be UTF-8; a body that is not would be stored with
 // its bytes replaced.
 func TestBodiesMustBeUTF8(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("q", `{}`)
 	r := e.do("POST", "/v1/queues/q/messages", "{\"body\":\"caf\xe9\"}") // Latin-1 "café"

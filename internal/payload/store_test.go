@@ -79,6 +79,7 @@ func (e *env) body(r queue.Ref) string {
 }
 
 func TestUsageAndCacheBudget(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 10) // room for two 5-byte bodies
 	p1 := e.send(ref(1), 1, "aaaaa")
 	e.send(ref(2), 2, "bbbbb")
@@ -105,6 +106,7 @@ func TestUsageAndCacheBudget(t *testing.T) {
 
 // A body applied from a buffer the caller reuses (replay) is copied before it is cached.
 func TestSharedPayloadIsCopied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1<<20)
 	buf := []byte("the body")
 	p := queue.Payload{Body: buf, Attrs: []queue.Attr{{Name: "a", Type: "String", Value: []byte("attr value")}}}
@@ -127,6 +129,7 @@ func TestSharedPayloadIsCopied(t *testing.T) {
 
 // A pinned segment is not removed; once released, it is.
 func TestPinHoldsASegment(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, -1)
 	first := e.send(ref(1), 1, string(bytes.Repeat([]byte("x"), 3000)))
 	e.send(ref(2), 2, string(bytes.Repeat([]byte("y"), 3000))) // the next segment
@@ -152,6 +155,7 @@ func TestPinHoldsASegment(t *testing.T) {
 // Compaction moves the bodies of a sparse segment to the head of the log; readers find
 // them there, and a replay of the log finds them there too.
 func TestCompactionMovesBodiesAndReplayFollows(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, -1)
 	big := string(bytes.Repeat([]byte("b"), 1200))
 	for i := 1; i <= 6; i++ {
@@ -235,6 +239,7 @@ func usageWithout(u map[uint32]Usage, r queue.Ref, s *Store) map[uint32]Usage {
 }
 
 func TestSectionRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, -1)
 	for i := 1; i <= 5; i++ {
 		e.send(ref(i), uint64(i), fmt.Sprint("body", i))
@@ -279,6 +284,7 @@ func TestSectionRoundTrip(t *testing.T) {
 // The table follows the live messages: a chunk of it whose messages are all gone is
 // given back, as the machine's arena gives back its chunks.
 func TestTableGivesBackEmptyChunks(t *testing.T) {
+	t.Parallel()
 	s := New(Config{CacheBytes: -1})
 	p := &queue.Payload{Body: []byte("x")}
 	const n = 3 * queue.RefSlots
