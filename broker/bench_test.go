@@ -13,8 +13,11 @@ import (
 // Benchmarks of the broker in-process (no HTTP), on the real file system, every send
 // fsynced before it returns. docs/benchmarks.md records their results.
 
-func benchBroker(b *testing.B) *Broker {
-	br, err := Open(Config{Dir: b.TempDir()})
+func benchBroker(b *testing.B) *Broker { return benchBrokerWith(b, Config{}) }
+
+func benchBrokerWith(b *testing.B, cfg Config) *Broker {
+	cfg.Dir = b.TempDir()
+	br, err := Open(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,9 +104,17 @@ func BenchmarkSendBatch(b *testing.B) {
 }
 
 // BenchmarkReceiveAck: consumers draining a pre-filled queue, 64 messages per receive,
-// one ack call per batch. One op = one message.
-func BenchmarkReceiveAck(b *testing.B) {
-	br := benchBroker(b)
+// one ack call per batch. One op = one message. Every body is in the payload store's
+// cache: the common case.
+func BenchmarkReceiveAck(b *testing.B) { benchReceiveAck(b, benchBroker(b)) }
+
+// BenchmarkReceiveAckUncached: the same with no body cached (CacheBytes -1), so that
+// every body a receive returns is read from the log: the deep-backlog case.
+func BenchmarkReceiveAckUncached(b *testing.B) {
+	benchReceiveAck(b, benchBrokerWith(b, Config{CacheBytes: -1}))
+}
+
+func benchReceiveAck(b *testing.B, br *Broker) {
 	body := make([]byte, 1024)
 	in := make([]queue.SendInput, 256)
 	for i := range in {
