@@ -745,50 +745,104 @@ func (m *Machine) sendOne(now int64, sink Sink, q *queueState, in *SendInput) Se
 // least one message is returned if any is deliverable. Messages of an ordered group are
 // taken from its head, consecutively, and only when none of the group is leased.
 func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibility int64, maxBytes int64) ([]Delivery, error) {
+	ds, _, err := m.ReceiveWith(now, sink, queue, ReceiveSpec{Max: max, Visibility: visibility, MaxBytes: maxBytes})
+	return ds, err
+}
+
+// ReceiveWith is Receive with an admission filter (ReceiveSpec.Admit): the caller leases
+// only what it can hand over — the broker, only messages whose bodies it holds — and
+// learns what it deferred, in selection order, to prepare it for another call. Deferred
+// candidates are simply not leased: no record names them, so the log describes only what
+// was leased, and a replay (or a replica applying the records) needs no filter.
+//
+// Selection is Receive's: a deferred candidate counts against Max and MaxBytes as if it
+// were leased, and once one is deferred so is everything selected after it. So when the
+// caller prepares what was deferred and calls again (Continued, with what remains), the
+// two calls lease what one Receive would have, in the same order — whatever the caller's
+// cache held — unless something changed the queue in between. Only Skip changes what is
+// selected.
+func (m *Machine) ReceiveWith(now int64, sink Sink, queue string, spec ReceiveSpec) ([]Delivery, []Candidate, error) {
 	now = m.clock(now)
 	q, err := m.queue(queue)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.advance(sink, q, now)
+	visibility, max, maxBytes := spec.Visibility, spec.Max, spec.MaxBytes
 	if visibility < 0 {
 		visibility = ms(q.cfg.VisibilityTimeout)
 	}
 	if room := int64(m.limits.MaxInFlight) - q.nInFlight; room <= 0 {
 		m.reschedule(q)
-		return nil, &LimitError{Limit: "max_in_flight", Value: m.limits.MaxInFlight, What: fmt.Sprintf("%q has %d messages in flight: ack or nack some first", q.name, q.nInFlight)}
+		return nil, nil, &LimitError{Limit: "max_in_flight", Value: m.limits.MaxInFlight, What: fmt.Sprintf("%q has %d messages in flight: ack or nack some first", q.name, q.nInFlight)}
 	} else if int64(max) > room {
 		max = int(room)
 	}
-	var taken []*message
-	var bytes int64
-	full := func(x *message) bool {
-		return len(taken) >= max || (maxBytes > 0 && len(taken) > 0 && bytes+x.size() > maxBytes)
+	ask := func(x *message) Admission {
+		if spec.Admit == nil {
+			return Admit
+		}
+		return spec.Admit(m.candidate(x))
 	}
-	for len(taken) < max {
+	// fits says whether x may join a selection of n messages and b bytes.
+	fits := func(x *message, n int, b int64) bool {
+		return n < max && (maxBytes <= 0 || (n == 0 && !spec.Continued) || b+x.size() <= maxBytes)
+	}
+	var taken, held, run []*message // held: popped but not leased, back into the ready heap after
+	var deferred []Candidate
+	var n int // selected: taken and deferred
+	var bytes int64
+	deferring := false
+	for n < max {
 		x := q.ready.pop()
 		if x == nil {
 			break
 		}
-		if full(x) {
+		if !fits(x, n, bytes) {
 			q.ready.push(x)
 			break
 		}
-		taken = append(taken, x)
-		bytes += x.size()
+		a := ask(x)
+		if a == Skip {
+			held = append(held, x)
+			continue
+		}
+		run = append(run[:0], x)
+		runBytes := x.size()
 		if g := m.ar.group(x); g != nil && q.cfg.OrderedGroups {
 			for _, y := range g.msgs[1:] {
-				if y.state() != StateReady || full(y) {
+				if y.state() != StateReady || !fits(y, n+len(run), bytes+runBytes) {
 					break
 				}
-				taken = append(taken, y)
-				bytes += y.size()
+				ay := ask(y)
+				if ay == Skip {
+					break
+				}
+				if ay == Defer {
+					a = Defer
+				}
+				run = append(run, y)
+				runBytes += y.size()
 			}
 		}
+		n += len(run)
+		bytes += runBytes
+		if deferring || a == Defer {
+			deferring = true
+			held = append(held, x)
+			for _, y := range run {
+				deferred = append(deferred, m.candidate(y))
+			}
+			continue
+		}
+		taken = append(taken, run...)
+	}
+	for _, x := range held {
+		q.ready.push(x)
 	}
 	if len(taken) == 0 {
 		m.reschedule(q)
-		return nil, nil
+		return nil, deferred, nil
 	}
 	seqs := make([]uint64, len(taken))
 	for i, x := range taken {
@@ -801,7 +855,11 @@ func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibilit
 		out[i] = m.delivery(q, x)
 	}
 	m.reschedule(q)
-	return out, nil
+	return out, deferred, nil
+}
+
+func (m *Machine) candidate(x *message) Candidate {
+	return Candidate{Ref: x.self, Seq: x.seq, MsgID: x.id, Dead: m.ar.dead(x)}
 }
 
 func (m *Machine) delivery(q *queueState, x *message) Delivery {
