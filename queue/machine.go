@@ -1057,6 +1057,9 @@ func (m *Machine) CheckDeadLetter(queue, reason, desc string) error {
 	if reason == "" || len(reason) > MaxReasonLen || !printable(reason) {
 		return &InvalidError{Field: "reason", Reason: fmt.Sprintf("must be 1..%d printable ASCII characters", MaxReasonLen)}
 	}
+	if reason == ReasonCorrupt {
+		return &InvalidError{Field: "reason", Reason: fmt.Sprintf("%q is okiba's own reason, for messages whose body fails its checksum; choose another", ReasonCorrupt)}
+	}
 	if len(desc) > MaxDescriptionLen {
 		return &InvalidError{Field: "description", Reason: fmt.Sprintf("at most %d bytes", MaxDescriptionLen)}
 	}
@@ -1064,6 +1067,40 @@ func (m *Machine) CheckDeadLetter(queue, reason, desc string) error {
 		return fmt.Errorf("%w: %q has dead_letter_queue none; ack, nack, or configure a dead-letter queue", ErrNoDeadLetter, q.name)
 	}
 	return nil
+}
+
+// Quarantine dead-letters one message that no consumer holds, named by its sequence and
+// id, with reason ReasonCorrupt and desc (which says where the unreadable body lies): how
+// the broker takes a message whose body fails its checksum out of the way of the healthy
+// ones instead of leasing what it cannot return. It reports false, emitting nothing, when
+// the message is gone, is now another message, or is leased. A queue with
+// dead_letter_queue none answers ErrNoDeadLetter: the machine never removes a message
+// for its body (the broker then delivers it marked as corrupt).
+//
+// Like every command it decides from its inputs alone and logs a DeadLetterRecord, which
+// every replica applies alike; which message to quarantine is the caller's finding on
+// its own node.
+func (m *Machine) Quarantine(now int64, sink Sink, queue string, seq, id uint64, desc string) (bool, error) {
+	now = m.clock(now)
+	q, err := m.queue(queue)
+	if err != nil {
+		return false, err
+	}
+	if q.cfg.DeadLetterQueue == NoDeadLetterQueue {
+		return false, fmt.Errorf("%w: %q has dead_letter_queue none", ErrNoDeadLetter, q.name)
+	}
+	if len(desc) > MaxDescriptionLen {
+		desc = desc[:MaxDescriptionLen]
+	}
+	m.advance(sink, q, now)
+	x := q.msgs.get(seq)
+	if x == nil || x.id != id || x.state() == StateInFlight || x.state() == statePending {
+		m.reschedule(q)
+		return false, nil
+	}
+	m.deadLetter(sink, q, now, []uint64{seq}, ReasonCorrupt, desc)
+	m.reschedule(q)
+	return true, nil
 }
 
 // DeleteMessage removes one message by id, in whatever state. Its receipts become stale.

@@ -366,9 +366,10 @@ func TestMachineMatchesModel(t *testing.T) {
 					h.redrive(t)
 				}
 			},
-			"delete": h.deleteMsg,
-			"purge":  h.purge,
-			"":       h.check,
+			"quarantine": func(t *rapid.T) { h.quarantine(t, hasDLQ) },
+			"delete":     h.deleteMsg,
+			"purge":      h.purge,
+			"":           h.check,
 		})
 	})
 }
@@ -648,6 +649,38 @@ func (h *harness) deadLetter(t *rapid.T, hasDLQ bool) {
 	h.md.deadLetterSorted(dead, func(*mmsg) string { return "poison" })
 }
 
+// quarantine dead-letters a message no consumer holds with reason corrupt, as the broker
+// does with one whose body fails its checksum.
+func (h *harness) quarantine(t *rapid.T, hasDLQ bool) {
+	if len(h.ids) == 0 {
+		t.Skip("no ids")
+	}
+	id := rapid.SampledFrom(h.ids).Draw(t, "id")
+	var seq uint64
+	if q, x := h.md.find(id); q == h.md.q {
+		seq = x.seq
+	}
+	ok, err := h.m.Quarantine(h.md.now, h.sink, "q", seq, id, "checksum mismatch at 00000001.wal@4096")
+	if !hasDLQ {
+		if !errors.Is(err, ErrNoDeadLetter) || ok {
+			t.Fatalf("Quarantine without DLQ: got %v %v", ok, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("Quarantine: %v", err)
+	}
+	h.md.advance()
+	q, x := h.md.find(id)
+	want := q == h.md.q && x.state != StateInFlight
+	if ok != want {
+		t.Fatalf("Quarantine of %d: got %v, want %v", id, ok, want)
+	}
+	if want {
+		h.md.deadLetter(x, ReasonCorrupt)
+	}
+}
+
 func (h *harness) clock(t *rapid.T) {
 	h.md.now += rapid.SampledFrom([]int64{1, 10, 150, 500, 1000, 2600, 7000}).Draw(t, "dt")
 	h.m.Tick(h.md.now, h.sink)
@@ -692,9 +725,15 @@ func (h *harness) purge(t *rapid.T) {
 func (h *harness) redrive(t *rapid.T) {
 	md := h.md
 	if md.task == nil {
-		reason := rapid.SampledFrom([]string{"", ReasonMaxDeliveries, "poison"}).Draw(t, "reason")
+		reason := rapid.SampledFrom([]string{"", ReasonMaxDeliveries, "poison", ReasonCorrupt}).Draw(t, "reason")
 		target := rapid.SampledFrom([]string{"", "q"}).Draw(t, "target")
 		task, err := h.m.StartRedrive(md.now, h.sink, RedriveSpec{Source: md.dlq.name, Target: target, Filter: RedriveFilter{Reason: reason}})
+		if reason == ReasonCorrupt {
+			if !errors.Is(err, ErrMessageCorrupt) {
+				t.Fatalf("StartRedrive of reason corrupt: got %v, want ErrMessageCorrupt", err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("StartRedrive: %v", err)
 		}
@@ -729,8 +768,8 @@ func (h *harness) redrive(t *rapid.T) {
 			break
 		}
 		scanned++
-		if md.task.reason != "" && x.deadReason != md.task.reason {
-			cursor = x.seq
+		if (md.task.reason != "" && x.deadReason != md.task.reason) || x.deadReason == ReasonCorrupt {
+			cursor = x.seq // not selected, or skipped: a corrupt body is not moved
 			continue
 		}
 		if md.q.cfg.MaxMessages > 0 && int64(len(md.q.msgs)+len(items))+1 > md.q.cfg.MaxMessages {

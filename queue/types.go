@@ -79,6 +79,11 @@ func (s State) String() string {
 const (
 	ReasonMaxDeliveries = "max_deliveries"
 	ReasonExpired       = "expired"
+	// ReasonCorrupt marks a message quarantined because this node cannot read its body:
+	// it failed its checksum (Machine.Quarantine). Consumers cannot give it
+	// (CheckDeadLetter), so a dead letter with this reason is always the broker's, and a
+	// redrive refuses or skips it (ErrMessageCorrupt).
+	ReasonCorrupt = "corrupt"
 )
 
 // DeadInfo records why and from where a message was dead-lettered.

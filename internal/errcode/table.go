@@ -40,6 +40,9 @@ var table = []Row{
 	{match: errs(as[*queue.TooLargeError](), is(queue.ErrMessageTooLarge)), Code: api.CodeMessageTooLarge, SQS: "InvalidParameterValue"},
 	{match: errs(as[*queue.DelayError](), is(queue.ErrInvalidDelay)), Code: api.CodeInvalidDelay, SQS: "InvalidParameterValue"},
 	{match: errs(as[*queue.InvalidError](), is(queue.ErrInvalidMessage)), Code: api.CodeInvalidMessage, SQS: "InvalidParameterValue"},
+	// A redrive of dead letters whose body this node cannot read (reason corrupt); SQS's
+	// move tasks name no messages, so only their reason filter could meet it.
+	{match: errs(is(queue.ErrMessageCorrupt)), Code: api.CodeMessageCorrupt, SQS: "InvalidParameterValue"},
 
 	// broker.ErrInvalidReceipt is receipt.ErrInvalid.
 	{match: errs(is(broker.ErrInvalidReceipt)), Code: api.CodeInvalidReceipt, SQS: "ReceiptHandleIsInvalid",

@@ -131,6 +131,9 @@ func TestEveryErrorCode(t *testing.T) {
 			})
 			return e.do("DELETE", "/v1/redrives/"+task.ID, nil)
 		}},
+		api.CodeMessageCorrupt: {[]string{"corrupt", "unreadable"}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/q-dlq/redrive", `{"reason":"corrupt"}`)
+		}},
 		api.CodeQueueFull: {[]string{`"tiny"`, "max_messages"}, func(t *testing.T) *response {
 			e.send("tiny", "1")
 			r := e.do("POST", "/v1/queues/tiny/messages", `{"body":"2"}`)
