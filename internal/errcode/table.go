@@ -59,6 +59,9 @@ var table = []Row{
 
 	// The broker cannot serve: retry against a healthy or restarted one.
 	{match: errs(is(broker.ErrStorageFailed)), Code: api.CodeStorageFailed, SQS: "ServiceUnavailable"},
+	// A receive whose bodies could not be read (I/O errors) leased nothing: the messages
+	// stay ready, and a retry may find the disk well (or the broker failed for good).
+	{match: errs(is(broker.ErrReadFailed)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
 	{match: errs(is(broker.ErrClosed), is(context.Canceled), is(context.DeadlineExceeded)), Code: api.CodeUnavailable, SQS: "ServiceUnavailable",
 		SQSMessage: "the server is shutting down or the request was cancelled; retry"},
 

@@ -205,6 +205,15 @@ func (s *Store) Removed(ref queue.Ref, size int64) {
 // ---------------------------------------------------------------------------------------
 // Reading
 
+// Cached returns ref's body if the cache holds it, and nil otherwise: a body the caller
+// can hand over without reading the log. ref must name a live message; the caller
+// serialises the call with the machine, as for Pin.
+func (s *Store) Cached(ref queue.Ref) *queue.Payload {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cache[ref]
+}
+
 // Pin is a set of bodies captured for reading: their positions (or cached copies) and a
 // hold on their segments until Release.
 type Pin struct {
@@ -249,6 +258,10 @@ func (p *Pin) Body(i int, id uint64) (queue.Payload, error) {
 	}
 	return p.s.read(e.pos, id)
 }
+
+// Cached reports whether the i-th pinned body is a cached copy, which Body returns
+// without reading the log.
+func (p *Pin) Cached(i int) bool { return p.ents[i].cached != nil }
 
 // Release lets the pinned segments go. A Pin is released once.
 func (p *Pin) Release() {
