@@ -369,9 +369,12 @@ type RedriveList struct {
 	Tasks []RedriveTask `json:"tasks"`
 }
 
-// Health answers GET /healthz.
+// Health answers GET /healthz: 200 with status "ok", or "degraded" and its reason (the
+// broker serves, but reads of message bodies failed in the last minute); 503 with status
+// "failed" and the error (the broker refuses writes until restarted, or shuts down).
 type Health struct {
-	Status string `json:"status"` // "ok" or "failed"
+	Status string `json:"status"` // "ok", "degraded" or "failed"
+	Reason string `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
 }
 
