@@ -19,7 +19,8 @@ import (
 // TestBodiesTheNodeCannotRead: ReceiveMessage goes through the broker's receive, so a
 // body that fails its checksum never fails the batch. Without a RedrivePolicy the
 // message comes with an empty body and the okiba-corrupt message attributes (which the
-// SDK's checksums accept); with one it is in the dead-letter queue. A receive that could
+// SDK's checksums accept, and which come whatever MessageAttributeNames asks for); with
+// one it is in the dead-letter queue. A receive that could
 // read nothing is ServiceUnavailable, which the SDKs retry, never InternalError.
 func TestBodiesTheNodeCannotRead(t *testing.T) {
 	mem := vfs.NewMemFS()
@@ -69,15 +70,23 @@ func TestBodiesTheNodeCannotRead(t *testing.T) {
 	if ms := e.receive(t, jobs, 10, 30); len(ms) != 1 || *ms[0].Body != "a job that is fine" {
 		t.Fatalf("receive of jobs: %+v", ms)
 	}
-	dead := e.receive(t, dlq, 10, 30)
+	// Asked for no message attribute, a receiver still gets the marks: they stand in for
+	// the body.
+	out, err := e.c.ReceiveMessage(ctxT(t), &awssqs.ReceiveMessageInput{QueueUrl: aws.String(dlq), MaxNumberOfMessages: 10,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameDeadLetterQueueSourceArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := out.Messages
 	if len(dead) != 1 || *dead[0].Body != "" || aws.ToString(dead[0].MessageAttributes[broker.HeaderCorrupt].StringValue) != "true" ||
+		dead[0].MessageAttributes[broker.HeaderCorruptLocation].StringValue == nil ||
 		!strings.HasSuffix(dead[0].Attributes["DeadLetterQueueSourceArn"], ":jobs") {
 		t.Fatalf("the dead-letter queue: %+v", dead)
 	}
 
 	e.send(t, plain, "unreadable for now")
 	failing.Store(true)
-	_, err := e.client("AKIDEXAMPLE", "secret", 1).ReceiveMessage(ctxT(t), &awssqs.ReceiveMessageInput{QueueUrl: aws.String(plain), MaxNumberOfMessages: 10,
+	_, err = e.client("AKIDEXAMPLE", "secret", 1).ReceiveMessage(ctxT(t), &awssqs.ReceiveMessageInput{QueueUrl: aws.String(plain), MaxNumberOfMessages: 10,
 		MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
 	failing.Store(false)
 	wantAPIError(t, err, "ServiceUnavailable")
