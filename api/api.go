@@ -67,8 +67,8 @@ var Status = map[string]int{
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
-	// RetryAfter is set on queue_full, too_many_in_flight and disk_full: when to try
-	// again (also the Retry-After header).
+	// RetryAfter is set on queue_full, too_many_in_flight, disk_full, and unavailable for
+	// a receive that could read no body: when to try again (also the Retry-After header).
 	RetryAfter *Duration `json:"retry_after,omitempty"`
 	// Status is the HTTP status the error came with (client side only).
 	Status int `json:"-"`
