@@ -359,3 +359,59 @@ func TestPeekMarksBodiesItCannotRead(t *testing.T) {
 		t.Fatalf("BodyStats = %+v: a peek counts the failed read, and quarantines nothing", got)
 	}
 }
+
+// TestConcurrentReceivesReadEachBodyOnce: receives racing over a backlog whose bodies are
+// not cached claim what they defer, so that each body is read from the log once and each
+// message leased once, not read by every receive and leased by the fastest.
+func TestConcurrentReceivesReadEachBodyOnce(t *testing.T) {
+	var reads atomic.Int64
+	fs := vfs.NewFaulty(vfs.NewMemFS(), func(e vfs.Event) error {
+		if e.Op == vfs.OpRead && strings.HasSuffix(e.Name, ".wal") && e.Length > 8 { // a record, not its header
+			reads.Add(1)
+		}
+		return nil
+	})
+	b := start(t, Config{Dir: "/data", FS: fs, CacheBytes: -1, NoPrecreate: true, CheckpointBytes: 1 << 40})
+	defer b.Close()
+	mustQueue(t, b, "q", nil)
+	const n = 600
+	for i := 0; i < n; i += 100 {
+		send(t, b, "q", batch(fmt.Sprintf("backlog %d", i), 100)...)
+	}
+	reads.Store(0)
+	seen := make(chan uint64, n)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for {
+				ms, err := b.Receive(ctx, "q", ReceiveOptions{Max: 16, Wait: 0, Visibility: time.Hour})
+				if err != nil || len(ms) == 0 {
+					errs <- err
+					return
+				}
+				for _, m := range ms {
+					seen <- m.ID
+				}
+			}
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(seen)
+	got := map[uint64]bool{}
+	for id := range seen {
+		if got[id] {
+			t.Fatalf("message %s leased twice", queue.FormatID(id))
+		}
+		got[id] = true
+	}
+	if len(got) != n {
+		t.Fatalf("%d messages leased, want %d", len(got), n)
+	}
+	if r := reads.Load(); r != n {
+		t.Fatalf("%d reads of the log for %d bodies", r, n)
+	}
+}

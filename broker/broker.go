@@ -226,6 +226,10 @@ type Broker struct {
 	ckptMsgs   int64 // messages the last checkpoint held
 	volatile   map[string]*Volatile
 	closed     bool
+	// reading holds the bodies receives have deferred and are reading from the log, by
+	// the receive that claimed them: other receives pass over them, so that concurrent
+	// receives of a deep backlog read and lease disjoint messages (ops.go, receive).
+	reading map[bodyKey]*receive
 
 	ckptMu sync.Mutex
 
@@ -310,6 +314,7 @@ func Open(cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, fs: fs, dirLock: lock, clock: cfg.Clock, logger: cfg.Logger,
 		waiters:     make(map[string]chan struct{}),
+		reading:     make(map[bodyKey]*receive),
 		volatile:    make(map[string]*Volatile),
 		kickTick:    make(chan struct{}, 1),
 		kickRedrive: make(chan struct{}, 1),

@@ -213,6 +213,7 @@ func (b *Broker) Receive(ctx context.Context, name string, opts ReceiveOptions) 
 		return nil, err
 	}
 	var deadline time.Time
+	again := 0
 	for first := true; ; first = false {
 		if !first && ctx.Err() != nil {
 			return nil, nil // the caller left while we waited: lease nothing for nobody
@@ -221,6 +222,10 @@ func (b *Broker) Receive(ctx context.Context, name string, opts ReceiveOptions) 
 		ms, wake, err := r.run(ctx, first, &deadline)
 		if err != nil || len(ms) > 0 {
 			return ms, err
+		}
+		if r.unleased && again < receiveRounds {
+			again++ // bodies were read but the messages taken meanwhile: try again at once
+			continue
 		}
 		if wake == nil {
 			return nil, nil
@@ -247,6 +252,13 @@ type receive struct {
 	// failed holds the bodies whose read failed otherwise: they are not read again in
 	// this attempt.
 	failed map[bodyKey]bool
+	// claimed lists the bodies this attempt claimed in Broker.reading; done is closed
+	// once it let them go. behind is another attempt whose claims this one passed over.
+	claimed []bodyKey
+	done    chan struct{}
+	behind  *receive
+	// unleased: the attempt ended with deferred candidates it did not lease.
+	unleased bool
 }
 
 type bodyKey struct {
@@ -299,6 +311,7 @@ func matchAdmitted(ds []queue.Delivery, admitted []admission) ([]admission, erro
 // when the queue had nothing to deliver.
 func (r *receive) run(ctx context.Context, first bool, deadline *time.Time) ([]Message, chan struct{}, error) {
 	b := r.b
+	defer r.unclaim()
 	var last wal.Ticket
 	var wake chan struct{}
 	for round := 0; round < receiveRounds; round++ {
@@ -335,6 +348,9 @@ func (r *receive) run(ctx context.Context, first bool, deadline *time.Time) ([]M
 				Admit: func(c queue.Candidate) queue.Admission {
 					adm, a := r.admitLocked(c)
 					if a == queue.Admit {
+						if admitted == nil {
+							admitted = make([]admission, 0, min(remaining, 64))
+						}
 						admitted = append(admitted, adm)
 					}
 					return a
@@ -347,10 +363,18 @@ func (r *receive) run(ctx context.Context, first bool, deadline *time.Time) ([]M
 				return err
 			}
 			deferred = r.toRead(deferred)
+			r.unleased = len(deferred) > 0
 			if len(ds) == 0 && len(deferred) == 0 && len(r.out) == 0 && b.clock.Now().Before(*deadline) {
-				wake = b.waiterLocked(r.name)
+				if r.behind != nil {
+					// Everything deliverable is being read by other receives, which will
+					// lease it: wait for one of them to finish, then look again.
+					wake = r.behind.done
+				} else {
+					wake = b.waiterLocked(r.name)
+				}
 			}
 			if len(deferred) > 0 && round+1 < receiveRounds {
+				r.claimLocked(deferred)
 				pin = b.store.Pin(candidateRefs(deferred))
 			}
 			return nil
@@ -399,6 +423,10 @@ func (r *receive) run(ctx context.Context, first bool, deadline *time.Time) ([]M
 // read.
 func (r *receive) admitLocked(c queue.Candidate) (admission, queue.Admission) {
 	k := bodyKey{c.Ref, c.MsgID}
+	if o := r.b.reading[k]; o != nil && o != r {
+		r.behind = o // another receive is reading it, to lease it
+		return admission{}, queue.Skip
+	}
 	if br := r.read[k]; br != nil {
 		switch {
 		case br.corrupt == nil:
@@ -415,6 +443,37 @@ func (r *receive) admitLocked(c queue.Candidate) (admission, queue.Admission) {
 		return admission{key: k, p: p}, queue.Admit
 	}
 	return admission{}, queue.Defer
+}
+
+// claimLocked claims the bodies the attempt is about to read (Broker.reading), so that
+// concurrent receives pass over them instead of reading them too and then losing the
+// race to lease them.
+func (r *receive) claimLocked(cs []queue.Candidate) {
+	if r.done == nil {
+		r.done = make(chan struct{})
+	}
+	for _, c := range cs {
+		k := bodyKey{c.Ref, c.MsgID}
+		if r.b.reading[k] == nil {
+			r.b.reading[k] = r
+			r.claimed = append(r.claimed, k)
+		}
+	}
+}
+
+// unclaim lets the attempt's claims go, and wakes the receives waiting behind it.
+func (r *receive) unclaim() {
+	if r.done == nil {
+		return
+	}
+	r.b.mu.Lock()
+	for _, k := range r.claimed {
+		if r.b.reading[k] == r {
+			delete(r.b.reading, k)
+		}
+	}
+	r.b.mu.Unlock()
+	close(r.done)
 }
 
 // toRead keeps, of the candidates a round deferred, those it has not read yet (a
@@ -515,6 +574,9 @@ func (r *receive) remember(k bodyKey, br *bodyRead) {
 
 // deliver turns a round's deliveries into messages with receipts.
 func (r *receive) deliver(ds []queue.Delivery, admitted []admission) {
+	if r.out == nil {
+		r.out = make([]Message, 0, len(ds))
+	}
 	for i := range ds {
 		d := &ds[i]
 		p := admitted[i].p
