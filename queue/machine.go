@@ -792,19 +792,31 @@ func (m *Machine) ReceiveWith(now int64, sink Sink, queue string, spec ReceiveSp
 	var deferred []Candidate
 	var n int // selected: taken and deferred
 	var bytes int64
+	// Once deferring, nothing more is leased: the rest of the selection walks the ready
+	// heap in its order instead of popping (and pushing back) each candidate.
 	deferring := false
+	var w walk
 	for n < max {
-		x := q.ready.pop()
+		var x *message
+		if deferring {
+			x = w.pop()
+		} else {
+			x = q.ready.pop()
+		}
 		if x == nil {
 			break
 		}
 		if !fits(x, n, bytes) {
-			q.ready.push(x)
+			if !deferring {
+				q.ready.push(x)
+			}
 			break
 		}
 		a := ask(x)
 		if a == Skip {
-			held = append(held, x)
+			if !deferring {
+				held = append(held, x)
+			}
 			continue
 		}
 		run = append(run[:0], x)
@@ -828,8 +840,11 @@ func (m *Machine) ReceiveWith(now int64, sink Sink, queue string, spec ReceiveSp
 		n += len(run)
 		bytes += runBytes
 		if deferring || a == Defer {
-			deferring = true
-			held = append(held, x)
+			if !deferring {
+				deferring = true
+				held = append(held, x)
+				w = q.ready.walk()
+			}
 			for _, y := range run {
 				deferred = append(deferred, m.candidate(y))
 			}
