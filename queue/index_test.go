@@ -119,3 +119,42 @@ func TestDrainedQueueGivesBackItsChunks(t *testing.T) {
 		t.Fatalf("after draining: %d chunks, %d groups, %d of %d exts free", m.ar.nchunks, live, len(m.ar.freeExt), len(m.ar.exts))
 	}
 }
+
+// TestWalkVisitsAHeapInOrder: a walk of a heap yields its slots in the order pops would,
+// and leaves the heap as it was.
+func TestWalkVisitsAHeapInOrder(t *testing.T) {
+	for _, bySeq := range []bool{true, false} {
+		var a arena
+		h := newHeap(&a)
+		if bySeq {
+			h = newReadyHeap(&a)
+		}
+		for i := range 500 {
+			x := a.alloc()
+			x.seq = uint64((i * 7919) % 1000) // every order of arrival
+			if !bySeq {
+				x.at = int64((i * 104729) % 37)
+			}
+			h.push(x)
+		}
+		before := append([]Ref(nil), h.h...)
+		w := h.walk()
+		var walked []*message
+		for x := w.pop(); x != nil; x = w.pop() {
+			walked = append(walked, x)
+		}
+		for i, r := range before {
+			if h.h[i] != r {
+				t.Fatalf("bySeq %v: the walk moved slot %d", bySeq, i)
+			}
+		}
+		if len(walked) != len(before) {
+			t.Fatalf("bySeq %v: walked %d of %d slots", bySeq, len(walked), len(before))
+		}
+		for i, x := range walked {
+			if y := h.pop(); y != x {
+				t.Fatalf("bySeq %v: walk %d gave (%d, %d), pop (%d, %d)", bySeq, i, x.at, x.seq, y.at, y.seq)
+			}
+		}
+	}
+}

@@ -574,3 +574,77 @@ func TestBackgroundCreationFailureFailsLog(t *testing.T) {
 		t.Fatalf("Err = %v", l.Err())
 	}
 }
+
+// TestFailStopsTheLog: a log failed by its caller refuses appends and fails the records
+// not yet durable, like a failed fsync, keeps serving durable records, and reopens with
+// exactly them; a cycle that fails afterwards changes nothing.
+func TestFailStopsTheLog(t *testing.T) {
+	m := vfs.NewMemFS()
+	f := vfs.NewFaulty(m, nil)
+	l, _ := openLog(t, memOpts(f), 0)
+	pos := appendWait(t, l, []byte("durable"))
+	f.SetHook(vfs.FailNth(vfs.OpSync, 1)) // the pending batch's commit, should one start, fails too
+	_, tk, err := l.Append([]byte("pending"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("reads keep failing")
+	l.Fail(cause)
+	l.Fail(errors.New("a second cause")) // ignored
+	if err := tk.Wait(testCtx(t)); !errors.Is(err, wal.ErrFailed) || !errors.Is(err, cause) {
+		t.Fatalf("Wait of a pending record = %v, want ErrFailed wrapping the cause", err)
+	}
+	if _, _, err := l.Append([]byte("later")); !errors.Is(err, wal.ErrFailed) {
+		t.Fatalf("Append after Fail = %v", err)
+	}
+	if err := l.Err(); !errors.Is(err, cause) {
+		t.Fatalf("Err = %v, want the first cause", err)
+	}
+	if b, err := l.ReadAt(pos); err != nil || string(b) != "durable" {
+		t.Fatalf("ReadAt of a durable record after Fail = %q, %v", b, err)
+	}
+	if err := l.Close(); !errors.Is(err, wal.ErrFailed) {
+		t.Fatalf("Close = %v", err)
+	}
+	_, got := openLog(t, memOpts(m.Crash()), 0)
+	sameRecords(t, got, []rec{{pos, "durable"}})
+}
+
+// TestFailWhileACommitRuns: Fail while a cycle is syncing, whose sync then fails too,
+// fails each batch once and keeps the first cause.
+func TestFailWhileACommitRuns(t *testing.T) {
+	m := vfs.NewMemFS()
+	f := vfs.NewFaulty(m, nil)
+	l, _ := openLog(t, memOpts(f), 0)
+	appendWait(t, l, []byte("durable"))
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.SetHook(func(e vfs.Event) error {
+		if e.Op == vfs.OpSync && filepath.Base(e.Name) == "00000001.wal" {
+			once.Do(func() { close(blocked); <-release })
+			return vfs.ErrInjected
+		}
+		return nil
+	})
+	_, tk1, err := l.Append([]byte("in the running cycle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Commit()
+	<-blocked
+	_, tk2, err := l.Append([]byte("pending"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("reads keep failing")
+	l.Fail(cause)
+	close(release)
+	for _, tk := range []wal.Ticket{tk2, tk1} {
+		if err := tk.Wait(testCtx(t)); !errors.Is(err, cause) {
+			t.Fatalf("Wait = %v, want the first cause", err)
+		}
+	}
+	if err := l.Close(); !errors.Is(err, cause) {
+		t.Fatalf("Close = %v", err)
+	}
+}

@@ -50,7 +50,13 @@ func start(t testing.TB, token string, opts Options) *env {
 // (opts.Client, unless the test gives its own), then the console.
 func startOn(t testing.TB, ln net.Listener, token string, opts Options) *env {
 	t.Helper()
-	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	return startOnBroker(t, ln, token, opts, broker.Config{Dir: t.TempDir()})
+}
+
+// startOnBroker is startOn with a broker of the given configuration.
+func startOnBroker(t testing.TB, ln net.Listener, token string, opts Options, cfg broker.Config) *env {
+	t.Helper()
+	b, err := broker.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,9 @@ package payload
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/okiba/okiba/internal/vfs"
@@ -304,5 +306,47 @@ func TestTableGivesBackEmptyChunks(t *testing.T) {
 	s.Removed(queue.Ref(queue.RefSlots+n-1), 1)
 	if s.table[3] != nil || len(s.Usage()) != 0 {
 		t.Fatalf("a drained store keeps a chunk or usage: %v", s.Usage())
+	}
+}
+
+// TestCompactionPassesOverACorruptBody: a live body that fails its checksum stays where it
+// lies, and the other bodies of the sparse segments are moved all the same; Compact says
+// what it left.
+func TestCompactionPassesOverACorruptBody(t *testing.T) {
+	e := newEnv(t, -1)
+	big := string(bytes.Repeat([]byte("c"), 1200))
+	for i := 1; i <= 6; i++ {
+		e.send(ref(i), uint64(i), fmt.Sprintf("%d:%s", i, big))
+	}
+	for _, i := range []int{1, 3, 5} {
+		e.s.Removed(ref(i), int64(len(big)+2))
+	}
+	head := e.send(ref(7), 7, "7:"+big)
+	bad := e.s.get(ref(2))
+	seg := fmt.Sprintf("wal/%08x.wal", bad.Segment())
+	f, err := e.fs.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("#"), int64(bad.Offset())+40); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, usage := e.s.Section(func(func(queue.Ref, int64)) {})
+	moved, err := e.s.Compact(context.Background(), head, usage, 1.0, segSize)
+	var ce *wal.CorruptionError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Compact = %d, %v; want the corrupt body reported", moved, err)
+	}
+	if moved != 2 {
+		t.Fatalf("moved %d bodies, want the two readable ones", moved)
+	}
+	if e.s.get(ref(2)) != bad {
+		t.Fatalf("the corrupt body moved to %v", e.s.get(ref(2)))
+	}
+	for _, i := range []int{4, 6} {
+		if got := e.body(ref(i)); got[:2] != fmt.Sprint(i)+":" {
+			t.Fatalf("body %d after compaction: %.10q", i, got)
+		}
 	}
 }
