@@ -22,12 +22,14 @@ var (
 	ErrInvalidMessage  = errors.New("invalid message")
 )
 
-// NameError reports a queue name outside a naming rule: the core's, or a front's
-// grammar (internal/names), which Rule then states.
+// NameError reports a queue or topic name outside a naming rule: the core's, or a
+// front's grammar (internal/names), which Rule then states.
 type NameError struct {
 	Name string
 	// Rule is the rule the name breaks, as the message quotes it; empty means the core's.
 	Rule string
+	// Of is what the name names: "queue" (the default, when empty) or "topic".
+	Of string
 }
 
 func (e *NameError) Error() string {
@@ -35,7 +37,11 @@ func (e *NameError) Error() string {
 	if rule == "" {
 		rule = nameRule
 	}
-	return fmt.Sprintf("invalid queue name %q: a name is %s", e.Name, rule)
+	of := e.Of
+	if of == "" {
+		of = "queue"
+	}
+	return fmt.Sprintf("invalid %s name %q: a name is %s", of, e.Name, rule)
 }
 
 // ConfigError reports a configuration field out of range.
