@@ -9,7 +9,9 @@ import (
 	"github.com/okiba/okiba/internal/vfs"
 )
 
-func rec(off uint64) []byte { return []byte(fmt.Sprintf("record %d %s", off, bytes.Repeat([]byte{'x'}, int(off%300)))) }
+func rec(off uint64) []byte {
+	return []byte(fmt.Sprintf("record %d %s", off, bytes.Repeat([]byte{'x'}, int(off%300))))
+}
 
 func mustOpen(t *testing.T, fs vfs.FS) *Partition {
 	t.Helper()
