@@ -212,15 +212,15 @@ type Broker struct {
 	clock    clock.Clock
 	logger   *slog.Logger
 
-	mu         sync.Mutex
-	m          *queue.Machine
-	t          *topic.Machine
-	store      *payload.Store
-	sink       sink
-	tsink      topicSink
+	mu    sync.Mutex
+	m     *queue.Machine
+	t     *topic.Machine
+	store *payload.Store
+	sink  sink
+	tsink topicSink
 	// readers are channels of long-polling topic readers, closed at the topic's next
 	// publish (or its deletion), by topic id.
-	readers map[uint64]chan struct{}
+	readers    map[uint64]chan struct{}
 	waiters    map[string]chan struct{}
 	rng        *mrand.Rand
 	lastTicket wal.Ticket
