@@ -46,6 +46,13 @@ const (
 	CodeUnauthorized    = "unauthorized"         // missing or wrong bearer token
 	CodeForbidden       = "forbidden"            // a browser request from another origin, or an unknown Host name
 	CodeInternal        = "internal"             //
+
+	CodeTopicNotFound       = "topic_not_found"        //
+	CodeTopicFull           = "topic_full"             // discard new at retention_bytes or retention_records
+	CodeOffsetOutOfRange    = "offset_out_of_range"    // below the partition's start (retention) or past its end
+	CodePartitionOutOfRange = "partition_out_of_range" // no such partition
+	CodeRecordTooLarge      = "record_too_large"       // over the topic's max_record_size
+	CodeTooManyTopics       = "too_many_topics"        // the broker's max_topics is reached
 )
 
 // Status maps each code to its HTTP status.
@@ -58,6 +65,8 @@ var Status = map[string]int{
 	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
 	CodeTooManyQueues: 409, CodeTooManyInFlight: 429, CodeDiskFull: 507,
 	CodeUnavailable: 503, CodeUnauthorized: 401, CodeForbidden: 403, CodeInternal: 500,
+	CodeTopicNotFound: 404, CodeTopicFull: 429, CodeOffsetOutOfRange: 409,
+	CodePartitionOutOfRange: 400, CodeRecordTooLarge: 413, CodeTooManyTopics: 409,
 }
 
 // Error is the error object of every failed request and every failed batch item:

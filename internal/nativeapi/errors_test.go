@@ -177,6 +177,37 @@ func TestEveryErrorCode(t *testing.T) {
 			le.unchanged(t, before, "a queue beyond max_queues")
 			return r
 		}},
+		api.CodeTooManyTopics: {[]string{"max_topics"}, func(t *testing.T) *response {
+			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxTopics: 1}})
+			le.call("PUT", "/v1/topics/first", `{}`, 201, nil)
+			r := le.do("PUT", "/v1/topics/second", `{}`)
+			le.call("GET", "/v1/topics/second", nil, 404, nil)
+			return r
+		}},
+		api.CodeTopicNotFound: {[]string{`"nope"`}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/topics/nope/records", `{"body":"x"}`)
+		}},
+		api.CodeTopicFull: {[]string{"retention_records", "discard new"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/full", `{"retention_records":1,"discard":"new"}`, 201, nil)
+			e.call("POST", "/v1/topics/full/records", `{"body":"1"}`, 200, nil)
+			r := e.do("POST", "/v1/topics/full/records", `{"body":"2"}`)
+			if got := r.Header.Get("Retry-After"); got != "1" {
+				t.Errorf("Retry-After %q, want 1", got)
+			}
+			return r
+		}},
+		api.CodeOffsetOutOfRange: {[]string{"past the partition's end"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/offsets", `{}`, 201, nil)
+			return e.do("GET", "/v1/topics/offsets/partitions/0/records?offset=5", nil)
+		}},
+		api.CodePartitionOutOfRange: {[]string{"partitions 0 to 0"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/parts", `{}`, 201, nil)
+			return e.do("POST", "/v1/topics/parts/records", `{"body":"x","partition":1}`)
+		}},
+		api.CodeRecordTooLarge: {[]string{"at most 2"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/small", `{"max_record_size":2}`, 201, nil)
+			return e.do("POST", "/v1/topics/small/records", `{"body":"xyz"}`)
+		}},
 		api.CodeTooManyInFlight: {[]string{"max_in_flight", "in flight"}, func(t *testing.T) *response {
 			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxInFlight: 2}})
 			le.putQueue("q", `{}`)

@@ -1,0 +1,156 @@
+package api
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// Topics: a topic is a named, partitioned, append-only log of records with dense offsets
+// per partition (docs/semantics.md "Topics").
+
+// Limits of topics in the native API.
+const (
+	MaxPublishBatch = 1000   // records in one publish
+	MaxReadRecords  = 10_000 // records in one read
+)
+
+var retentionType = reflect.TypeFor[Retention]()
+
+// Retention is a topic's age limit on the wire: a duration, or "forever" for none.
+type Retention struct {
+	Forever bool
+	Age     time.Duration
+}
+
+func (r Retention) MarshalJSON() ([]byte, error) {
+	if r.Forever || r.Age == 0 {
+		return []byte(`"forever"`), nil
+	}
+	return json.Marshal(r.Age.String())
+}
+
+func (r *Retention) UnmarshalJSON(b []byte) error {
+	if strings.TrimSpace(string(b)) == `"forever"` {
+		*r = Retention{Forever: true}
+		return nil
+	}
+	var d Duration
+	if err := d.UnmarshalJSON(b); err != nil {
+		// An UnmarshalTypeError lets encoding/json add the field's name.
+		return &json.UnmarshalTypeError{Value: string(b), Type: retentionType}
+	}
+	*r = Retention{Age: d.D()}
+	return nil
+}
+
+// TopicConfig is a topic's configuration. On PUT every field is optional: a missing field
+// keeps its current value, or okiba's default when the topic is created. Partitions and
+// hash are fixed at creation. Responses carry every field.
+type TopicConfig struct {
+	Partitions       *int              `json:"partitions,omitempty"`
+	Retention        *Retention        `json:"retention,omitempty"`
+	RetentionBytes   *int64            `json:"retention_bytes,omitempty"`
+	RetentionRecords *int64            `json:"retention_records,omitempty"`
+	Discard          *string           `json:"discard,omitempty"`
+	MaxRecordSize    *int64            `json:"max_record_size,omitempty"`
+	DedupWindow      *Duration         `json:"dedup_window,omitempty"`
+	SegmentBytes     *int64            `json:"segment_bytes,omitempty"`
+	SegmentAge       *Duration         `json:"segment_age,omitempty"`
+	Hash             *string           `json:"hash,omitempty"`
+	Tags             map[string]string `json:"tags,omitempty"`
+}
+
+// Topic is a topic with its configuration, partitions and counters.
+type Topic struct {
+	Name       string      `json:"name"`
+	CreatedAt  time.Time   `json:"created_at"`
+	UpdatedAt  time.Time   `json:"updated_at"`
+	Config     TopicConfig `json:"config"`
+	Partitions []Partition `json:"partitions"`
+	Stats      TopicStats  `json:"stats"`
+}
+
+// Partition describes one partition: it retains offsets start to end-1 (end is the high
+// watermark, the offset the next record gets).
+type Partition struct {
+	Partition int        `json:"partition"`
+	Start     uint64     `json:"start"`
+	End       uint64     `json:"end"`
+	Records   int64      `json:"records"`
+	Bytes     int64      `json:"bytes"`
+	Segments  int        `json:"segments"`
+	FirstTime *time.Time `json:"first_time,omitempty"` // publish time of the oldest retained record
+	LastTime  *time.Time `json:"last_time,omitempty"`  // and of the newest
+}
+
+// TopicStats are a topic's counters.
+type TopicStats struct {
+	Records      int64  `json:"records"`   // retained
+	Bytes        int64  `json:"bytes"`     // retained
+	Published    uint64 `json:"published"` // ever
+	Truncated    uint64 `json:"truncated"` // deleted by retention
+	DedupEntries int    `json:"dedup_entries"`
+}
+
+// TopicList answers GET /v1/topics.
+type TopicList struct {
+	Topics []Topic `json:"topics"`
+}
+
+// PublishRecord is one record of a publish. Without key or partition, records go
+// round-robin over the partitions; with a key, to Kafka's partition for it (murmur2).
+type PublishRecord struct {
+	Key        *string           `json:"key,omitempty"`
+	KeyBase64  *string           `json:"key_base64,omitempty"`
+	Partition  *int              `json:"partition,omitempty"`
+	Body       *string           `json:"body,omitempty"`
+	BodyBase64 *string           `json:"body_base64,omitempty"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	DedupID    string            `json:"dedup_id,omitempty"`
+}
+
+// PublishRequest is the body of POST /v1/topics/{name}/records. A single PublishRecord
+// object (without "records") is accepted too.
+type PublishRequest struct {
+	Records []PublishRecord `json:"records"`
+}
+
+// PublishResult is the outcome of one record of a publish.
+type PublishResult struct {
+	Partition int    `json:"partition"`
+	Offset    uint64 `json:"offset"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Error     *Error `json:"error,omitempty"`
+}
+
+// PublishResponse answers a publish, one result per record in request order.
+type PublishResponse struct {
+	Results []PublishResult `json:"results"`
+	// Error repeats the common error when every record failed with the same code (the
+	// response then has that error's status).
+	Error *Error `json:"error,omitempty"`
+}
+
+// Record is one record read from a partition.
+type Record struct {
+	Partition  int               `json:"partition"`
+	Offset     uint64            `json:"offset"`
+	Time       time.Time         `json:"time"` // publish time
+	Key        *string           `json:"key,omitempty"`
+	KeyBase64  *string           `json:"key_base64,omitempty"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	Body       *string           `json:"body,omitempty"`
+	BodyBase64 *string           `json:"body_base64,omitempty"`
+}
+
+// ReadResponse answers GET /v1/topics/{name}/partitions/{p}/records: the records from the
+// offset asked for, the partition's start and end as it was read, and the offset to read
+// next.
+type ReadResponse struct {
+	Records []Record `json:"records"`
+	Start   uint64   `json:"start"`
+	End     uint64   `json:"end"`
+	Next    uint64   `json:"next"`
+}
