@@ -153,8 +153,9 @@ func (p *Policy) Equal(q *Policy) bool {
 
 // Match reports whether the record rec passes the policy. In scope Attributes it does not
 // allocate, but for a String.Array header whose elements have escapes or a CIDR condition
-// on one; in scope Body it reads the body once, keeping only the properties the policy
-// names.
+// on one. In scope Body it reads the body once, from one copy of it as a string, keeping
+// only the properties the policy names: a copy costs little beside the reading, and
+// lets every comparison be a string's.
 func (p *Policy) Match(rec Input) bool {
 	if p.scope == Body {
 		return p.matchBody(rec.Body)

@@ -148,14 +148,11 @@ func (sc *scanner) add(n jnode) int32 {
 }
 
 func (sc *scanner) space() {
-	for sc.i < len(sc.src) {
-		switch sc.src[sc.i] {
-		case ' ', '\t', '\n', '\r':
-			sc.i++
-		default:
-			return
-		}
+	i, s := sc.i, sc.src
+	for i < len(s) && s[i] <= ' ' && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
 	}
+	sc.i = i
 }
 
 // value reads the value at the scanner's position. With t nil it only checks the value
@@ -329,27 +326,38 @@ func (sc *scanner) array(t *tnode) (int32, bool) {
 	}
 }
 
+// plainByte marks the bytes a JSON string holds as they are: not the quote, the
+// backslash or a control character.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // str reads the string at the scanner's position, its text decoded only if need.
 func (sc *scanner) str(need bool) (string, bool) {
 	s := sc.src
 	start := sc.i + 1
-	escaped, ascii := false, true
+	escaped := false
 	for i := start; i < len(s); {
 		c := s[i]
-		switch {
-		case c == '"':
+		if plainByte[c] {
+			i++
+			continue
+		}
+		switch c {
+		case '"':
 			sc.i = i + 1
 			if !need {
 				return "", true
 			}
 			raw := s[start:i]
-			if !escaped && (ascii || utf8.ValidString(raw)) {
+			if !escaped && utf8.ValidString(raw) {
 				return raw, true
 			}
 			return unescape(raw), true
-		case c < 0x20:
-			return "", false
-		case c == '\\':
+		case '\\':
 			escaped = true
 			if i+1 >= len(s) {
 				return "", false
@@ -365,11 +373,8 @@ func (sc *scanner) str(need bool) (string, bool) {
 			default:
 				return "", false
 			}
-		case c >= utf8.RuneSelf:
-			ascii = false
-			i++
-		default:
-			i++
+		default: // a control character
+			return "", false
 		}
 	}
 	return "", false
