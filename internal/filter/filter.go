@@ -152,8 +152,7 @@ func (p *Policy) Equal(q *Policy) bool {
 }
 
 // Match reports whether the record rec passes the policy. In scope Attributes it does not
-// allocate, but for a String.Array header whose elements have escapes or a CIDR condition
-// on one. In scope Body it reads the body once, from one copy of it as a string, keeping
+// allocate, but to decode a String.Array element that has escapes. In scope Body it reads the body once, from one copy of it as a string, keeping
 // only the properties the policy names: a copy costs little beside the reading, and
 // lets every comparison be a string's.
 func (p *Policy) Match(rec Input) bool {

@@ -316,4 +316,17 @@ func TestMatchAttributesDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { p.Match(in) }); n != 0 {
 		t.Errorf("Match allocates %v times per call in scope Attributes; want 0", n)
 	}
+	// An SNS front's typed headers, and a CIDR block, read without allocating too.
+	p, err = Parse([]byte(`{"ip": [{"cidr": "10.0.0.0/8"}], "sport": ["rugby"], "n": [{"numeric": [">", 1]}], "gone": [{"exists": false}]}`), Attributes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in = Input{Headers: map[string]string{"ip": "10.1.2.3", "sport": `["soccer", "rugby"]`, "n": "2"},
+		Types: map[string]Type{"sport": StringArray, "n": Number}}
+	if !p.Match(in) {
+		t.Fatal("the record with typed headers should match")
+	}
+	if n := testing.AllocsPerRun(100, func() { p.Match(in) }); n != 0 {
+		t.Errorf("Match allocates %v times per call on typed headers; want 0", n)
+	}
 }
