@@ -78,6 +78,7 @@ func readValue(dec *json.Decoder, path string, depth int) (*jv, error) {
 		switch t {
 		case '{':
 			v := &jv{kind: jObject}
+			var seen map[string]struct{} // for objects of many keys, so that checking stays linear
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
@@ -87,7 +88,20 @@ func readValue(dec *json.Decoder, path string, depth int) (*jv, error) {
 				if !ok { // the decoder reports a non-string key as a syntax error; this is a safety net
 					return nil, errorf(path, "malformed JSON: an object key must be a string")
 				}
-				if slices.Contains(v.keys, key) {
+				if seen == nil && len(v.keys) > mapAbove {
+					seen = make(map[string]struct{}, 2*len(v.keys))
+					for _, k := range v.keys {
+						seen[k] = struct{}{}
+					}
+				}
+				dup := false
+				if seen != nil {
+					_, dup = seen[key]
+					seen[key] = struct{}{}
+				} else {
+					dup = slices.Contains(v.keys, key)
+				}
+				if dup {
 					return nil, errorf(keyPath(path, key), "the key appears twice in one object; give each key once, with all its values in one list")
 				}
 				val, err := readValue(dec, keyPath(path, key), depth+1)

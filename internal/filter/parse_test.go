@@ -235,3 +235,22 @@ func TestNestingLimit(t *testing.T) {
 	deepArrays := `{"a": ` + strings.Repeat(`[`, 5000) + strings.Repeat(`]`, 5000) + `}`
 	parseError(t, deepArrays, Attributes)
 }
+
+func TestParseStaysLinear(t *testing.T) {
+	t.Parallel()
+	// The largest objects a policy can hold must not take quadratic time to check for
+	// repeated keys; 20,000 keys fit in 256 KiB.
+	var b strings.Builder
+	b.WriteString(`{"d": {`)
+	for i := range 20000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":[1]`, i)
+	}
+	b.WriteString(`, "k7": [2]}}`)
+	fe := parseError(t, b.String(), Body)
+	if fe.Path != "$.d.k7" || !strings.Contains(fe.Message, "twice") {
+		t.Errorf("a repeated key among many: %v", fe)
+	}
+}
