@@ -71,6 +71,15 @@ var scanPolicies = []string{
 	`{"a b": [{"exists": true}], "\ud83d\ude00": ["\ufffd"]}`,
 }
 
+// leafPolicies are lists of conditions FuzzScan matches each text with, as a String.Array
+// header.
+var leafPolicies = []string{
+	`{"a": ["x", 1, null, true, false, {"prefix": "é"}]}`,
+	`{"a": [{"exists": true}]}`,
+	`{"a": [{"exists": false}, {"numeric": [">", 0, "<", 10]}]}`,
+	`{"a": [{"anything-but": ["x"]}, {"suffix": "\u0000"}]}`,
+}
+
 // FuzzScan holds the body scanner to encoding/json: it accepts the bodies json.Valid
 // does, and a policy matches a body read by it as it matches the body encoding/json
 // decodes.
@@ -90,13 +99,30 @@ func FuzzScan(f *testing.F) {
 		}
 		ps = append(ps, p)
 	}
+	var leaves []*field
+	for _, s := range leafPolicies {
+		p, err := Parse([]byte(s), Attributes)
+		if err != nil {
+			f.Fatal(err)
+		}
+		leaves = append(leaves, p.root.fields[0])
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sc := getScanner()
-		_, ok := sc.scan(string(b), leafTrie)
-		putScanner(sc)
+		top, ok := sc.scan(string(b), leafTrie)
 		if ok != json.Valid(b) {
 			t.Fatalf("scanner accepts %q: %v; json.Valid: %v", b, ok, !ok)
 		}
+		if !ok {
+			top = -1 // not JSON: it holds nothing
+		}
+		// A String.Array header is read without nodes; it must read as the nodes do.
+		for i, leaf := range leaves {
+			if got, want := leaf.matchArrayHeader(string(b)), leaf.matchLeaf(sc, top); got != want {
+				t.Fatalf("conditions %s on the String.Array %q: %v, but %v read as nodes", leafPolicies[i], b, got, want)
+			}
+		}
+		putScanner(sc)
 		var v any
 		decoded := json.Unmarshal(b, &v) == nil // a number beyond float64 is valid but not decodable
 		obj, isObj := v.(map[string]any)

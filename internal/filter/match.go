@@ -204,15 +204,91 @@ func (f *field) matchAttr(in *Input) bool {
 	return f.matchExists(true) || f.matchValue(&sc)
 }
 
-// matchArrayHeader matches an SNS String.Array header, a JSON array, as a body's value.
+// matchArrayHeader matches an SNS String.Array header, a JSON array, as a body's value;
+// text that is not JSON holds nothing.
 func (f *field) matchArrayHeader(v string) bool {
-	sc := getScanner()
-	defer putScanner(sc)
-	top, ok := sc.scan(v, leafTrie)
-	if !ok {
-		top = -1 // not JSON: it holds nothing
+	sc := scanner{src: v} // keeps no nodes, so it stays on the stack
+	var st leafScan
+	ok := f.scanLeaf(&sc, &st)
+	if sc.space(); !ok || sc.i != len(v) {
+		st = leafScan{}
 	}
-	return f.matchLeaf(sc, top)
+	return f.matchExists(st.holds) || st.matched
+}
+
+// leafScan is what scanLeaf found: whether the value held anything exists counts, and
+// whether a condition other than exists matched it.
+type leafScan struct{ holds, matched bool }
+
+// scanLeaf reads the value at the scanner's position as matchLeaf would read its nodes,
+// without keeping them: arrays flattened, objects no value.
+func (f *field) scanLeaf(sc *scanner, st *leafScan) bool {
+	sc.space()
+	if sc.i >= len(sc.src) {
+		return false
+	}
+	var v scalar
+	switch c := sc.src[sc.i]; {
+	case c == '[':
+		if sc.depth++; sc.depth > maxBodyNesting {
+			return false
+		}
+		sc.i++
+		if sc.space(); sc.i < len(sc.src) && sc.src[sc.i] == ']' {
+			sc.i++
+			sc.depth--
+			return true
+		}
+		for {
+			if !f.scanLeaf(sc, st) {
+				return false
+			}
+			if sc.space(); sc.i >= len(sc.src) {
+				return false
+			}
+			switch sc.src[sc.i] {
+			case ',':
+				sc.i++
+			case ']':
+				sc.i++
+				sc.depth--
+				return true
+			default:
+				return false
+			}
+		}
+	case c == '{':
+		_, ok := sc.value(nil)
+		return ok
+	case c == '"':
+		s, ok := sc.str(true)
+		if !ok {
+			return false
+		}
+		v.str, v.s = true, s
+	case c == 't', c == 'f', c == 'n':
+		word, l := "null", litNull
+		if c == 't' {
+			word, l = "true", litTrue
+		} else if c == 'f' {
+			word, l = "false", litFalse
+		}
+		if _, ok := sc.literal(word, jNull, nil); !ok {
+			return false
+		}
+		v.lit = l
+	default:
+		n := jsonNumberLen(sc.src[sc.i:])
+		if n == 0 {
+			return false
+		}
+		x, _ := strconv.ParseFloat(sc.src[sc.i:sc.i+n], 64)
+		sc.i += n
+		v.num, v.q = true, quantize(x)
+	}
+	st.holds = st.holds || v.lit != litNull
+	st.matched = st.matched || f.matchValue(&v)
+	return true
 }
 
 // hasAttributes reports whether the record has an attribute SNS filtering sees.

@@ -330,3 +330,31 @@ func TestMatchAttributesDoesNotAllocate(t *testing.T) {
 		t.Errorf("Match allocates %v times per call on typed headers; want 0", n)
 	}
 }
+
+// TestMatchConcurrently shares one policy among goroutines, as a topic's fan-out will;
+// under the race detector (make test) it holds that matching shares nothing it writes.
+func TestMatchConcurrently(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte(`{"a": {"b": ["x"]}, "c": [{"numeric": [">", 1]}]}`), Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := []string{`{"a": {"b": "x"}, "c": 2}`, `{"a": [{"b": "y"}], "c": 2}`, `{"a": {"b": "x"}, "c": 0}`}
+	want := []bool{true, false, false}
+	done := make(chan struct{})
+	for g := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 500 {
+				k := (g + i) % len(bodies)
+				if got := p.Match(body(bodies[k])); got != want[k] {
+					t.Errorf("Match(%s) = %v, want %v", bodies[k], got, want[k])
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+}
