@@ -11,6 +11,7 @@ import (
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/topic"
 	"pgregory.net/rapid"
 )
 
@@ -49,7 +50,22 @@ func TestBrokersWithDifferentLogsAgree(t *testing.T) {
 				rt.Fatalf("PutQueue: %v", err)
 			}
 		}
+		tcfg := topic.DefaultConfig()
+		tcfg.Partitions = 2
+		tcfg.SegmentBytes = topic.MinSegmentBytes
+		tcfg.SegmentAge = 2 * time.Second
+		tcfg.RetentionAge = time.Duration(rapid.SampledFrom([]int{0, 5, 30}).Draw(rt, "topicRetention")) * time.Second
+		tcfg.RetentionRecords = rapid.SampledFrom([]int64{0, 20}).Draw(rt, "topicRecords")
+		tcfg.DedupWindow = 2 * time.Second
+		for _, n := range h.nodes {
+			if _, _, err := n.b.PutTopic(ctx, "t", func(c *topic.Config, _ bool) error { *c = tcfg; return nil }); err != nil {
+				rt.Fatalf("PutTopic: %v", err)
+			}
+		}
 		rt.Repeat(map[string]func(*rapid.T){
+			"publish":      h.publish,
+			"read":         h.read,
+			"move":         h.move,
 			"send":         h.send,
 			"send more":    h.send, // sends fill segments, so that compaction and collection happen
 			"receive":      h.receive,
@@ -292,6 +308,7 @@ func (h *pair) restart(t *rapid.T) {
 	other := h.nodes[1-i].b
 	other.mu.Lock()
 	other.m.AdvanceAll(other.nowLocked(), &other.sink)
+	other.t.Tick(other.nowLocked(), other.tsink)
 	other.lastTicket = other.sink.last
 	other.mu.Unlock()
 }
@@ -299,15 +316,87 @@ func (h *pair) restart(t *rapid.T) {
 // check compares the two semantic snapshots, after bringing every queue of both to now
 // (the transitions time alone makes happen lazily, and a restart makes at once).
 func (h *pair) check(t *rapid.T) {
-	var snaps [2][]byte
+	var snaps, tsnaps [2][]byte
 	for i, n := range h.nodes {
 		n.b.mu.Lock()
 		n.b.m.AdvanceAll(n.b.nowLocked(), &n.b.sink)
+		n.b.t.Tick(n.b.nowLocked(), n.b.tsink)
 		n.b.lastTicket = n.b.sink.last
 		snaps[i] = n.b.m.AppendSnapshot(nil)
+		tsnaps[i] = n.b.t.AppendSnapshot(nil)
 		n.b.mu.Unlock()
 	}
 	if !bytes.Equal(snaps[0], snaps[1]) {
 		t.Fatalf("semantic snapshots differ (%d and %d bytes)", len(snaps[0]), len(snaps[1]))
+	}
+	if !bytes.Equal(tsnaps[0], tsnaps[1]) {
+		t.Fatalf("topic snapshots differ (%d and %d bytes)", len(tsnaps[0]), len(tsnaps[1]))
+	}
+}
+
+func (h *pair) publish(t *rapid.T) {
+	k := rapid.IntRange(1, 4).Draw(t, "n")
+	in := make([]topic.PublishInput, k)
+	for i := range in {
+		size := rapid.SampledFrom([]int{0, 10, 3000, 20_000}).Draw(t, "size")
+		in[i] = topic.PublishInput{Partition: topic.AnyPartition,
+			Body:    bytes.Repeat([]byte{byte('a' + rapid.IntRange(0, 25).Draw(t, "fill"))}, size),
+			DedupID: rapid.SampledFrom([]string{"", "", "", "d1", "d2"}).Draw(t, "dedup")}
+		if rapid.Bool().Draw(t, "keyed") {
+			in[i].HasKey, in[i].Key = true, []byte(rapid.SampledFrom([]string{"", "a", "b", "c"}).Draw(t, "key"))
+		}
+	}
+	both(h, "publish", func(n *node) ([]topic.PublishResult, error) {
+		c := make([]topic.PublishInput, len(in))
+		for i, x := range in {
+			c[i] = x
+			c[i].Body = bytes.Clone(x.Body)
+		}
+		return n.b.Publish(ctx, "t", c)
+	}, func(rs []topic.PublishResult) string { return fmt.Sprintf("%+v", rs) })
+}
+
+// read reads a partition from an offset on both nodes, whose records lie in different
+// places (different log segments, moved or not): the answers must be the same.
+func (h *pair) read(t *rapid.T) {
+	p := rapid.IntRange(0, 1).Draw(t, "partition")
+	ti, err := h.nodes[0].b.Topic("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pi := ti.Partitions[p]
+	off := pi.Start + uint64(rapid.IntRange(0, int(pi.End-pi.Start)).Draw(t, "from"))
+	max := rapid.IntRange(1, 50).Draw(t, "max")
+	both(h, "read", func(n *node) ([]TopicRecord, error) {
+		var out []TopicRecord
+		for o := off; o < pi.End && len(out) < max; {
+			r, err := n.b.ReadTopic(ctx, "t", ReadOptions{Partition: p, Offset: o, Max: max - len(out)})
+			if err != nil || len(r.Records) == 0 {
+				return out, err
+			}
+			out = append(out, r.Records...)
+			o = r.Records[len(r.Records)-1].Offset + 1
+		}
+		return out, nil
+	}, func(rs []TopicRecord) string {
+		var b bytes.Buffer
+		for _, r := range rs {
+			fmt.Fprintf(&b, "[%d@%d t%d key %v %q body %d×%.1q]", r.Partition, r.Offset, r.Time, r.HasKey, r.Key, len(r.Body), r.Body)
+		}
+		return b.String()
+	})
+}
+
+// move runs one node's mover: the nodes' records then lie in different places.
+func (h *pair) move(t *rapid.T) {
+	n := h.nodes[rapid.IntRange(0, 1).Draw(t, "node")]
+	for {
+		_, more, err := n.b.store.MoveTopics(ctx)
+		if err != nil {
+			t.Fatalf("move on %s: %v", n.name, err)
+		}
+		if !more {
+			return
+		}
 	}
 }
