@@ -44,9 +44,15 @@ type OffsetError struct {
 	Partition  int
 	Offset     uint64
 	Start, End uint64 // the retained records are Start..End-1
+	// Group, for a commit past what the group was handed: then Start is its committed
+	// offset and End its position.
+	Group string
 }
 
 func (e *OffsetError) Error() string {
+	if e.Group != "" {
+		return fmt.Sprintf("group %q partition %d: commit of %d is past what the group was handed (up to %d, committed %d): commit only offsets after records you were given", e.Group, e.Partition, e.Offset, e.End, e.Start)
+	}
 	if e.Offset < e.Start {
 		return fmt.Sprintf("offset %d of %s/%d is no longer retained: the partition holds offsets %d to %d (its end); read from %d or later", e.Offset, e.Topic, e.Partition, e.Start, e.End, e.Start)
 	}

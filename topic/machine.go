@@ -87,6 +87,7 @@ type Machine struct {
 	byID    map[uint64]*topicState
 	now     int64
 	lastTID uint64
+	lastGID uint64
 	bodies  Bodies
 }
 
@@ -102,6 +103,7 @@ type topicState struct {
 	bytes     int64 // retained, every partition
 	records   int64
 	stats     Counters
+	groups    map[string]*group
 }
 
 // partition is one partition's retained log: offsets start..next-1, in segments.
@@ -432,6 +434,13 @@ func (m *Machine) NextEvent() (int64, bool) {
 	var next int64
 	ok := false
 	for _, t := range m.byID {
+		for _, g := range t.groups {
+			for _, x := range g.members {
+				if !ok || x.expires < next {
+					next, ok = x.expires, true
+				}
+			}
+		}
 		age := t.cfg.RetentionAge.Milliseconds()
 		if age == 0 {
 			continue
@@ -447,11 +456,12 @@ func (m *Machine) NextEvent() (int64, bool) {
 	return next, ok
 }
 
-// Tick applies retention by age as of now.
+// Tick applies retention by age, and ends the members whose lease passed, as of now.
 func (m *Machine) Tick(now int64, sink Sink) {
 	now = m.clock(now)
 	for _, id := range m.topicIDs() {
 		m.expire(now, sink, m.byID[id])
+		m.expireMembers(now, sink, m.byID[id])
 	}
 }
 

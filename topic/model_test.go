@@ -69,10 +69,11 @@ type mdedup struct {
 }
 
 type mtopic struct {
-	cfg   Config
-	parts []*mpart
-	rr    uint64
-	dedup []*mdedup // oldest first, as made
+	cfg    Config
+	parts  []*mpart
+	rr     uint64
+	dedup  []*mdedup // oldest first, as made
+	groups map[string]*mgroup
 }
 
 func (t *mtopic) totals() (bytes, records int64) {
@@ -212,6 +213,7 @@ func (md *tmodel) enforceSize(t *mtopic) {
 		p := t.parts[best]
 		p.segs = p.segs[1:]
 		p.start = p.segs[0].recs[0].offset
+		t.truncated(best)
 	}
 }
 
@@ -221,6 +223,7 @@ func (md *tmodel) expire(t *mtopic) {
 		return
 	}
 	for _, p := range t.parts {
+		moved := false
 		for len(p.segs) > 0 && p.segs[0].recs[len(p.segs[0].recs)-1].at+age <= md.now {
 			p.segs = p.segs[1:]
 			if len(p.segs) > 0 {
@@ -228,6 +231,10 @@ func (md *tmodel) expire(t *mtopic) {
 			} else {
 				p.start = p.next
 			}
+			moved = true
+		}
+		if moved {
+			t.truncated(slices.Index(t.parts, p))
 		}
 	}
 }
@@ -294,6 +301,13 @@ func TestMachineMatchesModel(t *testing.T) {
 			"clock":   h.clock,
 			"delete":  h.delete,
 			"restart": h.restart,
+			"group":   h.putGroup,
+			"attend":  h.attend,
+			"pull":    h.pull,
+			"commit":  h.commit,
+			"seek":    h.seek,
+			"leave":   h.leave,
+			"ungroup": h.deleteGroup,
 			"":        h.check,
 		})
 	})
@@ -390,7 +404,9 @@ func (h *tharness) clock(t *rapid.T) {
 	h.md.now += rapid.SampledFrom([]int64{1, 500, 1000, 2500, 5000}).Draw(t, "dt")
 	h.m.Tick(h.md.now, h.sink)
 	for _, name := range h.md.sortedNames() {
-		h.md.expire(h.md.topics[name])
+		mt := h.md.topics[name]
+		h.md.expire(mt)
+		mt.expireMembers(h.md.now)
 	}
 }
 
@@ -498,6 +514,9 @@ func (h *tharness) check(t *rapid.T) {
 				t.Fatalf("ReadRange at the start: %+v %v", r, err)
 			}
 		}
+	}
+	for _, ti := range infos {
+		h.checkGroups(t, ti.Name, h.md.topics[ti.Name])
 	}
 	if live != len(h.bodies.recs) {
 		t.Fatalf("store holds %d records, %d are retained", len(h.bodies.recs), live)

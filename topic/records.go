@@ -22,6 +22,15 @@ const (
 	KindPublish     Kind = 66
 	KindTruncate    Kind = 67
 	KindLimits      Kind = 68
+	KindGroupPut    Kind = 69
+	KindGroupDelete Kind = 70
+	KindMemberJoin  Kind = 71
+	KindMemberRenew Kind = 72
+	KindMemberLeave Kind = 73
+	KindAssign      Kind = 74
+	KindHanded      Kind = 75
+	KindCommit      Kind = 76
+	KindSeek        Kind = 77
 )
 
 // MinKind and MaxKind bound this package's kinds: a log reader sends a record whose
@@ -40,6 +49,15 @@ var kinds = [...]struct {
 	KindPublish - MinKind:     {"publish", func() Record { return new(PublishRecord) }},
 	KindTruncate - MinKind:    {"truncate", func() Record { return new(TruncateRecord) }},
 	KindLimits - MinKind:      {"topic_limits", func() Record { return new(LimitsRecord) }},
+	KindGroupPut - MinKind:    {"group_put", func() Record { return new(GroupPutRecord) }},
+	KindGroupDelete - MinKind: {"group_delete", func() Record { return new(GroupDeleteRecord) }},
+	KindMemberJoin - MinKind:  {"member_join", func() Record { return new(MemberJoinRecord) }},
+	KindMemberRenew - MinKind: {"member_renew", func() Record { return new(MemberRenewRecord) }},
+	KindMemberLeave - MinKind: {"member_leave", func() Record { return new(MemberLeaveRecord) }},
+	KindAssign - MinKind:      {"assign", func() Record { return new(AssignRecord) }},
+	KindHanded - MinKind:      {"handed", func() Record { return new(HandedRecord) }},
+	KindCommit - MinKind:      {"commit", func() Record { return new(CommitRecord) }},
+	KindSeek - MinKind:        {"seek", func() Record { return new(SeekRecord) }},
 }
 
 func (k Kind) String() string {
@@ -395,6 +413,15 @@ func (r *TruncateRecord) apply(m *Machine) error {
 	}
 	p.segs = append(p.segs[:0:0], p.segs[n:]...)
 	p.start = r.Start
+	for _, g := range t.groups {
+		// Retention passed the group: it lost what it had not committed, and goes on
+		// from the new start.
+		if gp := &g.parts[r.Partition]; gp.committed < r.Start {
+			gp.lost += r.Start - gp.committed
+			gp.committed = r.Start
+			gp.position = max(gp.position, r.Start)
+		}
+	}
 	if m.bodies != nil {
 		m.bodies.Truncated(t.id, r.Partition, r.Start)
 	}

@@ -7,10 +7,11 @@ import (
 	"github.com/okiba/okiba/internal/codec"
 )
 
-// Snapshot layout (version 1): the version, the limits, the last topic id, then each
-// topic in id order — its id, name, configuration, times, round-robin counter,
-// counters, each partition's start, end and segments, and its live dedup entries oldest
-// first. Everything in it is replicated state: two machines that applied the same
+// Snapshot layout (version 1): the version, the latest logged time, the limits, the last
+// topic and group ids, then each topic in id order — its id, name, configuration, times,
+// round-robin counter, counters, each partition's start, end and segments, its live
+// dedup entries oldest first, and its groups by name (each partition's committed offset,
+// position, owner, pending owner, epoch and losses; the members by name). Everything in it is replicated state: two machines that applied the same
 // records write the same bytes.
 const snapshotVersion = 1
 
@@ -23,6 +24,7 @@ func (m *Machine) AppendSnapshot(b []byte) []byte {
 	b = codec.AppendVarint(b, m.now)
 	b = appendLimits(b, &m.limits)
 	b = codec.AppendUvarint(b, m.lastTID)
+	b = codec.AppendUvarint(b, m.lastGID)
 	ids := m.topicIDs()
 	b = codec.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
@@ -62,7 +64,65 @@ func (t *topicState) appendSnapshot(b []byte) []byte {
 		b = codec.AppendVarint(b, e.at)
 		b = codec.AppendVarint(b, e.expires)
 	})
+	names := sortedGroupNames(t)
+	b = codec.AppendUvarint(b, uint64(len(names)))
+	for _, n := range names {
+		b = t.groups[n].appendSnapshot(b)
+	}
 	return b
+}
+
+func (g *group) appendSnapshot(b []byte) []byte {
+	b = codec.AppendUvarint(b, g.id)
+	b = codec.AppendString(b, g.name)
+	b = appendGroupConfig(b, &g.cfg)
+	b = codec.AppendVarint(b, g.createdAt)
+	b = codec.AppendUvarint(b, g.lastSession)
+	b = codec.AppendUvarint(b, g.commits)
+	for _, gp := range g.parts {
+		b = codec.AppendUvarint(b, gp.committed)
+		b = codec.AppendUvarint(b, gp.position-gp.committed)
+		b = codec.AppendString(b, gp.owner)
+		b = codec.AppendString(b, gp.pending)
+		b = codec.AppendUvarint(b, gp.epoch)
+		b = codec.AppendUvarint(b, gp.lost)
+	}
+	names := sortedMemberNames(g)
+	b = codec.AppendUvarint(b, uint64(len(names)))
+	for _, n := range names {
+		x := g.members[n]
+		b = codec.AppendString(b, n)
+		b = codec.AppendUvarint(b, x.session)
+		b = codec.AppendVarint(b, x.expires)
+		b = codec.AppendVarint(b, x.joined)
+	}
+	return b
+}
+
+func restoreGroup(d *codec.Decoder, parts int) *group {
+	g := &group{members: make(map[string]*member)}
+	g.id = d.Uvarint()
+	g.name = d.String()
+	g.cfg = decodeGroupConfig(d)
+	g.createdAt = d.Varint()
+	g.lastSession = d.Uvarint()
+	g.commits = d.Uvarint()
+	g.parts = make([]gpart, parts)
+	for i := range g.parts {
+		gp := &g.parts[i]
+		gp.committed = d.Uvarint()
+		gp.position = gp.committed + d.Uvarint()
+		gp.owner = d.String()
+		gp.pending = d.String()
+		gp.epoch = d.Uvarint()
+		gp.lost = d.Uvarint()
+	}
+	n := d.Count()
+	for i := 0; i < n && d.Err == nil; i++ {
+		x := &member{name: d.String(), session: d.Uvarint(), expires: d.Varint(), joined: d.Varint()}
+		g.members[x.name] = x
+	}
+	return g
 }
 
 // Restore rebuilds a machine from AppendSnapshot's bytes (all of b).
@@ -78,6 +138,7 @@ func Restore(b []byte) (*Machine, error) {
 	m.now = d.Varint()
 	m.limits = decodeLimits(d)
 	m.lastTID = d.Uvarint()
+	m.lastGID = d.Uvarint()
 	n := d.Count()
 	for i := 0; i < n && d.Err == nil; i++ {
 		t := restoreTopic(d, m.limits.DedupCap)
@@ -135,6 +196,14 @@ func restoreTopic(d *codec.Decoder, dedupCap int) *topicState {
 	for i := 0; i < nd && d.Err == nil; i++ {
 		e := &dedupEntry{id: d.String(), partition: uint32(d.Uvarint()), offset: d.Uvarint(), at: d.Varint(), expires: d.Varint()}
 		t.dedup.add(e, dedupCap)
+	}
+	ng := d.Count()
+	for i := 0; i < ng && d.Err == nil; i++ {
+		g := restoreGroup(d, len(t.parts))
+		if t.groups == nil {
+			t.groups = make(map[string]*group)
+		}
+		t.groups[g.name] = g
 	}
 	return t
 }
