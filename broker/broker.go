@@ -220,7 +220,9 @@ type Broker struct {
 	tsink topicSink
 	// readers are channels of long-polling topic readers, closed at the topic's next
 	// publish (or its deletion), by topic id.
-	readers    map[uint64]chan struct{}
+	readers map[uint64]chan struct{}
+	// pullTurn rotates where a pull starts among a member\'s partitions.
+	pullTurn   uint64
 	waiters    map[string]chan struct{}
 	rng        *mrand.Rand
 	lastTicket wal.Ticket
@@ -288,8 +290,13 @@ type topicSink struct{ *sink }
 
 // Emit appends one record of the topic machine.
 func (s topicSink) Emit(r topic.Record) {
-	if p, ok := r.(*topic.PublishRecord); ok {
-		s.published = append(s.published, p.TopicID)
+	switch x := r.(type) {
+	case *topic.PublishRecord:
+		s.published = append(s.published, x.TopicID)
+	case *topic.AssignRecord: // a waiting member may have been granted a partition
+		s.published = append(s.published, x.TopicID)
+	case *topic.SeekRecord:
+		s.published = append(s.published, x.TopicID)
 	}
 	s.emit(r)
 }

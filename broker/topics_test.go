@@ -169,6 +169,24 @@ func TestTopicReadLongPollsAndRefusesBadOffsets(t *testing.T) {
 	if _, err := b.ReadTopic(ctx, "nope", ReadOptions{}); !errors.Is(err, topic.ErrTopicNotFound) {
 		t.Errorf("read of a missing topic: %v", err)
 	}
+	// A long poll that nothing answers ends empty when its wait does.
+	empty := make(chan Read, 1)
+	go func() {
+		r, err := b.ReadTopic(ctx, "t", ReadOptions{Offset: 1, Wait: 5 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		empty <- r
+	}()
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.readers) == 1
+	}, "the second reader to wait")
+	clk.Advance(6 * time.Second)
+	if r := testkit.Recv(t, empty, 10*time.Second, "the timed-out long poll"); len(r.Records) != 0 || r.End != 1 {
+		t.Fatalf("timed-out long poll: %+v", r)
+	}
 	// An empty read at the end answers at once without a wait.
 	if r, err := b.ReadTopic(ctx, "t", ReadOptions{Offset: 1}); err != nil || len(r.Records) != 0 || r.End != 1 {
 		t.Fatalf("read at the end: %+v %v", r, err)

@@ -363,6 +363,16 @@ func (m *Machine) Attend(now int64, sink Sink, topic, groupName, memberName stri
 	return g.sessionOf(t, x), nil
 }
 
+// SessionOf returns a member's session and assignment as they are.
+func (m *Machine) SessionOf(topic, groupName, memberName string) (Session, bool) {
+	t := m.topics[topic]
+	if t == nil || t.groups[groupName] == nil || t.groups[groupName].members[memberName] == nil {
+		return Session{}, false
+	}
+	g := t.groups[groupName]
+	return g.sessionOf(t, g.members[memberName]), true
+}
+
 func (g *group) sessionOf(t *topicState, x *member) Session {
 	s := Session{Session: x.session, Expires: x.expires}
 	for p := range g.parts {
