@@ -53,6 +53,13 @@ const (
 	CodePartitionOutOfRange = "partition_out_of_range" // no such partition
 	CodeRecordTooLarge      = "record_too_large"       // over the topic's max_record_size
 	CodeTooManyTopics       = "too_many_topics"        // the broker's max_topics is reached
+	CodeGroupNotFound       = "group_not_found"        //
+	CodeGroupDeleted        = "group_deleted"          // the member's group was deleted
+	CodeMemberUnknown       = "member_unknown"         // the member's lease ended, it left, or its session is not the current one
+	CodeEpochStale          = "epoch_stale"            // a commit for a partition reassigned or sought since it was handed out
+	CodeOffsetRegressed     = "offset_regressed"       // a commit below the committed offset
+	CodeTooManyGroups       = "too_many_groups"        // the topic's max_groups is reached
+	CodeTooManyMembers      = "too_many_members"       // the group's max_members is reached
 )
 
 // Status maps each code to its HTTP status.
@@ -67,6 +74,8 @@ var Status = map[string]int{
 	CodeUnavailable: 503, CodeUnauthorized: 401, CodeForbidden: 403, CodeInternal: 500,
 	CodeTopicNotFound: 404, CodeTopicFull: 429, CodeOffsetOutOfRange: 409,
 	CodePartitionOutOfRange: 400, CodeRecordTooLarge: 413, CodeTooManyTopics: 409,
+	CodeGroupNotFound: 404, CodeGroupDeleted: 410, CodeMemberUnknown: 409, CodeEpochStale: 409,
+	CodeOffsetRegressed: 409, CodeTooManyGroups: 409, CodeTooManyMembers: 409,
 }
 
 // Error is the error object of every failed request and every failed batch item:

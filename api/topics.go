@@ -154,3 +154,116 @@ type ReadResponse struct {
 	End     uint64   `json:"end"`
 	Next    uint64   `json:"next"`
 }
+
+// GroupConfig is a consumer group's configuration. On PUT every field is optional;
+// start matters only at creation.
+type GroupConfig struct {
+	Start       *string   `json:"start,omitempty"`        // "first" (default) or "last"
+	MemberLease *Duration `json:"member_lease,omitempty"` // 1s..5m, default 30s
+	OnFailure   *string   `json:"on_failure,omitempty"`   // "dead_letter" (default) or "block"
+	MaxFailures *int      `json:"max_failures,omitempty"` // 1..1000, default 10
+}
+
+// Group is a consumer group with its partitions, members and lag.
+type Group struct {
+	Topic      string           `json:"topic"`
+	Name       string           `json:"name"`
+	CreatedAt  time.Time        `json:"created_at"`
+	Config     GroupConfig      `json:"config"`
+	Partitions []GroupPartition `json:"partitions"`
+	Members    []GroupMember    `json:"members"`
+	// LagRecords sums the partitions' lag; LagSeconds is the largest partition's lag in
+	// time: now − publish time of its first uncommitted record.
+	LagRecords      uint64  `json:"lag_records"`
+	LagSeconds      float64 `json:"lag_seconds"`
+	LostToRetention uint64  `json:"lost_to_retention"`
+	DeadLetterQueue string  `json:"dead_letter_queue"`
+}
+
+// GroupPartition is a group's state of one partition.
+type GroupPartition struct {
+	Partition       int     `json:"partition"`
+	Committed       uint64  `json:"committed"` // the next offset to read
+	Position        uint64  `json:"position"`  // offsets below were handed out
+	End             uint64  `json:"end"`       // the partition's
+	Owner           string  `json:"owner,omitempty"`
+	Pending         string  `json:"pending,omitempty"` // the member it moves to when the owner lets go
+	Epoch           uint64  `json:"epoch"`
+	LagRecords      uint64  `json:"lag_records"`
+	LagSeconds      float64 `json:"lag_seconds"`
+	LostToRetention uint64  `json:"lost_to_retention"`
+}
+
+// GroupMember is one member of a group.
+type GroupMember struct {
+	Name    string    `json:"name"`
+	Session string    `json:"session"`
+	Joined  time.Time `json:"joined"`
+	Expires time.Time `json:"expires"`
+}
+
+// GroupList answers GET /v1/topics/{topic}/groups.
+type GroupList struct {
+	Groups []Group `json:"groups"`
+}
+
+// MemberRequest names the calling member: its name and the session its last pull or
+// heartbeat returned ("" to join).
+type MemberRequest struct {
+	Member  string `json:"member"`
+	Session string `json:"session,omitempty"`
+}
+
+// PullRequest is the body of POST /v1/topics/{topic}/groups/{group}/pull.
+type PullRequest struct {
+	Member   string    `json:"member"`
+	Session  string    `json:"session,omitempty"`
+	Max      int       `json:"max,omitempty"`
+	MaxBytes int       `json:"max_bytes,omitempty"`
+	Wait     *Duration `json:"wait,omitempty"`
+}
+
+// Assignment is a partition a member holds.
+type Assignment struct {
+	Partition int    `json:"partition"`
+	Epoch     uint64 `json:"epoch"`
+	// Revoking: the partition moves at the member's next pull or heartbeat; finish and
+	// commit what was handed out.
+	Revoking  bool   `json:"revoking,omitempty"`
+	Position  uint64 `json:"position"`
+	Committed uint64 `json:"committed"`
+	End       uint64 `json:"end"`
+}
+
+// PullResponse answers a pull (and, without records, a heartbeat).
+type PullResponse struct {
+	Session    string       `json:"session"`
+	Expires    time.Time    `json:"expires"` // the member's lease
+	Assignment []Assignment `json:"assignment"`
+	Records    []Record     `json:"records,omitempty"`
+}
+
+// CommitOffset is one partition's commit: the next offset to read, under the epoch the
+// records were handed out with.
+type CommitOffset struct {
+	Partition int    `json:"partition"`
+	Offset    uint64 `json:"offset"`
+	Epoch     uint64 `json:"epoch"`
+}
+
+// CommitRequest is the body of POST /v1/topics/{topic}/groups/{group}/commit.
+type CommitRequest struct {
+	Member  string         `json:"member"`
+	Session string         `json:"session"`
+	Offsets []CommitOffset `json:"offsets"`
+}
+
+// SeekRequest is the body of POST /v1/topics/{topic}/groups/{group}/seek: one partition
+// (or every one when partition is absent) to exactly one of first, last, an offset or a
+// time (the first record published at or after it).
+type SeekRequest struct {
+	Partition *int       `json:"partition,omitempty"`
+	To        string     `json:"to,omitempty"` // "first" or "last"
+	Offset    *uint64    `json:"offset,omitempty"`
+	Time      *time.Time `json:"time,omitempty"`
+}

@@ -255,6 +255,8 @@ func TestOrderMatters(t *testing.T) {
 		{fmt.Errorf("receive: %w", inFlight), api.CodeTooManyInFlight, time.Second},
 		{&queue.LimitError{Limit: "max_queues", Value: 4}, api.CodeTooManyQueues, 0},
 		{&queue.LimitError{Limit: "max_topics", Value: 4}, api.CodeTooManyTopics, 0},
+		{&queue.LimitError{Limit: "max_groups", Value: 4}, api.CodeTooManyGroups, 0},
+		{&queue.LimitError{Limit: "max_members", Value: 4}, api.CodeTooManyMembers, 0},
 		{&queue.FullError{Queue: "q", Limit: "max_messages", Value: 1}, api.CodeQueueFull, time.Second},
 		{&queue.ParamError{Field: "max", Reason: "must be between 1 and 1000, got 0"}, api.CodeInvalidRequest, 0},
 	} {
