@@ -173,6 +173,26 @@ func TestTopicReadLongPollsAndRefusesBadOffsets(t *testing.T) {
 	if r, err := b.ReadTopic(ctx, "t", ReadOptions{Offset: 1}); err != nil || len(r.Records) != 0 || r.End != 1 {
 		t.Fatalf("read at the end: %+v %v", r, err)
 	}
+	// A long poll that no publish ends answers no records when its wait is over, not an
+	// error: a follower polls again.
+	type answer struct {
+		r   Read
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := b.ReadTopic(ctx, "t", ReadOptions{Offset: 1, Wait: 5 * time.Second})
+		done <- answer{r, err}
+	}()
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.readers) == 1
+	}, "the second reader to wait")
+	clk.Advance(5 * time.Second)
+	if a := testkit.Recv(t, done, 10*time.Second, "the expired long poll's answer"); a.err != nil || len(a.r.Records) != 0 || a.r.End != 1 {
+		t.Fatalf("long poll past its wait: %+v %v", a.r, a.err)
+	}
 }
 
 func TestTopicRetentionDeletesOnScheduleAndDiscardNewRefuses(t *testing.T) {
