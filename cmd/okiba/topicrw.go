@@ -162,6 +162,9 @@ func (p *publisher) add(ctx context.Context, body []byte) error {
 		return p.fail("--dedup-id names one record, but stdin has more than one line: publish them one by one, each with its own dedup id, or use --whole for one record")
 	}
 	size := len(body) + len(p.tmpl.Key)
+	for k, v := range p.tmpl.Headers {
+		size += len(k) + len(v)
+	}
 	if len(p.batch) == api.MaxPublishBatch || (len(p.batch) > 0 && p.bytes+size > publishBatchBytes) {
 		if err := p.flush(ctx); err != nil {
 			return err
@@ -344,7 +347,7 @@ okiba topic read orders --json | jq -r .body`)
 	r := &topicReader{app: a, cl: cl, topic: name, wait: *wait, follow: *follow, asJSON: *asJSON, max: *maxN}
 	starts := make([]readStart, len(parts))
 	for i, p := range parts {
-		starts[i] = readStart{partition: p.Partition, offset: offset, explicit: from == "", start: p.Start, end: p.End}
+		starts[i] = readStart{partition: p.Partition, offset: offset, explicit: from == "", start: p.Start}
 		switch from {
 		case "first":
 			starts[i].offset = p.Start
@@ -374,12 +377,12 @@ okiba topic read orders --json | jq -r .body`)
 type readStart struct {
 	partition int
 	offset    uint64
-	explicit  bool // the offset was given as a number
-	// start and end are the partition's bounds before the read, for the hint.
-	start, end uint64
+	explicit  bool   // the offset was given as a number
+	start     uint64 // the partition's start before the read, for the hint
 }
 
-// hint says what to do about an explicit offset the partition does not have.
+// hint says what to do about an explicit offset the partition does not have: one below
+// its start (deleted by retention) or past its end.
 func (s readStart) hint() string {
 	if s.offset < s.start {
 		return "read from the oldest retained record with --offset first"
