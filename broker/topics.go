@@ -187,9 +187,11 @@ func (b *Broker) ReadTopic(ctx context.Context, name string, opts ReadOptions) (
 				b.readers[rg.TopicID] = wake
 			}
 			b.mu.Unlock()
-			if err := b.sleep(ctx, wake, deadline); err != nil {
-				opts.Wait = 0 // the wait is over: answer with what there is (nothing)
+			if err := b.sleep(ctx, wake, deadline); err != nil && ctx.Err() != nil {
+				return Read{}, ctx.Err()
 			}
+			// Woken by a publish, or the wait is over: the loop reads what there is, which
+			// after the deadline may be nothing (an empty read, as at the end without a wait).
 			continue
 		}
 		t := b.lastTicket
