@@ -119,8 +119,12 @@ type Config struct {
 	// queue.DefaultMaxInFlight, 120,000 (as SQS).
 	MaxInFlight int
 	// MaxTopics bounds the number of topics. Defaults to topic.DefaultMaxTopics, 10,000;
-	// replicated configuration like MaxQueues (topic.Limits).
+	// replicated configuration like MaxQueues (topic.Limits), as are the next two.
 	MaxTopics int
+	// MaxGroups bounds the consumer groups of one topic (default 1,000), MaxMembers the
+	// members of one group (default 1,000).
+	MaxGroups  int
+	MaxMembers int
 	// MinFreeBytes is the disk high-water mark: while the data directory's file system has
 	// less free space, sends are refused with ErrDiskFull (receives, acks and dead letters
 	// go on, and free space as messages are settled). Defaults to twice SegmentSize; a
@@ -422,7 +426,7 @@ func (b *Broker) open(start time.Time) error {
 	b.t.Tick(b.nowLocked(), b.tsink)
 	_, lerr := b.m.SetLimits(b.nowLocked(), &b.sink, queue.Limits{DedupCap: b.cfg.DedupCap, MaxQueues: b.cfg.MaxQueues, MaxInFlight: b.cfg.MaxInFlight})
 	if lerr == nil {
-		_, lerr = b.t.SetLimits(b.nowLocked(), b.tsink, topic.Limits{MaxTopics: b.cfg.MaxTopics})
+		_, lerr = b.t.SetLimits(b.nowLocked(), b.tsink, topic.Limits{MaxTopics: b.cfg.MaxTopics, MaxGroups: b.cfg.MaxGroups, MaxMembers: b.cfg.MaxMembers})
 	}
 	b.sink.published = b.sink.published[:0]
 	b.lastTicket = b.sink.last

@@ -132,6 +132,13 @@ func (s *Server) routes() {
 	s.mux.Handle("/v1/topics/{name}", methods{"PUT": s.putTopic, "GET": s.getTopic, "DELETE": s.deleteTopic})
 	s.mux.Handle("/v1/topics/{name}/records", methods{"POST": s.publish})
 	s.mux.Handle("/v1/topics/{name}/partitions/{partition}/records", methods{"GET": s.read})
+	s.mux.Handle("/v1/topics/{name}/groups", methods{"GET": s.listGroups})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}", methods{"PUT": s.putGroup, "GET": s.getGroup, "DELETE": s.deleteGroup})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/pull", methods{"POST": s.pull})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/heartbeat", methods{"POST": s.heartbeat})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/commit", methods{"POST": s.commit})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/seek", methods{"POST": s.seek})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/leave", methods{"POST": s.leave})
 	s.mux.Handle(api.StreamPath, methods{"GET": s.stream})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply.Error(w, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no route for %s %s; see docs/api.md", r.Method, r.URL.Path)})
@@ -144,7 +151,8 @@ func (s *Server) routes() {
 // and stream frames alike.
 func LongPoll(method, path string) bool {
 	return method == http.MethodPost && strings.HasSuffix(path, "/receive") ||
-		method == http.MethodGet && strings.HasPrefix(path, "/v1/topics/") && strings.HasSuffix(path, "/records")
+		method == http.MethodGet && strings.HasPrefix(path, "/v1/topics/") && strings.HasSuffix(path, "/records") ||
+		method == http.MethodPost && strings.HasPrefix(path, "/v1/topics/") && strings.HasSuffix(path, "/pull")
 }
 
 // HTTPServer returns an *http.Server with okiba's timeouts against slow clients; long
