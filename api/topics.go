@@ -267,3 +267,16 @@ type SeekRequest struct {
 	Offset    *uint64    `json:"offset,omitempty"`
 	Time      *time.Time `json:"time,omitempty"`
 }
+
+// GroupDeadLetterRequest is the body of POST /v1/topics/{topic}/groups/{group}/deadletter:
+// a record the member was handed and cannot handle, which goes to the group's
+// dead-letter queue with the reason while the group commits the offset after it.
+type GroupDeadLetterRequest struct {
+	Member      string `json:"member"`
+	Session     string `json:"session"`
+	Partition   int    `json:"partition"`
+	Offset      uint64 `json:"offset"`
+	Epoch       uint64 `json:"epoch"`
+	Reason      string `json:"reason"`
+	Description string `json:"description,omitempty"`
+}

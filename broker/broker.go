@@ -407,6 +407,7 @@ func (b *Broker) open(start time.Time) error {
 	}
 	b.m.SetBodies(b.store)
 	b.t.SetBodies(b.store)
+	b.t.SetQueues(b.m)
 	var records int64
 	b.log, err = wal.Open(wal.Options{
 		FS: b.fs, Dir: filepath.Join(b.cfg.Dir, "wal"), SegmentSize: b.cfg.SegmentSize,

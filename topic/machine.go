@@ -89,6 +89,7 @@ type Machine struct {
 	lastTID uint64
 	lastGID uint64
 	bodies  Bodies
+	queues  Queues // for records that put messages into queues; nil in tests of topics alone
 }
 
 type topicState struct {

@@ -17,20 +17,21 @@ import (
 type Kind uint8
 
 const (
-	KindTopicPut    Kind = 64
-	KindTopicDelete Kind = 65
-	KindPublish     Kind = 66
-	KindTruncate    Kind = 67
-	KindLimits      Kind = 68
-	KindGroupPut    Kind = 69
-	KindGroupDelete Kind = 70
-	KindMemberJoin  Kind = 71
-	KindMemberRenew Kind = 72
-	KindMemberLeave Kind = 73
-	KindAssign      Kind = 74
-	KindHanded      Kind = 75
-	KindCommit      Kind = 76
-	KindSeek        Kind = 77
+	KindTopicPut        Kind = 64
+	KindTopicDelete     Kind = 65
+	KindPublish         Kind = 66
+	KindTruncate        Kind = 67
+	KindLimits          Kind = 68
+	KindGroupPut        Kind = 69
+	KindGroupDelete     Kind = 70
+	KindMemberJoin      Kind = 71
+	KindMemberRenew     Kind = 72
+	KindMemberLeave     Kind = 73
+	KindAssign          Kind = 74
+	KindHanded          Kind = 75
+	KindCommit          Kind = 76
+	KindSeek            Kind = 77
+	KindGroupDeadLetter Kind = 78
 )
 
 // MinKind and MaxKind bound this package's kinds: a log reader sends a record whose
@@ -44,20 +45,21 @@ var kinds = [...]struct {
 	name string
 	new  func() Record
 }{
-	KindTopicPut - MinKind:    {"topic_put", func() Record { return new(TopicPutRecord) }},
-	KindTopicDelete - MinKind: {"topic_delete", func() Record { return new(TopicDeleteRecord) }},
-	KindPublish - MinKind:     {"publish", func() Record { return new(PublishRecord) }},
-	KindTruncate - MinKind:    {"truncate", func() Record { return new(TruncateRecord) }},
-	KindLimits - MinKind:      {"topic_limits", func() Record { return new(LimitsRecord) }},
-	KindGroupPut - MinKind:    {"group_put", func() Record { return new(GroupPutRecord) }},
-	KindGroupDelete - MinKind: {"group_delete", func() Record { return new(GroupDeleteRecord) }},
-	KindMemberJoin - MinKind:  {"member_join", func() Record { return new(MemberJoinRecord) }},
-	KindMemberRenew - MinKind: {"member_renew", func() Record { return new(MemberRenewRecord) }},
-	KindMemberLeave - MinKind: {"member_leave", func() Record { return new(MemberLeaveRecord) }},
-	KindAssign - MinKind:      {"assign", func() Record { return new(AssignRecord) }},
-	KindHanded - MinKind:      {"handed", func() Record { return new(HandedRecord) }},
-	KindCommit - MinKind:      {"commit", func() Record { return new(CommitRecord) }},
-	KindSeek - MinKind:        {"seek", func() Record { return new(SeekRecord) }},
+	KindTopicPut - MinKind:        {"topic_put", func() Record { return new(TopicPutRecord) }},
+	KindTopicDelete - MinKind:     {"topic_delete", func() Record { return new(TopicDeleteRecord) }},
+	KindPublish - MinKind:         {"publish", func() Record { return new(PublishRecord) }},
+	KindTruncate - MinKind:        {"truncate", func() Record { return new(TruncateRecord) }},
+	KindLimits - MinKind:          {"topic_limits", func() Record { return new(LimitsRecord) }},
+	KindGroupPut - MinKind:        {"group_put", func() Record { return new(GroupPutRecord) }},
+	KindGroupDelete - MinKind:     {"group_delete", func() Record { return new(GroupDeleteRecord) }},
+	KindMemberJoin - MinKind:      {"member_join", func() Record { return new(MemberJoinRecord) }},
+	KindMemberRenew - MinKind:     {"member_renew", func() Record { return new(MemberRenewRecord) }},
+	KindMemberLeave - MinKind:     {"member_leave", func() Record { return new(MemberLeaveRecord) }},
+	KindAssign - MinKind:          {"assign", func() Record { return new(AssignRecord) }},
+	KindHanded - MinKind:          {"handed", func() Record { return new(HandedRecord) }},
+	KindCommit - MinKind:          {"commit", func() Record { return new(CommitRecord) }},
+	KindSeek - MinKind:            {"seek", func() Record { return new(SeekRecord) }},
+	KindGroupDeadLetter - MinKind: {"group_dead_letter", func() Record { return new(GroupDeadLetterRecord) }},
 }
 
 func (k Kind) String() string {

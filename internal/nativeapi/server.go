@@ -139,6 +139,7 @@ func (s *Server) routes() {
 	s.mux.Handle("/v1/topics/{name}/groups/{group}/commit", methods{"POST": s.commit})
 	s.mux.Handle("/v1/topics/{name}/groups/{group}/seek", methods{"POST": s.seek})
 	s.mux.Handle("/v1/topics/{name}/groups/{group}/leave", methods{"POST": s.leave})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/deadletter", methods{"POST": s.groupDeadLetter})
 	s.mux.Handle(api.StreamPath, methods{"GET": s.stream})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply.Error(w, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no route for %s %s; see docs/api.md", r.Method, r.URL.Path)})

@@ -38,6 +38,7 @@ import (
 
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/topic"
 	"github.com/okiba/okiba/wal"
 )
 
@@ -293,6 +294,9 @@ func (s *Store) read(pos wal.Pos, id uint64) (queue.Payload, error) {
 // decodeBody reads the message id and body of a record that holds one: a send record (or
 // an older okiba's relocate record), or a relocation frame.
 func decodeBody(raw []byte) (uint64, queue.Payload, error) {
+	if len(raw) > 0 && raw[0] >= byte(topic.MinKind) && raw[0] <= byte(topic.MaxKind) {
+		return topic.DecodeMessage(raw) // a message a topic record put into a queue
+	}
 	if !IsFrame(raw) {
 		return queue.DecodePayload(raw)
 	}
