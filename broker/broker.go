@@ -297,6 +297,8 @@ func (s topicSink) Emit(r topic.Record) {
 	switch x := r.(type) {
 	case *topic.PublishRecord:
 		s.published = append(s.published, x.TopicID)
+	case *topic.PublishFanoutRecord:
+		s.published = append(s.published, x.TopicID)
 	case *topic.AssignRecord: // a waiting member may have been granted a partition
 		s.published = append(s.published, x.TopicID)
 	case *topic.SeekRecord:

@@ -19,18 +19,17 @@ type Import struct {
 	Dead *DeadInfo
 }
 
-// PrepareImport checks that queue exists and can take payload p, and returns an import of
-// it with the next message id; skip is how many imports prepared in the same decision
-// come before it and are not applied yet, so that each gets its own id. A dead letter is
-// never refused for a full queue (it is counted in overflow); a plain message is, with a
-// *FullError.
+// PrepareImport checks that queue exists and has room for payload p, and returns an
+// import of it with the next message id; skip is how many imports prepared in the same
+// decision come before it and are not applied yet, so that each gets its own id. The
+// payload is not checked against the queue's limits on size and headers: the other
+// machine checked what it took in, and a message okiba adds its own headers to must not
+// be refused for them. A dead letter is never refused for a full queue (it is counted in
+// overflow); a plain message is, with a *FullError.
 func (m *Machine) PrepareImport(now int64, queue string, p *Payload, dead bool, skip int) (Import, error) {
 	now = m.clock(now)
 	q, err := m.queue(queue)
 	if err != nil {
-		return Import{}, err
-	}
-	if err := ValidatePayload(p, &q.cfg); err != nil {
 		return Import{}, err
 	}
 	if !dead {
@@ -84,6 +83,13 @@ func (m *Machine) ApplyImport(now int64, imp Import, p *Payload) error {
 	}
 	m.reschedule(q)
 	return nil
+}
+
+// Ordered reports whether the queue with this id orders its groups: a record's key is
+// then the message's group.
+func (m *Machine) Ordered(id uint64) bool {
+	q := m.byID[id]
+	return q != nil && q.cfg.OrderedGroups
 }
 
 // QueueID returns the id of the named queue.

@@ -14,6 +14,9 @@ import (
 type Queues interface {
 	PrepareImport(now int64, queue string, p *queue.Payload, dead bool, skip int) (queue.Import, error)
 	ApplyImport(now int64, imp queue.Import, p *queue.Payload) error
+	// Ordered reports whether a queue orders its groups (a record's key is then the
+	// message's group).
+	Ordered(queueID uint64) bool
 }
 
 // SetQueues names the queue machine records put messages into.
@@ -156,18 +159,60 @@ func (r *GroupDeadLetterRecord) Payload() (uint64, queue.Payload) {
 	return r.MsgID, MessagePayload(r.Topic, &r.Record)
 }
 
-// DecodeMessage decodes the message id and payload from a record of this package that
-// holds a queue message's body (a group's dead letter), for the payload store.
-func DecodeMessage(raw []byte) (uint64, queue.Payload, error) {
+// DecodeMessage decodes the payload of message id from a record of this package that
+// holds queue messages' bodies (a group's dead letter, a publish fanned out, a
+// subscription's copy), for the payload store, and reports the id it found there. A
+// publish fanned out holds one body that several messages share: for id 0 it returns it
+// with id 0, "shared".
+func DecodeMessage(raw []byte, id uint64) (uint64, queue.Payload, error) {
 	rec, err := DecodeRecord(raw)
 	if err != nil {
 		return 0, queue.Payload{}, err
 	}
-	if dl, ok := rec.(*GroupDeadLetterRecord); ok {
-		id, p := dl.Payload()
-		return id, p, nil
+	switch x := rec.(type) {
+	case *GroupDeadLetterRecord:
+		got, p := x.Payload()
+		return got, p, nil
+	case *PublishFanoutRecord:
+		n := uint64(0)
+		for _, t := range x.Targets {
+			if t.QueueID != 0 {
+				n++
+			}
+		}
+		if id == 0 || id >= x.BaseMsgID && id < x.BaseMsgID+n {
+			return id, MessagePayload(x.Topic, &x.PublishRecord), nil
+		}
+		return x.BaseMsgID, queue.Payload{}, nil
+	case *SubCopyRecord:
+		if len(x.Entries) == 1 {
+			return x.BaseMsgID, MessagePayload(x.Topic, &x.Entries[0].Record), nil
+		}
+		return 0, queue.Payload{}, fmt.Errorf("a copy of %d records is not one message's body", len(x.Entries))
 	}
 	return 0, queue.Payload{}, fmt.Errorf("a %s record holds no message", rec.Kind())
+}
+
+// DecodePublish decodes the publish a record holds: a publish, or a publish fanned out.
+// With shared, the record aliases raw.
+func DecodePublish(raw []byte, shared bool) (*PublishRecord, error) {
+	var rec Record
+	var err error
+	if shared {
+		rec, err = DecodeRecordShared(raw)
+	} else {
+		rec, err = DecodeRecord(raw)
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch x := rec.(type) {
+	case *PublishRecord:
+		return x, nil
+	case *PublishFanoutRecord:
+		return &x.PublishRecord, nil
+	}
+	return nil, fmt.Errorf("a %s record is not a publish", rec.Kind())
 }
 
 func (r *GroupDeadLetterRecord) apply(m *Machine) error {

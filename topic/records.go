@@ -32,6 +32,10 @@ const (
 	KindCommit          Kind = 76
 	KindSeek            Kind = 77
 	KindGroupDeadLetter Kind = 78
+	KindSubPut          Kind = 79
+	KindSubDelete       Kind = 80
+	KindPublishFanout   Kind = 81
+	KindSubCopy         Kind = 82
 )
 
 // MinKind and MaxKind bound this package's kinds: a log reader sends a record whose
@@ -60,6 +64,10 @@ var kinds = [...]struct {
 	KindCommit - MinKind:          {"commit", func() Record { return new(CommitRecord) }},
 	KindSeek - MinKind:            {"seek", func() Record { return new(SeekRecord) }},
 	KindGroupDeadLetter - MinKind: {"group_dead_letter", func() Record { return new(GroupDeadLetterRecord) }},
+	KindSubPut - MinKind:          {"subscription_put", func() Record { return new(SubPutRecord) }},
+	KindSubDelete - MinKind:       {"subscription_delete", func() Record { return new(SubDeleteRecord) }},
+	KindPublishFanout - MinKind:   {"publish_fanout", func() Record { return new(PublishFanoutRecord) }},
+	KindSubCopy - MinKind:         {"subscription_copy", func() Record { return new(SubCopyRecord) }},
 }
 
 func (k Kind) String() string {
@@ -265,6 +273,10 @@ const (
 
 func (r *PublishRecord) AppendTo(b []byte) []byte {
 	b = header(b, KindPublish, r.Now)
+	return r.appendFields(b)
+}
+
+func (r *PublishRecord) appendFields(b []byte) []byte {
 	b = codec.AppendUvarint(b, r.TopicID)
 	b = codec.AppendUvarint(b, uint64(r.Partition))
 	b = codec.AppendUvarint(b, r.Offset)
@@ -415,6 +427,12 @@ func (r *TruncateRecord) apply(m *Machine) error {
 	}
 	p.segs = append(p.segs[:0:0], p.segs[n:]...)
 	p.start = r.Start
+	for _, s := range t.subs {
+		if c := &s.cursors[r.Partition]; *c < r.Start {
+			s.lost += r.Start - *c
+			*c = r.Start
+		}
+	}
 	for _, g := range t.groups {
 		// Retention passed the group: it lost what it had not committed, and goes on
 		// from the new start.

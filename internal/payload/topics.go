@@ -319,8 +319,13 @@ func (s *Store) moveOne(w *moveWork) (uint64, int, error) {
 			if err != nil {
 				return 0, 0, fmt.Errorf("payload: read record %d of partition %d/%d at %v: %w", off, w.k.topic, w.k.part, e.pos, err)
 			}
-			if err := checkPublish(raw, w.k, off); err != nil {
+			pr, err := checkPublish(raw, w.k, off)
+			if err != nil {
 				return 0, 0, fmt.Errorf("payload: record at %v: %w", e.pos, err)
+			}
+			if raw[0] != byte(topic.KindPublish) {
+				// A publish fanned out: the files keep the record, not what the queues took.
+				raw = pr.AppendTo(nil)
 			}
 			if err := w.files.Append(off, e.newSeg, raw); err != nil {
 				return 0, 0, err
@@ -332,17 +337,17 @@ func (s *Store) moveOne(w *moveWork) (uint64, int, error) {
 	return end, len(w.ents), err
 }
 
-// checkPublish checks that raw is the publish record of offset in partition k.
-func checkPublish(raw []byte, k partKey, offset uint64) error {
-	r, err := topic.DecodeRecordShared(raw)
+// checkPublish checks that raw holds the publish of offset in partition k, and returns it
+// (aliasing raw).
+func checkPublish(raw []byte, k partKey, offset uint64) (*topic.PublishRecord, error) {
+	pr, err := topic.DecodePublish(raw, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	pr, ok := r.(*topic.PublishRecord)
-	if !ok || pr.TopicID != k.topic || pr.Partition != k.part || pr.Offset != offset {
-		return fmt.Errorf("found %s where the publish of %d/%d@%d belongs", r.Kind(), k.topic, k.part, offset)
+	if pr.TopicID != k.topic || pr.Partition != k.part || pr.Offset != offset {
+		return nil, fmt.Errorf("found %d/%d@%d where the publish of %d/%d@%d belongs", pr.TopicID, pr.Partition, pr.Offset, k.topic, k.part, offset)
 	}
-	return nil
+	return pr, nil
 }
 
 func (s *Store) removeTopicDir(topicID uint64) error {
@@ -452,13 +457,12 @@ func (s *Store) ReadTopic(topicID uint64, part int, from, end uint64, max, maxBy
 }
 
 func decodePublish(raw []byte, k partKey, offset uint64) (*topic.PublishRecord, error) {
-	r, err := topic.DecodeRecord(raw)
+	pr, err := topic.DecodePublish(raw, false)
 	if err != nil {
 		return nil, fmt.Errorf("payload: record %d of partition %d/%d: %w", offset, k.topic, k.part, err)
 	}
-	pr, ok := r.(*topic.PublishRecord)
-	if !ok || pr.TopicID != k.topic || pr.Partition != k.part || pr.Offset != offset {
-		return nil, fmt.Errorf("payload: found %s where the publish of %d/%d@%d belongs", r.Kind(), k.topic, k.part, offset)
+	if pr.TopicID != k.topic || pr.Partition != k.part || pr.Offset != offset {
+		return nil, fmt.Errorf("payload: found %d/%d@%d where the publish of %d/%d@%d belongs", pr.TopicID, pr.Partition, pr.Offset, k.topic, k.part, offset)
 	}
 	return pr, nil
 }
