@@ -225,8 +225,12 @@ type Broker struct {
 	// readers are channels of long-polling topic readers, closed at the topic's next
 	// publish (or its deletion), by topic id.
 	readers map[uint64]chan struct{}
-	// pullTurn rotates where a pull starts among a member\'s partitions.
+	// pullTurn rotates where a pull starts among a member's partitions; copyTurn the
+	// partition a subscription copy starts with. paused says which subscriptions
+	// ("topic/name") the last copy found their queue full for.
 	pullTurn   uint64
+	copyTurn   uint64
+	paused     map[string]bool
 	waiters    map[string]chan struct{}
 	rng        *mrand.Rand
 	lastTicket wal.Ticket
@@ -245,6 +249,7 @@ type Broker struct {
 	kickRedrive chan struct{}
 	kickCkpt    chan struct{}
 	kickMove    chan struct{}
+	kickCopy    chan struct{}
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 	rates       *rates
@@ -352,6 +357,8 @@ func Open(cfg Config) (*Broker, error) {
 		kickRedrive: make(chan struct{}, 1),
 		kickCkpt:    make(chan struct{}, 1),
 		kickMove:    make(chan struct{}, 1),
+		kickCopy:    make(chan struct{}, 1),
+		paused:      make(map[string]bool),
 		readers:     make(map[uint64]chan struct{}),
 		rng:         mrand.New(cfg.Rand),
 		store: payload.New(payload.Config{CacheBytes: cfg.CacheBytes, FS: fs,
@@ -463,6 +470,7 @@ func (b *Broker) open(start time.Time) error {
 		b.goBackground(ctx, b.redriveLoop)
 		b.goBackground(ctx, b.checkpointLoop)
 		b.goBackground(ctx, b.moveLoop)
+		b.goBackground(ctx, b.copyLoop)
 	}
 	b.goBackground(ctx, func(ctx context.Context) { b.sampleLoop(ctx, deadSeen) })
 	b.checkDisk()
@@ -638,6 +646,7 @@ func (b *Broker) afterLocked() {
 		}
 		b.sink.published = b.sink.published[:0]
 		kick(b.kickMove)
+		kick(b.kickCopy) // a subscription behind may have more to copy
 	}
 	if b.sink.n > 0 && b.checkpointDueLocked() {
 		kick(b.kickCkpt)
