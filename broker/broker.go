@@ -122,9 +122,11 @@ type Config struct {
 	// replicated configuration like MaxQueues (topic.Limits), as are the next two.
 	MaxTopics int
 	// MaxGroups bounds the consumer groups of one topic (default 1,000), MaxMembers the
-	// members of one group (default 1,000).
-	MaxGroups  int
-	MaxMembers int
+	// members of one group (default 1,000), MaxSubscriptions the subscriptions of one
+	// topic (default 100).
+	MaxGroups        int
+	MaxMembers       int
+	MaxSubscriptions int
 	// MinFreeBytes is the disk high-water mark: while the data directory's file system has
 	// less free space, sends are refused with ErrDiskFull (receives, acks and dead letters
 	// go on, and free space as messages are settled). Defaults to twice SegmentSize; a
@@ -436,7 +438,7 @@ func (b *Broker) open(start time.Time) error {
 	b.t.Tick(b.nowLocked(), b.tsink)
 	_, lerr := b.m.SetLimits(b.nowLocked(), &b.sink, queue.Limits{DedupCap: b.cfg.DedupCap, MaxQueues: b.cfg.MaxQueues, MaxInFlight: b.cfg.MaxInFlight})
 	if lerr == nil {
-		_, lerr = b.t.SetLimits(b.nowLocked(), b.tsink, topic.Limits{MaxTopics: b.cfg.MaxTopics, MaxGroups: b.cfg.MaxGroups, MaxMembers: b.cfg.MaxMembers})
+		_, lerr = b.t.SetLimits(b.nowLocked(), b.tsink, topic.Limits{MaxTopics: b.cfg.MaxTopics, MaxGroups: b.cfg.MaxGroups, MaxMembers: b.cfg.MaxMembers, MaxSubscriptions: b.cfg.MaxSubscriptions})
 	}
 	b.sink.published = b.sink.published[:0]
 	b.lastTicket = b.sink.last
