@@ -1,6 +1,7 @@
 package topic
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/okiba/okiba/internal/codec"
@@ -45,7 +46,7 @@ func (r *SubPutRecord) AppendTo(b []byte) []byte {
 
 func (r *SubPutRecord) decode(d *codec.Decoder, now int64) {
 	r.Now, r.TopicID, r.SubID, r.Name, r.Queue, r.QueueID = now, d.Uvarint(), d.Uvarint(), d.String(), d.String(), d.Uvarint()
-	r.Filter = d.Bytes()
+	r.Filter = bytes.Clone(d.Raw(codec.MaxBytes)) // the machine keeps it: never an alias of a replayed buffer
 	r.Scope = filter.Scope(d.Byte())
 	if n := d.Count(); n > 0 {
 		r.Cursors = make([]uint64, n)
