@@ -227,11 +227,8 @@ type Broker struct {
 	// readers are channels of long-polling topic readers, closed at the topic's next
 	// publish (or its deletion), by topic id.
 	readers map[uint64]chan struct{}
-	// pullTurn rotates where a pull starts among a member's partitions; copyTurn the
-	// partition a subscription copy starts with. paused says which subscriptions
-	// ("topic/name") the last copy found their queue full for.
-	pullTurn   uint64
-	copyTurn   uint64
+	// paused says which subscriptions ("topic/name") the last copy found their queue
+	// full for.
 	paused     map[string]bool
 	waiters    map[string]chan struct{}
 	rng        *mrand.Rand

@@ -183,8 +183,7 @@ func (b *Broker) Pull(ctx context.Context, topicName, groupName string, opts Pul
 				return err
 			}
 			opts.Session = sess.Session
-			b.pullTurn++
-			if plan, err = b.t.PlanPull(topicName, groupName, opts.Member, opts.Max, int(b.pullTurn)); err != nil {
+			if plan, err = b.t.PlanPull(topicName, groupName, opts.Member, opts.Max); err != nil {
 				return err
 			}
 			gi, _ := b.t.Group(topicName, groupName)

@@ -174,8 +174,7 @@ func (b *Broker) copyLoop(ctx context.Context) {
 // copy under it. moved reports whether its cursor moved; full whether its queue stopped it.
 func (b *Broker) copyStep(ctx context.Context, topicName, name string) (moved, full bool, err error) {
 	b.mu.Lock()
-	b.copyTurn++
-	plan, ok, err := b.t.PlanCopy(topicName, name, copyBatch, int(b.copyTurn))
+	plan, ok, err := b.t.PlanCopy(topicName, name, copyBatch)
 	b.mu.Unlock()
 	if err != nil || !ok {
 		return false, false, err

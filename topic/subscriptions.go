@@ -265,8 +265,10 @@ type CopyPlan struct {
 }
 
 // PlanCopy returns the next range a subscription that is behind may copy, at most max
-// records of one partition (taken in turn from first), and false when it is caught up.
-func (m *Machine) PlanCopy(topicName, name string, max, first int) (CopyPlan, bool, error) {
+// records of one partition, and false when it is caught up. The partition it starts
+// looking at turns with the cursors (see turn), so every partition gets its share and
+// two replicas that apply the same records plan the same copy.
+func (m *Machine) PlanCopy(topicName, name string, max int) (CopyPlan, bool, error) {
 	t, err := m.topic(topicName)
 	if err != nil {
 		return CopyPlan{}, false, err
@@ -276,6 +278,7 @@ func (m *Machine) PlanCopy(topicName, name string, max, first int) (CopyPlan, bo
 		return CopyPlan{}, false, fmt.Errorf("%w: %q on topic %q", ErrSubscriptionNotFound, name, topicName)
 	}
 	n := len(t.parts)
+	first := turn(s.cursors, n)
 	for i := 0; i < n; i++ {
 		p := (first + i) % n
 		if c, end := s.cursors[p], t.parts[p].next; c < end {
