@@ -37,6 +37,7 @@ const (
 	CodeDLQCycle        = "dlq_cycle"            // dead-letter queues would form a cycle
 	CodeNoDeadLetter    = "no_dead_letter_queue" // dead-letter on a queue with dead_letter_queue none
 	CodeTaskFinished    = "task_finished"        // cancel of a finished redrive
+	CodeMessageCorrupt  = "message_corrupt"      // a redrive of dead letters whose body failed its checksum
 	CodeQueueFull       = "queue_full"           // backpressure: max_messages/max_bytes
 	CodeTooManyQueues   = "too_many_queues"      // the broker's max_queues is reached
 	CodeTooManyInFlight = "too_many_in_flight"   // the queue's leases are at max_in_flight
@@ -73,7 +74,7 @@ var Status = map[string]int{
 	CodeMessageTooLarge: 413, CodeBatchTooLarge: 400, CodeRequestTooLarge: 413,
 	CodeQueueNotFound: 404, CodeMessageNotFound: 404, CodeTaskNotFound: 404, CodeNotFound: 404,
 	CodeMethod: 405, CodeReceiptStale: 409, CodeQueueInUse: 409, CodeDLQCycle: 409,
-	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
+	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeMessageCorrupt: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
 	CodeTooManyQueues: 409, CodeTooManyInFlight: 429, CodeDiskFull: 507,
 	CodeUnavailable: 503, CodeUnauthorized: 401, CodeForbidden: 403, CodeInternal: 500,
 	CodeTopicNotFound: 404, CodeTopicFull: 429, CodeOffsetOutOfRange: 409,
@@ -89,8 +90,8 @@ var Status = map[string]int{
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
-	// RetryAfter is set on queue_full, too_many_in_flight and disk_full: when to try
-	// again (also the Retry-After header).
+	// RetryAfter is set on queue_full, too_many_in_flight, disk_full, and unavailable for
+	// a receive that could read no body: when to try again (also the Retry-After header).
 	RetryAfter *Duration `json:"retry_after,omitempty"`
 	// Status is the HTTP status the error came with (client side only).
 	Status int `json:"-"`
@@ -391,9 +392,12 @@ type RedriveList struct {
 	Tasks []RedriveTask `json:"tasks"`
 }
 
-// Health answers GET /healthz.
+// Health answers GET /healthz: 200 with status "ok", or "degraded" and its reason (the
+// broker serves, but reads of message bodies failed in the last minute); 503 with status
+// "failed" and the error (the broker refuses writes until restarted, or shuts down).
 type Health struct {
-	Status string `json:"status"` // "ok" or "failed"
+	Status string `json:"status"` // "ok", "degraded" or "failed"
+	Reason string `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
 }
 

@@ -9,6 +9,7 @@ import (
 )
 
 func TestBinaryRoundTrips(t *testing.T) {
+	t.Parallel()
 	ms := []BinaryMessage{
 		{Body: []byte("hello"), Delay: -1},
 		{Body: []byte{0, 0xff, 0xfe}, Group: "g", DedupID: "d", Delay: 1500, Headers: []Header{{Name: "a", Value: "1"}, {Name: "b"}}},
@@ -37,6 +38,7 @@ func TestBinaryRoundTrips(t *testing.T) {
 }
 
 func TestBinaryRejectsMalformedInput(t *testing.T) {
+	t.Parallel()
 	good := AppendSendRequest(nil, []BinaryMessage{{Body: []byte("hello"), Delay: -1}})
 	for name, b := range map[string][]byte{
 		"empty":         {},

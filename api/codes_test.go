@@ -50,6 +50,7 @@ func declaredCodes(t *testing.T) map[string]string {
 // TestEveryCodeHasAStatus: a client learns a code's meaning from its HTTP status too;
 // a code without one would be answered 500.
 func TestEveryCodeHasAStatus(t *testing.T) {
+	t.Parallel()
 	codes := declaredCodes(t)
 	for v, name := range codes {
 		if Status[v] == 0 {
@@ -66,6 +67,7 @@ func TestEveryCodeHasAStatus(t *testing.T) {
 // TestDocsListEveryCode: docs/api.md's table of error codes lists every code with the
 // status the server answers it with, and nothing else.
 func TestDocsListEveryCode(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../docs/api.md")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestFramesRoundTrip(t *testing.T) {
+	t.Parallel()
 	frames := []Frame{
 		{Kind: FrameRequest, ID: 1, Method: "POST", Target: "/v1/queues/q/messages?x=1", Header: []Header{{Name: "Content-Type", Value: "application/json"}}, Body: []byte(`{"messages":[]}`)},
 		{Kind: FrameRequest, ID: 1 << 62, Method: "GET", Target: "/", Body: []byte{}},
@@ -36,6 +37,7 @@ func TestFramesRoundTrip(t *testing.T) {
 }
 
 func TestFramesRejectMalformedInput(t *testing.T) {
+	t.Parallel()
 	req := AppendFrame(nil, &Frame{Kind: FrameRequest, ID: 1, Method: "GET", Target: "/v1/queues"})
 	for name, b := range map[string][]byte{
 		"empty":            {},
@@ -83,6 +85,7 @@ func FuzzFrame(f *testing.F) {
 // TestReadFrameGrowsWithTheBytes: a frame longer than eagerFrame is read whole, and a
 // frame announced long but cut short costs no more memory than what arrived.
 func TestReadFrameGrowsWithTheBytes(t *testing.T) {
+	t.Parallel()
 	body := bytes.Repeat([]byte("0123456789abcdef"), (5<<20)/16)
 	wire := AppendFrame(nil, &Frame{Kind: FrameAnswer, ID: 9, Status: 200, Body: body})
 	f, buf, err := ReadFrame(bufio.NewReader(bytes.NewReader(wire)), nil, MaxFrame)

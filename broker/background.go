@@ -165,7 +165,7 @@ func (b *Broker) checkpointLoop(ctx context.Context) {
 			return
 		case <-b.kickCkpt:
 		}
-		if err := b.checkpoint(ctx, false); err != nil && ctx.Err() == nil {
+		if err := b.checkpoint(ctx, ckptIfWanted); err != nil && ctx.Err() == nil {
 			b.logger.Error("checkpoint failed", "error", err)
 		}
 	}
@@ -173,12 +173,26 @@ func (b *Broker) checkpointLoop(ctx context.Context) {
 
 // Checkpoint takes a checkpoint now and collects old segments. The broker does this by
 // itself; tests and operators may force it.
-func (b *Broker) Checkpoint(ctx context.Context) error { return b.checkpoint(ctx, false) }
+func (b *Broker) Checkpoint(ctx context.Context) error { return b.checkpoint(ctx, ckptNow) }
+
+// ckptMode says what a checkpoint is for.
+type ckptMode int
+
+const (
+	ckptNow ckptMode = iota // asked for: Checkpoint
+	// ckptIfWanted is the checkpointer's: it takes the checkpoint a kick asked for
+	// unless one taken since has answered it. A kick the checkpointer has received
+	// but not yet acted on when a Checkpoint runs is answered by that one, as the
+	// kicks that arrive meanwhile are; a second right after would visit the whole
+	// index again for nothing.
+	ckptIfWanted
+	ckptFinal // Close's: no compaction after it
+)
 
 // checkpoint writes the machine's state as of the current end of the log, once the log
 // is durable up to there, then deletes segments no live message needs and compacts
-// sparse ones. final skips compaction (used at Close).
-func (b *Broker) checkpoint(ctx context.Context, final bool) error {
+// sparse ones (not for ckptFinal).
+func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 	b.ckptMu.Lock() // one checkpoint at a time: the checkpointer, Checkpoint and Close
 	defer b.ckptMu.Unlock()
 	start := time.Now()
@@ -186,6 +200,10 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 	if err := b.log.Err(); err != nil {
 		b.mu.Unlock()
 		return err
+	}
+	if mode == ckptIfWanted && !b.ckptWanted && !b.checkpointDueLocked() {
+		b.mu.Unlock()
+		return nil
 	}
 	// In pieces of a megabyte: a large index is neither one allocation nor copied as a
 	// buffer grows while the lock is held, and the pieces are written as they are. The
@@ -221,6 +239,7 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 	b.ckptPos = pos
 	b.ckptSize = int64(size)
 	b.ckptRecs, b.ckptMsgs = recs, msgs
+	b.ckptWanted = false
 	// Commands that ended while this checkpoint was being taken asked for one by the
 	// previous checkpoint's position: this one answers them (a second, right after, would
 	// visit the whole index again for a few records). The next command asks again if the
@@ -239,7 +258,7 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 	if o := b.cfg.Observer; o != nil {
 		o.Checkpointed(time.Since(start), size, nil)
 	}
-	if final {
+	if mode == ckptFinal {
 		return nil
 	}
 	n, err := b.store.Compact(ctx, pos, usage, b.cfg.CompactRatio, b.cfg.SegmentSize)
@@ -248,7 +267,11 @@ func (b *Broker) checkpoint(ctx context.Context, final bool) error {
 	}
 	if n > 0 {
 		b.logger.Debug("compacted", "messages", n)
-		kick(b.kickCkpt) // the next checkpoint covers the rewrites and frees the old segments
+		// The next checkpoint covers the rewrites and frees the old segments, due or not.
+		b.mu.Lock()
+		b.ckptWanted = true
+		b.mu.Unlock()
+		kick(b.kickCkpt)
 	}
 	return nil
 }

@@ -13,8 +13,11 @@ import (
 // Benchmarks of the broker in-process (no HTTP), on the real file system, every send
 // fsynced before it returns. docs/benchmarks.md records their results.
 
-func benchBroker(b *testing.B) *Broker {
-	br, err := Open(Config{Dir: b.TempDir()})
+func benchBroker(b *testing.B) *Broker { return benchBrokerWith(b, Config{}) }
+
+func benchBrokerWith(b *testing.B, cfg Config) *Broker {
+	cfg.Dir = b.TempDir()
+	br, err := Open(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,9 +104,23 @@ func BenchmarkSendBatch(b *testing.B) {
 }
 
 // BenchmarkReceiveAck: consumers draining a pre-filled queue, 64 messages per receive,
-// one ack call per batch. One op = one message.
-func BenchmarkReceiveAck(b *testing.B) {
-	br := benchBroker(b)
+// one ack call per batch. One op = one message. Bodies are cached up to the default
+// budget (256 MiB): a long run (b.N beyond 256k messages) reads the rest from the log.
+func BenchmarkReceiveAck(b *testing.B) { benchReceiveAck(b, benchBroker(b)) }
+
+// BenchmarkReceiveAckAllCached: the same with a cache that holds every body (8 GiB), so
+// that every receive is the common case, all in memory, however long the run.
+func BenchmarkReceiveAckAllCached(b *testing.B) {
+	benchReceiveAck(b, benchBrokerWith(b, Config{CacheBytes: 8 << 30}))
+}
+
+// BenchmarkReceiveAckUncached: the same with no body cached (CacheBytes -1), so that
+// every body a receive returns is read from the log: the deep-backlog case.
+func BenchmarkReceiveAckUncached(b *testing.B) {
+	benchReceiveAck(b, benchBrokerWith(b, Config{CacheBytes: -1}))
+}
+
+func benchReceiveAck(b *testing.B, br *Broker) {
 	body := make([]byte, 1024)
 	in := make([]queue.SendInput, 256)
 	for i := range in {

@@ -60,6 +60,11 @@ var (
 	// ErrDiskFull: free space is below the high-water mark (Config.MinFreeBytes); sends
 	// are refused until consumers settle messages or the operator makes room.
 	ErrDiskFull = errors.New("disk is nearly full: sends are refused until there is room")
+	// ErrReadFailed: a receive found messages to deliver but could not read one of their
+	// bodies from disk (an I/O error, not a checksum mismatch), and had nothing else to
+	// deliver. Nothing was leased and no delivery counted: retry. Reads that keep failing
+	// become ErrStorageFailed.
+	ErrReadFailed = errors.New("message bodies could not be read from disk; nothing was leased, retry")
 )
 
 // FormatVersion is the data directory format this binary writes. It reads every earlier
@@ -237,8 +242,15 @@ type Broker struct {
 	ckptSize   int64 // bytes of the last checkpoint
 	ckptRecs   int64 // sink.total when the last checkpoint was taken
 	ckptMsgs   int64 // messages the last checkpoint held
+	// ckptWanted: compaction rewrote messages since the last checkpoint, and the next
+	// one is wanted whether or not it is due.
+	ckptWanted bool
 	volatile   map[string]*Volatile
 	closed     bool
+	// reading holds the bodies receives have deferred and are reading from the log, by
+	// the receive that claimed them: other receives pass over them, so that concurrent
+	// receives of a deep backlog read and lease disjoint messages (ops.go, receive).
+	reading map[bodyKey]*receive
 
 	ckptMu sync.Mutex
 
@@ -253,6 +265,7 @@ type Broker struct {
 	wg          sync.WaitGroup
 	rates       *rates
 	recovery    Recovery
+	reads       bodyReads
 }
 
 // Volatile counts events that leave no record (so they restart from zero): dedup hits
@@ -351,6 +364,7 @@ func Open(cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, fs: fs, dirLock: lock, clock: cfg.Clock, logger: cfg.Logger,
 		waiters:     make(map[string]chan struct{}),
+		reading:     make(map[bodyKey]*receive),
 		volatile:    make(map[string]*Volatile),
 		kickTick:    make(chan struct{}, 1),
 		kickRedrive: make(chan struct{}, 1),
@@ -561,7 +575,7 @@ func (b *Broker) Close() error {
 	b.wg.Wait()
 	var errs []error
 	if b.log.Err() == nil {
-		if err := b.checkpoint(context.Background(), true); err != nil {
+		if err := b.checkpoint(context.Background(), ckptFinal); err != nil {
 			errs = append(errs, fmt.Errorf("final checkpoint: %w", err))
 		}
 	}
@@ -595,13 +609,30 @@ func (b *Broker) nowLocked() int64 {
 // do runs one command under the lock and waits, outside it, until its records (or, if it
 // wrote none, everything it could have observed) are durable.
 func (b *Broker) do(ctx context.Context, fn func(now int64) error) error {
+	t, err, stop := b.begin(fn)
+	if stop != nil {
+		return stop
+	}
+	if werr := b.wait(ctx, t); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// begin runs one command under the lock, as do does, without waiting: it returns the
+// ticket do would wait for and fn's error, which the caller must not act on before the
+// ticket is durable. stop is set, and nothing is to be waited for, when the broker is
+// not usable or the command's records could not be appended (ErrStorageFailed). A
+// caller that runs several commands for one answer (a receive's rounds) waits once, on
+// the last ticket: batches complete in order.
+func (b *Broker) begin(fn func(now int64) error) (t wal.Ticket, err, stop error) {
 	b.mu.Lock()
 	if err := b.usableLocked(); err != nil {
 		b.mu.Unlock()
-		return err
+		return wal.Ticket{}, nil, err
 	}
 	b.sink.n, b.sink.err = 0, nil
-	err := fn(b.nowLocked())
+	err = fn(b.nowLocked())
 	if b.sink.n > 0 {
 		b.lastTicket = b.sink.last
 	}
@@ -609,15 +640,20 @@ func (b *Broker) do(ctx context.Context, fn func(now int64) error) error {
 	b.afterLocked()
 	b.mu.Unlock()
 	if serr != nil {
-		return fmt.Errorf("%w (%v)", ErrStorageFailed, serr)
+		return wal.Ticket{}, nil, fmt.Errorf("%w (%v)", ErrStorageFailed, serr)
 	}
+	return t, err, nil
+}
+
+// wait waits for t as do does: a failed log is ErrStorageFailed.
+func (b *Broker) wait(ctx context.Context, t wal.Ticket) error {
 	if werr := t.Wait(ctx); werr != nil {
 		if errors.Is(werr, wal.ErrFailed) {
 			return fmt.Errorf("%w (%v)", ErrStorageFailed, werr)
 		}
 		return werr
 	}
-	return err
+	return nil
 }
 
 // afterLocked runs after every command: wake receivers that can now get messages, move

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
 )
@@ -89,6 +90,7 @@ func stats(t *testing.T, b *Broker, q string) queue.Stats {
 func fakeClock() *clock.Fake { return clock.NewFake(time.UnixMilli(1_800_000_000_000)) }
 
 func TestRestartKeepsLeasesCountsAndAcks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clk := fakeClock()
 	b := start(t, Config{Dir: dir, Clock: clk})
@@ -134,6 +136,7 @@ func TestRestartKeepsLeasesCountsAndAcks(t *testing.T) {
 // A message whose consumer crashes the broker (or itself) every time reaches the DLQ
 // after exactly max_deliveries attempts, counted across kill -9 restarts.
 func TestMaxDeliveriesCountsAcrossCrashes(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMemFS()
 	clk := fakeClock()
 	cfg := Config{Dir: "/data", FS: mem, Clock: clk}
@@ -167,6 +170,7 @@ func TestMaxDeliveriesCountsAcrossCrashes(t *testing.T) {
 // Every send that was answered survives a power loss; every ack that was answered stays
 // acked.
 func TestPowerLossKeepsEveryAcknowledgedOperation(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMemFS()
 	cfg := Config{Dir: "/data", FS: mem}
 	b := start(t, cfg)
@@ -231,6 +235,7 @@ func TestPowerLossKeepsEveryAcknowledgedOperation(t *testing.T) {
 }
 
 func TestFsyncFailureStopsWritesAndNeverPretends(t *testing.T) {
+	t.Parallel()
 	var fail bool
 	var mu sync.Mutex
 	fs := vfs.NewFaulty(vfs.NewMemFS(), func(e vfs.Event) error {
@@ -267,6 +272,7 @@ func TestFsyncFailureStopsWritesAndNeverPretends(t *testing.T) {
 }
 
 func TestCorruptionInTheMiddleRefusesToStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := start(t, Config{Dir: dir, CheckpointBytes: 1 << 40})
 	mustQueue(t, b, "q", nil)
@@ -301,6 +307,7 @@ func TestCorruptionInTheMiddleRefusesToStart(t *testing.T) {
 }
 
 func TestSecondProcessIsLockedOut(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := start(t, Config{Dir: dir})
 	defer b.Close()
@@ -310,6 +317,7 @@ func TestSecondProcessIsLockedOut(t *testing.T) {
 }
 
 func TestNewerFormatIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("okiba data directory format 99\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -322,6 +330,7 @@ func TestNewerFormatIsRefused(t *testing.T) {
 // A directory of an earlier format is marked with this one before anything is written,
 // so that the earlier okiba refuses it rather than choke on a record it cannot read.
 func TestOlderFormatIsMarkedOnOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "FORMAT"), []byte("okiba data directory format 1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -338,6 +347,7 @@ func TestOlderFormatIsMarkedOnOpen(t *testing.T) {
 // use bounded, even with one message that stays unacked in an old segment (compaction
 // moves it).
 func TestDiskStaysBoundedUnderSteadyLoad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := Config{Dir: dir, SegmentSize: 2 << 20, CheckpointBytes: 1 << 20}
 	b := start(t, cfg)
@@ -393,6 +403,7 @@ func TestDiskStaysBoundedUnderSteadyLoad(t *testing.T) {
 
 // After a crash, replay covers at most the log written since the last checkpoint.
 func TestReplayIsBoundedByCheckpoints(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewMemFS()
 	cfg := Config{Dir: "/data", FS: mem, SegmentSize: 2 << 20, CheckpointBytes: 256 << 10}
 	b := start(t, cfg)
@@ -424,6 +435,7 @@ func TestReplayIsBoundedByCheckpoints(t *testing.T) {
 
 // With no payload cache, every body is read back from the log, before and after restart.
 func TestBodiesReadFromDiskBeyondTheCache(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := Config{Dir: dir, CacheBytes: -1}
 	b := start(t, cfg)
@@ -447,6 +459,7 @@ func TestBodiesReadFromDiskBeyondTheCache(t *testing.T) {
 }
 
 func TestLongPollWakesOnSend(t *testing.T) {
+	t.Parallel()
 	b := start(t, Config{Dir: t.TempDir()})
 	defer b.Close()
 	mustQueue(t, b, "q", nil)
@@ -456,31 +469,19 @@ func TestLongPollWakesOnSend(t *testing.T) {
 		got <- ms
 	}()
 	// Wait until the receiver is parked, then send.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		b.mu.Lock()
-		parked := b.waiters["q"] != nil
-		b.mu.Unlock()
-		if parked {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("receiver never waited")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer b.mu.Unlock()
+		return b.waiters["q"] != nil
+	}, "the receiver to wait")
 	send(t, b, "q", "hello")
-	select {
-	case ms := <-got:
-		if len(ms) != 1 || string(ms[0].Payload.Body) != "hello" {
-			t.Fatalf("long poll returned %+v", ms)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("long poll did not wake on send")
+	if ms := testkit.Recv(t, got, 10*time.Second, "the long poll to wake on send"); len(ms) != 1 || string(ms[0].Payload.Body) != "hello" {
+		t.Fatalf("long poll returned %+v", ms)
 	}
 }
 
 func TestLeaseExpiryRedeliversWithTicker(t *testing.T) {
+	t.Parallel()
 	clk := fakeClock()
 	b := start(t, Config{Dir: t.TempDir(), Clock: clk})
 	defer b.Close()
@@ -503,6 +504,7 @@ func TestLeaseExpiryRedeliversWithTicker(t *testing.T) {
 }
 
 func TestRedriveResumesAfterRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clk := fakeClock()
 	cfg := Config{Dir: dir, Clock: clk, RedriveBatch: 2}
@@ -533,23 +535,19 @@ func TestRedriveResumesAfterRestart(t *testing.T) {
 	b.Close()
 	b = start(t, cfg)
 	defer b.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		tk, err := b.Task(task.ID)
-		if err != nil {
+	var tk queue.Task
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		if tk, err = b.Task(task.ID); err != nil {
 			t.Fatal(err)
 		}
 		if tk.State == queue.TaskCompleted {
-			if tk.Moved != 10 {
-				t.Fatalf("task moved %d, want 10", tk.Moved)
-			}
-			break
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redrive did not finish: %+v", tk)
-		}
-		clk.Advance(100 * time.Millisecond)
-		time.Sleep(time.Millisecond)
+		clk.Advance(100 * time.Millisecond) // the task's next step, looked at on the next poll
+		return false
+	}, "the redrive to finish; %s", testkit.Lazy(func() string { return fmt.Sprintf("last seen %+v", tk) }))
+	if tk.Moved != 10 {
+		t.Fatalf("task moved %d, want 10", tk.Moved)
 	}
 	var got []string
 	for _, m := range recv(t, b, "q", 100, time.Minute) {
@@ -564,6 +562,7 @@ func TestRedriveResumesAfterRestart(t *testing.T) {
 }
 
 func TestDedupSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clk := fakeClock()
 	b := start(t, Config{Dir: dir, Clock: clk})
@@ -586,6 +585,7 @@ func TestDedupSurvivesRestart(t *testing.T) {
 
 // A wall clock that steps back stalls nothing: logged time never goes backwards.
 func TestClockSteppingBack(t *testing.T) {
+	t.Parallel()
 	clk := fakeClock()
 	b := start(t, Config{Dir: t.TempDir(), Clock: clk})
 	defer b.Close()

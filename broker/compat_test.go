@@ -17,6 +17,7 @@ import (
 
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/queue"
 )
 
@@ -31,6 +32,7 @@ import (
 //
 // A format change that cannot keep these passing needs a migration, not a new fixture.
 func TestOpenWave1Fixture(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("testdata", "wave1", "expect.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +45,10 @@ func TestOpenWave1Fixture(t *testing.T) {
 		t.Fatalf("expect.json describes %d fixtures, want the clean and the crashed one", len(exp.Fixtures))
 	}
 	for _, fx := range exp.Fixtures {
-		t.Run(fx.Dir, func(t *testing.T) { checkWave1(t, fx) })
+		t.Run(fx.Dir, func(t *testing.T) {
+			t.Parallel() // each opens a copy of its fixture
+			checkWave1(t, fx)
+		})
 	}
 }
 
@@ -425,19 +430,16 @@ func checkReceivable(t *testing.T, b *broker.Broker, q wave1Queue) {
 // when the task has made no progress for a while, so that it never runs far ahead.
 func finishTask(t *testing.T, b *broker.Broker, clk *clock.Fake, id uint64) queue.Task {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	var task queue.Task
 	var last int64 = -1
 	stalled := time.Now()
-	for {
-		task, err := b.Task(id)
-		if err != nil {
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		var err error
+		if task, err = b.Task(id); err != nil {
 			t.Fatal(err)
 		}
 		if task.State != queue.TaskRunning {
-			return task
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redrive task %d did not finish: %+v", id, task)
+			return true
 		}
 		if task.Moved+task.Skipped != last {
 			last, stalled = task.Moved+task.Skipped, time.Now()
@@ -445,8 +447,9 @@ func finishTask(t *testing.T, b *broker.Broker, clk *clock.Fake, id uint64) queu
 			clk.Advance(time.Second)
 			stalled = time.Now()
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return false
+	}, "redrive task %d to finish; %s", id, testkit.Lazy(func() string { return fmt.Sprintf("last seen %+v", task) }))
+	return task
 }
 
 func targetOf(task wave1Task, m wave1Message) string {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
 	"github.com/okiba/okiba/wal"
@@ -344,6 +345,7 @@ func bodyOf(l *ledger, id uint64) []byte {
 }
 
 func TestCrashAtEveryFileSystemOperation(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("SKIP: storage fault injection runs in its own tier (make storage)")
 	}
@@ -422,18 +424,16 @@ func TestCrashAtEveryFileSystemOperation(t *testing.T) {
 	}()
 	crashWorkload(t, b, clk, fs, l, seed)
 	// Let the redrive finish and the last tick land, then close (a final checkpoint).
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		b.mu.Lock()
 		running := len(b.m.RunningTasks())
+		b.mu.Unlock()
 		if running == 0 {
-			break
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("redrive did not finish")
-		}
-		clk.Advance(100 * time.Millisecond)
-		time.Sleep(time.Millisecond)
-	}
+		clk.Advance(100 * time.Millisecond) // the task's next step, looked at on the next poll
+		return false
+	}, "the redrive to finish")
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -461,6 +461,7 @@ func TestCrashAtEveryFileSystemOperation(t *testing.T) {
 // log's last batch, which was written whole and acknowledged, are not: they stop
 // start-up with an error that okiba salvage can act on.
 func TestBitFlipsAreDetectedNeverServed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("SKIP: storage fault injection runs in its own tier (make storage)")
 	}
@@ -610,6 +611,7 @@ func usedLen(t *testing.T, fs vfs.FS, name string) int64 {
 // later write fails too (the broker never retries an fsync and assumes success), health
 // reports the failure, and a restart recovers exactly what had been acknowledged.
 func TestFsyncFailureAtEverySync(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("SKIP: storage fault injection runs in its own tier (make storage)")
 	}

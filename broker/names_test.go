@@ -13,6 +13,7 @@ import (
 // goes through, applies the name grammar and the rules that tie a .fifo name to a kind,
 // which the machine itself no longer knows.
 func TestPutQueueAppliesTheFrontsNames(t *testing.T) {
+	t.Parallel()
 	b := start(t, Config{Dir: t.TempDir(), Clock: fakeClock()})
 	defer b.Close()
 	wantConfig := func(err error, field string) {

@@ -1,13 +1,14 @@
 package broker
 
 import (
-	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/queue"
 	"github.com/okiba/okiba/wal"
 )
@@ -43,6 +44,7 @@ func (o *testObserver) Checkpointed(d time.Duration, bytes int, err error) {
 }
 
 func TestObserverAndLogStats(t *testing.T) {
+	t.Parallel()
 	var o testObserver
 	b := start(t, Config{Dir: t.TempDir(), Observer: &o})
 	defer b.Close()
@@ -62,30 +64,13 @@ func TestObserverAndLogStats(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for the broker's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
 // TestBrokerMadeDeadLettersAreLogged: dead letters that no request asked for (a lease
 // ending for the last time, retention) get a log line with their reason, like those a
 // consumer asks for.
 func TestBrokerMadeDeadLettersAreLogged(t *testing.T) {
+	t.Parallel()
 	clk := fakeClock()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	b := start(t, Config{Dir: t.TempDir(), Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer b.Close()
 	mustQueue(t, b, "jobs", func(c *queue.Config) { c.MaxDeliveries = 1 })
@@ -101,21 +86,15 @@ func TestBrokerMadeDeadLettersAreLogged(t *testing.T) {
 		`msg=dead-lettered queue=jobs messages=1 reason=max_deliveries`,
 		`msg="expired and removed: the queue has no dead-letter queue" queue=temp messages=1 reason=expired`,
 	}
-	// The sampler logs once a second of the (fake) clock: move time on until it has.
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
+	// The sampler logs once a second of the (fake) clock: move time on until it has, a
+	// step of the fake clock per poll.
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		clk.Advance(time.Minute)
 		out := logs.String()
-		if strings.Contains(out, want[0]) && strings.Contains(out, want[1]) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log lines missing; want %q; got:\n%s\njobs %+v temp %+v timers %d", want, out, stats(t, b, "jobs"), stats(t, b, "temp"), clk.Timers())
-		}
-		<-tick.C // poll again, a step of the fake clock later
-	}
+		return strings.Contains(out, want[0]) && strings.Contains(out, want[1])
+	}, "log lines %q; %s", want, testkit.Lazy(func() string {
+		return fmt.Sprintf("got:\n%s\njobs %+v temp %+v timers %d", logs.String(), stats(t, b, "jobs"), stats(t, b, "temp"), clk.Timers())
+	}))
 	if n := strings.Count(logs.String(), "reason=max_deliveries"); n != 1 {
 		t.Fatalf("max_deliveries logged %d times", n)
 	}
@@ -125,6 +104,7 @@ func TestBrokerMadeDeadLettersAreLogged(t *testing.T) {
 // (a checkpoint visits every message), not only for bytes of log: big messages would
 // otherwise call for one every few thousand records.
 func TestCheckpointsFollowTheBacklog(t *testing.T) {
+	t.Parallel()
 	o := testObserver{taken: make(chan struct{}, 1)}
 	b := start(t, Config{Dir: t.TempDir(), Observer: &o, CheckpointBytes: 64 << 10})
 	defer b.Close()
@@ -172,9 +152,34 @@ func TestCheckpointsFollowTheBacklog(t *testing.T) {
 	for range 11 {
 		send(t, b, "q", big...)
 	}
-	select {
-	case <-o.taken:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no checkpoint after an eighth of the backlog was logged")
+	testkit.Recv(t, o.taken, 10*time.Second, "a checkpoint after an eighth of the backlog was logged")
+}
+
+// A kick the checkpointer has received but not yet acted on when a checkpoint is taken
+// (Checkpoint, here just before) is answered by that checkpoint: nothing is due after
+// it, and the checkpointer takes none.
+func TestAnsweredKickTakesNoCheckpoint(t *testing.T) {
+	t.Parallel()
+	var o testObserver
+	b := start(t, Config{Dir: t.TempDir(), Observer: &o, CheckpointBytes: 1 << 10})
+	defer b.Close()
+	mustQueue(t, b, "q", nil)
+	send(t, b, "q", strings.Repeat("x", 4<<10)) // due, and kicked
+	if err := b.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	before := o.checkpoints
+	o.mu.Unlock()
+	// The checkpointer takes a kick, acts on it, and comes back for the next: once it has
+	// taken that one too, it has acted on the first.
+	for range 2 {
+		kick(b.kickCkpt)
+		testkit.Eventually(t, 10*time.Second, func() bool { return len(b.kickCkpt) == 0 }, "the checkpointer to take its kick")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if taken := o.checkpoints - before; taken != 0 {
+		t.Fatalf("%d checkpoints taken for kicks that a checkpoint had answered", taken)
 	}
 }

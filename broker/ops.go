@@ -9,6 +9,7 @@ import (
 	"github.com/okiba/okiba/internal/names"
 	"github.com/okiba/okiba/internal/payload"
 	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/wal"
 )
 
 // PutQueue creates queue name or updates its configuration. edit receives the current
@@ -207,55 +208,33 @@ type Message struct {
 // Receive leases up to opts.Max messages, waiting up to opts.Wait for some to be
 // deliverable. It returns no messages (and no error) when the wait ends empty or ctx is
 // done while waiting.
+//
+// It leases only messages whose bodies it holds (queue.Machine.ReceiveWith), so that a
+// body it cannot read costs no lease and no delivery: bodies in the payload store's
+// cache at once, in one critical section (the common case); the others are read from
+// the log outside the lock and leased by a further critical section, at most
+// receiveRounds in all, and the answer waits once, for the last. A body that fails its
+// checksum is quarantined and one whose read fails otherwise stays ready (bodies.go);
+// the healthy messages are delivered. When reads failed and nothing else could be
+// leased, Receive returns ErrReadFailed.
 func (b *Broker) Receive(ctx context.Context, name string, opts ReceiveOptions) ([]Message, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
 	var deadline time.Time
+	again := 0
 	for first := true; ; first = false {
-		var ds []queue.Delivery
-		var pin *payload.Pin
-		var wake chan struct{}
 		if !first && ctx.Err() != nil {
 			return nil, nil // the caller left while we waited: lease nothing for nobody
 		}
-		err := b.do(ctx, func(now int64) error {
-			if first {
-				wait := opts.Wait
-				if wait < 0 {
-					qi, err := b.m.Queue(name)
-					if err != nil {
-						return err
-					}
-					wait = qi.Config.ReceiveWait
-				}
-				deadline = b.clock.Now().Add(wait)
-			}
-			vis := int64(-1)
-			if opts.Visibility >= 0 {
-				vis = opts.Visibility.Milliseconds()
-			}
-			var err error
-			ds, err = b.m.Receive(now, &b.sink, name, opts.Max, vis, b.cfg.MaxReceiveBytes)
-			if err != nil {
-				return err
-			}
-			if len(ds) == 0 && b.clock.Now().Before(deadline) {
-				wake = b.waiterLocked(name)
-			}
-			if len(ds) > 0 {
-				pin = b.store.Pin(deliveryRefs(ds))
-			}
-			return nil
-		})
-		if err != nil {
-			if pin != nil {
-				pin.Release()
-			}
-			return nil, err
+		r := receive{b: b, name: name, opts: opts}
+		ms, wake, err := r.run(ctx, first, &deadline)
+		if err != nil || len(ms) > 0 {
+			return ms, err
 		}
-		if len(ds) > 0 {
-			return b.messages(ds, pin)
+		if r.unleased && again < receiveRounds {
+			again++ // bodies were read but the messages taken meanwhile: try again at once
+			continue
 		}
 		if wake == nil {
 			return nil, nil
@@ -264,6 +243,377 @@ func (b *Broker) Receive(ctx context.Context, name string, opts ReceiveOptions) 
 			return nil, nil
 		}
 	}
+}
+
+// receive is one attempt of Receive: its rounds, and what they learned about bodies.
+type receive struct {
+	b     *Broker
+	name  string
+	opts  ReceiveOptions
+	out   []Message
+	bytes int64
+	// read holds the bodies earlier rounds read from the log, for the next round to
+	// lease (by Ref and id: between two rounds the message may go and its Ref name
+	// another); pending, those of them that failed their checksum, in the order read,
+	// for the next round to quarantine.
+	read    map[bodyKey]*bodyRead
+	pending []bodyKey
+	// failed holds the bodies whose read failed otherwise: they are not read again in
+	// this attempt.
+	failed map[bodyKey]bool
+	// claimed lists the bodies this attempt claimed in Broker.reading; done is closed
+	// once it let them go. behind is another attempt whose claims this one passed over.
+	claimed []bodyKey
+	done    chan struct{}
+	behind  *receive
+	// unleased: the attempt ended with deferred candidates it did not lease.
+	unleased bool
+}
+
+type bodyKey struct {
+	ref queue.Ref
+	id  uint64
+}
+
+// bodyRead is a body read outside the lock: its payload, or the corruption found instead.
+type bodyRead struct {
+	seq     uint64
+	dead    *queue.DeadInfo
+	p       *queue.Payload
+	corrupt *wal.CorruptionError
+	tried   bool // the quarantine was attempted
+	marked  bool // corrupt and not moved: delivered with corruptPayload
+}
+
+// admission is what a round admitted for a candidate: its body, or, for a corrupt body
+// delivered marked, where it lies.
+type admission struct {
+	key bodyKey
+	p   *queue.Payload
+	loc string
+}
+
+// matchAdmitted returns the admissions of the deliveries, in their order: the machine
+// leases a subsequence of what it admitted (a run may be deferred after parts of it were
+// admitted), in the same order.
+func matchAdmitted(ds []queue.Delivery, admitted []admission) ([]admission, error) {
+	if len(ds) == len(admitted) {
+		return admitted, nil
+	}
+	out := admitted[:0]
+	j := 0
+	for i := range ds {
+		k := bodyKey{ds[i].Ref, ds[i].MsgID}
+		for j < len(admitted) && admitted[j].key != k {
+			j++
+		}
+		if j == len(admitted) {
+			return nil, fmt.Errorf("broker: receive leased message %s, which it did not admit", queue.FormatID(k.id))
+		}
+		out = append(out, admitted[j])
+		j++
+	}
+	return out, nil
+}
+
+// run runs the rounds of one attempt and waits for their records. It returns a waiter
+// when the queue had nothing to deliver.
+func (r *receive) run(ctx context.Context, first bool, deadline *time.Time) ([]Message, chan struct{}, error) {
+	b := r.b
+	defer r.unclaim()
+	var last wal.Ticket
+	var wake chan struct{}
+	for round := 0; round < receiveRounds; round++ {
+		remaining, room := r.opts.Max-len(r.out), b.cfg.MaxReceiveBytes-r.bytes
+		if remaining <= 0 || (len(r.out) > 0 && room <= 0) {
+			break
+		}
+		var ds []queue.Delivery
+		var admitted []admission
+		var deferred []queue.Candidate
+		var pin *payload.Pin
+		t, err, stop := b.begin(func(now int64) error {
+			if first && round == 0 {
+				wait := r.opts.Wait
+				if wait < 0 {
+					qi, err := b.m.Queue(r.name)
+					if err != nil {
+						return err
+					}
+					wait = qi.Config.ReceiveWait
+				}
+				*deadline = b.clock.Now().Add(wait)
+			}
+			if err := r.quarantineLocked(now); err != nil {
+				return err
+			}
+			vis := int64(-1)
+			if r.opts.Visibility >= 0 {
+				vis = r.opts.Visibility.Milliseconds()
+			}
+			var err error
+			ds, deferred, err = b.m.ReceiveWith(now, &b.sink, r.name, queue.ReceiveSpec{
+				Max: remaining, Visibility: vis, MaxBytes: room, Continued: len(r.out) > 0,
+				Admit: func(c queue.Candidate) queue.Admission {
+					adm, a := r.admitLocked(c)
+					if a == queue.Admit {
+						if admitted == nil {
+							admitted = make([]admission, 0, min(remaining, 64))
+						}
+						admitted = append(admitted, adm)
+					}
+					return a
+				},
+			})
+			if err != nil {
+				return err
+			}
+			if admitted, err = matchAdmitted(ds, admitted); err != nil {
+				return err
+			}
+			deferred = r.toRead(deferred)
+			r.unleased = len(deferred) > 0
+			if len(ds) == 0 && len(deferred) == 0 && len(r.out) == 0 && b.clock.Now().Before(*deadline) {
+				if r.behind != nil {
+					// Everything deliverable is being read by other receives, which will
+					// lease it: wait for one of them to finish, then look again.
+					wake = r.behind.done
+				} else {
+					wake = b.waiterLocked(r.name)
+				}
+			}
+			if len(deferred) > 0 && round+1 < receiveRounds {
+				r.claimLocked(deferred)
+				pin = b.store.Pin(candidateRefs(deferred))
+			}
+			return nil
+		})
+		if stop != nil {
+			return nil, nil, stop
+		}
+		last = t
+		if err != nil {
+			if pin != nil {
+				pin.Release()
+			}
+			if werr := b.wait(ctx, last); werr != nil {
+				return nil, nil, werr
+			}
+			return nil, nil, err
+		}
+		r.deliver(ds, admitted)
+		if pin == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			pin.Release()
+			break
+		}
+		progress, err := r.readAll(deferred, pin)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !progress {
+			break
+		}
+	}
+	if err := b.wait(ctx, last); err != nil {
+		return nil, nil, err
+	}
+	if len(r.out) == 0 && len(r.failed) > 0 {
+		return nil, nil, fmt.Errorf("%w (%d of them; the server log has the details)", ErrReadFailed, len(r.failed))
+	}
+	return r.out, wake, nil
+}
+
+// admitLocked decides about a candidate in this round: admitted when its body is in the
+// cache, or an earlier round read it (or found it corrupt where it cannot be moved, to
+// deliver marked); skipped when an earlier round failed to read it; else deferred, to be
+// read.
+func (r *receive) admitLocked(c queue.Candidate) (admission, queue.Admission) {
+	k := bodyKey{c.Ref, c.MsgID}
+	if o := r.b.reading[k]; o != nil && o != r {
+		r.behind = o // another receive is reading it, to lease it
+		return admission{}, queue.Skip
+	}
+	if br := r.read[k]; br != nil {
+		switch {
+		case br.corrupt == nil:
+			return admission{key: k, p: br.p}, queue.Admit
+		case br.marked:
+			return admission{key: k, loc: location(br.corrupt)}, queue.Admit
+		}
+		return admission{}, queue.Skip // corrupt, and its quarantine did not take it: another receive will
+	}
+	if r.failed[k] {
+		return admission{}, queue.Skip
+	}
+	if p := r.b.store.Cached(c.Ref); p != nil {
+		return admission{key: k, p: p}, queue.Admit
+	}
+	return admission{}, queue.Defer
+}
+
+// claimLocked claims the bodies the attempt is about to read (Broker.reading), so that
+// concurrent receives pass over them instead of reading them too and then losing the
+// race to lease them.
+func (r *receive) claimLocked(cs []queue.Candidate) {
+	if r.done == nil {
+		r.done = make(chan struct{})
+	}
+	for _, c := range cs {
+		k := bodyKey{c.Ref, c.MsgID}
+		if r.b.reading[k] == nil {
+			r.b.reading[k] = r
+			r.claimed = append(r.claimed, k)
+		}
+	}
+}
+
+// unclaim lets the attempt's claims go, and wakes the receives waiting behind it.
+func (r *receive) unclaim() {
+	if r.done == nil {
+		return
+	}
+	r.b.mu.Lock()
+	for _, k := range r.claimed {
+		if r.b.reading[k] == r {
+			delete(r.b.reading, k)
+		}
+	}
+	r.b.mu.Unlock()
+	close(r.done)
+}
+
+// toRead keeps, of the candidates a round deferred, those it has not read yet (a
+// deferred run may hold bodies read or cached already).
+func (r *receive) toRead(deferred []queue.Candidate) []queue.Candidate {
+	out := deferred[:0]
+	for _, c := range deferred {
+		k := bodyKey{c.Ref, c.MsgID}
+		if !r.failed[k] && r.read[k] == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// quarantineLocked quarantines the messages whose bodies the last round found corrupt
+// (queue.Machine.Quarantine), before the next round selects: one that cannot move — its
+// queue has no dead-letter queue, or it is a corrupt dead letter already — is delivered
+// marked instead.
+func (r *receive) quarantineLocked(now int64) error {
+	b := r.b
+	for _, k := range r.pending {
+		br := r.read[k]
+		if br.tried {
+			continue
+		}
+		br.tried = true
+		loc := location(br.corrupt)
+		if corruptDead(br.dead) {
+			br.marked = true // met again, and known: neither moved nor counted again
+			continue
+		}
+		desc := fmt.Sprintf("body failed its checksum on this node: %s at %s", br.corrupt.Reason, loc)
+		ok, err := b.m.Quarantine(now, &b.sink, r.name, br.seq, k.id, desc)
+		switch {
+		case errors.Is(err, queue.ErrNoDeadLetter):
+			br.marked = true
+			b.reads.corrupt.Add(1)
+			b.logger.Error("message body failed its checksum: delivered empty and marked corrupt, the queue has no dead-letter queue",
+				"queue", r.name, "id", queue.FormatID(k.id), "location", loc, "error", br.corrupt)
+		case err != nil:
+			return err
+		case ok:
+			b.reads.corrupt.Add(1)
+			b.logger.Error("message body failed its checksum: quarantined as a dead letter of reason corrupt",
+				"queue", r.name, "id", queue.FormatID(k.id), "location", loc, "error", br.corrupt)
+		}
+	}
+	r.pending = r.pending[:0]
+	return nil
+}
+
+// readAll reads the deferred candidates' pinned bodies with no lock held, and releases
+// them. It reports whether it learned anything the next round can act on (a body, or a
+// corruption to quarantine); a failed or closed log is an error.
+func (r *receive) readAll(deferred []queue.Candidate, pin *payload.Pin) (bool, error) {
+	defer pin.Release()
+	b := r.b
+	progress := false
+	for i, c := range deferred {
+		k := bodyKey{c.Ref, c.MsgID}
+		p, err := pin.Body(i, c.MsgID)
+		if err == nil {
+			if !pin.Cached(i) {
+				b.readOK()
+			}
+			r.remember(k, &bodyRead{seq: c.Seq, dead: c.Dead, p: &p})
+			progress = true
+			continue
+		}
+		switch fault, ce := classify(err); fault {
+		case faultStorage:
+			return false, b.storageError(err)
+		case faultCorrupt:
+			r.remember(k, &bodyRead{seq: c.Seq, dead: c.Dead, corrupt: ce})
+			r.pending = append(r.pending, k)
+			progress = true
+		default:
+			if r.failed == nil {
+				r.failed = make(map[bodyKey]bool)
+			}
+			r.failed[k] = true
+			b.logger.Warn("message body could not be read: left ready, not leased", "queue", r.name, "id", queue.FormatID(c.MsgID), "error", err)
+			if b.readFailed(err) {
+				return false, fmt.Errorf("%w (%v)", ErrStorageFailed, b.log.Err())
+			}
+		}
+	}
+	return progress, nil
+}
+
+func (r *receive) remember(k bodyKey, br *bodyRead) {
+	if r.read == nil {
+		r.read = make(map[bodyKey]*bodyRead)
+	}
+	r.read[k] = br
+}
+
+// deliver turns a round's deliveries into messages with receipts.
+func (r *receive) deliver(ds []queue.Delivery, admitted []admission) {
+	if r.out == nil {
+		r.out = make([]Message, 0, len(ds))
+	}
+	for i := range ds {
+		d := &ds[i]
+		p := admitted[i].p
+		if loc := admitted[i].loc; loc != "" {
+			p = corruptPayload(d.Group, loc)
+		}
+		m := Message{
+			ID: d.MsgID, Seq: d.Seq, Receipt: r.b.receipts.Encode(d.Lease), Payload: *p,
+			Deliveries: d.Epoch, EnqueuedAt: time.UnixMilli(d.EnqueuedAt),
+			LeaseDeadline: time.UnixMilli(d.Deadline), Dead: d.Dead,
+		}
+		if m.Payload.Group == "" {
+			m.Payload.Group = d.Group // a message a topic record put into a queue: its group is the machine's
+		}
+		if d.FirstDelivered > 0 {
+			m.FirstDelivered = time.UnixMilli(d.FirstDelivered)
+		}
+		r.out = append(r.out, m)
+		r.bytes += p.Size()
+	}
+}
+
+func candidateRefs(cs []queue.Candidate) []queue.Ref {
+	refs := make([]queue.Ref, len(cs))
+	for i := range cs {
+		refs[i] = cs[i].Ref
+	}
+	return refs
 }
 
 // sleep waits for wake, the deadline, or ctx. It returns an error when the wait is over.
@@ -282,39 +632,6 @@ func (b *Broker) sleep(ctx context.Context, wake chan struct{}, deadline time.Ti
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-func deliveryRefs(ds []queue.Delivery) []queue.Ref {
-	refs := make([]queue.Ref, len(ds))
-	for i := range ds {
-		refs[i] = ds[i].Ref
-	}
-	return refs
-}
-
-// messages reads the pinned bodies (and releases them) and makes receipts.
-func (b *Broker) messages(ds []queue.Delivery, pin *payload.Pin) ([]Message, error) {
-	defer pin.Release()
-	out := make([]Message, len(ds))
-	for i := range ds {
-		d := &ds[i]
-		p, err := pin.Body(i, d.MsgID)
-		if err != nil {
-			return nil, err
-		}
-		if p.Group == "" {
-			p.Group = d.Group // a message a topic record put into a queue: its group is the machine's
-		}
-		out[i] = Message{
-			ID: d.MsgID, Seq: d.Seq, Receipt: b.receipts.Encode(d.Lease), Payload: p,
-			Deliveries: d.Epoch, EnqueuedAt: time.UnixMilli(d.EnqueuedAt),
-			LeaseDeadline: time.UnixMilli(d.Deadline), Dead: d.Dead,
-		}
-		if d.FirstDelivered > 0 {
-			out[i].FirstDelivered = time.UnixMilli(d.FirstDelivered)
-		}
-	}
-	return out, nil
 }
 
 // leases decodes receipts for queue name. Receipts that do not decode, or that belong
@@ -469,7 +786,7 @@ func (b *Broker) Peek(ctx context.Context, name string, after uint64, limit int,
 	if err != nil {
 		return nil, err
 	}
-	return b.peeked(infos, pin)
+	return b.peeked(name, infos, pin)
 }
 
 func infoRefs(infos []queue.MessageInfo) []queue.Ref {
@@ -499,14 +816,33 @@ func (b *Broker) readPinned(ctx context.Context, fn func(now int64) ([]queue.Ref
 	return pin, err
 }
 
-// peeked reads the pinned bodies of infos and releases them.
-func (b *Broker) peeked(infos []queue.MessageInfo, pin *payload.Pin) ([]PeekedMessage, error) {
+// peeked reads the pinned bodies of infos and releases them. A body that cannot be read
+// is marked instead of failing the page (corruptPayload for a checksum mismatch,
+// unreadablePayload for an I/O error, which counts as a failed read); only a failed or
+// closed log fails it.
+func (b *Broker) peeked(name string, infos []queue.MessageInfo, pin *payload.Pin) ([]PeekedMessage, error) {
 	defer pin.Release()
 	out := make([]PeekedMessage, len(infos))
 	for i, mi := range infos {
 		p, err := pin.Body(i, mi.ID)
+		if err == nil && !pin.Cached(i) {
+			b.readOK()
+		}
 		if err != nil {
-			return nil, err
+			switch fault, ce := classify(err); fault {
+			case faultStorage:
+				return nil, b.storageError(err)
+			case faultCorrupt:
+				p = *corruptPayload(mi.Group, location(ce))
+				if !corruptDead(mi.Dead) {
+					b.logger.Warn("message body failed its checksum: peeked marked corrupt; the next receive quarantines it",
+						"queue", name, "id", queue.FormatID(mi.ID), "location", location(ce), "error", ce)
+				}
+			default:
+				p = unreadablePayload(mi.Group)
+				b.logger.Warn("message body could not be read: peeked marked unreadable", "queue", name, "id", queue.FormatID(mi.ID), "error", err)
+				b.readFailed(err)
+			}
 		}
 		if p.Group == "" {
 			p.Group = mi.Group
@@ -527,7 +863,7 @@ func (b *Broker) GetMessage(ctx context.Context, name string, id uint64) (Peeked
 	if err != nil {
 		return PeekedMessage{}, err
 	}
-	out, err := b.peeked([]queue.MessageInfo{mi}, pin)
+	out, err := b.peeked(name, []queue.MessageInfo{mi}, pin)
 	if err != nil {
 		return PeekedMessage{}, err
 	}

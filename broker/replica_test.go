@@ -25,6 +25,7 @@ import (
 // sequence, taken at the same logical time on both; both see one fake clock and draw
 // jitter from equally seeded sources.
 func TestBrokersWithDifferentLogsAgree(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
 		clk := clock.NewFake(time.UnixMilli(1_800_000_000_000))
 		seed := rapid.Uint64().Draw(rt, "seed")

@@ -45,7 +45,7 @@ func drain(t *testing.T, b *Broker, q string) []Message {
 	}
 }
 
-func header(m Message, name string) string {
+func msgHeader(m Message, name string) string {
 	for _, a := range m.Payload.Attrs {
 		if a.Name == name {
 			return string(a.Value)
@@ -86,8 +86,8 @@ func TestSubscriptionsFanOutFilterAndSurviveACrash(t *testing.T) {
 			t.Fatalf("%s: queue paid holds %d (%v)", what, len(paid), err)
 		}
 		for _, m := range paid {
-			if string(m.Payload.Body[:9]) != "OrderPaid" || m.Payload.Group != header(Message{Payload: m.Payload}, topic.HeaderKey) ||
-				header(Message{Payload: m.Payload}, topic.HeaderTopic) != "t" || header(Message{Payload: m.Payload}, topic.HeaderRecordID) == "" {
+			if string(m.Payload.Body[:9]) != "OrderPaid" || m.Payload.Group != msgHeader(Message{Payload: m.Payload}, topic.HeaderKey) ||
+				msgHeader(Message{Payload: m.Payload}, topic.HeaderTopic) != "t" || msgHeader(Message{Payload: m.Payload}, topic.HeaderRecordID) == "" {
 				t.Fatalf("%s: paid got %q group %q headers %+v", what, m.Payload.Body, m.Payload.Group, m.Payload.Attrs)
 			}
 		}

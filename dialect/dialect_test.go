@@ -8,6 +8,7 @@ import (
 )
 
 func TestRebind(t *testing.T) {
+	t.Parallel()
 	q := "SELECT a FROM t WHERE x = ? AND y IN (?, ?)"
 	if got := dialect.Postgres.Rebind(q); got != "SELECT a FROM t WHERE x = $1 AND y IN ($2, $3)" {
 		t.Errorf("postgres: %s", got)
@@ -21,6 +22,7 @@ func TestRebind(t *testing.T) {
 }
 
 func TestDetect(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		d, err := dialect.Detect(db.DB)
 		if err != nil || d != db.Dialect {
@@ -30,6 +32,7 @@ func TestDetect(t *testing.T) {
 }
 
 func TestCheckIdent(t *testing.T) {
+	t.Parallel()
 	for name, ok := range map[string]bool{"okiba_inbox": true, "_x9": true, "9x": false, "a.b": false, "a;drop": false, "": false} {
 		if err := dialect.CheckIdent("table", name); (err == nil) != ok {
 			t.Errorf("%q: %v", name, err)

@@ -18,6 +18,7 @@ import (
 )
 
 func TestHorizon(t *testing.T) {
+	t.Parallel()
 	day := 24 * time.Hour
 	if h, ok := inbox.Horizon(14*day, 7*day, time.Hour); !ok || h != 21*day+time.Hour {
 		t.Fatalf("Horizon = %v, %v", h, ok)
@@ -28,6 +29,7 @@ func TestHorizon(t *testing.T) {
 }
 
 func TestQueueHorizonAndCheckRedrive(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := okibatest.New(t, okibatest.Options{FakeClock: true})
 	c := srv.Client
@@ -79,6 +81,7 @@ func TestQueueHorizonAndCheckRedrive(t *testing.T) {
 // A delivery of a message older than the horizon is processed, counted as late and
 // logged.
 func TestLateDeliveryWarns(t *testing.T) {
+	t.Parallel()
 	db := dbtest.SQLite(t)
 	var logs bytes.Buffer
 	now := time.Now()

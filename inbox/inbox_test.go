@@ -15,6 +15,7 @@ import (
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/inbox"
 	"github.com/okiba/okiba/internal/dbtest"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 	"github.com/okiba/okiba/okibatest/chaos"
 	"github.com/okiba/okiba/outbox"
@@ -52,6 +53,7 @@ func countEffects(t *testing.T, db *dbtest.DB, k string) int {
 }
 
 func TestOnce(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		ib := setup(t, db, "points", inbox.Options{})
@@ -100,6 +102,7 @@ func TestOnce(t *testing.T) {
 }
 
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		ib := setup(t, db, "c", inbox.Options{})
@@ -128,6 +131,7 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 }
 
 func TestCleanup(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		now := time.UnixMilli(1_700_000_000_000)
@@ -214,6 +218,7 @@ func queueStats(t *testing.T, srv *okibatest.Server, name string) api.Stats {
 
 // Lost acks bring processed messages back; the inbox skips them and acks them.
 func TestLostAcksAreSkipped(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		srv := okibatest.New(t, okibatest.Options{})
 		queueWith(t, srv, "q", 300*time.Millisecond)
@@ -238,10 +243,12 @@ func TestLostAcksAreSkipped(t *testing.T) {
 		}
 		c := consume(t, srv, "q", lossy)
 		tr.Store(c.tr)
-		dbtest.Eventually(t, 30*time.Second, func() bool {
+		testkit.Eventually(t, 30*time.Second, func() bool {
 			st := queueStats(t, srv, "q")
 			return st.Acked == n
-		}, func() string { return fmt.Sprintf("stats %+v, inbox %+v", queueStats(t, srv, "q"), ib.Stats()) })
+		}, "every message acked; %s", testkit.Lazy(func() string {
+			return fmt.Sprintf("stats %+v, inbox %+v", queueStats(t, srv, "q"), ib.Stats())
+		}))
 		c.stop()
 		for i := 0; i < n; i++ {
 			if k := countEffects(t, db, fmt.Sprintf("m%d", i)); k != 1 {
@@ -258,6 +265,7 @@ func TestLostAcksAreSkipped(t *testing.T) {
 // A consumer that crashes after its commit but before its ack: the redelivery goes to
 // the next incarnation, which skips it.
 func TestCrashAfterCommitBeforeAck(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		srv := okibatest.New(t, okibatest.Options{})
 		queueWith(t, srv, "q", 300*time.Millisecond)
@@ -283,8 +291,8 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 		second := consume(t, srv, "q", ib.Handler(func(ctx context.Context, tx *sql.Tx, d *client.Delivery) error {
 			return effect(ctx, tx, db, string(d.Body))
 		}))
-		dbtest.Eventually(t, 10*time.Second, func() bool { return queueStats(t, srv, "q").Acked == 1 },
-			func() string { return fmt.Sprintf("%+v", queueStats(t, srv, "q")) })
+		testkit.Eventually(t, 10*time.Second, func() bool { return queueStats(t, srv, "q").Acked == 1 },
+			"the message acked; stats %s", testkit.Lazy(func() string { return fmt.Sprintf("%+v", queueStats(t, srv, "q")) }))
 		second.stop()
 		if n := countEffects(t, db, "order-1"); n != 1 {
 			t.Fatalf("applied %d times", n)
@@ -301,6 +309,7 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 // A handler error rolls back the inbox record with the effects: the retry runs the
 // handler again, and the effect lands once.
 func TestHandlerErrorRetries(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		srv := okibatest.New(t, okibatest.Options{})
 		srv.PutQueue(t, "q", api.QueueConfig{VisibilityTimeout: api.Ptr(2 * time.Second), BackoffBase: api.Ptr(time.Millisecond), BackoffMax: api.Ptr(time.Millisecond)})
@@ -317,8 +326,8 @@ func TestHandlerErrorRetries(t *testing.T) {
 			return nil
 		}))
 		srv.Client.Send(context.Background(), "q", client.Message{Body: []byte("x")})
-		dbtest.Eventually(t, 10*time.Second, func() bool { return queueStats(t, srv, "q").Acked == 1 },
-			func() string { return fmt.Sprintf("%+v", queueStats(t, srv, "q")) })
+		testkit.Eventually(t, 10*time.Second, func() bool { return queueStats(t, srv, "q").Acked == 1 },
+			"the message acked; stats %s", testkit.Lazy(func() string { return fmt.Sprintf("%+v", queueStats(t, srv, "q")) }))
 		c.stop()
 		if calls.Load() != 3 || countEffects(t, db, "x") != 1 {
 			t.Fatalf("handler ran %d times, effect %d; want 3 and 1", calls.Load(), countEffects(t, db, "x"))
@@ -330,6 +339,7 @@ func TestHandlerErrorRetries(t *testing.T) {
 }
 
 func TestNaturalAndApply(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL)`); err != nil {
@@ -354,6 +364,7 @@ func TestNaturalAndApply(t *testing.T) {
 }
 
 func TestKeyAndIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	d := &client.Delivery{ID: "m1"}
 	if inbox.Key(d) != "m1" {
 		t.Error("message id")

@@ -15,6 +15,7 @@ import (
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/internal/dbtest"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 	"github.com/okiba/okiba/okibatest/chaos"
 	"github.com/okiba/okiba/outbox"
@@ -97,6 +98,7 @@ func runRelay(t *testing.T, r *outbox.Relay) (stop func()) {
 }
 
 func TestAddPublishesOnlyCommitted(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		srv := okibatest.New(t, okibatest.Options{})
@@ -145,6 +147,7 @@ func TestAddPublishesOnlyCommitted(t *testing.T) {
 
 // Several relays at once keep every group's order and publish each row once.
 func TestConcurrentRelaysKeepGroupOrder(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		srv := okibatest.New(t, okibatest.Options{})
 		srv.CreateQueue(t, "events")
@@ -179,8 +182,8 @@ func TestConcurrentRelaysKeepGroupOrder(t *testing.T) {
 		for i := 0; i < loose; i++ {
 			add(t, db, ob, "audit", outbox.Message{Body: []byte("a" + strconv.Itoa(i))})
 		}
-		dbtest.Eventually(t, 30*time.Second, func() bool { return pending(t, ob) == 0 },
-			func() string { return fmt.Sprintf("%d rows pending", pending(t, ob)) })
+		testkit.Eventually(t, 30*time.Second, func() bool { return pending(t, ob) == 0 },
+			"every row published; %s", testkit.Lazy(func() string { return fmt.Sprintf("%d rows pending", pending(t, ob)) }))
 		msgs := peekAll(t, srv.Client, "events")
 		if len(msgs) != groups*perGroup {
 			t.Fatalf("%d messages in the queue, want %d (each row once)", len(msgs), groups*perGroup)
@@ -221,6 +224,7 @@ func (p *crashingPublisher) SendBatch(ctx context.Context, q string, msgs []clie
 // A relay that dies between publishing and marking publishes nothing twice: the next
 // relay's sends are absorbed by the broker's dedup window.
 func TestRelayCrashBetweenPublishAndMark(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		srv := okibatest.New(t, okibatest.Options{})
 		srv.CreateQueue(t, "events")
@@ -243,7 +247,7 @@ func TestRelayCrashBetweenPublishAndMark(t *testing.T) {
 		// The next relay (once the dead one's lease ends, on SQLite) publishes again.
 		next := ob.Relay(srv.Client, outbox.RelayOptions{PollInterval: 10 * time.Millisecond})
 		runRelay(t, next)
-		dbtest.Eventually(t, 10*time.Second, func() bool { return pending(t, ob) == 0 }, func() string { return "rows still pending" })
+		testkit.Eventually(t, 10*time.Second, func() bool { return pending(t, ob) == 0 }, "every row published")
 		got := peekAll(t, srv.Client, "events")
 		if len(got) != n {
 			t.Fatalf("%d messages, want %d: the broker's dedup should absorb the republished rows", len(got), n)
@@ -261,6 +265,7 @@ func TestRelayCrashBetweenPublishAndMark(t *testing.T) {
 // The relay retries with backoff while the queue is missing and while the broker
 // restarts, and loses nothing.
 func TestRelayRetriesThroughMissingQueueAndRestart(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		b, err := chaos.StartBroker(broker.Config{Dir: t.TempDir()}, "")
 		if err != nil {
@@ -272,11 +277,12 @@ func TestRelayRetriesThroughMissingQueueAndRestart(t *testing.T) {
 		r := ob.Relay(c, outbox.RelayOptions{PollInterval: 5 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
 		runRelay(t, r)
 		add(t, db, ob, "late", outbox.Message{Group: "g", Body: []byte("0")}, outbox.Message{Group: "g", Body: []byte("1")})
-		dbtest.Eventually(t, 10*time.Second, func() bool { return r.Stats().Retried >= 2 }, func() string { return fmt.Sprintf("%+v", r.Stats()) })
+		testkit.Eventually(t, 10*time.Second, func() bool { return r.Stats().Retried >= 2 },
+			"two retries; relay %s", testkit.Lazy(func() string { return fmt.Sprintf("%+v", r.Stats()) }))
 		if _, err := c.PutQueue(context.Background(), "late", api.QueueConfig{}); err != nil {
 			t.Fatal(err)
 		}
-		dbtest.Eventually(t, 10*time.Second, func() bool { return pending(t, ob) == 0 }, func() string { return "pending" })
+		testkit.Eventually(t, 10*time.Second, func() bool { return pending(t, ob) == 0 }, "every row published once the queue exists")
 		for i := 2; i < 40; i++ {
 			add(t, db, ob, "late", outbox.Message{Group: "g", Body: []byte(strconv.Itoa(i))})
 			if i%10 == 0 {
@@ -285,7 +291,7 @@ func TestRelayRetriesThroughMissingQueueAndRestart(t *testing.T) {
 				}
 			}
 		}
-		dbtest.Eventually(t, 20*time.Second, func() bool { return pending(t, ob) == 0 }, func() string { return "pending" })
+		testkit.Eventually(t, 20*time.Second, func() bool { return pending(t, ob) == 0 }, "every row published through the restarts")
 		msgs := peekAll(t, c, "late")
 		if len(msgs) != 40 {
 			t.Fatalf("%d messages, want 40", len(msgs))
@@ -300,6 +306,7 @@ func TestRelayRetriesThroughMissingQueueAndRestart(t *testing.T) {
 
 // A row the broker refuses for good is marked failed, and its group moves on.
 func TestPermanentFailureMovesGroupOn(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		srv := okibatest.New(t, okibatest.Options{})
@@ -330,6 +337,7 @@ func TestPermanentFailureMovesGroupOn(t *testing.T) {
 }
 
 func TestCleanupDeletesOldSentRows(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		srv := okibatest.New(t, okibatest.Options{})
@@ -366,10 +374,20 @@ func TestCleanupDeletesOldSentRows(t *testing.T) {
 // On PostgreSQL a notification wakes the relay: with a one-hour poll, a committed row
 // is published at once.
 func TestPostgresNotifyWakesRelay(t *testing.T) {
+	t.Parallel()
 	db := dbtest.Postgres(t)
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.CreateQueue(t, "q")
-	ob := newOutbox(t, db, "svc")
+	// A table, and so a notification channel, of its own: channels are the database's,
+	// not the schema's, and every other outbox test, here or in another process, commits
+	// rows to the default one.
+	ob, err := outbox.New(db.DB, "svc", outbox.Options{Table: fmt.Sprintf("okiba_outbox_%016x", rand.Uint64())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Setup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	// The listener's wake-ups pass through here on their way to the relay, counted, so
 	// that the test knows when the listener listens and when a notification came.
@@ -400,20 +418,22 @@ func TestPostgresNotifyWakesRelay(t *testing.T) {
 	// Wait for the listener's first wake-up (sent once it listens) to be consumed, so the
 	// next ones are notifications. (Before, len(wake) == 0 held before the listener had
 	// even started.)
-	dbtest.Eventually(t, 5*time.Second, func() bool { return pokes.Load() > 0 && len(wake) == 0 },
-		func() string { return fmt.Sprintf("listener: %d wake-ups, %d pending", pokes.Load(), len(wake)) })
+	testkit.Eventually(t, 5*time.Second, func() bool { return pokes.Load() > 0 && len(wake) == 0 },
+		"the listener's first wake-up to be consumed; %s",
+		testkit.Lazy(func() string { return fmt.Sprintf("listener: %d wake-ups, %d pending", pokes.Load(), len(wake)) }))
 	for i := 0; i < 3; i++ {
 		before := pokes.Load()
 		add(t, db, ob, "q", outbox.Message{Body: []byte(strconv.Itoa(i))})
 		// Each commit is notified, and the row published without polling.
-		dbtest.Eventually(t, 5*time.Second, func() bool { return pokes.Load() > before && pending(t, ob) == 0 },
-			func() string {
+		testkit.Eventually(t, 5*time.Second, func() bool { return pokes.Load() > before && pending(t, ob) == 0 },
+			"the commit's notification to publish the row; %s", testkit.Lazy(func() string {
 				return fmt.Sprintf("not woken: %d wake-ups since the commit, %d rows pending", pokes.Load()-before, pending(t, ob))
-			})
+			}))
 	}
 }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	db := dbtest.SQLite(t)
 	for _, name := range []string{"", "a/b", "has space", strings.Repeat("x", 65)} {
 		if _, err := outbox.New(db.DB, name, outbox.Options{}); err == nil {

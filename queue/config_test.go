@@ -51,6 +51,7 @@ func mustHex(t *testing.T, s string) []byte {
 // TestFrontAttributesKeepTheirEncoding: typed front attributes are written as the same
 // bytes as the untyped map was, and those bytes read back into the fields.
 func TestFrontAttributesKeepTheirEncoding(t *testing.T) {
+	t.Parallel()
 	want := mustHex(t, untypedAttrsRecord)
 	r := &QueuePutRecord{Now: 1700000000000, QueueID: 7, Name: "jobs.fifo", Config: frontConfig()}
 	if got := r.AppendTo(nil); !bytes.Equal(got, want) {
@@ -70,6 +71,7 @@ func TestFrontAttributesKeepTheirEncoding(t *testing.T) {
 // user of an older okiba could have stored one) is read into Unknown, written back as it
 // was, survives a snapshot and a restore, and does not stop the machine from starting.
 func TestUnknownFrontAttributesArePreserved(t *testing.T) {
+	t.Parallel()
 	raw := mustHex(t, unknownAttrsRecord)
 	dec, err := DecodeRecord(raw)
 	if err != nil {
@@ -114,6 +116,7 @@ func TestUnknownFrontAttributesArePreserved(t *testing.T) {
 // own in the stored map, so a field added without one is caught here rather than lost
 // on the first restart.
 func TestFrontAttributesEveryFieldStored(t *testing.T) {
+	t.Parallel()
 	var a FrontAttributes
 	v := reflect.ValueOf(&a).Elem()
 	n := 0
@@ -141,6 +144,7 @@ func TestFrontAttributesEveryFieldStored(t *testing.T) {
 }
 
 func TestFrontAttributesCloneAndValidate(t *testing.T) {
+	t.Parallel()
 	c := frontConfig()
 	c.Front.Unknown = map[string]string{"other.key": "y"}
 	d := c.Clone()

@@ -16,6 +16,13 @@
 // emissions, an effect that a caller observes through its own (durable) record never
 // depends on a record that a crash could lose: there are no dirty reads.
 //
+// What a receive leases is the machine's decision, but only the broker knows which bodies
+// it can hand over: ReceiveWith asks an admission filter about each candidate, and a
+// deferred candidate is reported instead of leased, for the broker to read and lease in a
+// second call that continues the receive — the two lease what one would have, so the
+// node's cache never decides what a receive takes. A message whose body is corrupt on the
+// node is taken aside by Quarantine, a dead letter of reason corrupt, like any other.
+//
 // Time-driven transitions come in two kinds. Delays ending and leases ending are pure
 // functions of time, applied by settle both live and during replay without records.
 // Transitions with consequences beyond the message — a lease that ends into a dead

@@ -20,6 +20,9 @@ var (
 	ErrNoDeadLetter    = errors.New("queue has no dead-letter queue")
 	ErrQueueInUse      = errors.New("queue is in use")
 	ErrInvalidMessage  = errors.New("invalid message")
+	// ErrMessageCorrupt: a redrive named dead letters of reason corrupt, whose bodies
+	// this node cannot read (ReasonCorrupt): moving them would deliver nothing.
+	ErrMessageCorrupt = errors.New("message is corrupt: its body failed its checksum on this node")
 )
 
 // NameError reports a queue or topic name outside a naming rule: the core's, or a

@@ -125,6 +125,72 @@ func (h *heap) down(i0 int) bool {
 	return i > i0
 }
 
+// walk visits a heap's slots in its order without taking them out, for a receive to
+// report what it defers without popping and pushing back each (two sifts through a deep
+// heap): the first k slots cost O(k log k) whatever the heap's size. The heap must not
+// change while it is walked.
+type walk struct {
+	h    *heap
+	next []int32 // positions whose parent was visited: a small heap by h's order
+}
+
+func (h *heap) walk() walk {
+	w := walk{h: h}
+	if len(h.h) > 0 {
+		w.next = append(w.next, 0)
+	}
+	return w
+}
+
+// pop returns the next slot in the heap's order, or nil when every one was visited.
+func (w *walk) pop() *message {
+	if len(w.next) == 0 {
+		return nil
+	}
+	i := w.next[0]
+	last := len(w.next) - 1
+	w.next[0] = w.next[last]
+	w.next = w.next[:last]
+	w.down(0)
+	for _, c := range [2]int32{2*i + 1, 2*i + 2} {
+		if int(c) < len(w.h.h) {
+			w.next = append(w.next, c)
+			w.up(len(w.next) - 1)
+		}
+	}
+	return w.h.at(int(i))
+}
+
+func (w *walk) less(a, b int) bool { return w.h.less(int(w.next[a]), int(w.next[b])) }
+
+func (w *walk) up(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if !w.less(j, i) {
+			return
+		}
+		w.next[i], w.next[j] = w.next[j], w.next[i]
+		j = i
+	}
+}
+
+func (w *walk) down(i int) {
+	for {
+		j := 2*i + 1
+		if j >= len(w.next) {
+			return
+		}
+		if j2 := j + 1; j2 < len(w.next) && w.less(j2, j) {
+			j = j2
+		}
+		if !w.less(j, i) {
+			return
+		}
+		w.next[i], w.next[j] = w.next[j], w.next[i]
+		i = j
+	}
+}
+
 // schedule puts q's timer slot in the event heap at t, or moves it there.
 func (h *heap) schedule(q *queueState, t int64) {
 	x := h.a.get(q.timer)

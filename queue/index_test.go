@@ -5,6 +5,7 @@ import "testing"
 // The arena reuses freed slots before it makes chunks, and gives empty chunks back (but
 // one), so its memory follows the live count, not its history.
 func TestArenaFollowsTheLiveCount(t *testing.T) {
+	t.Parallel()
 	var a arena
 	seen := map[Ref]bool{}
 	var xs []*message
@@ -46,6 +47,7 @@ func TestArenaFollowsTheLiveCount(t *testing.T) {
 
 // Groups and extensions hold their slots while a message names them.
 func TestArenaSlotsForGroupsAndExtensions(t *testing.T) {
+	t.Parallel()
 	var a arena
 	x, y := a.alloc(), a.alloc()
 	g := &group{key: "k"}
@@ -80,6 +82,7 @@ func TestArenaSlotsForGroupsAndExtensions(t *testing.T) {
 
 // Through the machine: a drained queue gives its memory back.
 func TestDrainedQueueGivesBackItsChunks(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) { c.OrderedGroups = true })
 	in := make([]SendInput, 1000)
 	for i := range in {
@@ -114,5 +117,44 @@ func TestDrainedQueueGivesBackItsChunks(t *testing.T) {
 	}
 	if m.ar.nchunks != 1 || live != 0 || len(m.ar.exts) != len(m.ar.freeExt) {
 		t.Fatalf("after draining: %d chunks, %d groups, %d of %d exts free", m.ar.nchunks, live, len(m.ar.freeExt), len(m.ar.exts))
+	}
+}
+
+// TestWalkVisitsAHeapInOrder: a walk of a heap yields its slots in the order pops would,
+// and leaves the heap as it was.
+func TestWalkVisitsAHeapInOrder(t *testing.T) {
+	for _, bySeq := range []bool{true, false} {
+		var a arena
+		h := newHeap(&a)
+		if bySeq {
+			h = newReadyHeap(&a)
+		}
+		for i := range 500 {
+			x := a.alloc()
+			x.seq = uint64((i * 7919) % 1000) // every order of arrival
+			if !bySeq {
+				x.at = int64((i * 104729) % 37)
+			}
+			h.push(x)
+		}
+		before := append([]Ref(nil), h.h...)
+		w := h.walk()
+		var walked []*message
+		for x := w.pop(); x != nil; x = w.pop() {
+			walked = append(walked, x)
+		}
+		for i, r := range before {
+			if h.h[i] != r {
+				t.Fatalf("bySeq %v: the walk moved slot %d", bySeq, i)
+			}
+		}
+		if len(walked) != len(before) {
+			t.Fatalf("bySeq %v: walked %d of %d slots", bySeq, len(walked), len(before))
+		}
+		for i, x := range walked {
+			if y := h.pop(); y != x {
+				t.Fatalf("bySeq %v: walk %d gave (%d, %d), pop (%d, %d)", bySeq, i, x.at, x.seq, y.at, y.seq)
+			}
+		}
 	}
 }

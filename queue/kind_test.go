@@ -26,6 +26,7 @@ func wantConfigError(t *testing.T, err error, field string) {
 // TestOrderedQueueNeedsOrderedDeadLetterQueue: the kind rule is checked on the
 // configuration, against the dead-letter queue that exists, whatever the names.
 func TestOrderedQueueNeedsOrderedDeadLetterQueue(t *testing.T) {
+	t.Parallel()
 	m, s := newTestMachine()
 	if _, err := m.PutQueue(t0, s, "plain", unordered()); err != nil {
 		t.Fatal(err)
@@ -83,6 +84,7 @@ func TestOrderedQueueNeedsOrderedDeadLetterQueue(t *testing.T) {
 }
 
 func TestRedriveStaysWithinKind(t *testing.T) {
+	t.Parallel()
 	m, s := newTestMachine()
 	for name, c := range map[string]Config{"ord": testConfig("ord"), "ord2": testConfig("ord2"), "plain": unordered()} {
 		if _, err := m.PutQueue(t0, s, name, c); err != nil {
@@ -102,6 +104,7 @@ func TestRedriveStaysWithinKind(t *testing.T) {
 // (a dot in the middle, a suffix that says FIFO on an unordered queue): those rules are
 // the fronts' (internal/names, applied by the broker).
 func TestCoreIsNoGrammar(t *testing.T) {
+	t.Parallel()
 	m, s := newTestMachine()
 	c := testConfig("a.b")
 	if _, err := m.PutQueue(t0, s, "a.b", c); err != nil {

@@ -745,50 +745,119 @@ func (m *Machine) sendOne(now int64, sink Sink, q *queueState, in *SendInput) Se
 // least one message is returned if any is deliverable. Messages of an ordered group are
 // taken from its head, consecutively, and only when none of the group is leased.
 func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibility int64, maxBytes int64) ([]Delivery, error) {
+	ds, _, err := m.ReceiveWith(now, sink, queue, ReceiveSpec{Max: max, Visibility: visibility, MaxBytes: maxBytes})
+	return ds, err
+}
+
+// ReceiveWith is Receive with an admission filter (ReceiveSpec.Admit): the caller leases
+// only what it can hand over — the broker, only messages whose bodies it holds — and
+// learns what it deferred, in selection order, to prepare it for another call. Deferred
+// candidates are simply not leased: no record names them, so the log describes only what
+// was leased, and a replay (or a replica applying the records) needs no filter.
+//
+// Selection is Receive's: a deferred candidate counts against Max and MaxBytes as if it
+// were leased, and once one is deferred so is everything selected after it. So when the
+// caller prepares what was deferred and calls again (Continued, with what remains), the
+// two calls lease what one Receive would have, in the same order — whatever the caller's
+// cache held — unless something changed the queue in between. Only Skip changes what is
+// selected.
+func (m *Machine) ReceiveWith(now int64, sink Sink, queue string, spec ReceiveSpec) ([]Delivery, []Candidate, error) {
 	now = m.clock(now)
 	q, err := m.queue(queue)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.advance(sink, q, now)
+	visibility, max, maxBytes := spec.Visibility, spec.Max, spec.MaxBytes
 	if visibility < 0 {
 		visibility = ms(q.cfg.VisibilityTimeout)
 	}
 	if room := int64(m.limits.MaxInFlight) - q.nInFlight; room <= 0 {
 		m.reschedule(q)
-		return nil, &LimitError{Limit: "max_in_flight", Value: m.limits.MaxInFlight, What: fmt.Sprintf("%q has %d messages in flight: ack or nack some first", q.name, q.nInFlight)}
+		return nil, nil, &LimitError{Limit: "max_in_flight", Value: m.limits.MaxInFlight, What: fmt.Sprintf("%q has %d messages in flight: ack or nack some first", q.name, q.nInFlight)}
 	} else if int64(max) > room {
 		max = int(room)
 	}
-	var taken []*message
-	var bytes int64
-	full := func(x *message) bool {
-		return len(taken) >= max || (maxBytes > 0 && len(taken) > 0 && bytes+x.size() > maxBytes)
+	ask := func(x *message) Admission {
+		if spec.Admit == nil {
+			return Admit
+		}
+		return spec.Admit(m.candidate(x))
 	}
-	for len(taken) < max {
-		x := q.ready.pop()
+	// fits says whether x may join a selection of n messages and b bytes.
+	fits := func(x *message, n int, b int64) bool {
+		return n < max && (maxBytes <= 0 || (n == 0 && !spec.Continued) || b+x.size() <= maxBytes)
+	}
+	var taken, held, run []*message // held: popped but not leased, back into the ready heap after
+	var deferred []Candidate
+	var n int // selected: taken and deferred
+	var bytes int64
+	// Once deferring, nothing more is leased: the rest of the selection walks the ready
+	// heap in its order instead of popping (and pushing back) each candidate.
+	deferring := false
+	var w walk
+	for n < max {
+		var x *message
+		if deferring {
+			x = w.pop()
+		} else {
+			x = q.ready.pop()
+		}
 		if x == nil {
 			break
 		}
-		if full(x) {
-			q.ready.push(x)
+		if !fits(x, n, bytes) {
+			if !deferring {
+				q.ready.push(x)
+			}
 			break
 		}
-		taken = append(taken, x)
-		bytes += x.size()
+		a := ask(x)
+		if a == Skip {
+			if !deferring {
+				held = append(held, x)
+			}
+			continue
+		}
+		run = append(run[:0], x)
+		runBytes := x.size()
 		if g := m.ar.group(x); g != nil && q.cfg.OrderedGroups {
 			for _, y := range g.msgs[1:] {
-				if y.state() != StateReady || full(y) {
+				if y.state() != StateReady || !fits(y, n+len(run), bytes+runBytes) {
 					break
 				}
-				taken = append(taken, y)
-				bytes += y.size()
+				ay := ask(y)
+				if ay == Skip {
+					break
+				}
+				if ay == Defer {
+					a = Defer
+				}
+				run = append(run, y)
+				runBytes += y.size()
 			}
 		}
+		n += len(run)
+		bytes += runBytes
+		if deferring || a == Defer {
+			if !deferring {
+				deferring = true
+				held = append(held, x)
+				w = q.ready.walk()
+			}
+			for _, y := range run {
+				deferred = append(deferred, m.candidate(y))
+			}
+			continue
+		}
+		taken = append(taken, run...)
+	}
+	for _, x := range held {
+		q.ready.push(x)
 	}
 	if len(taken) == 0 {
 		m.reschedule(q)
-		return nil, nil
+		return nil, deferred, nil
 	}
 	seqs := make([]uint64, len(taken))
 	for i, x := range taken {
@@ -801,7 +870,11 @@ func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibilit
 		out[i] = m.delivery(q, x)
 	}
 	m.reschedule(q)
-	return out, nil
+	return out, deferred, nil
+}
+
+func (m *Machine) candidate(x *message) Candidate {
+	return Candidate{Ref: x.self, Seq: x.seq, MsgID: x.id, Dead: m.ar.dead(x)}
 }
 
 func (m *Machine) delivery(q *queueState, x *message) Delivery {
@@ -999,6 +1072,9 @@ func (m *Machine) CheckDeadLetter(queue, reason, desc string) error {
 	if reason == "" || len(reason) > MaxReasonLen || !printable(reason) {
 		return &InvalidError{Field: "reason", Reason: fmt.Sprintf("must be 1..%d printable ASCII characters", MaxReasonLen)}
 	}
+	if reason == ReasonCorrupt {
+		return &InvalidError{Field: "reason", Reason: fmt.Sprintf("%q is okiba's own reason, for messages whose body fails its checksum; choose another", ReasonCorrupt)}
+	}
 	if len(desc) > MaxDescriptionLen {
 		return &InvalidError{Field: "description", Reason: fmt.Sprintf("at most %d bytes", MaxDescriptionLen)}
 	}
@@ -1006,6 +1082,40 @@ func (m *Machine) CheckDeadLetter(queue, reason, desc string) error {
 		return fmt.Errorf("%w: %q has dead_letter_queue none; ack, nack, or configure a dead-letter queue", ErrNoDeadLetter, q.name)
 	}
 	return nil
+}
+
+// Quarantine dead-letters one message that no consumer holds, named by its sequence and
+// id, with reason ReasonCorrupt and desc (which says where the unreadable body lies): how
+// the broker takes a message whose body fails its checksum out of the way of the healthy
+// ones instead of leasing what it cannot return. It reports false, emitting nothing, when
+// the message is gone, is now another message, or is leased. A queue with
+// dead_letter_queue none answers ErrNoDeadLetter: the machine never removes a message
+// for its body (the broker then delivers it marked as corrupt).
+//
+// Like every command it decides from its inputs alone and logs a DeadLetterRecord, which
+// every replica applies alike; which message to quarantine is the caller's finding on
+// its own node.
+func (m *Machine) Quarantine(now int64, sink Sink, queue string, seq, id uint64, desc string) (bool, error) {
+	now = m.clock(now)
+	q, err := m.queue(queue)
+	if err != nil {
+		return false, err
+	}
+	if q.cfg.DeadLetterQueue == NoDeadLetterQueue {
+		return false, fmt.Errorf("%w: %q has dead_letter_queue none", ErrNoDeadLetter, q.name)
+	}
+	if len(desc) > MaxDescriptionLen {
+		desc = desc[:MaxDescriptionLen]
+	}
+	m.advance(sink, q, now)
+	x := q.msgs.get(seq)
+	if x == nil || x.id != id || x.state() == StateInFlight || x.state() == statePending {
+		m.reschedule(q)
+		return false, nil
+	}
+	m.deadLetter(sink, q, now, []uint64{seq}, ReasonCorrupt, desc)
+	m.reschedule(q)
+	return true, nil
 }
 
 // DeleteMessage removes one message by id, in whatever state. Its receipts become stale.

@@ -92,6 +92,7 @@ func receiveBodies(t *testing.T, m *Machine, s Sink, now int64, q string, max in
 }
 
 func TestGroupHeadHoldsItsGroupButNotOthers(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "orders", nil)
 	sendBodies(t, m, s, t0, "orders", "alice", "a1", "a2")
 	sendBodies(t, m, s, t0, "orders", "bob", "b1")
@@ -129,6 +130,7 @@ func TestGroupHeadHoldsItsGroupButNotOthers(t *testing.T) {
 }
 
 func TestIdleGroupsCostNothing(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", nil)
 	for i := 0; i < 1000; i++ {
 		sendBodies(t, m, s, t0, "q", "k"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String(), "m")
@@ -148,6 +150,7 @@ func TestIdleGroupsCostNothing(t *testing.T) {
 }
 
 func TestMaxDeliveriesFiresWhenTheLastLeaseEnds(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) { c.MaxDeliveries = 2 })
 	sendBodies(t, m, s, t0, "q", "", "m")
 	receiveBodies(t, m, s, t0, "q", 1, 100)
@@ -167,6 +170,7 @@ func TestMaxDeliveriesFiresWhenTheLastLeaseEnds(t *testing.T) {
 }
 
 func TestRetentionNeverCutsALiveLease(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) { c.Retention = 10 * time.Second })
 	sendBodies(t, m, s, t0, "q", "", "leased", "idle")
 	_, ls := receiveBodies(t, m, s, t0, "q", 1, 60_000)
@@ -186,6 +190,7 @@ func TestRetentionNeverCutsALiveLease(t *testing.T) {
 }
 
 func TestRetentionWithoutDLQRemovesWithARecord(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) {
 		c.Retention = time.Second
 		c.DeadLetterQueue = NoDeadLetterQueue
@@ -204,6 +209,7 @@ func TestRetentionWithoutDLQRemovesWithARecord(t *testing.T) {
 }
 
 func TestDedupWindowIsFixedAndSurvivesAck(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", nil)
 	in := []SendInput{{Payload: Payload{Body: []byte("x"), DedupID: "d"}, Delay: -1}}
 	r1, err := m.Send(t0, s, "q", in)
@@ -227,6 +233,7 @@ func TestDedupWindowIsFixedAndSurvivesAck(t *testing.T) {
 }
 
 func TestBackpressureRefusesSendsButNotDeadLetters(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) { c.MaxMessages = 2 })
 	if _, err := m.PutQueue(t0, s, "q-dlq", func() Config { c := DeadLetterConfig(testConfig("q")); c.MaxMessages = 1; return c }()); err != nil {
 		t.Fatal(err)
@@ -247,6 +254,7 @@ func TestBackpressureRefusesSendsButNotDeadLetters(t *testing.T) {
 }
 
 func TestConfigValidationNamesTheField(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		edit  func(*Config)
 		field string
@@ -295,6 +303,7 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 }
 
 func TestDLQCyclesAndInUse(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "a", func(c *Config) { c.DeadLetterQueue = "b" })
 	_, err := m.PutQueue(t0, s, "b", func() Config { c := testConfig("b"); c.DeadLetterQueue = "a"; return c }())
 	var ce *CycleError
@@ -319,6 +328,7 @@ func TestDLQCyclesAndInUse(t *testing.T) {
 }
 
 func TestRecreatedQueueMakesReceiptsStale(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", nil)
 	sendBodies(t, m, s, t0, "q", "", "m")
 	_, ls := receiveBodies(t, m, s, t0, "q", 1, 60_000)
@@ -336,6 +346,7 @@ func TestRecreatedQueueMakesReceiptsStale(t *testing.T) {
 }
 
 func TestReceiveByteCapReturnsAtLeastOne(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", nil)
 	sendBodies(t, m, s, t0, "q", "", strings.Repeat("a", 600), strings.Repeat("b", 600), "c")
 	ds, _ := m.Receive(t0, s, "q", 10, 1000, 1000)
@@ -349,6 +360,7 @@ func TestReceiveByteCapReturnsAtLeastOne(t *testing.T) {
 }
 
 func TestSendRejectsBadPayloadsAndRecordsNothing(t *testing.T) {
+	t.Parallel()
 	m, s := newMachine(t, "q", func(c *Config) { c.MaxMessageSize = 10; c.Retention = time.Hour })
 	n := len(s.recs)
 	res, _ := m.Send(t0, s, "q", []SendInput{
@@ -422,6 +434,7 @@ func FuzzRestore(f *testing.F) {
 // into a machine that was told nothing evicts dedup entries and prunes tasks exactly as
 // the live one did.
 func TestLimitsTravelInTheLog(t *testing.T) {
+	t.Parallel()
 	m, s := newTestMachine()
 	if _, err := m.SetLimits(t0, s, Limits{DedupCap: 2, MaxTasks: 1}); err != nil {
 		t.Fatal(err)
@@ -457,5 +470,89 @@ func TestLimitsTravelInTheLog(t *testing.T) {
 	}
 	if _, err := m.SetLimits(t0, s, Limits{DedupCap: -1}); err == nil {
 		t.Fatal("a negative limit accepted")
+	}
+}
+
+// TestQuarantineMovesACorruptHeadOutOfItsGroup: a head whose body the broker cannot read
+// is dead-lettered with reason corrupt, its delivery count unchanged, and the rest of
+// its group moves on in order; a leased message is not quarantined, nor a message of a
+// queue without a dead-letter queue; consumers cannot give the reason themselves.
+func TestQuarantineMovesACorruptHeadOutOfItsGroup(t *testing.T) {
+	m, s := newMachine(t, "orders", nil)
+	ids := sendBodies(t, m, s, t0, "orders", "alice", "a1", "a2", "a3")
+	mi, err := m.Message(t0, "orders", ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := m.Quarantine(t0, s, "orders", mi.Seq, ids[0], "checksum mismatch at 00000001.wal@4096")
+	if err != nil || !ok {
+		t.Fatalf("Quarantine: %v %v", ok, err)
+	}
+	if got, _ := receiveBodies(t, m, s, t0, "orders", 10, 1000); strings.Join(got, ",") != "a2,a3" {
+		t.Fatalf("after quarantining the head: %v, want a2,a3", got)
+	}
+	dl, err := m.Peek(t0, "orders-dlq", 0, 10)
+	if err != nil || len(dl) != 1 || dl[0].ID != ids[0] || dl[0].Dead == nil || dl[0].Dead.Reason != ReasonCorrupt ||
+		dl[0].Dead.Description != "checksum mismatch at 00000001.wal@4096" || dl[0].Dead.Deliveries != 0 || dl[0].Group != "alice" {
+		t.Fatalf("dead-letter queue: %+v %v", dl, err)
+	}
+	// Once gone, or now another message, or leased: nothing happens.
+	if ok, err := m.Quarantine(t0, s, "orders", mi.Seq, ids[0], ""); ok || err != nil {
+		t.Fatalf("second Quarantine: %v %v", ok, err)
+	}
+	leased, _ := m.Message(t0, "orders", ids[1])
+	if ok, err := m.Quarantine(t0, s, "orders", leased.Seq, ids[1], ""); ok || err != nil {
+		t.Fatalf("Quarantine of a leased message: %v %v", ok, err)
+	}
+	if ok, err := m.Quarantine(t0, s, "orders", leased.Seq, ids[2], ""); ok || err != nil {
+		t.Fatalf("Quarantine with another message's id: %v %v", ok, err)
+	}
+	if err := m.CheckDeadLetter("orders", ReasonCorrupt, ""); !errors.Is(err, ErrInvalidMessage) {
+		t.Fatalf("a consumer's reason corrupt: %v, want ErrInvalidMessage", err)
+	}
+
+	n, ns := newMachine(t, "plain", func(c *Config) { c.DeadLetterQueue, c.MaxDeliveries = NoDeadLetterQueue, 0 })
+	pid := sendBodies(t, n, ns, t0, "plain", "", "p")[0]
+	if ok, err := n.Quarantine(t0, ns, "plain", 1, pid, ""); ok || !errors.Is(err, ErrNoDeadLetter) {
+		t.Fatalf("Quarantine without a dead-letter queue: %v %v", ok, err)
+	}
+}
+
+// TestRedriveRefusesAndSkipsCorruptDeadLetters: a redrive naming a corrupt dead letter by
+// id, or the reason corrupt, is refused; one of everything moves the others and counts
+// the corrupt one as skipped.
+func TestRedriveRefusesAndSkipsCorruptDeadLetters(t *testing.T) {
+	m, s := newMachine(t, "orders", nil)
+	ids := sendBodies(t, m, s, t0, "orders", "", "bad", "good")
+	if ok, err := m.Quarantine(t0, s, "orders", 1, ids[0], "checksum mismatch"); !ok || err != nil {
+		t.Fatalf("Quarantine: %v %v", ok, err)
+	}
+	_, ls := receiveBodies(t, m, s, t0, "orders", 1, 1000)
+	if _, err := m.DeadLetter(t0, s, "orders", ls, "poison", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []RedriveFilter{{IDs: []uint64{ids[1], ids[0]}}, {Reason: ReasonCorrupt}} {
+		before := len(s.recs)
+		if _, err := m.StartRedrive(t0, s, RedriveSpec{Source: "orders-dlq", Filter: f}); !errors.Is(err, ErrMessageCorrupt) {
+			t.Fatalf("redrive %+v: %v, want ErrMessageCorrupt", f, err)
+		} else if f.IDs != nil && !strings.Contains(err.Error(), FormatID(ids[0])) {
+			t.Fatalf("the refusal does not name the corrupt message: %v", err)
+		}
+		if len(s.recs) != before {
+			t.Fatalf("a refused redrive logged %d records", len(s.recs)-before)
+		}
+	}
+	task, err := m.StartRedrive(t0, s, RedriveSpec{Source: "orders-dlq"})
+	if err != nil || task.Total != 2 {
+		t.Fatalf("redrive of everything: %+v %v", task, err)
+	}
+	if st, err := m.RedriveStep(t0, s, task.ID, 10); err != nil || st.Moved != 1 || !st.Done {
+		t.Fatalf("step: %+v %v", st, err)
+	}
+	if task, _ = m.Task(task.ID); task.Moved != 1 || task.Skipped != 1 {
+		t.Fatalf("task after the step: moved %d skipped %d, want 1 and 1", task.Moved, task.Skipped)
+	}
+	if dl, _ := m.Peek(t0, "orders-dlq", 0, 10); len(dl) != 1 || dl[0].ID != ids[0] {
+		t.Fatalf("the corrupt dead letter moved: %+v", dl)
 	}
 }

@@ -197,8 +197,17 @@ func (md *model) send(in []SendInput) []SendResult {
 	return out
 }
 
-func (md *model) receive(max int, vis int64) []*mmsg {
+// receive leases as a receive does whose admission filter answers ask (nil: admit
+// everything), and returns what it leased and what it deferred. It selects runs in
+// arrival order — an ungrouped message, or a group's head with the consecutive ready
+// messages after it — until max are selected; a skipped message is passed over (a skipped
+// head holds its group, a skipped follower ends the run); a run with a deferred message
+// in it, and every run selected after it, is deferred, not leased.
+func (md *model) receive(max int, vis int64, ask func(*mmsg) Admission) ([]*mmsg, []*mmsg) {
 	md.advance()
+	if ask == nil {
+		ask = func(*mmsg) Admission { return Admit }
+	}
 	q := md.q
 	locked := map[string]bool{}
 	head := map[string]*mmsg{}
@@ -213,43 +222,55 @@ func (md *model) receive(max int, vis int64) []*mmsg {
 			locked[x.group] = true
 		}
 	}
-	var taken []*mmsg
-	took := map[*mmsg]bool{}
+	var taken, deferred []*mmsg
+	deferring := false
 	for i, x := range q.msgs {
-		if len(taken) >= max {
+		if len(taken)+len(deferred) >= max {
 			break
 		}
-		if took[x] || x.state != StateReady {
+		if x.state != StateReady || (x.group != "" && (locked[x.group] || head[x.group] != x)) {
 			continue
 		}
-		if x.group == "" {
-			taken = append(taken, x)
-			took[x] = true
+		if x.group != "" {
+			locked[x.group] = true
+		}
+		a := ask(x)
+		if a == Skip {
 			continue
 		}
-		if locked[x.group] || head[x.group] != x {
-			continue
-		}
-		locked[x.group] = true
-		taken = append(taken, x)
-		took[x] = true
+		run := []*mmsg{x}
 		for _, y := range q.msgs[i+1:] {
+			if x.group == "" {
+				break
+			}
 			if y.group != x.group {
 				continue
 			}
-			if len(taken) >= max || y.state != StateReady {
+			if len(taken)+len(deferred)+len(run) >= max || y.state != StateReady {
 				break
 			}
-			taken = append(taken, y)
-			took[y] = true
+			ay := ask(y)
+			if ay == Skip {
+				break
+			}
+			if ay == Defer {
+				a = Defer
+			}
+			run = append(run, y)
 		}
+		if deferring || a == Defer {
+			deferring = true
+			deferred = append(deferred, run...)
+			continue
+		}
+		taken = append(taken, run...)
 	}
 	for _, x := range taken {
 		x.state = StateInFlight
 		x.deliv++
 		x.at = md.now + vis
 	}
-	return taken
+	return taken, deferred
 }
 
 func (md *model) lease(l Lease) *mmsg {
@@ -307,6 +328,7 @@ func sameErr(got, want error) bool {
 }
 
 func TestMachineMatchesModel(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := testConfig("q")
 		cfg.VisibilityTimeout = time.Second
@@ -345,9 +367,10 @@ func TestMachineMatchesModel(t *testing.T) {
 					h.redrive(t)
 				}
 			},
-			"delete": h.deleteMsg,
-			"purge":  h.purge,
-			"":       h.check,
+			"quarantine": func(t *rapid.T) { h.quarantine(t, hasDLQ) },
+			"delete":     h.deleteMsg,
+			"purge":      h.purge,
+			"":           h.check,
 		})
 	})
 }
@@ -383,16 +406,68 @@ func (h *harness) send(t *rapid.T) {
 func (h *harness) receive(t *rapid.T) {
 	max := rapid.IntRange(1, 4).Draw(t, "max")
 	vis := rapid.SampledFrom([]int64{-1, 0, 300, 2000}).Draw(t, "vis")
-	got, err := h.m.Receive(h.md.now, h.sink, "q", max, vis, 0)
+	// An admission filter defers the messages whose id is a multiple of deferMod and
+	// skips those whose id is a multiple of skipMod, as the broker defers the bodies it
+	// has not read and skips those it failed to read (0: no filter, plain Receive).
+	deferMod := rapid.SampledFrom([]uint64{0, 0, 2, 3}).Draw(t, "deferMod")
+	skipMod := rapid.SampledFrom([]uint64{0, 0, 0, 5}).Draw(t, "skipMod")
+	answer := func(id uint64) Admission {
+		switch {
+		case skipMod > 0 && id%skipMod == 0:
+			return Skip
+		case deferMod > 0 && id%deferMod == 0:
+			return Defer
+		}
+		return Admit
+	}
+	var got []Delivery
+	var gotDeferred []Candidate
+	var err error
+	var ask func(*mmsg) Admission
+	if deferMod == 0 && skipMod == 0 {
+		got, err = h.m.Receive(h.md.now, h.sink, "q", max, vis, 0)
+	} else {
+		ask = func(x *mmsg) Admission { return answer(x.id) }
+		var admitted []uint64
+		got, gotDeferred, err = h.m.ReceiveWith(h.md.now, h.sink, "q", ReceiveSpec{Max: max, Visibility: vis,
+			Admit: func(c Candidate) Admission {
+				a := answer(c.MsgID)
+				if a == Admit {
+					admitted = append(admitted, c.MsgID)
+				}
+				return a
+			}})
+		// What was leased was admitted, in the same order.
+		j := 0
+		for _, id := range deliveryIDs(got) {
+			for j < len(admitted) && admitted[j] != id {
+				j++
+			}
+			if j == len(admitted) {
+				t.Fatalf("receive leased %v, not all admitted in that order (%v)", deliveryIDs(got), admitted)
+			}
+			j++
+		}
+	}
 	if err != nil {
 		t.Fatalf("Receive: %v", err)
 	}
 	if vis < 0 {
 		vis = h.md.q.cfg.VisibilityTimeout.Milliseconds()
 	}
-	want := h.md.receive(max, vis)
+	want, wantDeferred := h.md.receive(max, vis, ask)
 	if len(got) != len(want) {
 		t.Fatalf("receive: got %d messages %v, want %d %v", len(got), deliveryIDs(got), len(want), modelIDs(want))
+	}
+	var deferredIDs []uint64
+	for i, c := range gotDeferred {
+		deferredIDs = append(deferredIDs, c.MsgID)
+		if i < len(wantDeferred) && c.Seq != wantDeferred[i].seq {
+			t.Fatalf("deferred candidate %d: seq %d, want %d", i, c.Seq, wantDeferred[i].seq)
+		}
+	}
+	if !slices.Equal(deferredIDs, modelIDs(wantDeferred)) {
+		t.Fatalf("receive deferred %v, want %v", deferredIDs, modelIDs(wantDeferred))
 	}
 	for i := range want {
 		g, w := got[i], want[i]
@@ -575,6 +650,38 @@ func (h *harness) deadLetter(t *rapid.T, hasDLQ bool) {
 	h.md.deadLetterSorted(dead, func(*mmsg) string { return "poison" })
 }
 
+// quarantine dead-letters a message no consumer holds with reason corrupt, as the broker
+// does with one whose body fails its checksum.
+func (h *harness) quarantine(t *rapid.T, hasDLQ bool) {
+	if len(h.ids) == 0 {
+		t.Skip("no ids")
+	}
+	id := rapid.SampledFrom(h.ids).Draw(t, "id")
+	var seq uint64
+	if q, x := h.md.find(id); q == h.md.q {
+		seq = x.seq
+	}
+	ok, err := h.m.Quarantine(h.md.now, h.sink, "q", seq, id, "checksum mismatch at 00000001.wal@4096")
+	if !hasDLQ {
+		if !errors.Is(err, ErrNoDeadLetter) || ok {
+			t.Fatalf("Quarantine without DLQ: got %v %v", ok, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("Quarantine: %v", err)
+	}
+	h.md.advance()
+	q, x := h.md.find(id)
+	want := q == h.md.q && x.state != StateInFlight
+	if ok != want {
+		t.Fatalf("Quarantine of %d: got %v, want %v", id, ok, want)
+	}
+	if want {
+		h.md.deadLetter(x, ReasonCorrupt)
+	}
+}
+
 func (h *harness) clock(t *rapid.T) {
 	h.md.now += rapid.SampledFrom([]int64{1, 10, 150, 500, 1000, 2600, 7000}).Draw(t, "dt")
 	h.m.Tick(h.md.now, h.sink)
@@ -619,9 +726,15 @@ func (h *harness) purge(t *rapid.T) {
 func (h *harness) redrive(t *rapid.T) {
 	md := h.md
 	if md.task == nil {
-		reason := rapid.SampledFrom([]string{"", ReasonMaxDeliveries, "poison"}).Draw(t, "reason")
+		reason := rapid.SampledFrom([]string{"", ReasonMaxDeliveries, "poison", ReasonCorrupt}).Draw(t, "reason")
 		target := rapid.SampledFrom([]string{"", "q"}).Draw(t, "target")
 		task, err := h.m.StartRedrive(md.now, h.sink, RedriveSpec{Source: md.dlq.name, Target: target, Filter: RedriveFilter{Reason: reason}})
+		if reason == ReasonCorrupt {
+			if !errors.Is(err, ErrMessageCorrupt) {
+				t.Fatalf("StartRedrive of reason corrupt: got %v, want ErrMessageCorrupt", err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("StartRedrive: %v", err)
 		}
@@ -656,8 +769,8 @@ func (h *harness) redrive(t *rapid.T) {
 			break
 		}
 		scanned++
-		if md.task.reason != "" && x.deadReason != md.task.reason {
-			cursor = x.seq
+		if (md.task.reason != "" && x.deadReason != md.task.reason) || x.deadReason == ReasonCorrupt {
+			cursor = x.seq // not selected, or skipped: a corrupt body is not moved
 			continue
 		}
 		if md.q.cfg.MaxMessages > 0 && int64(len(md.q.msgs)+len(items))+1 > md.q.cfg.MaxMessages {
@@ -825,6 +938,7 @@ func infoIDs(xs []MessageInfo) []uint64 {
 }
 
 func TestBackoffMatchesModel(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := testConfig("q")
 		cfg.BackoffBase = time.Duration(rapid.Int64Range(0, 5000).Draw(t, "base")) * time.Millisecond
@@ -843,6 +957,93 @@ func TestBackoffMatchesModel(t *testing.T) {
 		}
 		if got < 0 || got > cfg.BackoffMax.Milliseconds() {
 			t.Fatalf("backoff %d outside [0, %d]", got, cfg.BackoffMax.Milliseconds())
+		}
+	})
+}
+
+// TestDeferringDelaysButDoesNotChangeAReceive: a receive whose filter defers some
+// candidates, followed by a second call that admits everything and continues it, leases
+// what one plain Receive would, in the same order and with the same resulting state —
+// so a node's cache, which decides what the broker defers, never decides what a receive
+// takes.
+func TestDeferringDelaysButDoesNotChangeAReceive(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ordered := rapid.Bool().Draw(t, "ordered")
+		var recs []Record
+		a, sa := New(), &logSink{t: t}
+		cfg := testConfig("q")
+		cfg.OrderedGroups = ordered
+		if _, err := a.PutQueue(t0, sa, "q", cfg); err != nil {
+			t.Fatal(err)
+		}
+		n := rapid.IntRange(1, 30).Draw(t, "n")
+		in := make([]SendInput, n)
+		for i := range in {
+			in[i] = SendInput{Payload: Payload{
+				Body:  make([]byte, rapid.IntRange(0, 40).Draw(t, "size")),
+				Group: rapid.SampledFrom([]string{"", "", "a", "b", "c"}).Draw(t, "group"),
+			}, Delay: -1}
+		}
+		if _, err := a.Send(t0, sa, "q", in); err != nil {
+			t.Fatal(err)
+		}
+		// Some leased already, so that groups are held.
+		if _, err := a.Receive(t0, sa, "q", rapid.IntRange(0, 3).Draw(t, "pre"), 60_000, 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range sa.recs {
+			r, err := DecodeRecord(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, r)
+		}
+		b, sb := New(), &logSink{t: t}
+		for _, r := range recs {
+			if err := b.Apply(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		max := rapid.IntRange(1, 12).Draw(t, "max")
+		maxBytes := rapid.SampledFrom([]int64{0, 30, 100}).Draw(t, "maxBytes")
+		mod := rapid.Uint64Range(1, 4).Draw(t, "deferMod")
+		want, err := a.Receive(t0+1, sa, "q", max, 1000, maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, deferred, err := b.ReceiveWith(t0+1, sb, "q", ReceiveSpec{Max: max, Visibility: 1000, MaxBytes: maxBytes,
+			Admit: func(c Candidate) Admission {
+				if c.MsgID%mod == 0 {
+					return Defer
+				}
+				return Admit
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := first
+		if len(deferred) > 0 {
+			var size int64
+			for _, d := range first {
+				size += b.ar.get(d.Ref).size()
+			}
+			var rest int64 // what remains of the cap (0: none)
+			if maxBytes > 0 {
+				rest = maxBytes - size
+			}
+			if maxBytes == 0 || rest > 0 || len(first) == 0 {
+				more, _, err := b.ReceiveWith(t0+1, sb, "q", ReceiveSpec{Max: max - len(first), Visibility: 1000, MaxBytes: rest, Continued: len(first) > 0})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, more...)
+			}
+		}
+		if !slices.Equal(deliveryIDs(got), deliveryIDs(want)) {
+			t.Fatalf("deferred then continued: leased %v; one receive: %v (deferred %d)", deliveryIDs(got), deliveryIDs(want), len(deferred))
+		}
+		if !bytes.Equal(a.AppendSnapshot(nil), b.AppendSnapshot(nil)) {
+			t.Fatal("the two machines' states differ")
 		}
 	})
 }

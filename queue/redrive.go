@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // RedriveSpec asks to move messages out of Source.
@@ -50,6 +51,9 @@ func (m *Machine) StartRedrive(now int64, sink Sink, spec RedriveSpec) (Task, er
 	if len(spec.Filter.Reason) > MaxReasonLen {
 		return Task{}, &InvalidError{Field: "reason", Reason: fmt.Sprintf("at most %d characters", MaxReasonLen)}
 	}
+	if spec.Filter.Reason == ReasonCorrupt {
+		return Task{}, fmt.Errorf("%w: dead letters of reason %s cannot be redriven (their bodies are unreadable); receive them for their ids and locations, and delete or ack them", ErrMessageCorrupt, ReasonCorrupt)
+	}
 	if spec.Filter.OlderThan < 0 {
 		return Task{}, &ConfigError{Field: "older_than", Reason: "must not be negative"}
 	}
@@ -59,12 +63,21 @@ func (m *Machine) StartRedrive(now int64, sink Sink, spec RedriveSpec) (Task, er
 	m.advance(sink, src, now)
 	f := newFilter(spec.Filter)
 	var total int64
+	var corrupt []string
 	src.msgs.each(0, func(x *message) bool {
 		if f.match(&m.ar, x, now) {
 			total++
+			if f.ids != nil && corruptDead(&m.ar, x) && len(corrupt) < 10 {
+				corrupt = append(corrupt, FormatID(x.id))
+			}
 		}
 		return true
 	})
+	if len(corrupt) > 0 {
+		m.reschedule(src)
+		return Task{}, fmt.Errorf("%w: %s in %q (reason %s): their bodies are unreadable, so a redrive would move nothing; leave them out",
+			ErrMessageCorrupt, strings.Join(corrupt, ", "), src.name, ReasonCorrupt)
+	}
 	id := m.lastTID + 1
 	m.emit(sink, &TaskCreateRecord{Now: now, TaskID: id, Source: src.id, Target: target, Filter: spec.Filter, MaxSeq: src.nextSeq, Total: total, Rate: spec.Rate})
 	return m.Task(id)
@@ -84,6 +97,12 @@ func newFilter(f RedriveFilter) filter {
 		}
 	}
 	return c
+}
+
+// corruptDead reports whether x is a dead letter the broker quarantined (ReasonCorrupt).
+func corruptDead(a *arena, x *message) bool {
+	d := a.dead(x)
+	return d != nil && d.Reason == ReasonCorrupt
 }
 
 func (f *filter) match(a *arena, x *message, now int64) bool {
@@ -114,7 +133,8 @@ type StepResult struct {
 
 // RedriveStep moves up to max messages of a running task in one committed batch. Leased
 // messages are skipped (their consumer holds them), as are messages whose recorded source
-// no longer exists; both are counted. A full target pauses the task.
+// no longer exists and dead letters of reason corrupt (their bodies are unreadable); all
+// are counted. A full target pauses the task.
 func (m *Machine) RedriveStep(now int64, sink Sink, id uint64, max int) (StepResult, error) {
 	now = m.clock(now)
 	t := m.tasks[id]
@@ -156,7 +176,7 @@ func (m *Machine) RedriveStep(now int64, sink Sink, id uint64, max int) (StepRes
 			target = m.ar.dead(x).Source
 		}
 		dst := m.byID[target]
-		if x.state() == StateInFlight || x.state() == statePending || dst == nil || dst == src {
+		if x.state() == StateInFlight || x.state() == statePending || dst == nil || dst == src || corruptDead(&m.ar, x) {
 			skipped++
 			cursor = x.seq
 			return true

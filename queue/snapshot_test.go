@@ -72,6 +72,7 @@ func richMachine(t *testing.T) *Machine {
 // 279c863 (before the payload store) from richMachine, whose state today's encoder writes
 // as version 3.
 func TestOlderSnapshotsStillRestore(t *testing.T) {
+	t.Parallel()
 	live := richMachine(t)
 	want := live.AppendSnapshot(nil)
 	var messages int
@@ -106,6 +107,7 @@ func TestOlderSnapshotsStillRestore(t *testing.T) {
 // Snapshot pieces join to AppendSnapshot's bytes and stay near their size, and a deep
 // backlog costs about a dozen bytes a message.
 func TestSnapshotChunksAndSize(t *testing.T) {
+	t.Parallel()
 	m, s := New(), &memSink{}
 	m.PutQueue(t0, s, "q", testConfig("q"))
 	const n = 200_000

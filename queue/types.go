@@ -79,6 +79,11 @@ func (s State) String() string {
 const (
 	ReasonMaxDeliveries = "max_deliveries"
 	ReasonExpired       = "expired"
+	// ReasonCorrupt marks a message quarantined because this node cannot read its body:
+	// it failed its checksum (Machine.Quarantine). Consumers cannot give it
+	// (CheckDeadLetter), so a dead letter with this reason is always the broker's, and a
+	// redrive refuses or skips it (ErrMessageCorrupt).
+	ReasonCorrupt = "corrupt"
 )
 
 // DeadInfo records why and from where a message was dead-lettered.
@@ -125,6 +130,58 @@ type Delivery struct {
 	FirstDelivered int64
 	Group          string
 	Dead           *DeadInfo
+}
+
+// Candidate is a ready message a receive has selected to lease, as its admission filter
+// sees it (ReceiveSpec.Admit): the body's name in the payload store, and enough to find
+// the message again (Seq and MsgID: a Ref may name another message once this one is
+// gone).
+type Candidate struct {
+	Ref   Ref
+	Seq   uint64
+	MsgID uint64
+	Dead  *DeadInfo
+}
+
+// Admission is an admission filter's answer about one candidate of a receive
+// (ReceiveSpec.Admit).
+type Admission uint8
+
+const (
+	// Admit: lease it.
+	Admit Admission = iota
+	// Defer: not yet; the caller must prepare it first (the broker reads its body). It
+	// and everything selected after it are reported instead of leased, so that a later
+	// call, once they are prepared, leases what this one would have: deferring delays
+	// what a receive takes, it does not change it.
+	Defer
+	// Skip: leave it where it is and select as if it were not ready: a skipped head
+	// holds its group for this call, a skipped follower ends its group's run (the
+	// broker skips a message whose body it failed to read).
+	Skip
+)
+
+// ReceiveSpec shapes one call of Machine.ReceiveWith.
+type ReceiveSpec struct {
+	// Max messages to select (leased and deferred together).
+	Max int
+	// Visibility is the lease length in milliseconds; negative means the queue's
+	// visibility timeout.
+	Visibility int64
+	// MaxBytes caps the payload bytes selected (0: no cap). Unless Continued, one message
+	// is selected even if it alone is over the cap.
+	MaxBytes int64
+	// Continued says that this call continues a receive that leased messages in an
+	// earlier call: Max and MaxBytes are what remains, and the cap is never exceeded.
+	Continued bool
+	// Admit, when set, is asked about each candidate as it is selected, once the limits
+	// above let it in; for an ordered group, about each message of the run (the head and
+	// the consecutive ready followers) before any of it is leased, so that a run is leased
+	// whole or deferred whole. An admitted candidate may still be deferred (a later one of
+	// its run, or an earlier candidate, was deferred): a caller that notes what it
+	// admitted matches the deliveries to its notes by Ref and id, which come in the same
+	// order. It must not call the machine. Nil admits everything.
+	Admit func(Candidate) Admission
 }
 
 // NackInput ends one lease early.

@@ -10,6 +10,7 @@ import (
 )
 
 func TestRebuildReportsDriftBeforeAndAfter(t *testing.T) {
+	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		ctx := context.Background()
 		for _, q := range []string{
@@ -61,6 +62,7 @@ func TestRebuildReportsDriftBeforeAndAfter(t *testing.T) {
 }
 
 func TestCompareLimitsRows(t *testing.T) {
+	t.Parallel()
 	want := reconcile.State{}
 	for _, k := range []string{"a", "b", "c", "d"} {
 		want[k] = "1"

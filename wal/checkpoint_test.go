@@ -17,6 +17,7 @@ import (
 )
 
 func TestCheckpointRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, _, ok, err := wal.LoadCheckpoint(vfs.OS, dir); ok || err != nil {
 		t.Fatalf("empty dir: ok=%v err=%v", ok, err)
@@ -69,6 +70,7 @@ func checkpointFile(version uint32, pos wal.Pos, payload []byte) []byte {
 }
 
 func TestCheckpointCorrupt(t *testing.T) {
+	t.Parallel()
 	pos := wal.MakePos(2, 96)
 	name := fmt.Sprintf("/ck/checkpoint-%016x.ckpt", uint64(pos))
 	good := checkpointFile(1, pos, []byte("payload"))
@@ -83,6 +85,7 @@ func TestCheckpointCorrupt(t *testing.T) {
 		{"wrong position", checkpointFile(1, pos+8, []byte("payload"))},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
+			t.Parallel()
 			m := vfs.NewMemFS()
 			if err := wal.SaveCheckpoint(m, "/ck", wal.MakePos(1, 32), []byte("older")); err != nil {
 				t.Fatal(err)
@@ -96,6 +99,7 @@ func TestCheckpointCorrupt(t *testing.T) {
 		})
 	}
 	t.Run("newer version", func(t *testing.T) {
+		t.Parallel()
 		m := vfs.NewMemFS()
 		writeAt(t, m, name, 0, checkpointFile(7, pos, []byte("payload")))
 		_, _, _, err := wal.LoadCheckpoint(m, "/ck")
@@ -104,6 +108,7 @@ func TestCheckpointCorrupt(t *testing.T) {
 		}
 	})
 	t.Run("documented layout is accepted", func(t *testing.T) {
+		t.Parallel()
 		m := vfs.NewMemFS()
 		writeAt(t, m, name, 0, good)
 		if p, b, ok, err := wal.LoadCheckpoint(m, "/ck"); err != nil || !ok || p != pos || string(b) != "payload" {
@@ -115,6 +120,7 @@ func TestCheckpointCorrupt(t *testing.T) {
 // TestCheckpointCrashDuringSave cuts the power before every operation of a
 // save: the result must always be the old checkpoint or the new one.
 func TestCheckpointCrashDuringSave(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	old, next := wal.MakePos(1, 64), wal.MakePos(1, 128)
@@ -146,6 +152,7 @@ func TestCheckpointCrashDuringSave(t *testing.T) {
 }
 
 func TestCheckpointSaveFailureKeepsPrevious(t *testing.T) {
+	t.Parallel()
 	for _, op := range []vfs.Op{vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir} {
 		m := vfs.NewMemFS()
 		f := vfs.NewFaulty(m, nil)

@@ -126,15 +126,37 @@ func (l *Log) cycle(b *batch) bool {
 // failLocked makes the log failed for good and fails the batches that will
 // now never be durable: b (the one being written, if any) and the pending
 // one.
+//
+// The log may have failed already (Fail, then a cycle that was running fails too): the
+// first failure stays the log's, and a batch is failed once.
 func (l *Log) failLocked(cause error, b *batch) {
-	l.failed = fmt.Errorf("%w: %w", ErrFailed, cause)
-	l.logger.Error("wal: log failed; every later append fails until the log is reopened", "err", cause)
+	if l.failed == nil {
+		l.failed = fmt.Errorf("%w: %w", ErrFailed, cause)
+		l.logger.Error("wal: log failed; every later append fails until the log is reopened", "err", cause)
+	}
 	for _, x := range []*batch{b, l.pending} {
-		if x != nil {
+		if x != nil && x.err == nil {
 			x.err = l.failed
 			close(x.done)
 		}
 	}
+}
+
+// Fail stops the log for good, as a failed write or fsync does: every later Append, and
+// every wait for a record not yet durable, fails with an error wrapping ErrFailed and
+// cause. It is for a caller that finds the storage under the log unusable by other means
+// (the broker, when reads of bodies keep failing), so that nothing more is acknowledged
+// on a device it no longer trusts; the way on is the same, to close the log and open it
+// again. Records already durable stay readable. Fail does nothing on a log that has
+// failed or is closed.
+func (l *Log) Fail(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failed != nil || l.closed {
+		return
+	}
+	l.failLocked(cause, nil)
+	l.wake.Signal() // the flusher ends
 }
 
 // commit writes b and fsyncs it. A batch crossing into a new segment first

@@ -17,6 +17,7 @@ import (
 // arrived meanwhile must then share one more fsync: a committer that synced
 // per record would need one fsync each.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	const n = 100
 	ctx := testCtx(t)
 	m := vfs.NewMemFS()
@@ -96,6 +97,9 @@ func TestGroupCommit(t *testing.T) {
 // TestGroupCommitOnDisk checks batching with real fsyncs, where the
 // flusher's sync time is what lets the batches grow.
 func TestGroupCommitOnDisk(t *testing.T) {
+	// Not parallel: the batches grow while the appenders run during the flusher's
+	// fsync; tests beside it take their processor time, and the batches come out small
+	// (3 records per fsync seen, for the 4 it checks).
 	const goroutines, each = 32, 20
 	l, _ := openLog(t, wal.Options{Dir: t.TempDir(), SegmentSize: 1 << 20}, 0)
 	ctx := testCtx(t)
@@ -123,6 +127,7 @@ func TestGroupCommitOnDisk(t *testing.T) {
 }
 
 func TestWaitContext(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	l, _ := openLog(t, memOpts(f), 0)
@@ -167,6 +172,7 @@ func TestWaitContext(t *testing.T) {
 // records pile up, so that the next batch crosses several segment rolls,
 // and checks that all of it is durable once its last ticket completes.
 func TestBatchSpansSegments(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)

@@ -54,6 +54,7 @@ func v1Fixture(t *testing.T) (*vfs.MemFS, []rec) {
 // TestOpensVersion1Log opens a log written by the code before batch trailers and
 // replays every record of it where it was written.
 func TestOpensVersion1Log(t *testing.T) {
+	t.Parallel()
 	m, want := v1Fixture(t)
 	l, got := openLog(t, memOpts(m), 0)
 	sameRecords(t, got, want)
@@ -67,6 +68,7 @@ func TestOpensVersion1Log(t *testing.T) {
 // TestVersion1LogKeepsItsRules: a format-1 segment has no batch trailers, so a bad
 // last record there is still taken for a torn tail, as the code that wrote it did.
 func TestVersion1LogKeepsItsRules(t *testing.T) {
+	t.Parallel()
 	m, want := v1Fixture(t)
 	last := want[len(want)-1]
 	flipByte(t, m, segPath(last.pos.Segment()), int64(last.pos.Offset())+12)
@@ -84,6 +86,7 @@ func TestVersion1LogKeepsItsRules(t *testing.T) {
 // new segment in the current format (the format-1 spare is not reused), and the whole
 // log replays.
 func TestAppendAfterVersion1Log(t *testing.T) {
+	t.Parallel()
 	m, want := v1Fixture(t)
 	seg3 := readAll(t, m, segPath(3))
 	l, _ := openLog(t, memOpts(m), 0)
@@ -110,6 +113,7 @@ func TestAppendAfterVersion1Log(t *testing.T) {
 // empty before a segment of the current format (which would look like lost records):
 // its only segment is replaced by an empty one in the current format.
 func TestEmptyVersion1SegmentReplaced(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	writeAt(t, m, segPath(1), 0, append(segmentHeader(1, 1), make([]byte, 4096-32)...))
 	m.SyncDir("/wal")

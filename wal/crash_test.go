@@ -17,6 +17,7 @@ import (
 // byte that reached the file, and checks that Open keeps the acknowledged
 // records, drops the torn one, appends after them, and reopens cleanly.
 func TestTornTail(t *testing.T) {
+	t.Parallel()
 	const acked = 5
 	last := payload(40) // 89 bytes: the frame ends in 7 bytes of padding
 	frameLen := (8 + len(last) + 7) &^ 7
@@ -81,6 +82,7 @@ func TestTornTail(t *testing.T) {
 // produce: arbitrary bytes after the last record are a torn tail, and are
 // zeroed; a valid frame after them makes them corruption instead.
 func TestTornTailGarbage(t *testing.T) {
+	t.Parallel()
 	setup := func(t *testing.T) (*vfs.MemFS, []rec, wal.Pos) {
 		m := vfs.NewMemFS()
 		l, _ := openLog(t, memOpts(m), 0)
@@ -95,6 +97,7 @@ func TestTornTailGarbage(t *testing.T) {
 	garbage := []byte("\x13\x00\x00\x00 this is not a frame \xff\xfe")
 
 	t.Run("repaired", func(t *testing.T) {
+		t.Parallel()
 		m, want, end := setup(t)
 		writeAt(t, m, segPath(1), int64(end.Offset())+24, garbage)
 		l, got := openLog(t, memOpts(m), 0)
@@ -108,6 +111,7 @@ func TestTornTailGarbage(t *testing.T) {
 		}
 	})
 	t.Run("valid frame after it", func(t *testing.T) {
+		t.Parallel()
 		m, _, end := setup(t)
 		writeAt(t, m, segPath(1), int64(end.Offset()), garbage)
 		later := int64(end.Offset()) + 512
@@ -130,6 +134,7 @@ func allZeroFrom(b []byte, off int64) bool {
 }
 
 func TestCorruption(t *testing.T) {
+	t.Parallel()
 	// build writes records into four 4 KiB segments and returns them.
 	build := func(t *testing.T) (*vfs.MemFS, []rec) {
 		m := vfs.NewMemFS()
@@ -167,18 +172,21 @@ func TestCorruption(t *testing.T) {
 	}
 
 	t.Run("payload in last segment", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 4)[1]
 		flipByte(t, m, segPath(4), int64(r.pos.Offset())+12)
 		expectCorruption(t, m, segPath(4), int64(r.pos.Offset()))
 	})
 	t.Run("zero length word before records", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 4)[1]
 		writeAt(t, m, segPath(4), int64(r.pos.Offset()), make([]byte, 4))
 		expectCorruption(t, m, segPath(4), int64(r.pos.Offset()))
 	})
 	t.Run("last record of an earlier segment", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		recs := inSegment(want, 2)
 		r := recs[len(recs)-1]
@@ -186,22 +194,26 @@ func TestCorruption(t *testing.T) {
 		expectCorruption(t, m, segPath(2), int64(r.pos.Offset()))
 	})
 	t.Run("length in an earlier segment", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 1)[0]
 		writeAt(t, m, segPath(1), int64(r.pos.Offset())+2, []byte{0xff})
 		expectCorruption(t, m, segPath(1), int64(r.pos.Offset()))
 	})
 	t.Run("header of an earlier segment", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		flipByte(t, m, segPath(2), 20)
 		expectCorruption(t, m, segPath(2), 0)
 	})
 	t.Run("header of the last segment", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		flipByte(t, m, segPath(4), 3)
 		expectCorruption(t, m, segPath(4), 0)
 	})
 	t.Run("header of a segment before the start", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		flipByte(t, m, segPath(1), 0)
 		if _, _, err := tryOpen(memOpts(m), inSegment(want, 3)[0].pos); err == nil {
@@ -209,6 +221,7 @@ func TestCorruption(t *testing.T) {
 		}
 	})
 	t.Run("ReadAt verifies the checksum", func(t *testing.T) {
+		t.Parallel()
 		m, want := build(t)
 		r := inSegment(want, 1)[2]
 		l, _ := openLog(t, memOpts(m), inSegment(want, 3)[0].pos)
@@ -220,6 +233,7 @@ func TestCorruption(t *testing.T) {
 		}
 	})
 	t.Run("missing segment", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		if err := m.Remove(segPath(2)); err != nil {
 			t.Fatal(err)
@@ -230,6 +244,7 @@ func TestCorruption(t *testing.T) {
 		}
 	})
 	t.Run("empty segment before a full one", func(t *testing.T) {
+		t.Parallel()
 		m, _ := build(t)
 		writeAt(t, m, segPath(3), 32, make([]byte, 4096-32))
 		expectCorruption(t, m, segPath(3), 32)
@@ -237,6 +252,7 @@ func TestCorruption(t *testing.T) {
 }
 
 func TestNewerFormat(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	m.MkdirAll("/wal", 0o755)
 	writeAt(t, m, segPath(1), 0, append(segmentHeader(1, 3), make([]byte, 4064)...))
@@ -262,6 +278,7 @@ func TestNewerFormat(t *testing.T) {
 // each crash the log must hold every acknowledged record, in order, and
 // nothing after a missing record.
 func TestPowerLoss(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(60) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		m := vfs.NewMemFS()
@@ -333,6 +350,7 @@ func tornMix(rng *rand.Rand, synced, current []byte) []byte {
 // crash between a segment's temporary file and its rename, between the
 // rename and the directory sync, and everywhere else.
 func TestCrashAtEveryOperation(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	opts := memOpts(f)
@@ -391,6 +409,7 @@ func TestCrashAtEveryOperation(t *testing.T) {
 }
 
 func TestSyncFailure(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	l, _ := openLog(t, memOpts(f), 0)
@@ -467,6 +486,7 @@ func TestSyncFailure(t *testing.T) {
 }
 
 func TestWriteFailure(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	l, _ := openLog(t, memOpts(f), 0)
@@ -482,8 +502,10 @@ func TestWriteFailure(t *testing.T) {
 }
 
 func TestSegmentCreationFailure(t *testing.T) {
+	t.Parallel()
 	for _, op := range []vfs.Op{vfs.OpCreate, vfs.OpPreallocate, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir} {
 		t.Run(op.String(), func(t *testing.T) {
+			t.Parallel()
 			m := vfs.NewMemFS()
 			f := vfs.NewFaulty(m, nil)
 			opts := memOpts(f)
@@ -522,6 +544,7 @@ func TestSegmentCreationFailure(t *testing.T) {
 }
 
 func TestBackgroundCreationFailureFailsLog(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	opts := memOpts(f)
@@ -549,5 +572,79 @@ func TestBackgroundCreationFailureFailsLog(t *testing.T) {
 	}
 	if !errors.Is(l.Err(), vfs.ErrInjected) {
 		t.Fatalf("Err = %v", l.Err())
+	}
+}
+
+// TestFailStopsTheLog: a log failed by its caller refuses appends and fails the records
+// not yet durable, like a failed fsync, keeps serving durable records, and reopens with
+// exactly them; a cycle that fails afterwards changes nothing.
+func TestFailStopsTheLog(t *testing.T) {
+	m := vfs.NewMemFS()
+	f := vfs.NewFaulty(m, nil)
+	l, _ := openLog(t, memOpts(f), 0)
+	pos := appendWait(t, l, []byte("durable"))
+	f.SetHook(vfs.FailNth(vfs.OpSync, 1)) // the pending batch's commit, should one start, fails too
+	_, tk, err := l.Append([]byte("pending"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("reads keep failing")
+	l.Fail(cause)
+	l.Fail(errors.New("a second cause")) // ignored
+	if err := tk.Wait(testCtx(t)); !errors.Is(err, wal.ErrFailed) || !errors.Is(err, cause) {
+		t.Fatalf("Wait of a pending record = %v, want ErrFailed wrapping the cause", err)
+	}
+	if _, _, err := l.Append([]byte("later")); !errors.Is(err, wal.ErrFailed) {
+		t.Fatalf("Append after Fail = %v", err)
+	}
+	if err := l.Err(); !errors.Is(err, cause) {
+		t.Fatalf("Err = %v, want the first cause", err)
+	}
+	if b, err := l.ReadAt(pos); err != nil || string(b) != "durable" {
+		t.Fatalf("ReadAt of a durable record after Fail = %q, %v", b, err)
+	}
+	if err := l.Close(); !errors.Is(err, wal.ErrFailed) {
+		t.Fatalf("Close = %v", err)
+	}
+	_, got := openLog(t, memOpts(m.Crash()), 0)
+	sameRecords(t, got, []rec{{pos, "durable"}})
+}
+
+// TestFailWhileACommitRuns: Fail while a cycle is syncing, whose sync then fails too,
+// fails each batch once and keeps the first cause.
+func TestFailWhileACommitRuns(t *testing.T) {
+	m := vfs.NewMemFS()
+	f := vfs.NewFaulty(m, nil)
+	l, _ := openLog(t, memOpts(f), 0)
+	appendWait(t, l, []byte("durable"))
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.SetHook(func(e vfs.Event) error {
+		if e.Op == vfs.OpSync && filepath.Base(e.Name) == "00000001.wal" {
+			once.Do(func() { close(blocked); <-release })
+			return vfs.ErrInjected
+		}
+		return nil
+	})
+	_, tk1, err := l.Append([]byte("in the running cycle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Commit()
+	<-blocked
+	_, tk2, err := l.Append([]byte("pending"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("reads keep failing")
+	l.Fail(cause)
+	close(release)
+	for _, tk := range []wal.Ticket{tk2, tk1} {
+		if err := tk.Wait(testCtx(t)); !errors.Is(err, cause) {
+			t.Fatalf("Wait = %v, want the first cause", err)
+		}
+	}
+	if err := l.Close(); !errors.Is(err, cause) {
+		t.Fatalf("Close = %v", err)
 	}
 }

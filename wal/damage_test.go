@@ -127,6 +127,7 @@ func reopenAfterSalvage(t *testing.T, m *vfs.MemFS, want []rec) {
 // torn write, keep the segment as it is and a copy of the damaged bytes; Salvage
 // then cuts the record off, reporting it, and the log opens with the others.
 func TestRotInLastRecordIsRefused(t *testing.T) {
+	t.Parallel()
 	m, want, end := lastBatchLog(t)
 	last := want[len(want)-1]
 	flipByte(t, m, segPath(1), int64(last.pos.Offset())+12)
@@ -142,6 +143,7 @@ func TestRotInLastRecordIsRefused(t *testing.T) {
 // None may pass for a torn write. Salvage cuts only the trailer: the batch's records
 // are intact, and the log keeps them all.
 func TestRotInLastBatchTrailerIsRefused(t *testing.T) {
+	t.Parallel()
 	m0, want, end := lastBatchLog(t)
 	at := end - 24
 	if fr := walkFrames(readAll(t, m0, segPath(1))); !fr[len(fr)-1].trailer || fr[len(fr)-1].off != at {
@@ -164,6 +166,7 @@ func TestRotInLastBatchTrailerIsRefused(t *testing.T) {
 // was written whole; a bad record before it is damage. Salvage cuts from it on,
 // taking the intact records after it in the batch, and says so.
 func TestRotInEarlierRecordOfLastBatchIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, j := range []int{5, 6} { // the first and the middle record of the last batch
 		m, want, end := lastBatchLog(t)
 		bad := want[j]
@@ -180,6 +183,7 @@ func TestRotInEarlierRecordOfLastBatchIsRefused(t *testing.T) {
 // TestRotBeforeLastBatchIsNotSalvaged: damage with complete batches after it is
 // refused as before, and Salvage, which cuts off only the last batch, changes nothing.
 func TestRotBeforeLastBatchIsNotSalvaged(t *testing.T) {
+	t.Parallel()
 	m, want, _ := lastBatchLog(t)
 	flipByte(t, m, segPath(1), int64(want[2].pos.Offset())+9)
 	before := readAll(t, m, segPath(1))
@@ -199,6 +203,7 @@ func TestRotBeforeLastBatchIsNotSalvaged(t *testing.T) {
 // TestRotCoveredByStartPositionIsNotSalvaged: a start position (a checkpoint's) past a
 // bad frame proves it was durable; cutting it would leave the start past the log's end.
 func TestRotCoveredByStartPositionIsNotSalvaged(t *testing.T) {
+	t.Parallel()
 	m, want, end := lastBatchLog(t)
 	last := want[len(want)-1]
 	start := wal.MakePos(1, uint32(end))
@@ -221,6 +226,7 @@ func TestRotCoveredByStartPositionIsNotSalvaged(t *testing.T) {
 // was cut, keeps the acknowledged records and those of the batch that reached the disk
 // whole, quarantines nothing, and appends after them.
 func TestTornBatchIsDiscarded(t *testing.T) {
+	t.Parallel()
 	const acked = 4
 	batch := []int{acked, acked + 1, acked + 2}
 	for k := 0; ; k++ {
@@ -313,6 +319,7 @@ func TestTornBatchIsDiscarded(t *testing.T) {
 // batch (two records and their trailer) into the zeroed end of a log, as a write cut
 // short leaves it: never refused, never quarantined.
 func TestPrefixOfBatchIsDiscarded(t *testing.T) {
+	t.Parallel()
 	m0, want, end := lastBatchLog(t)
 	r1, r2 := frame([]byte("first of the torn batch")), frame([]byte("second"))
 	full := slices.Concat(r1, r2, trailer(len(r1)+len(r2), 2))
@@ -342,6 +349,7 @@ func TestPrefixOfBatchIsDiscarded(t *testing.T) {
 // closes its run in each with a trailer, so the first segment is complete before the
 // second is written to, and damage in the second run is the last batch's alone.
 func TestBatchAcrossRollHasATrailerPerSegment(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	l, _ := openLog(t, memOpts(f), 0)
@@ -410,6 +418,7 @@ func TestBatchAcrossRollHasATrailerPerSegment(t *testing.T) {
 // TestStartAtTrailer: End read while a batch is pending is where its trailer goes; a
 // checkpoint taken there opens, and the trailer is not a record to read.
 func TestStartAtTrailer(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	l, _ := openLog(t, memOpts(m), 0)
 	_, tk, err := l.Append([]byte("before the checkpoint"))
@@ -435,6 +444,7 @@ func TestStartAtTrailer(t *testing.T) {
 // TestSalvageRefusesALogInUse: Salvage takes the log's lock, so it cannot cut a log
 // that an open Log is appending to.
 func TestSalvageRefusesALogInUse(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	l, _ := openLog(t, memOpts(m), 0)
 	appendWait(t, l, []byte("x"))
@@ -446,6 +456,7 @@ func TestSalvageRefusesALogInUse(t *testing.T) {
 // TestSalvageLeavesAnOpenableLogAlone: nothing to cut in a healthy log, nor in one with
 // a torn tail, which Open discards by itself; Salvage changes neither.
 func TestSalvageLeavesAnOpenableLogAlone(t *testing.T) {
+	t.Parallel()
 	m, _, end := lastBatchLog(t)
 	writeAt(t, m, segPath(1), end, frame([]byte("torn"))[:9])
 	before := readAll(t, m, segPath(1))
@@ -465,6 +476,7 @@ func TestSalvageLeavesAnOpenableLogAlone(t *testing.T) {
 // cut one was; if it is damaged in turn, its copy must not replace the earlier one,
 // which is all that is left of the records cut.
 func TestQuarantineKeepsEarlierCopies(t *testing.T) {
+	t.Parallel()
 	m, want, end := lastBatchLog(t)
 	last := want[len(want)-1]
 	flipByte(t, m, segPath(1), int64(last.pos.Offset())+12)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestDump(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	opts := memOpts(m)
 	l, _ := openLog(t, opts, 0)
@@ -53,6 +54,7 @@ func TestDump(t *testing.T) {
 // TestDumpShowsDamageInLastBatch: the dump says what Open will make of a damaged last
 // batch, and lists the quarantine Open filled when it refused.
 func TestDumpShowsDamageInLastBatch(t *testing.T) {
+	t.Parallel()
 	m, want, _ := lastBatchLog(t)
 	last := want[len(want)-1]
 	flipByte(t, m, segPath(1), int64(last.pos.Offset())+12)

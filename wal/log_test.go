@@ -12,6 +12,7 @@ import (
 )
 
 func TestPos(t *testing.T) {
+	t.Parallel()
 	p := wal.MakePos(3, 4096)
 	if p.Segment() != 3 || p.Offset() != 4096 || p.String() != "3:4096" {
 		t.Fatalf("Pos = %d %d %q", p.Segment(), p.Offset(), p)
@@ -22,6 +23,7 @@ func TestPos(t *testing.T) {
 }
 
 func TestRoundTripAcrossRolls(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := wal.Options{Dir: dir, SegmentSize: 4096}
 	l, got := openLog(t, opts, 0)
@@ -88,6 +90,7 @@ func TestRoundTripAcrossRolls(t *testing.T) {
 }
 
 func TestAppendFunc(t *testing.T) {
+	t.Parallel()
 	l, _ := openLog(t, memOpts(vfs.NewMemFS()), 0)
 	pos, tk, err := l.AppendFunc(func(buf []byte) []byte { return append(buf, "encoded"...) })
 	if err != nil {
@@ -121,6 +124,7 @@ func TestAppendFunc(t *testing.T) {
 }
 
 func TestAppendLimits(t *testing.T) {
+	t.Parallel()
 	l, _ := openLog(t, memOpts(vfs.NewMemFS()), 0)
 	if _, _, err := l.Append(nil); !errors.Is(err, wal.ErrEmptyRecord) {
 		t.Fatalf("Append(nil) = %v", err)
@@ -148,6 +152,7 @@ func TestAppendLimits(t *testing.T) {
 }
 
 func TestOptionsValidation(t *testing.T) {
+	t.Parallel()
 	for _, opts := range []wal.Options{
 		{FS: vfs.NewMemFS()},
 		{FS: vfs.NewMemFS(), Dir: "/wal", SegmentSize: 100},
@@ -160,6 +165,7 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestSecondOpenIsLocked(t *testing.T) {
+	t.Parallel()
 	opts := wal.Options{Dir: t.TempDir()}
 	openLog(t, opts, 0)
 	if _, _, err := tryOpen(opts, 0); !errors.Is(err, vfs.ErrLocked) {
@@ -168,6 +174,7 @@ func TestSecondOpenIsLocked(t *testing.T) {
 }
 
 func TestCloseFlushes(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	opts := memOpts(m)
 	opts.NoPrecreate = false
@@ -205,6 +212,7 @@ func TestCloseFlushes(t *testing.T) {
 }
 
 func TestRemove(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	opts := memOpts(m)
 	l, _ := openLog(t, opts, 0)
@@ -255,6 +263,7 @@ func TestRemove(t *testing.T) {
 // Segments before the start may go in any order: a gap before the start position is
 // expected (a checkpoint covers it), a gap from the start on is refused.
 func TestRemoveMiddleSegment(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	opts := memOpts(m)
 	l, _ := openLog(t, opts, 0)
@@ -287,6 +296,7 @@ func TestRemoveMiddleSegment(t *testing.T) {
 }
 
 func TestStartPositionChecked(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	opts := memOpts(m)
 	l, _ := openLog(t, opts, 0)
@@ -317,6 +327,7 @@ func TestStartPositionChecked(t *testing.T) {
 }
 
 func TestReplayErrorAbortsOpen(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	l, _ := openLog(t, memOpts(m), 0)
 	appendWait(t, l, []byte("a"))
@@ -331,6 +342,7 @@ func TestReplayErrorAbortsOpen(t *testing.T) {
 }
 
 func TestConcurrentReadersAndWriters(t *testing.T) {
+	t.Parallel()
 	opts := memOpts(vfs.NewMemFS())
 	opts.NoPrecreate = false
 	l, _ := openLog(t, opts, 0)

@@ -23,6 +23,7 @@ func (o *observer) Committed(c wal.Commit) {
 // TestObserverSeesEveryCommit: every record is in exactly one observed commit, and
 // each commit reports its size and timings, including across segment rolls.
 func TestObserverSeesEveryCommit(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	var o observer
 	opts := memOpts(vfs.NewMemFS())

@@ -39,6 +39,7 @@ func dirNames(t *testing.T, fs vfs.FS) string {
 }
 
 func TestTrailingEmptySegments(t *testing.T) {
+	t.Parallel()
 	m, want := twoSegments(t)
 	writeAt(t, m, segPath(3), 0, emptySegment(3))
 	writeAt(t, m, segPath(4), 0, emptySegment(4))
@@ -70,6 +71,7 @@ func TestTrailingEmptySegments(t *testing.T) {
 }
 
 func TestTrailingSegmentWithDataAndBadHeader(t *testing.T) {
+	t.Parallel()
 	m, _ := twoSegments(t)
 	seg := emptySegment(3)
 	seg[3] ^= 1
@@ -83,6 +85,7 @@ func TestTrailingSegmentWithDataAndBadHeader(t *testing.T) {
 }
 
 func TestPrecreatedSegmentReused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := wal.Options{Dir: dir, SegmentSize: 4096}
 	l, _ := openLog(t, opts, 0)
@@ -110,6 +113,7 @@ func TestPrecreatedSegmentReused(t *testing.T) {
 // corrupt segment at the reported offset makes the log open again, losing
 // only the records of that file from the offset on.
 func TestSalvageByTruncation(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	l, _ := openLog(t, memOpts(m), 0)
 	var want []rec
@@ -155,6 +159,7 @@ func TestSalvageByTruncation(t *testing.T) {
 // zeroed its first record) while later segments hold records is refused: records are
 // missing, and the log never writes a segment after an unfilled one.
 func TestEmptiedSegmentBeforeRecords(t *testing.T) {
+	t.Parallel()
 	m, _ := twoSegments(t)
 	f, _ := m.OpenFile(segPath(1), os.O_RDWR, 0)
 	size, _ := f.Size()

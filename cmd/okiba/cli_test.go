@@ -8,9 +8,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/okibatest"
@@ -52,7 +50,7 @@ func (h *harness) runWith(o runOpts, args ...string) result {
 	}
 	a := &app{
 		Stdout: &out, Stderr: &errb, Stdin: strings.NewReader(o.stdin),
-		Getenv:   func(k string) string { return env[k] },
+		Getenv:   getenv(env),
 		StdinTTY: o.stdinTTY, StderrTTY: o.stderrTTY,
 	}
 	ctx := o.ctx
@@ -148,39 +146,23 @@ func matches(t *testing.T, what, s, re string) {
 	}
 }
 
-// eventually polls cond until it holds or a deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+// getenv is the environment of an app under test: env, with GOGC set unless env says
+// otherwise. With GOGC set, as an operator may set it, okiba serve leaves the garbage
+// collector's pace alone: that setting is process-wide (internal/gcpace), and the tests
+// that serve in-process at once would set and restore it over one another.
+func getenv(env map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := env[k]; ok || k != "GOGC" {
+			return v
 		}
-		time.Sleep(10 * time.Millisecond)
+		return "100"
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in different goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // ---------------------------------------------------------------------------------------
 
 func TestFlagsAfterArguments(t *testing.T) {
+	t.Parallel()
 	a := &app{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
 	for _, tc := range []struct {
 		args  []string
@@ -206,6 +188,7 @@ func TestFlagsAfterArguments(t *testing.T) {
 }
 
 func TestByteSize(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]int64{"0": 0, "1048576": 1 << 20, "512KiB": 512 << 10, "64MiB": 64 << 20, "2GiB": 2 << 30, "10B": 10} {
 		var b byteSize
 		if err := b.Set(in); err != nil || int64(b) != want {
@@ -224,6 +207,7 @@ func TestByteSize(t *testing.T) {
 }
 
 func TestUsageErrorsAndHelp(t *testing.T) {
+	t.Parallel()
 	h := &harness{t: t, env: map[string]string{}}
 
 	r := h.fails(2)
@@ -291,6 +275,7 @@ func TestUsageErrorsAndHelp(t *testing.T) {
 func (h *harness) commandsApp() *app { return &app{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}} }
 
 func TestServerUnreachable(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -303,6 +288,7 @@ func TestServerUnreachable(t *testing.T) {
 }
 
 func TestTokenFromFlagOrEnvironment(t *testing.T) {
+	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{Token: "s3cret"})
 	h := &harness{t: t, srv: srv, env: map[string]string{"OKIBA_SERVER": srv.URL}}
 	r := h.fails(1, "queue", "list")

@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/testkit"
 )
 
 // deadLetter sends bodies to queue, receives them and dead-letters them with reason.
@@ -24,6 +26,7 @@ func (h *harness) deadLetter(queue, reason string, bodies ...string) {
 }
 
 func TestDLQListAndRedrive(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.ok("queue", "create", "orders")
 	contains(t, "dlq list before any dead letter", h.ok("dlq", "list", "orders"), "orders-dlq: 0 dead letters")
@@ -95,6 +98,7 @@ func TestDLQListAndRedrive(t *testing.T) {
 }
 
 func TestDLQRedriveSharedDeadLetterQueue(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.ok("queue", "create", "shared-dlq", "--dead-letter-queue", "none")
 	h.ok("queue", "create", "a", "--dead-letter-queue", "shared-dlq")
@@ -117,6 +121,7 @@ func TestDLQRedriveSharedDeadLetterQueue(t *testing.T) {
 }
 
 func TestDLQRedriveInterruptCancelsTheTask(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.ok("queue", "create", "slow")
 	h.deadLetter("slow", "x", "1", "2", "3", "4", "5")
@@ -128,14 +133,14 @@ func TestDLQRedriveInterruptCancelsTheTask(t *testing.T) {
 		done <- h.runWith(runOpts{ctx: ctx}, "dlq", "redrive", "slow", "--rate", "1")
 	}()
 	var task api.RedriveTask
-	eventually(t, "the redrive task to start", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		ts, err := h.srv.Client.RedriveTasks(context.Background())
 		if err != nil || len(ts) == 0 {
 			return false
 		}
 		task = ts[0]
 		return true
-	})
+	}, "the redrive task to start")
 	cancel() // what Ctrl-C does
 	r := <-done
 	if r.code != 130 {
@@ -150,10 +155,10 @@ func TestDLQRedriveInterruptCancelsTheTask(t *testing.T) {
 	// --no-wait leaves the task running and says how to follow it.
 	out := h.ok("dlq", "redrive", "slow", "--no-wait")
 	contains(t, "--no-wait", out, "started", "okiba dlq cancel")
-	eventually(t, "the second task to complete", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		ts, err := h.srv.Client.RedriveTasks(context.Background())
 		return err == nil && len(ts) == 2 && ts[0].State == "completed"
-	})
+	}, "the second task to complete")
 	if q := h.queue("slow"); q.Stats.Ready != 5 || q.Stats.DeadLetters != 0 {
 		t.Errorf("after both redrives: %+v", q.Stats)
 	}

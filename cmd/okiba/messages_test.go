@@ -10,6 +10,7 @@ import (
 var idRE = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
 func TestSend(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.ok("queue", "create", "q")
 
@@ -63,6 +64,7 @@ func TestSend(t *testing.T) {
 }
 
 func TestRecvReadableAndAck(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.ok("queue", "create", "q")
 	h.ok("send", "q", "first\x1b[31m line", "--header", "trace=1")
@@ -94,6 +96,7 @@ func TestRecvReadableAndAck(t *testing.T) {
 }
 
 func TestSettleCommands(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.ok("queue", "create", "q")
 	h.send("q", "m1", "m2", "m3", "m4")

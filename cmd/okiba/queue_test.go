@@ -7,6 +7,7 @@ import (
 )
 
 func TestQueueCreateUpdateGet(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 
 	out := h.ok("queue", "create", "orders", "--max-deliveries", "3", "--tag", "team=a", "--tag", "tier=1")
@@ -53,6 +54,7 @@ func TestQueueCreateUpdateGet(t *testing.T) {
 }
 
 func TestQueueListDeletePurge(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.ok("queue", "create", "jobs-dlq", "--dead-letter-queue", "none")
 	h.ok("queue", "create", "jobs", "--dead-letter-queue", "jobs-dlq")

@@ -17,6 +17,7 @@ import (
 // damaged copy and names the command; salvage cuts the damaged batch, keeping a copy,
 // and says what it cut; then okiba serve starts with every other message.
 func TestSalvage(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	// Small segments: the test copies and scans them whole.
 	url, log, stop := serveInProcess(t, map[string]string{"OKIBA_DATA": dir}, "--addr", "127.0.0.1:0", "--segment-size", "2MiB")

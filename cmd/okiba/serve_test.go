@@ -19,6 +19,7 @@ import (
 )
 
 func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	h := &harness{t: t, env: map[string]string{"OKIBA_DATA": dir}}
 	for _, args := range [][]string{
@@ -40,6 +41,7 @@ func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
 }
 
 func TestServeRefusesMalformedBrowserFlags(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	h := &harness{t: t, env: map[string]string{"OKIBA_DATA": dir}}
 	for _, c := range []struct {
@@ -74,6 +76,7 @@ func TestServeRefusesMalformedBrowserFlags(t *testing.T) {
 // TestServeBrowserFlags: --cors-origins and --allowed-hosts (or their environment
 // variables) reach the server, and the default refusals hold.
 func TestServeBrowserFlags(t *testing.T) {
+	t.Parallel()
 	const app = "https://app.example.com"
 	for _, viaEnv := range []bool{false, true} {
 		env := map[string]string{"OKIBA_DATA": t.TempDir()}
@@ -125,11 +128,11 @@ var urlRE = regexp.MustCompile(`msg="okiba serving" url=(\S+)`)
 
 // serveInProcess runs okiba serve in-process until the returned stop is called, and
 // returns the URL it listens on (with its host replaced by 127.0.0.1) and its log.
-func serveInProcess(t *testing.T, env map[string]string, args ...string) (url string, log *syncBuffer, stop func() int) {
+func serveInProcess(t *testing.T, env map[string]string, args ...string) (url string, log *testkit.SyncBuffer, stop func() int) {
 	t.Helper()
-	log = &syncBuffer{}
+	log = &testkit.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &app{Stdout: io.Discard, Stderr: log, Stdin: strings.NewReader(""), Getenv: func(k string) string { return env[k] }}
+	a := &app{Stdout: io.Discard, Stderr: log, Stdin: strings.NewReader(""), Getenv: getenv(env)}
 	done := make(chan int, 1)
 	go func() { done <- a.run(ctx, append([]string{"serve"}, args...)) }()
 	stopped := false
@@ -148,7 +151,7 @@ func serveInProcess(t *testing.T, env map[string]string, args ...string) (url st
 		return -1
 	}
 	t.Cleanup(func() { stop() })
-	eventually(t, "serve to listen", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		select {
 		case code := <-done:
 			t.Fatalf("serve exited with %d:\n%s", code, log.String())
@@ -160,11 +163,12 @@ func serveInProcess(t *testing.T, env map[string]string, args ...string) (url st
 		}
 		url = "http://127.0.0.1:" + m[1][strings.LastIndex(m[1], ":")+1:]
 		return true
-	})
+	}, "serve to listen")
 	return url, log, stop
 }
 
 func TestServeInProcess(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// Non-loopback with --insecure: allowed, and the log says so. Address and data
 	// directory come from the environment.
@@ -220,10 +224,10 @@ func TestServeInProcess(t *testing.T) {
 
 	// A serve whose context is already done starts and stops at once; --log-level error
 	// keeps the info lines out.
-	var logBuf syncBuffer
+	var logBuf testkit.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	a := &app{Stdout: io.Discard, Stderr: &logBuf, Getenv: func(string) string { return "" }}
+	a := &app{Stdout: io.Discard, Stderr: &logBuf, Getenv: getenv(nil)}
 	if code := a.run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--log-level", "error"}); code != 0 {
 		t.Fatalf("serve: exit %d\n%s", code, logBuf.String())
 	}
@@ -235,6 +239,7 @@ func TestServeInProcess(t *testing.T) {
 // TestServeBinary builds the real binary, runs okiba serve as a child process on a free
 // port, talks to it with the binary, and stops it with SIGTERM.
 func TestServeBinary(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("SKIP: builds the okiba binary: runs in its own tier (make binary), not with -short")
 	}
@@ -252,14 +257,14 @@ func TestServeBinary(t *testing.T) {
 
 	srv := startBinary(t, bin, baseEnv, "serve", "--addr", "127.0.0.1:0", "--data", data)
 	env := append(baseEnv, "OKIBA_SERVER="+srv.url)
-	eventually(t, "/healthz", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		resp, err := http.Get(srv.url + "/healthz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	})
+	}, "/healthz to answer 200")
 
 	runBin := func(stdin string, args ...string) (string, string, int) {
 		cmd := exec.Command(bin, args...)
@@ -349,7 +354,7 @@ func cleanEnv() []string {
 type childServer struct {
 	cmd  *exec.Cmd
 	url  string
-	log  *syncBuffer
+	log  *testkit.SyncBuffer
 	done chan struct{}
 }
 
@@ -365,7 +370,7 @@ func startBinary(t *testing.T, bin string, env []string, args ...string) *childS
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &childServer{cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
+	s := &childServer{cmd: cmd, log: &testkit.SyncBuffer{}, done: make(chan struct{})}
 	urls := make(chan string, 1)
 	go func() {
 		defer close(s.done)
@@ -427,6 +432,7 @@ func (s *childServer) stop(t *testing.T) (int, string) {
 // TestServeConfigPrecedence: a setting comes from the file, unless the environment gives
 // it, unless a flag does; a file with a key okiba does not know is refused.
 func TestServeConfigPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "okiba.json")
 	write := func(s string) {

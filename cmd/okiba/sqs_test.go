@@ -25,6 +25,7 @@ func sqsClient(url, key, secret string) *awssqs.Client {
 // TestServeSQS checks that okiba serve answers SQS clients on its address: with any
 // credentials when it has no token, and only with a configured access key when it has.
 func TestServeSQS(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	url, _, stop := serveInProcess(t, map[string]string{"OKIBA_DATA": t.TempDir()}, "--addr", "127.0.0.1:0", "--sqs-account-id", "123456789012")

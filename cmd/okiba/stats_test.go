@@ -8,6 +8,7 @@ import (
 )
 
 func TestStats(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	r := h.run("stats")
 	if r.code != 0 || r.err != "no queues\n" {

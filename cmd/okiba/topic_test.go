@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/testkit"
 )
 
 func (h *harness) topic(name string) api.Topic {
@@ -61,8 +62,8 @@ func bodies(rs []api.Record) []string {
 
 // startCmd runs a command in the background, for commands that run until cancelled. Its
 // output may be read while it runs; done yields the exit status.
-func (h *harness) startCmd(ctx context.Context, args ...string) (stdout, stderr *syncBuffer, done <-chan int) {
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+func (h *harness) startCmd(ctx context.Context, args ...string) (stdout, stderr *testkit.SyncBuffer, done <-chan int) {
+	stdout, stderr = &testkit.SyncBuffer{}, &testkit.SyncBuffer{}
 	ch := make(chan int, 1)
 	a := &app{Stdout: stdout, Stderr: stderr, Stdin: strings.NewReader(""), Getenv: func(k string) string { return h.env[k] }}
 	go func() { ch <- a.run(ctx, args) }()
@@ -281,12 +282,12 @@ func TestTopicReadFollow(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stdout, stderr, done := h.startCmd(ctx, "topic", "read", "live", "--offset", "last", "--follow", "--json")
-	eventually(t, "the follower to start", func() bool { return strings.Contains(stderr.String(), "following topic live, 2 partitions") })
+	testkit.Eventually(t, 15*time.Second, func() bool { return strings.Contains(stderr.String(), "following topic live, 2 partitions") }, "the follower to start")
 	h.ok("topic", "publish", "live", "new 0", "--partition", "0")
 	h.ok("topic", "publish", "live", "new 1", "--partition", "1")
-	eventually(t, "both records to be printed", func() bool { return strings.Count(stdout.String(), "\n") == 2 })
+	testkit.Eventually(t, 15*time.Second, func() bool { return strings.Count(stdout.String(), "\n") == 2 }, "both records to be printed")
 	h.ok("topic", "publish", "live", "new 0 again", "--partition", "0")
-	eventually(t, "the third record", func() bool { return strings.Count(stdout.String(), "\n") == 3 })
+	testkit.Eventually(t, 15*time.Second, func() bool { return strings.Count(stdout.String(), "\n") == 3 }, "the third record")
 	cancel() // what Ctrl-C does
 	if code := <-done; code != 0 {
 		t.Fatalf("follow ended with exit %d, want 0\nstdout: %s\nstderr: %s", code, stdout, stderr)
@@ -308,10 +309,10 @@ func TestTopicReadFollow(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	stdout, stderr, done = h.startCmd(ctx2, "topic", "read", "live", "--partition", "0", "--follow")
-	eventually(t, "the retained records", func() bool { return strings.Contains(stdout.String(), "new 0 again") })
+	testkit.Eventually(t, 15*time.Second, func() bool { return strings.Contains(stdout.String(), "new 0 again") }, "the retained records")
 	contains(t, "follow stderr", stderr.String(), "following topic live partition 0 from offset 0")
 	h.ok("topic", "publish", "live", "late", "--partition", "0")
-	eventually(t, "the record published while waiting", func() bool { return strings.Contains(stdout.String(), "partition 0 offset 3\n") })
+	testkit.Eventually(t, 15*time.Second, func() bool { return strings.Contains(stdout.String(), "partition 0 offset 3\n") }, "the record published while waiting")
 	cancel2()
 	if code := <-done; code != 0 {
 		t.Fatalf("follow of one partition ended with exit %d\nstderr: %s", code, stderr)

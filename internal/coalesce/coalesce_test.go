@@ -33,6 +33,7 @@ func (s *slowBuffer) Write(p []byte) (int, error) {
 }
 
 func TestConcurrentWritesArriveWholeAndCoalesce(t *testing.T) {
+	t.Parallel()
 	const n = 50
 	sb := &slowBuffer{hold: make(chan struct{}), entered: make(chan struct{}, n+1)}
 	w := New(sb)
@@ -81,6 +82,7 @@ func (f *failing) Write(p []byte) (int, error) {
 }
 
 func TestAnErrorSticks(t *testing.T) {
+	t.Parallel()
 	f := &failing{}
 	w := New(f)
 	for range 3 {

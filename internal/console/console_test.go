@@ -24,6 +24,7 @@ import (
 	"github.com/okiba/okiba/internal/nativeapi"
 	"github.com/okiba/okiba/internal/reply"
 	"github.com/okiba/okiba/internal/service"
+	"github.com/okiba/okiba/internal/testkit"
 )
 
 const testToken = "console-test-token"
@@ -49,7 +50,13 @@ func start(t testing.TB, token string, opts Options) *env {
 // (opts.Client, unless the test gives its own), then the console.
 func startOn(t testing.TB, ln net.Listener, token string, opts Options) *env {
 	t.Helper()
-	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	return startOnBroker(t, ln, token, opts, broker.Config{Dir: t.TempDir()})
+}
+
+// startOnBroker is startOn with a broker of the given configuration.
+func startOnBroker(t testing.TB, ln net.Listener, token string, opts Options, cfg broker.Config) *env {
+	t.Helper()
+	b, err := broker.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +145,7 @@ func loginForm(t testing.TB, token, next string) (io.Reader, string) {
 }
 
 func TestSignInWithTheToken(t *testing.T) {
+	t.Parallel()
 	e := start(t, testToken, Options{})
 	// A browser without a session is sent to sign in, and comes back after.
 	resp := do(t, "GET", e.url+"/queues/orders", nil, "Accept", "text/html")
@@ -231,6 +239,7 @@ func TestSignInWithTheToken(t *testing.T) {
 // may call the API with the bearer token, not with the console's session, which a page
 // of the same site (another port of localhost, say) would make the browser send.
 func TestSessionIsGoodOnlyOnTheConsolesPages(t *testing.T) {
+	t.Parallel()
 	const app = "http://localhost:3000"
 	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -267,6 +276,7 @@ func TestSessionIsGoodOnlyOnTheConsolesPages(t *testing.T) {
 }
 
 func TestSessionsExpire(t *testing.T) {
+	t.Parallel()
 	c := &Console{opts: Options{AuthToken: testToken}}
 	now := time.Now()
 	v := c.newSession(now.Add(time.Minute))
@@ -284,6 +294,7 @@ func TestSessionsExpire(t *testing.T) {
 }
 
 func TestSafeNext(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"/queues/a?x=1": "/queues/a?x=1", "": "/", "https://evil.example/": "/", "//evil.example": "/",
 		"/\\evil.example": "/", "javascript:alert(1)": "/", "/ok\r\nSet-Cookie: x": "/",
@@ -295,6 +306,7 @@ func TestSafeNext(t *testing.T) {
 }
 
 func TestOpenWithoutAToken(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", Options{})
 	if r := do(t, "GET", e.url+"/", nil, "Accept", "text/html"); r.StatusCode != 200 {
 		t.Fatalf("GET /: %s", r.Status)
@@ -354,6 +366,7 @@ func decodeOverview(t testing.TB, r *http.Response) overviewAnswer {
 }
 
 func TestOverviewNumbersAndUpdates(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", Options{SampleInterval: 20 * time.Millisecond})
 	ctx := context.Background()
 	if _, err := e.api.PutQueue(ctx, "orders", api.QueueConfig{}); err != nil {
@@ -374,11 +387,11 @@ func TestOverviewNumbersAndUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait for a history sample that has the queue in its current state.
-	eventually(t, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		pts, _ := e.c.hist.depths(0, 30)
 		p := pts["orders"]
 		return len(p) > 0 && p[len(p)-1] == 6
-	})
+	}, "a history sample with orders at 6 messages")
 	r := do(t, "GET", e.url+"/ui/api/overview", nil)
 	a := decodeOverview(t, r)
 	rows := map[string]overviewRow{}
@@ -398,13 +411,13 @@ func TestOverviewNumbersAndUpdates(t *testing.T) {
 	if etag == "" || r.Header.Get("X-Okiba-Now") == "" {
 		t.Fatalf("headers: %v", r.Header)
 	}
-	eventually(t, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		r1 := do(t, "GET", e.url+"/ui/api/overview", nil)
 		io.Copy(io.Discard, r1.Body)
 		r2 := do(t, "GET", e.url+"/ui/api/overview", nil, "If-None-Match", r1.Header.Get("ETag"))
 		n, _ := io.Copy(io.Discard, r2.Body)
 		return r2.StatusCode == http.StatusNotModified && n == 0
-	})
+	}, "an overview that answers 304 to its own ETag")
 	// since= leaves out the samples the page has.
 	r = do(t, "GET", fmt.Sprintf("%s/ui/api/overview?since=%d", e.url, a.Seq+1000), nil)
 	later := decodeOverview(t, r)
@@ -428,6 +441,7 @@ func TestOverviewNumbersAndUpdates(t *testing.T) {
 }
 
 func TestOverviewIsGzippedWhenLarge(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", Options{})
 	for i := range 40 {
 		if _, err := e.api.PutQueue(context.Background(), fmt.Sprintf("queue-%03d", i), api.QueueConfig{}); err != nil {
@@ -444,6 +458,7 @@ func TestOverviewIsGzippedWhenLarge(t *testing.T) {
 }
 
 func TestDeadLetterSummary(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", Options{})
 	ctx := context.Background()
 	for _, q := range []string{"orders", "payments"} {
@@ -491,19 +506,5 @@ func TestDeadLetterSummary(t *testing.T) {
 	}
 	if r := do(t, "GET", e.url+"/ui/api/dead-letters/nope", nil); r.StatusCode != 404 {
 		t.Fatalf("missing queue: %s", r.Status)
-	}
-}
-
-// eventually polls cond every 10ms for up to 10s.
-func eventually(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		<-tick.C
 	}
 }

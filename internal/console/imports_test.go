@@ -11,6 +11,7 @@ import (
 // directly or not, is the broker or the queue core. (Its tests may use them, to set up
 // what the console then reads.)
 func TestConsoleImportsNeitherBrokerNorQueue(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/testkit"
 )
 
 // runRef is a playground run driven through the console's HTTP endpoints.
@@ -68,15 +69,8 @@ func (r *runRef) control(body string) {
 func (r *runRef) until(what string, cond func(s jsonState) bool) jsonState {
 	r.t.Helper()
 	var s jsonState
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for s = r.state(); !cond(s); s = r.state() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("run %s: %s did not happen; state %v", r.id, what, s)
-		}
-		<-tick.C
-	}
+	testkit.Eventually(r.t, 20*time.Second, func() bool { s = r.state(); return cond(s) },
+		"run %s: %s; %s", r.id, what, testkit.Lazy(func() string { return fmt.Sprintf("state %v", s) }))
 	return s
 }
 
@@ -108,6 +102,7 @@ func (e *env) playgroundQueues(t *testing.T) []string {
 }
 
 func TestLessonQueueAbsorbsWhileTheReceiverIsDown(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", Options{})
 	r := e.startRun(t, "absorb", `{"rate": 25, "service": 25}`)
 	r.until("processing", func(s jsonState) bool { return num(s, "queue", "processed") >= 3 })
@@ -129,6 +124,7 @@ func TestLessonQueueAbsorbsWhileTheReceiverIsDown(t *testing.T) {
 }
 
 func TestLessonDeliveryLosesOrDuplicates(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", Options{})
 	r := e.startRun(t, "delivery", `{"loss": 0, "total": 8, "rate": 20}`)
 	r.control(`{"action": "lose_next"}`)
@@ -142,6 +138,7 @@ func TestLessonDeliveryLosesOrDuplicates(t *testing.T) {
 }
 
 func TestLessonIdempotentConsumerKeepsTheBalance(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", Options{})
 	r := e.startRun(t, "idempotent", `{"deposits": 12, "duplicates": 0.5, "rate": 100}`)
 	s := r.until("done", func(s jsonState) bool { return s["done"] == true })
@@ -161,6 +158,7 @@ func TestLessonIdempotentConsumerKeepsTheBalance(t *testing.T) {
 }
 
 func TestLessonPartitionsKeepKeyOrder(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", Options{})
 	r := e.startRun(t, "partitions", `{"keys": 6, "partitions": 3, "per_key": 6, "service_ms": 0}`)
 	s := r.until("done", func(s jsonState) bool { return s["done"] == true })
@@ -186,6 +184,7 @@ func TestLessonPartitionsKeepKeyOrder(t *testing.T) {
 }
 
 func TestPlaygroundRunsEndAndCleanUp(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", Options{MaxRuns: 2, RunIdle: 300 * time.Millisecond})
 	a := e.startRun(t, "absorb", `{}`)
 	e.startRun(t, "partitions", `{"service_ms": 0}`)
@@ -205,7 +204,7 @@ func TestPlaygroundRunsEndAndCleanUp(t *testing.T) {
 		t.Fatal("no playground queues while running")
 	}
 	// Nobody polls: the reaper ends both runs and deletes their queues.
-	eventually(t, func() bool { return e.c.play.count() == 0 && len(e.playgroundQueues(t)) == 0 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return e.c.play.count() == 0 && len(e.playgroundQueues(t)) == 0 }, "the reaper to end both runs and delete their queues")
 	if r := do(t, "GET", e.url+"/ui/api/playground/runs/"+a.id, nil); r.StatusCode != http.StatusNotFound {
 		t.Fatalf("ended run: %s", r.Status)
 	}
@@ -252,6 +251,7 @@ func (c *countingTransport) count(route string) int {
 // client here speaks plain HTTP, so each is seen), and a client addressed to nowhere
 // leaves the lessons unable to start: there is no path to the broker beside it.
 func TestLessonsDriveOkibaOverHTTP(t *testing.T) {
+	t.Parallel()
 	ct := &countingTransport{seen: map[string]int{}}
 	counted := func(base string) *client.Client {
 		c, err := client.New(base, client.Options{HTTPClient: &http.Client{Transport: ct}})

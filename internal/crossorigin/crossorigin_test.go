@@ -14,6 +14,7 @@ const listed = "https://app.example.com"
 // TestCheck is the decision table: every kind of browser and non-browser request, by
 // every Host, with and without authentication and listed origins.
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	plain := Config{}
 	withOrigin := Config{Origins: []string{listed}}
 	withHosts := Config{Hosts: []string{"broker.internal", "*.corp.example"}}
@@ -88,6 +89,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			g, err := New(c.cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -128,6 +130,7 @@ func request(method, path, host string, header map[string]string) *http.Request 
 }
 
 func TestErrorsSayWhatToDo(t *testing.T) {
+	t.Parallel()
 	g, _ := New(Config{})
 	for _, c := range []struct {
 		r        *http.Request
@@ -151,6 +154,7 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 
 // TestServe checks what reaches the handler and what the answers carry.
 func TestServe(t *testing.T) {
+	t.Parallel()
 	var refused error
 	g, err := New(Config{
 		Origins: []string{listed},
@@ -261,6 +265,7 @@ func TestServe(t *testing.T) {
 }
 
 func TestDefaultRefusal(t *testing.T) {
+	t.Parallel()
 	g, _ := New(Config{})
 	w := httptest.NewRecorder()
 	called := false
@@ -275,6 +280,7 @@ func TestDefaultRefusal(t *testing.T) {
 }
 
 func TestParseOrigin(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"https://app.example.com":       "https://app.example.com",
 		"HTTP://App.Example.com:8080":   "http://app.example.com:8080",
@@ -307,6 +313,7 @@ func TestParseOrigin(t *testing.T) {
 }
 
 func TestParseHost(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"broker.internal":   "broker.internal",
 		"Broker.Internal.":  "broker.internal",

@@ -44,8 +44,17 @@ type DB struct {
 }
 
 // Each runs fn as a subtest on every dialect: "sqlite" always, "postgres" when a server
-// is reachable (see Postgres).
+// is reachable (see Postgres). The subtests run in parallel, each on a database of its
+// own, so fn must not share anything else between them.
 func Each(t *testing.T, fn func(t *testing.T, db *DB)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); fn(t, SQLite(t)) })
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); fn(t, Postgres(t)) })
+}
+
+// EachInTurn is Each with the dialects one after the other: for a test that keeps the
+// machine busy on the real clock against a deadline, which two runs at once would miss.
+func EachInTurn(t *testing.T, fn func(t *testing.T, db *DB)) {
 	t.Helper()
 	t.Run("sqlite", func(t *testing.T) { fn(t, SQLite(t)) })
 	t.Run("postgres", func(t *testing.T) { fn(t, Postgres(t)) })

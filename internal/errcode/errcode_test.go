@@ -158,6 +158,7 @@ func parseDir(t *testing.T, fset *token.FileSet, dir string) []*ast.File {
 // packages appears in the table, so that each has a native code, an HTTP status and an
 // SQS error chosen for it instead of falling through to internal.
 func TestEveryDomainErrorHasARow(t *testing.T) {
+	t.Parallel()
 	ex := discover(t)
 	refs := referenced(t)
 	if len(ex.errs) < 20 {
@@ -188,6 +189,7 @@ func TestEveryDomainErrorHasARow(t *testing.T) {
 
 // TestRowsAreComplete: every row has a native code with an HTTP status and an SQS code.
 func TestRowsAreComplete(t *testing.T) {
+	t.Parallel()
 	for i, r := range table {
 		if len(r.match) == 0 {
 			t.Errorf("row %d (%s) matches nothing", i, r.Code)
@@ -219,6 +221,7 @@ func first(err error) int {
 // rows (a typed error and the sentinel it wraps) is answered by the first: where their
 // rows differ the typed error must come first, which this checks for all of them.
 func TestEachRowWinsForItsErrors(t *testing.T) {
+	t.Parallel()
 	for i, r := range table {
 		for _, m := range r.match {
 			var example error
@@ -242,6 +245,7 @@ func TestEachRowWinsForItsErrors(t *testing.T) {
 // TestOrderMatters: a typed error that wraps a sentinel with a different answer gets
 // its own.
 func TestOrderMatters(t *testing.T) {
+	t.Parallel()
 	inFlight := &queue.LimitError{Limit: "max_in_flight", Value: 2, What: `"q" has 2 messages in flight`}
 	if own, sentinel := first(inFlight), first(queue.ErrLimit); own >= sentinel || !table[sentinel].Matches(inFlight) {
 		t.Fatalf("the max_in_flight row (%d) must come before ErrLimit's (%d), which matches it too", own, sentinel)
@@ -268,6 +272,7 @@ func TestOrderMatters(t *testing.T) {
 }
 
 func TestSQSText(t *testing.T) {
+	t.Parallel()
 	err := fmt.Errorf("%w: %q", queue.ErrQueueNotFound, "orders")
 	r := Of(err)
 	if got := r.SQSText(err, "orders"); got != "The specified queue orders does not exist." {

@@ -63,6 +63,9 @@ var table = []Row{
 	{match: errs(as[*queue.TooLargeError](), is(queue.ErrMessageTooLarge)), Code: api.CodeMessageTooLarge, SQS: "InvalidParameterValue"},
 	{match: errs(as[*queue.DelayError](), is(queue.ErrInvalidDelay)), Code: api.CodeInvalidDelay, SQS: "InvalidParameterValue"},
 	{match: errs(as[*queue.InvalidError](), is(queue.ErrInvalidMessage)), Code: api.CodeInvalidMessage, SQS: "InvalidParameterValue"},
+	// A redrive of dead letters whose body this node cannot read (reason corrupt); SQS's
+	// move tasks name no messages, so only their reason filter could meet it.
+	{match: errs(is(queue.ErrMessageCorrupt)), Code: api.CodeMessageCorrupt, SQS: "InvalidParameterValue"},
 
 	// broker.ErrInvalidReceipt is receipt.ErrInvalid.
 	{match: errs(is(broker.ErrInvalidReceipt)), Code: api.CodeInvalidReceipt, SQS: "ReceiptHandleIsInvalid",
@@ -79,6 +82,9 @@ var table = []Row{
 
 	// The broker cannot serve: retry against a healthy or restarted one.
 	{match: errs(is(broker.ErrStorageFailed)), Code: api.CodeStorageFailed, SQS: "ServiceUnavailable"},
+	// A receive whose bodies could not be read (I/O errors) leased nothing: the messages
+	// stay ready, and a retry may find the disk well (or the broker failed for good).
+	{match: errs(is(broker.ErrReadFailed)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
 	{match: errs(is(broker.ErrClosed), is(context.Canceled), is(context.DeadlineExceeded)), Code: api.CodeUnavailable, SQS: "ServiceUnavailable",
 		SQSMessage: "the server is shutting down or the request was cancelled; retry"},
 

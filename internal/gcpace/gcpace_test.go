@@ -11,6 +11,7 @@ import (
 )
 
 func TestPercentFor(t *testing.T) {
+	t.Parallel()
 	c := Config{MinHeadroom: 256 << 20, Percent: 50}
 	for _, tc := range []struct {
 		live uint64
@@ -36,6 +37,7 @@ func TestPercentFor(t *testing.T) {
 // run follows the live heap, changes the setting only for moves of more than a tenth, and
 // gives back what it found when it ends.
 func TestRunFollowsTheLiveHeap(t *testing.T) {
+	t.Parallel()
 	var live atomic.Uint64
 	live.Store(64 << 20)
 	var sets []int
@@ -75,6 +77,8 @@ func TestRunFollowsTheLiveHeap(t *testing.T) {
 // debug.SetGCPercent. The setting is read back from runtime/metrics once run has made it,
 // and the one found is back after run ends.
 func TestRunSetsTheRuntime(t *testing.T) {
+	// Not parallel: the collector's setting is the process's, and this test sets it and
+	// reads it back.
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
 	runtime.GC() // a live heap to read

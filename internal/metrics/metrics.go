@@ -13,7 +13,7 @@
 //
 // Cardinality is bounded: per-queue series are labelled by queue name, and queues are
 // bounded by the broker's MaxQueues; dead letters are labelled by reason, where the
-// broker's own reasons (max_deliveries, expired) and the default consumer reason always
+// broker's own reasons (max_deliveries, expired, corrupt) and the default consumer reason always
 // have their own series and other consumer reasons (free text) get one only for the
 // first Options.MaxReasons seen per queue, the rest counting as "other". The metric
 // names are listed in docs/operations.md.

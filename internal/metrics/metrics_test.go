@@ -1,13 +1,16 @@
 package metrics_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +23,8 @@ import (
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/internal/metrics"
 	"github.com/okiba/okiba/internal/node"
+	"github.com/okiba/okiba/internal/testkit"
+	"github.com/okiba/okiba/internal/vfs"
 )
 
 const token = "metrics-test-token"
@@ -30,13 +35,21 @@ type env struct {
 	url string
 }
 
-func start(t *testing.T, opts metrics.Options) *env {
+func start(t *testing.T, opts metrics.Options) *env { return startWith(t, opts, t.TempDir(), nil) }
+
+// startWith starts a node on data whose broker's configuration edit changes.
+func startWith(t *testing.T, opts metrics.Options, data string, edit func(*broker.Config)) *env {
 	t.Helper()
 	m := metrics.New(opts)
 	n, err := node.Open(context.Background(), node.Config{
-		Addr: "127.0.0.1:0", Data: t.TempDir(), AuthToken: token,
+		Addr: "127.0.0.1:0", Data: data, AuthToken: token,
 		SQS: node.SQSConfig{Disabled: true}, Console: node.ConsoleConfig{Disabled: true},
-	}, node.Runtime{Metrics: m, NoGCPace: true, Broker: func(c *broker.Config) { c.CheckpointBytes = 64 << 10 }})
+	}, node.Runtime{Metrics: m, NoGCPace: true, Broker: func(c *broker.Config) {
+		c.CheckpointBytes = 64 << 10
+		if edit != nil {
+			edit(c)
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +132,7 @@ func must[T any](v T, err error) T {
 }
 
 func TestMetricsMatchTheAPIStatsWhenQuiet(t *testing.T) {
+	t.Parallel()
 	e := start(t, metrics.Options{})
 	ctx := context.Background()
 	must(e.c.PutQueue(ctx, "orders", api.QueueConfig{MaxDeliveries: ptr(2)}))
@@ -164,9 +178,9 @@ func TestMetricsMatchTheAPIStatsWhenQuiet(t *testing.T) {
 	}
 
 	// Quiet: wait until the broker's own dead letter has happened, then compare.
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return must(e.c.Queue(ctx, "orders")).Stats.DeadLetteredBy["max_deliveries"] == 1
-	})
+	}, "the broker to dead-letter the message that failed twice")
 
 	fams := e.scrape(t)
 	qs := must(e.c.Queues(ctx, ""))
@@ -237,6 +251,7 @@ func TestMetricsMatchTheAPIStatsWhenQuiet(t *testing.T) {
 }
 
 func TestMetricsRefuseWithoutToken(t *testing.T) {
+	t.Parallel()
 	e := start(t, metrics.Options{NoRuntime: true})
 	resp, err := http.Get(e.url + "/metrics")
 	if err != nil {
@@ -257,6 +272,7 @@ func TestMetricsRefuseWithoutToken(t *testing.T) {
 }
 
 func TestDeadLetterReasonsAreBounded(t *testing.T) {
+	t.Parallel()
 	e := start(t, metrics.Options{MaxReasons: 3, NoRuntime: true})
 	ctx := context.Background()
 	must(e.c.PutQueue(ctx, "jobs", api.QueueConfig{}))
@@ -314,6 +330,7 @@ func TestDeadLetterReasonsAreBounded(t *testing.T) {
 }
 
 func TestMethodAndRouteLabelsStayBounded(t *testing.T) {
+	t.Parallel()
 	e := start(t, metrics.Options{NoRuntime: true})
 	for i := range 5 {
 		req, _ := http.NewRequest(fmt.Sprintf("BREW%d", i), e.url+fmt.Sprintf("/no/such/route/%d", i), nil)
@@ -340,24 +357,11 @@ func TestMethodAndRouteLabelsStayBounded(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// eventually polls cond every 10ms until it holds, failing the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		<-tick.C
-	}
-}
-
 // TestDocumentedMetricsExist keeps docs/operations.md honest: every okiba_* name in its
 // metrics table, alert rules and Grafana dashboard is exported, and the dashboard is
 // valid JSON.
 func TestDocumentedMetricsExist(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
@@ -407,5 +411,61 @@ func TestDocumentedMetricsExist(t *testing.T) {
 		if fams[base] == nil {
 			t.Errorf("docs/operations.md names %s, which /metrics does not export", n)
 		}
+	}
+}
+
+// TestBodyFailuresAreCounted: a body that fails its checksum moves
+// okiba_corrupt_bodies_total and the dead letters of reason corrupt; a read that fails
+// with an I/O error moves okiba_body_read_errors_total.
+func TestBodyFailuresAreCounted(t *testing.T) {
+	data := t.TempDir()
+	var failing atomic.Bool
+	fs := vfs.NewFaulty(vfs.OS, func(e vfs.Event) error {
+		if e.Op == vfs.OpRead && failing.Load() && strings.HasSuffix(e.Name, ".wal") && e.Length > 8 {
+			return vfs.ErrInjected
+		}
+		return nil
+	})
+	e := startWith(t, metrics.Options{}, data, func(c *broker.Config) { c.CacheBytes, c.FS = -1, fs })
+	ctx := context.Background()
+	must(e.c.PutQueue(ctx, "q", api.QueueConfig{}))
+	must(e.c.Send(ctx, "q", client.Message{Body: []byte("this body will rot on disk")}))
+	must(e.c.Send(ctx, "q", client.Message{Body: []byte("this one will not")}))
+	seg := filepath.Join(data, "wal", "00000001.wal")
+	raw, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(bytes.Index(raw, []byte("will rot")))
+	if _, err := f.WriteAt([]byte("WILL ROT"), at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if ds := must(e.c.Receive(ctx, "q", client.ReceiveOptions{Max: 10})); len(ds) != 1 || string(ds[0].Body) != "this one will not" {
+		t.Fatalf("receive: %d messages", len(ds))
+	}
+	fams := e.scrape(t)
+	if v := value(t, fams, "okiba_corrupt_bodies_total"); v != 1 {
+		t.Fatalf("okiba_corrupt_bodies_total = %v, want 1", v)
+	}
+	if v := value(t, fams, "okiba_queue_dead_lettered_total", "queue", "q", "reason", "corrupt"); v != 1 {
+		t.Fatalf("dead letters of reason corrupt = %v, want 1", v)
+	}
+	if v := value(t, fams, "okiba_body_read_errors_total"); v != 0 {
+		t.Fatalf("okiba_body_read_errors_total = %v before any failed read", v)
+	}
+	must(e.c.Send(ctx, "q", client.Message{Body: []byte("unreadable for a moment")}))
+	failing.Store(true)
+	_, err = e.c.Receive(ctx, "q", client.ReceiveOptions{Max: 10})
+	failing.Store(false)
+	if err == nil {
+		t.Fatal("a receive whose only body could not be read succeeded")
+	}
+	if v := value(t, e.scrape(t), "okiba_body_read_errors_total"); v != 1 {
+		t.Fatalf("okiba_body_read_errors_total = %v, want 1", v)
 	}
 }

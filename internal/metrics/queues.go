@@ -25,6 +25,7 @@ type queueCollector struct {
 	counters                                            []counterDesc
 	deadLettered                                        *prometheus.Desc
 	walCommits, walSyncs, walRecords, walBytes          *prometheus.Desc
+	corruptBodies, bodyReadErrors                       *prometheus.Desc
 }
 
 // counterDesc is one per-queue counter and how to read it from a queue's statistics.
@@ -57,6 +58,10 @@ func newQueueCollector(maxReasons int) *queueCollector {
 		walSyncs:   d("okiba_wal_syncs_total", "Fsyncs of log segments since start."),
 		walRecords: d("okiba_wal_records_total", "Records made durable since start."),
 		walBytes:   d("okiba_wal_bytes_total", "Bytes made durable since start."),
+		corruptBodies: d("okiba_corrupt_bodies_total",
+			"Message bodies a receive found failing their checksum since start: quarantined as dead letters of reason corrupt, or delivered empty and marked where they could not move."),
+		bodyReadErrors: d("okiba_body_read_errors_total",
+			"Reads of message bodies that failed otherwise (I/O errors) since start; the messages stayed where they were."),
 	}
 	counter := func(name, help string, get func(qi *broker.QueueInfo) uint64) {
 		c.counters = append(c.counters, counterDesc{desc: d(name, help, q...), get: get})
@@ -89,7 +94,7 @@ func (c *queueCollector) watch(b *broker.Broker) {
 // Describe sends every descriptor.
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.queues, c.healthy, c.messages, c.bytes, c.deadLetters, c.oldest, c.wait, c.sojourn,
-		c.deadLettered, c.walCommits, c.walSyncs, c.walRecords, c.walBytes} {
+		c.deadLettered, c.walCommits, c.walSyncs, c.walRecords, c.walBytes, c.corruptBodies, c.bodyReadErrors} {
 		ch <- d
 	}
 	for _, cd := range c.counters {
@@ -121,6 +126,9 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	count(c.walSyncs, ls.Syncs)
 	count(c.walRecords, ls.Records)
 	count(c.walBytes, ls.Bytes)
+	bs := b.BodyStats()
+	count(c.corruptBodies, bs.Corrupt)
+	count(c.bodyReadErrors, bs.ReadErrors)
 
 	qs := b.Queues("")
 	gauge(c.queues, float64(len(qs)))
@@ -198,7 +206,7 @@ func (c *queueCollector) byReason(name string, counts map[string]uint64) map[str
 }
 
 func builtinReason(r string) bool {
-	return r == queue.ReasonMaxDeliveries || r == queue.ReasonExpired || r == "consumer"
+	return r == queue.ReasonMaxDeliveries || r == queue.ReasonExpired || r == queue.ReasonCorrupt || r == "consumer"
 }
 
 // forget drops the reason labels of deleted queues.

@@ -12,6 +12,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	x := strings.Repeat
 	for _, name := range []string{
 		"a", "Z", "0", "_", "-", "orders", "Orders_2024-v1", "fifo", "x.fifo", "-.fifo",
@@ -38,6 +39,7 @@ func TestValidate(t *testing.T) {
 // TestValidateAnswersAsBefore: the grammar's error is answered invalid_name with the
 // message the native API gave before the grammar left the core.
 func TestValidateAnswersAsBefore(t *testing.T) {
+	t.Parallel()
 	err := names.Validate("bad.name")
 	if row := errcode.Of(err); row.Code != api.CodeInvalidName || row.SQS != "InvalidParameterValue" {
 		t.Fatalf("answered %s (%s), want %s", row.Code, row.SQS, api.CodeInvalidName)
@@ -49,6 +51,7 @@ func TestValidateAnswersAsBefore(t *testing.T) {
 }
 
 func TestIsFIFO(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]bool{
 		"x.fifo": true, ".fifo": true, "x": false, "fifo": false, "x-fifo": false, "x.FIFO": false, "x.fifo.bak": false,
 	} {
@@ -59,6 +62,7 @@ func TestIsFIFO(t *testing.T) {
 }
 
 func TestDeadLetterName(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]string{
 		"orders": "orders-dlq", "jobs.fifo": "jobs-dlq.fifo", "fifo": "fifo-dlq", "a-dlq": "a-dlq-dlq",
 	} {
@@ -85,6 +89,7 @@ func TestDeadLetterName(t *testing.T) {
 }
 
 func TestCheckDeadLetter(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, dlq string }{
 		{"a", "b"}, {"a.fifo", "b.fifo"}, {"a", "a-dlq"}, {"a.fifo", "a-dlq.fifo"},
 		{"a", queue.NoDeadLetterQueue}, {"a.fifo", queue.NoDeadLetterQueue},
@@ -112,6 +117,7 @@ func TestCheckDeadLetter(t *testing.T) {
 }
 
 func TestCheckKind(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		ordered bool
@@ -131,6 +137,7 @@ func TestCheckKind(t *testing.T) {
 }
 
 func TestCheckRedrive(t *testing.T) {
+	t.Parallel()
 	for _, c := range [][2]string{{"a-dlq", "a"}, {"a-dlq.fifo", "a.fifo"}} {
 		if err := names.CheckRedrive(c[0], c[1]); err != nil {
 			t.Errorf("names.CheckRedrive(%q, %q) = %v", c[0], c[1], err)

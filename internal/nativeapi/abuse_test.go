@@ -40,6 +40,8 @@ func realServer(t *testing.T, cfg broker.Config) (string, *okibatest.Server) {
 }
 
 func TestThousandsOfIdleConnectionsDoNotStarveOthers(t *testing.T) {
+	// Not parallel: it takes the process's file descriptors but for a margin, which
+	// tests running beside it would need.
 	url, _ := realServer(t, broker.Config{})
 	e := envAt(t, url)
 	e.putQueue("q", `{}`)
@@ -79,6 +81,7 @@ func TestThousandsOfIdleConnectionsDoNotStarveOthers(t *testing.T) {
 }
 
 func TestQueueCreationFloodStopsAtTheLimit(t *testing.T) {
+	t.Parallel()
 	url, srv := realServer(t, broker.Config{MaxQueues: 100})
 	e := envAt(t, url)
 	var wg sync.WaitGroup
@@ -113,6 +116,7 @@ func TestQueueCreationFloodStopsAtTheLimit(t *testing.T) {
 }
 
 func TestHugeBodiesAreRefusedWithoutHurtingOthers(t *testing.T) {
+	t.Parallel()
 	url, _ := realServer(t, broker.Config{})
 	e := envAt(t, url)
 	e.putQueue("q", `{}`)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
@@ -27,6 +28,7 @@ func dur(s string) *api.Duration {
 }
 
 func TestQueueCreateUpdateAndIdempotentPut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	clk := e.srv.Clock
 
@@ -108,6 +110,7 @@ func TestQueueCreateUpdateAndIdempotentPut(t *testing.T) {
 }
 
 func TestListQueuesAndStats(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	e.putQueue("a-1", `{}`)
 	e.putQueue("a-2", `{"dead_letter_queue":"none"}`)
@@ -160,14 +163,15 @@ func TestListQueuesAndStats(t *testing.T) {
 // TestRatesAndLittlesLaw checks the rates and both Little's-law blocks with a fake clock,
 // where every time is exact.
 func TestRatesAndLittlesLaw(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	clk := e.srv.Clock
 	e.putQueue("st", `{}`)
 	// Rates need a first once-a-second sample.
-	eventually(t, waitLong, "a rate sample", func() bool {
+	testkit.Eventually(t, waitLong, func() bool {
 		clk.Advance(100 * time.Millisecond)
 		return e.queue("st").Stats.Rates.WindowMS > 0
-	})
+	}, "a rate sample")
 	e.send("st", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9")
 	clk.Advance(3 * time.Second)
 	ms := e.receive("st", 4, "")
@@ -192,6 +196,7 @@ func TestRatesAndLittlesLaw(t *testing.T) {
 }
 
 func TestSend(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	e.putQueue("s", `{}`)
 
@@ -318,6 +323,7 @@ func TestSend(t *testing.T) {
 // TestLongPoll: a receive that waits returns as soon as a message is sent, and empty when
 // its wait ends. The fake clock proves it is the send, not time, that wakes it.
 func TestLongPoll(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	clk := e.srv.Clock
 	e.putQueue("lp", `{"receive_wait":"20s"}`)
@@ -342,26 +348,21 @@ func TestLongPoll(t *testing.T) {
 			done.Store(true)
 			ch <- result{r, out.Messages}
 		}()
-		eventually(t, waitLong, "the receive to wait", func() bool {
+		testkit.Eventually(t, waitLong, func() bool {
 			if done.Load() {
 				t.Fatalf("the receive returned at once: %v", (<-ch).r)
 			}
 			return clk.Timers() > parked
-		})
+		}, "the receive to wait")
 		return ch
 	}
 	wait := func(ch chan result) result {
 		t.Helper()
-		select {
-		case res := <-ch:
-			if res.r == nil || res.r.Status != 200 {
-				t.Fatalf("receive: %v", res.r)
-			}
-			return res
-		case <-time.After(waitLong):
-			t.Fatal("the receive did not return")
+		res := testkit.Recv(t, ch, waitLong, "the receive to return")
+		if res.r == nil || res.r.Status != 200 {
+			t.Fatalf("receive: %v", res.r)
 		}
-		return result{}
+		return res
 	}
 
 	ch := start(`{"wait":"30s","max":10}`)
@@ -399,21 +400,18 @@ func TestLongPoll(t *testing.T) {
 
 // TestLongPollRealClock: the same on the real clock, as a user sees it.
 func TestLongPollRealClock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("lp", `{}`)
 	begin := time.Now()
 	ch := e.doAsync("POST", "/v1/queues/lp/receive", `{"wait":"30s"}`)
 	e.send("lp", "hi")
-	select {
-	case r := <-ch:
-		if r == nil || r.Status != 200 || !strings.Contains(string(r.Body), `"body":"hi"`) {
-			t.Fatalf("receive: %v", r)
-		}
-		if time.Since(begin) > 20*time.Second {
-			t.Fatalf("receive waited %v", time.Since(begin))
-		}
-	case <-time.After(waitLong):
-		t.Fatal("the receive did not return")
+	r := testkit.Recv(t, ch, waitLong, "the receive to return")
+	if r == nil || r.Status != 200 || !strings.Contains(string(r.Body), `"body":"hi"`) {
+		t.Fatalf("receive: %v", r)
+	}
+	if time.Since(begin) > 20*time.Second {
+		t.Fatalf("receive waited %v", time.Since(begin))
 	}
 	// A short wait on an empty queue ends empty.
 	var out api.ReceiveResponse
@@ -424,6 +422,7 @@ func TestLongPollRealClock(t *testing.T) {
 }
 
 func TestVisibility(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	clk := e.srv.Clock
 	e.putQueue("v", `{"visibility_timeout":"45s"}`)
@@ -477,6 +476,7 @@ func TestVisibility(t *testing.T) {
 // TestSettleMixedReceipts sends ack, nack, extend and deadletter requests that mix good,
 // stale, duplicate, foreign and undecodable receipts: each gets its own result.
 func TestSettleMixedReceipts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	clk := e.srv.Clock
 	e.putQueue("s", `{"backoff_base":"2s","backoff_max":"2s"}`)
@@ -588,6 +588,7 @@ func TestSettleMixedReceipts(t *testing.T) {
 
 // TestMaxDeliveries: the Nth lease that ends without an ack dead-letters the message.
 func TestMaxDeliveries(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	e.putQueue("md", `{"max_deliveries":2,"visibility_timeout":"1s"}`)
 	id := e.send("md", "poison")[0]
@@ -608,6 +609,7 @@ func TestMaxDeliveries(t *testing.T) {
 }
 
 func TestPeekPaging(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	e.putQueue("p", `{}`)
 	sent := e.send("p", "0", "1", "2", "3", "4", "5", "6")
@@ -672,6 +674,7 @@ func TestPeekPaging(t *testing.T) {
 }
 
 func TestMessageByID(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	e.putQueue("q", `{}`)
 	e.putQueue("other", `{}`)
@@ -704,6 +707,7 @@ func TestMessageByID(t *testing.T) {
 }
 
 func TestPurge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	e.putQueue("q", `{}`)
 	e.call("POST", "/v1/queues/q/messages", `{"messages":[{"body":"a","dedup_id":"k"},{"body":"b"},{"body":"c"},{"body":"d","delay":"1h"}]}`, 200, nil)
@@ -735,6 +739,7 @@ func TestPurge(t *testing.T) {
 }
 
 func TestDeleteQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("dq", `{}`)
 	e.send("dq", "x")
@@ -767,6 +772,7 @@ func TestDeleteQueue(t *testing.T) {
 }
 
 func TestRedrive(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("src", `{}`)
 	e.putQueue("dst", `{}`)
@@ -787,10 +793,10 @@ func TestRedrive(t *testing.T) {
 		if r.Header.Get("Location") != "/v1/redrives/"+task.ID || task.Source != from || task.ID == "" {
 			t.Fatalf("redrive answer: %v Location %q", r, r.Header.Get("Location"))
 		}
-		eventually(t, waitLong, "the redrive to finish", func() bool {
+		testkit.Eventually(t, waitLong, func() bool {
 			e.call("GET", "/v1/redrives/"+task.ID, nil, 200, &task)
 			return task.State != "running"
-		})
+		}, "the redrive to finish")
 		return task
 	}
 
@@ -882,6 +888,7 @@ func TestRedrive(t *testing.T) {
 // TestRedriveCancel: a rate-limited redrive on a fake clock moves one message and waits;
 // cancelling it stops it there.
 func TestRedriveCancel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	e.putQueue("slow", `{}`)
 	e.send("slow", "1", "2", "3")
@@ -891,10 +898,10 @@ func TestRedriveCancel(t *testing.T) {
 	if task.Rate != 1 || task.Total != 3 {
 		t.Fatalf("task: %s", js(task))
 	}
-	eventually(t, waitLong, "the first message to move", func() bool {
+	testkit.Eventually(t, waitLong, func() bool {
 		e.call("GET", "/v1/redrives/"+task.ID, nil, 200, &task)
 		return task.Moved == 1
-	})
+	}, "the first message to move")
 	var cancelled api.RedriveTask
 	e.call("DELETE", "/v1/redrives/"+task.ID, nil, 200, &cancelled)
 	if cancelled.State != "cancelled" || cancelled.Moved != 1 {
@@ -912,6 +919,7 @@ func TestRedriveCancel(t *testing.T) {
 }
 
 func TestQueueFull(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("full", `{"max_messages":2}`)
 	e.send("full", "1")
@@ -941,6 +949,7 @@ func TestQueueFull(t *testing.T) {
 }
 
 func TestReceiveByteCap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{Broker: broker.Config{MaxReceiveBytes: 2500}})
 	e.putQueue("q", `{}`)
 	k := strings.Repeat("k", 1000)
@@ -960,6 +969,7 @@ func TestReceiveByteCap(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	r := e.do("GET", "/healthz", nil)
 	if r.Status != 200 || strings.TrimSpace(string(r.Body)) != `{"status":"ok"}` || r.Header.Get("Content-Type") != "application/json" {
@@ -971,6 +981,7 @@ func TestHealthz(t *testing.T) {
 // TestOrderedGroups: a group's messages come in send order, one lease of a group at a
 // time; a nacked head keeps its place.
 func TestOrderedGroups(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	e.putQueue("o", `{}`)
 	e.call("POST", "/v1/queues/o/messages", `{"messages":[{"body":"g1-a","group":"g1"},{"body":"g1-b","group":"g1"},{"body":"free"},{"body":"g1-c","group":"g1"}]}`, 200, nil)
@@ -993,6 +1004,7 @@ func TestOrderedGroups(t *testing.T) {
 // TestRetention: an unsettled message past retention is dead-lettered with reason expired
 // (removed and counted, without a DLQ); a live lease is not cut short.
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	e.putQueue("r", `{"retention":"10s","visibility_timeout":"1m"}`)
 	e.putQueue("rn", `{"retention":"10s","dead_letter_queue":"none"}`)
@@ -1003,9 +1015,9 @@ func TestRetention(t *testing.T) {
 		leased = e.receive("r", 1, "")
 	}
 	e.srv.Clock.Advance(10 * time.Second)
-	eventually(t, waitLong, "expiry", func() bool {
+	testkit.Eventually(t, waitLong, func() bool {
 		return len(e.peek("r-dlq", "").Messages) == 1 && e.queue("rn").Stats.Expired == 1
-	})
+	}, "expiry")
 	dl := e.peek("r-dlq", "").Messages[0]
 	if dl.DeadLetter.Reason != "expired" || !slices.Contains(idR, dl.ID) {
 		t.Fatalf("expired dead letter: %s", js(dl))
@@ -1031,6 +1043,7 @@ func TestRetention(t *testing.T) {
 // TestRestartKeepsLeasesAndReceipts: a receipt stays valid across a restart until its
 // deadline, and counters and messages survive.
 func TestRestartKeepsLeasesAndReceipts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := newEnv(t, okibatest.Options{Dir: dir})
 	e.putQueue("q", `{"visibility_timeout":"10m"}`)

@@ -32,6 +32,7 @@ func (e *env) binary(path string, body []byte) (int, http.Header, []byte) {
 }
 
 func TestBinaryAndJSONAreOneAPI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("q", `{}`)
 	batch := []api.BinaryMessage{
@@ -63,6 +64,7 @@ func TestBinaryAndJSONAreOneAPI(t *testing.T) {
 }
 
 func TestBinaryRejectsLikeJSON(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("q", `{"max_message_size":10,"max_messages":2}`)
 	e.send("q", "1")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
@@ -41,6 +42,7 @@ func port(t testing.TB, base string) string {
 }
 
 func TestCrossOriginPurgeIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("orders", `{}`)
 	e.send("orders", "a", "b")
@@ -63,6 +65,7 @@ func TestCrossOriginPurgeIsRefused(t *testing.T) {
 }
 
 func TestCrossSiteReceiveLeasesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("orders", `{}`)
 	id := e.send("orders", "secret")[0]
@@ -91,17 +94,18 @@ func TestCrossSiteReceiveLeasesNothing(t *testing.T) {
 // every one is refused and nothing changes, reads included (they reveal bodies and
 // configuration).
 func TestEveryRouteIsGuarded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("q", `{}`)
 	id := e.send("q", "a")[0]
 	var task api.RedriveTask
 	e.putQueue("empty-dlq", `{}`)
 	e.call("POST", "/v1/queues/empty-dlq/redrive", `{"to":"q"}`, 202, &task)
-	eventually(t, waitLong, "the redrive of nothing to finish", func() bool {
+	testkit.Eventually(t, waitLong, func() bool {
 		var got api.RedriveTask
 		e.call("GET", "/v1/redrives/"+task.ID, nil, 200, &got)
 		return got.State != "running"
-	})
+	}, "the redrive of nothing to finish")
 	before := e.snapshot()
 	routes := [][3]string{
 		{"GET", "/v1/queues", ""},
@@ -152,6 +156,7 @@ func TestEveryRouteIsGuarded(t *testing.T) {
 }
 
 func TestUnknownHostNameIsRefusedWithoutAToken(t *testing.T) {
+	t.Parallel()
 	rebound := "evil.test:" // a name the attacker's DNS points at 127.0.0.1
 
 	e := newEnv(t, okibatest.Options{})
@@ -193,6 +198,7 @@ func (e *env) sqsCall(action string, in any, hdr ...string) *response {
 }
 
 func TestCrossOriginSQSIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("orders", `{}`)
 	r := e.sqsCall("GetQueueUrl", map[string]string{"QueueName": "orders"})
@@ -246,6 +252,7 @@ func expectSQSError(t testing.TB, r *response, code string, mentions ...string) 
 }
 
 func TestCrossOriginStreamIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	res, s := e.upgrade(upgradeLines + "Origin: " + evil + "\r\n")
 	if s != nil || res.StatusCode != 403 {
@@ -259,6 +266,7 @@ func TestCrossOriginStreamIsRefused(t *testing.T) {
 // TestListedOriginGetsCORS runs a server with a browser application's origin listed, the
 // SQS front and /metrics.
 func TestListedOriginGetsCORS(t *testing.T) {
+	t.Parallel()
 	const app = "https://app.example.com"
 	e := newEnv(t, okibatest.Options{CORSOrigins: []string{app}, AllowedHosts: []string{"broker.internal"}})
 	e.putQueue("orders", `{}`)

@@ -277,18 +277,6 @@ func regression(t *testing.T, ok bool, format string, args ...any) {
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not a wait for luck
-	}
-}
-
 // ---------------------------------------------------------------------------------------
 // State snapshots: what a rejected request must leave exactly as it was.
 

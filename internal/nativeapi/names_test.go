@@ -12,6 +12,7 @@ import (
 // its groups are ordered and its dead-letter queue is FIFO; asking for anything else is
 // refused with the field named, and nothing is created.
 func TestFIFONamesAreFIFOQueues(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	before := e.snapshot()
 
@@ -43,6 +44,7 @@ func TestFIFONamesAreFIFOQueues(t *testing.T) {
 // TestInvalidNamesAnswerAsBefore: the grammar moved out of the queue core, and a name
 // outside it is answered exactly as before.
 func TestInvalidNamesAnswerAsBefore(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	for _, name := range []string{"bad.name", ".fifo", strings.Repeat("x", 81)} {
 		r := e.do("PUT", "/v1/queues/"+name, `{}`)

@@ -18,6 +18,7 @@ import (
 // whoever asks. The broker refuses it in process with a *queue.ParamError, and the native
 // API answers the same words under invalid_request, over HTTP and over a stream.
 func TestRequestParametersAgree(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("q", `{}`)
 	b := e.srv.Broker

@@ -19,6 +19,7 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/nativeapi"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
@@ -163,6 +164,7 @@ func frameError(t testing.TB, f api.Frame) *api.Error {
 // TestStreamServesTheAPI: requests in frames mean what the same HTTP requests mean, many
 // at once on one connection, each answer carrying its request's id.
 func TestStreamServesTheAPI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	s := e.openStream()
 	if f := s.call(1, "PUT", "/v1/queues/jobs", `{"visibility_timeout":"30s"}`); f.Status != 201 {
@@ -252,6 +254,7 @@ func hasHeader(f api.Frame, name, value string) bool {
 // TestStreamUpgradeRules: a stream opens only when asked for properly, and only with the
 // token; once open, its requests need no token.
 func TestStreamUpgradeRules(t *testing.T) {
+	t.Parallel()
 	opts := okibatest.Options{}
 	opts.Token = "s3cret"
 	e := newEnv(t, opts)
@@ -304,6 +307,7 @@ func TestStreamUpgradeRules(t *testing.T) {
 // TestStreamRejectsMalformedFrames: a frame that breaks the protocol gets an answer with
 // id 0 that says what is wrong, the connection closes, and nothing changes.
 func TestStreamRejectsMalformedFrames(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("q", "{}")
 	e.send("q", "keep")
@@ -391,6 +395,7 @@ func sendID(t testing.TB, f api.Frame) string {
 // TestStreamCancelEndsALongPoll: a cancel frame ends the request it names, which
 // answers without having leased anything.
 func TestStreamCancelEndsALongPoll(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	e.putQueue("q", "{}")
 	s := e.openStream()
@@ -425,6 +430,7 @@ func TestStreamCancelEndsALongPoll(t *testing.T) {
 // TestCloseStreams: shutdown ends long polls, answers what is in flight, closes the
 // connections and refuses new streams.
 func TestCloseStreams(t *testing.T) {
+	t.Parallel()
 	srv, e := serverAt(t, nativeapi.Options{})
 	e.putQueue("q", "{}")
 	s := e.openStream()
@@ -455,6 +461,7 @@ func TestCloseStreams(t *testing.T) {
 // TestStreamSurvivesAPanickingHandler: a handler that panics answers 500 internal, and
 // the stream and the server go on, as with HTTP.
 func TestStreamSurvivesAPanickingHandler(t *testing.T) {
+	t.Parallel()
 	_, e := serverAt(t, nativeapi.Options{}, func(srv *nativeapi.Server, _ *httptest.Server) {
 		srv.Handle("/boom", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
 	})
@@ -471,6 +478,7 @@ func TestStreamSurvivesAPanickingHandler(t *testing.T) {
 // TestStreamIdleTimeout: a stream with nothing in flight closes after the idle timeout;
 // one with a long poll in flight does not.
 func TestStreamIdleTimeout(t *testing.T) {
+	t.Parallel()
 	_, e := serverAt(t, nativeapi.Options{StreamIdleTimeout: 300 * time.Millisecond})
 	e.putQueue("q", "{}")
 
@@ -492,6 +500,7 @@ func TestStreamIdleTimeout(t *testing.T) {
 // TestStreamRequestsAreObserved: framed requests reach Observe under their own routes,
 // and the stream itself once, when it ends, with status 101.
 func TestStreamRequestsAreObserved(t *testing.T) {
+	t.Parallel()
 	seen := make(chan string, 16)
 	srv, e := serverAt(t, nativeapi.Options{Observe: func(route, method string, status int, d time.Duration) {
 		seen <- fmt.Sprintf("%s %s %d", method, route, status)
@@ -500,7 +509,7 @@ func TestStreamRequestsAreObserved(t *testing.T) {
 	if f := s.call(1, "GET", "/v1/queues/nope", ""); f.Status != 404 {
 		t.Fatalf("GET: HTTP %d", f.Status)
 	}
-	if got := <-seen; got != "GET /v1/queues/{name} 404" {
+	if got := testkit.Recv(t, seen, waitLong, "the framed request to be observed"); got != "GET /v1/queues/{name} 404" {
 		t.Fatalf("observed %q for the framed request", got)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
@@ -508,12 +517,7 @@ func TestStreamRequestsAreObserved(t *testing.T) {
 	if err := srv.CloseStreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case got := <-seen:
-		if got != "GET /v1/stream 101" {
-			t.Fatalf("observed %q for the stream", got)
-		}
-	case <-time.After(waitLong):
-		t.Fatal("the stream's end was not observed")
+	if got := testkit.Recv(t, seen, waitLong, "the stream's end to be observed"); got != "GET /v1/stream 101" {
+		t.Fatalf("observed %q for the stream", got)
 	}
 }

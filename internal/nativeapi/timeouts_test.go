@@ -15,12 +15,14 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/internal/nativeapi"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
 var discard = slog.New(slog.DiscardHandler)
 
 func TestHTTPServerSettings(t *testing.T) {
+	t.Parallel()
 	hs := nativeapi.HTTPServer(http.NotFoundHandler(), discard)
 	if hs.ReadHeaderTimeout <= 0 || hs.ReadTimeout <= 0 || hs.WriteTimeout <= 0 || hs.IdleTimeout <= 0 || hs.MaxHeaderBytes <= 0 {
 		t.Fatalf("unset limits: ReadHeaderTimeout %v ReadTimeout %v WriteTimeout %v IdleTimeout %v MaxHeaderBytes %d",
@@ -77,6 +79,7 @@ func closedByServer(t *testing.T, c net.Conn) string {
 }
 
 func TestSlowHeadersAreCutOff(t *testing.T) {
+	t.Parallel()
 	e, addr := slowEnv(t, func(hs *http.Server) { hs.ReadHeaderTimeout = 200 * time.Millisecond })
 
 	t.Run("stalled", func(t *testing.T) {
@@ -130,6 +133,7 @@ func TestSlowHeadersAreCutOff(t *testing.T) {
 }
 
 func TestSlowBodyIsCutOff(t *testing.T) {
+	t.Parallel()
 	e, addr := slowEnv(t, func(hs *http.Server) { hs.ReadTimeout = 300 * time.Millisecond })
 	e.putQueue("q", `{}`)
 	c, err := net.Dial("tcp", addr)
@@ -149,6 +153,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 }
 
 func TestOversizedHeadersAreRefused(t *testing.T) {
+	t.Parallel()
 	_, addr := slowEnv(t, func(*http.Server) {})
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -168,6 +173,7 @@ func TestOversizedHeadersAreRefused(t *testing.T) {
 }
 
 func TestServeShutsDownGracefully(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -183,13 +189,8 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		t.Fatalf("healthz: %v", r)
 	}
 	cancel()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-	case <-time.After(waitLong):
-		t.Fatal("Serve did not return")
+	if err := testkit.Recv(t, errc, waitLong, "Serve to return"); err != nil {
+		t.Fatalf("Serve: %v", err)
 	}
 	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
 		t.Fatal("still listening after shutdown")

@@ -16,6 +16,7 @@ import (
 // state — every queue's configuration, counts, counters and messages, and the redrive
 // tasks — is exactly as before.
 func TestRejectedRequestsChangeNothing(t *testing.T) {
+	t.Parallel()
 	// A fake clock keeps leases and delays where they are while the test looks.
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	e.putQueue("v", `{"visibility_timeout":"1m","max_messages":100,"tags":{"team":"a"}}`)

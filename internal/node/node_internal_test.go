@@ -21,6 +21,7 @@ import (
 )
 
 func TestIsLoopback(t *testing.T) {
+	t.Parallel()
 	for addr, want := range map[string]bool{
 		"127.0.0.1:7070": true, "127.1.2.3:1": true, "[::1]:7070": true, "localhost:7070": true,
 		"0.0.0.0:7070": false, ":7070": false, "[::]:7070": false, "10.0.0.1:7070": false, "example.com:80": false,
@@ -32,6 +33,7 @@ func TestIsLoopback(t *testing.T) {
 }
 
 func TestAddrName(t *testing.T) {
+	t.Parallel()
 	for addr, want := range map[string]string{"broker.lan:7070": "broker.lan", "Broker.LAN.:1": "broker.lan", "localhost:7070": "localhost",
 		"127.0.0.1:7070": "", "[::1]:7070": "", ":7070": "", "0.0.0.0:7070": "", "nonsense": ""} {
 		if got := strings.Join(addrName(addr), ","); got != want {
@@ -41,6 +43,7 @@ func TestAddrName(t *testing.T) {
 }
 
 func TestDialURL(t *testing.T) {
+	t.Parallel()
 	for addr, want := range map[string]string{
 		"127.0.0.1:7070": "http://127.0.0.1:7070", "[::1]:7070": "http://[::1]:7070",
 		"0.0.0.0:7070": "http://127.0.0.1:7070", "[::]:7070": "http://127.0.0.1:7070",
@@ -56,6 +59,7 @@ func TestDialURL(t *testing.T) {
 }
 
 func TestEndLongPollsOnShutdown(t *testing.T) {
+	t.Parallel()
 	shutdown, begin := context.WithCancel(context.Background())
 	ended := make(chan string, 2)
 	h := endLongPolls(shutdown, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -87,6 +91,7 @@ func TestEndLongPollsOnShutdown(t *testing.T) {
 // verify signatures: the token cannot be bypassed. (Config always gives the front the
 // token's key, so the front is swapped here for one without.)
 func TestNodeRefusesUnverifiedSQS(t *testing.T) {
+	t.Parallel()
 	n, err := Open(context.Background(), Config{Addr: "127.0.0.1:0", Data: t.TempDir(), AuthToken: "t",
 		Console: ConsoleConfig{Disabled: true}}, Runtime{NoGCPace: true})
 	if err != nil {
@@ -107,6 +112,7 @@ func TestNodeRefusesUnverifiedSQS(t *testing.T) {
 // Close is idempotent, and a node that failed to open leaves nothing behind: its data
 // directory can be opened again at once.
 func TestCloseTwiceAndFailedOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n, err := Open(context.Background(), Config{Addr: "127.0.0.1:0", Data: dir}, Runtime{NoGCPace: true})
 	if err != nil {
@@ -142,6 +148,7 @@ func TestCloseTwiceAndFailedOpen(t *testing.T) {
 }
 
 func TestLoadFile(t *testing.T) {
+	t.Parallel()
 	path := t.TempDir() + "/okiba.json"
 	if err := os.WriteFile(path, []byte(`{"storage": {"segment_size": "64MiB", "cache_bytes": 1048576, "min_free_disk": "off"},
 		"shutdown_grace": "250ms", "limits": {"max_queues": 7}}`), 0o600); err != nil {
@@ -169,6 +176,7 @@ func TestLoadFile(t *testing.T) {
 // sends, receives and acks are requests the node authenticates and counts in its
 // metrics. (The console holds no broker to do them in-process.)
 func TestPlaygroundLessonsAreAPITraffic(t *testing.T) {
+	t.Parallel()
 	const token = "lesson-token"
 	n, err := Open(context.Background(), Config{Addr: "127.0.0.1:0", Data: t.TempDir(), AuthToken: token},
 		Runtime{NoGCPace: true, Metrics: metrics.New(metrics.Options{NoRuntime: true})})
@@ -204,7 +212,7 @@ func TestPlaygroundLessonsAreAPITraffic(t *testing.T) {
 	testkit.Eventually(t, 20*time.Second, func() bool {
 		call("GET", "/ui/api/playground/runs/"+run.ID, &run)
 		return run.State.Done
-	}, "the delivery lesson did not finish")
+	}, "the delivery lesson to finish")
 	call("DELETE", "/ui/api/playground/runs/"+run.ID, nil)
 
 	var scrape strings.Builder

@@ -215,6 +215,15 @@ func (s *Store) Removed(ref queue.Ref, size int64) {
 // ---------------------------------------------------------------------------------------
 // Reading
 
+// Cached returns ref's body if the cache holds it, and nil otherwise: a body the caller
+// can hand over without reading the log. ref must name a live message; the caller
+// serialises the call with the machine, as for Pin.
+func (s *Store) Cached(ref queue.Ref) *queue.Payload {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cache[ref]
+}
+
 // Pin is a set of bodies captured for reading: their positions (or cached copies) and a
 // hold on their segments until Release.
 type Pin struct {
@@ -259,6 +268,10 @@ func (p *Pin) Body(i int, id uint64) (queue.Payload, error) {
 	}
 	return p.s.read(e.pos, id)
 }
+
+// Cached reports whether the i-th pinned body is a cached copy, which Body returns
+// without reading the log.
+func (p *Pin) Cached(i int) bool { return p.ents[i].cached != nil }
 
 // Release lets the pinned segments go. A Pin is released once.
 func (p *Pin) Release() {
@@ -510,6 +523,10 @@ func (s *Store) Collect(ckpt wal.Pos, usage map[uint32]Usage) (int, error) {
 // checkpoint at ckpt whose live bytes are below ratio of segSize (usage from Section),
 // oldest first, so that the next checkpoint lets those segments be removed. It returns how
 // many bodies it moved once their frames are durable.
+//
+// A body that fails its checksum (a *wal.CorruptionError) cannot be moved: it stays where
+// it lies, holding its segment, and the others are compacted all the same; Compact then
+// returns an error wrapping the first such failure. Any other read error stops it.
 func (s *Store) Compact(ctx context.Context, ckpt wal.Pos, usage map[uint32]Usage, ratio float64, segSize int64) (int, error) {
 	var sparse []uint32
 	for idx, u := range usage {
@@ -522,6 +539,7 @@ func (s *Store) Compact(ctx context.Context, ckpt wal.Pos, usage map[uint32]Usag
 	}
 	sort.Slice(sparse, func(i, j int) bool { return sparse[i] < sparse[j] })
 	moved := 0
+	var corrupt []error
 	for _, seg := range sparse {
 		bodies := s.bodiesIn(seg)
 		for len(bodies) > 0 {
@@ -538,10 +556,16 @@ func (s *Store) Compact(ctx context.Context, ckpt wal.Pos, usage map[uint32]Usag
 			// Read without the lock: the segment holds live bodies, so nobody removes it.
 			raws := make(map[wal.Pos][]byte, len(batch))
 			for _, u := range batch {
-				if raws[u.pos] != nil {
+				if _, done := raws[u.pos]; done {
 					continue
 				}
 				raw, err := s.log.ReadAt(u.pos)
+				var ce *wal.CorruptionError
+				if errors.As(err, &ce) {
+					raws[u.pos] = nil // left where it lies; relocate passes over it
+					corrupt = append(corrupt, err)
+					continue
+				}
 				if err != nil {
 					return moved, fmt.Errorf("payload: compaction read at %v: %w", u.pos, err)
 				}
@@ -559,6 +583,9 @@ func (s *Store) Compact(ctx context.Context, ckpt wal.Pos, usage map[uint32]Usag
 	s.mu.Unlock()
 	if err := last.Wait(ctx); err != nil {
 		return moved, err
+	}
+	if len(corrupt) > 0 {
+		return moved, fmt.Errorf("payload: compaction left %d bodies that fail their checksum where they lie, and moved the rest (the first: %w)", len(corrupt), corrupt[0])
 	}
 	return moved, nil
 }
@@ -608,7 +635,7 @@ func (s *Store) relocate(batch []user, raws map[wal.Pos][]byte) (int, error) {
 			}
 		}
 		batch = batch[n:]
-		if len(live) == 0 {
+		if len(live) == 0 || raws[from] == nil { // gone, or unreadable: left where it lies
 			continue
 		}
 		id, p, err := decodeBody(raws[from])

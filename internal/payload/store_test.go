@@ -3,7 +3,9 @@ package payload
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/okiba/okiba/internal/vfs"
@@ -79,6 +81,7 @@ func (e *env) body(r queue.Ref) string {
 }
 
 func TestUsageAndCacheBudget(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 10) // room for two 5-byte bodies
 	p1 := e.send(ref(1), 1, "aaaaa")
 	e.send(ref(2), 2, "bbbbb")
@@ -105,6 +108,7 @@ func TestUsageAndCacheBudget(t *testing.T) {
 
 // A body applied from a buffer the caller reuses (replay) is copied before it is cached.
 func TestSharedPayloadIsCopied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1<<20)
 	buf := []byte("the body")
 	p := queue.Payload{Body: buf, Attrs: []queue.Attr{{Name: "a", Type: "String", Value: []byte("attr value")}}}
@@ -127,6 +131,7 @@ func TestSharedPayloadIsCopied(t *testing.T) {
 
 // A pinned segment is not removed; once released, it is.
 func TestPinHoldsASegment(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, -1)
 	first := e.send(ref(1), 1, string(bytes.Repeat([]byte("x"), 3000)))
 	e.send(ref(2), 2, string(bytes.Repeat([]byte("y"), 3000))) // the next segment
@@ -152,6 +157,7 @@ func TestPinHoldsASegment(t *testing.T) {
 // Compaction moves the bodies of a sparse segment to the head of the log; readers find
 // them there, and a replay of the log finds them there too.
 func TestCompactionMovesBodiesAndReplayFollows(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, -1)
 	big := string(bytes.Repeat([]byte("b"), 1200))
 	for i := 1; i <= 6; i++ {
@@ -235,6 +241,7 @@ func usageWithout(u map[uint32]Usage, r queue.Ref, s *Store) map[uint32]Usage {
 }
 
 func TestSectionRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, -1)
 	for i := 1; i <= 5; i++ {
 		e.send(ref(i), uint64(i), fmt.Sprint("body", i))
@@ -279,6 +286,7 @@ func TestSectionRoundTrip(t *testing.T) {
 // The table follows the live messages: a chunk of it whose messages are all gone is
 // given back, as the machine's arena gives back its chunks.
 func TestTableGivesBackEmptyChunks(t *testing.T) {
+	t.Parallel()
 	s := New(Config{CacheBytes: -1})
 	p := &queue.Payload{Body: []byte("x")}
 	const n = 3 * queue.RefSlots
@@ -298,5 +306,47 @@ func TestTableGivesBackEmptyChunks(t *testing.T) {
 	s.Removed(queue.Ref(queue.RefSlots+n-1), 1)
 	if s.table[3] != nil || len(s.Usage()) != 0 {
 		t.Fatalf("a drained store keeps a chunk or usage: %v", s.Usage())
+	}
+}
+
+// TestCompactionPassesOverACorruptBody: a live body that fails its checksum stays where it
+// lies, and the other bodies of the sparse segments are moved all the same; Compact says
+// what it left.
+func TestCompactionPassesOverACorruptBody(t *testing.T) {
+	e := newEnv(t, -1)
+	big := string(bytes.Repeat([]byte("c"), 1200))
+	for i := 1; i <= 6; i++ {
+		e.send(ref(i), uint64(i), fmt.Sprintf("%d:%s", i, big))
+	}
+	for _, i := range []int{1, 3, 5} {
+		e.s.Removed(ref(i), int64(len(big)+2))
+	}
+	head := e.send(ref(7), 7, "7:"+big)
+	bad := e.s.get(ref(2))
+	seg := fmt.Sprintf("wal/%08x.wal", bad.Segment())
+	f, err := e.fs.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("#"), int64(bad.Offset())+40); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, usage := e.s.Section(func(func(queue.Ref, int64)) {})
+	moved, err := e.s.Compact(context.Background(), head, usage, 1.0, segSize)
+	var ce *wal.CorruptionError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Compact = %d, %v; want the corrupt body reported", moved, err)
+	}
+	if moved != 2 {
+		t.Fatalf("moved %d bodies, want the two readable ones", moved)
+	}
+	if e.s.get(ref(2)) != bad {
+		t.Fatalf("the corrupt body moved to %v", e.s.get(ref(2)))
+	}
+	for _, i := range []int{4, 6} {
+		if got := e.body(ref(i)); got[:2] != fmt.Sprint(i)+":" {
+			t.Fatalf("body %d after compaction: %.10q", i, got)
+		}
 	}
 }

@@ -17,6 +17,7 @@ func codec(t testing.TB, secret string) *Codec {
 }
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	c := codec(t, "0123456789abcdef0123456789abcdef")
 	for _, l := range []queue.Lease{
 		{QueueID: 1, Seq: 1, MsgID: 1, Epoch: 1},
@@ -34,6 +35,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestRejectsTamperingAndForeignKeys(t *testing.T) {
+	t.Parallel()
 	c := codec(t, "0123456789abcdef0123456789abcdef")
 	other := codec(t, "fedcba9876543210fedcba9876543210")
 	s := c.Encode(queue.Lease{QueueID: 3, Seq: 9, MsgID: 77, Epoch: 2})

@@ -81,10 +81,16 @@ func commonError(errs []*api.Error) *api.Error {
 	return first
 }
 
-// Health is the broker's health, and whether it is healthy.
+// Health is the broker's health, and whether it serves. A degraded broker serves (body
+// reads failed lately, broker.Health): it is answered as serving, so that a load
+// balancer keeps routing to it, while its status tells operators.
 func (s *Service) Health() (api.Health, bool) {
-	if err := s.b.Healthy(); err != nil {
-		return api.Health{Status: "failed", Error: err.Error()}, false
+	h := s.b.Health()
+	switch {
+	case h.Err != nil:
+		return api.Health{Status: "failed", Error: h.Err.Error()}, false
+	case h.Degraded != "":
+		return api.Health{Status: "degraded", Reason: h.Degraded}, true
 	}
 	return api.Health{Status: "ok"}, true
 }

@@ -17,6 +17,7 @@ import (
 // alone (the console's overview sends it, as it does not change while the queue does
 // not), and it is the time the message was sent.
 func TestOldestReadyAtIsTheSendTimeAndNotOnTheWire(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(t0)
 	b, err := broker.Open(broker.Config{Dir: t.TempDir(), Clock: clk})

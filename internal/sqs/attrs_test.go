@@ -13,6 +13,7 @@ import (
 // interpreting them come back from GetQueueAttributes as they were set, through
 // CreateQueue and SetQueueAttributes, after the broker restarts, and "" removes one.
 func TestStoredAttributesSurviveRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := newEnv(t, okibatest.Options{Dir: dir})
 	ctx := ctxT(t)

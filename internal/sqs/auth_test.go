@@ -30,6 +30,7 @@ func signed(t *testing.T, key, secret, target, path string, body []byte, at time
 }
 
 func TestSigV4(t *testing.T) {
+	t.Parallel()
 	f := New(nil, Options{Credentials: map[string]string{"AKIDOKIBA": "s3cret"}})
 	now := time.Now()
 	body := []byte(`{"QueueName":"orders"}`)

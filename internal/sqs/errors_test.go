@@ -10,6 +10,7 @@ import (
 // each must be one the front knows the status and fault of, or errorOf would answer
 // internal for a mapped error.
 func TestErrorTableNamesKnownErrors(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for _, k := range kinds {
 		if seen[k.Code] {

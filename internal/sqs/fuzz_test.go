@@ -137,6 +137,7 @@ func FuzzRequest(f *testing.F) {
 		f.Add(append([]byte{5}, s...))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
+		t.Parallel() // each input gets a broker of its own (a no-op while fuzzing)
 		if len(in) == 0 {
 			return
 		}
@@ -167,6 +168,7 @@ func FuzzRequest(f *testing.F) {
 // SDKs send) gets an XML error naming the JSON protocol, and that other methods and
 // unknown actions get SQS errors.
 func TestQueryProtocolRefused(t *testing.T) {
+	t.Parallel()
 	e := newFuzzEnv(t)
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("Action=ListQueues&Version=2012-11-05"))
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")

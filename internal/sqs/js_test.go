@@ -16,6 +16,7 @@ import (
 // real okiba server. It needs Node.js and `npm ci --prefix internal/sqs/jstest` (make deps);
 // without them it skips (testkit.Missing), except under CI, where it fails.
 func TestJavaScriptSDK(t *testing.T) {
+	t.Parallel()
 	const suite = "the JavaScript SDK test"
 	node, err := exec.LookPath("node")
 	if err != nil {

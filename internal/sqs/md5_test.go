@@ -5,6 +5,7 @@ import "testing"
 // The vectors are those published with the aws-md5-of-message-attributes package, which
 // reproduces the digests SQS returns.
 func TestMD5OfAttributes(t *testing.T) {
+	t.Parallel()
 	str := func(typ, v string) attrValue { return attrValue{DataType: typ, StringValue: v} }
 	bin := attrValue{DataType: "Binary", BinaryValue: []byte("Hello binary world!")}
 	cases := []struct {
@@ -33,6 +34,7 @@ func TestMD5OfAttributes(t *testing.T) {
 }
 
 func TestValidSQSText(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[string]bool{
 		"plain":                          true,
 		"tab\tnl\ncr\r":                  true,

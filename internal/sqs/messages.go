@@ -488,7 +488,7 @@ func (f *Front) wireMsg(m *broker.Message, fifo bool, s *receiveSpec) wireMessag
 			trace = string(a.Value)
 			continue
 		}
-		if strings.HasPrefix(a.Name, internalPrefix) || a.Name == bodyEncodingAttr || !s.wantAttr(a.Name) {
+		if strings.HasPrefix(a.Name, internalPrefix) || a.Name == bodyEncodingAttr || (!s.wantAttr(a.Name) && !brokerMark(m, a.Name)) {
 			continue
 		}
 		if isBinary(a.Type) {
@@ -531,6 +531,14 @@ func (f *Front) wireMsg(m *broker.Message, fifo bool, s *receiveSpec) wireMessag
 		w.Attributes = sys
 	}
 	return w
+}
+
+// brokerMark reports whether attribute name is one of the broker's marks of a body it
+// could not read, which stands in for the body: like okiba.BodyEncoding it is returned
+// whatever MessageAttributeNames asks for, so that no receiver takes the empty body for
+// the message's. A producer's attribute of that name on a message with a body is not.
+func brokerMark(m *broker.Message, name string) bool {
+	return len(m.Payload.Body) == 0 && (name == broker.HeaderCorrupt || name == broker.HeaderCorruptLocation)
 }
 
 func (f *Front) receiveMessage(q *request) (any, *apiError) {

@@ -18,10 +18,12 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
 
 func TestQueueActions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ctx := ctxT(t)
 	url := e.createQueue(t, "orders", map[string]string{"VisibilityTimeout": "45"})
@@ -148,6 +150,7 @@ func TestQueueActions(t *testing.T) {
 }
 
 func TestSendReceiveDelete(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ctx := ctxT(t)
 	url := e.createQueue(t, "work", nil)
@@ -228,14 +231,8 @@ func TestSendReceiveDelete(t *testing.T) {
 	// settles nothing.
 	e.send(t, url, "three")
 	first := e.receiveUntil(t, url, 1, 1)[0]
-	var second types.Message
-	eventually(t, "the message to come back", func() bool {
-		if ms := e.receive(t, url, 1, 30); len(ms) == 1 {
-			second = ms[0]
-			return true
-		}
-		return false
-	})
+	// receiveUntil long-polls: it does not ask again and again while the lease runs out.
+	second := e.receiveUntil(t, url, 1, 30)[0]
 	if *second.MessageId != *first.MessageId || second.Attributes["ApproximateReceiveCount"] != "2" {
 		t.Fatalf("redelivery: %+v", second)
 	}
@@ -299,6 +296,7 @@ func TestSendReceiveDelete(t *testing.T) {
 
 // A message up to 1 MiB goes through, and the queue's MaximumMessageSize is enforced.
 func TestLargeMessages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ctx := ctxT(t)
 	url := e.createQueue(t, "big", nil)
@@ -316,6 +314,7 @@ func TestLargeMessages(t *testing.T) {
 }
 
 func TestFIFO(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ctx := ctxT(t)
 	_, err := e.c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("nofifo.fifo")})
@@ -394,6 +393,7 @@ func TestFIFO(t *testing.T) {
 }
 
 func TestFIFODedup(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ctx := ctxT(t)
 	url := e.createQueue(t, "content.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
@@ -428,6 +428,7 @@ func TestFIFODedup(t *testing.T) {
 }
 
 func TestReceiveRequestAttemptID(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ctx := ctxT(t)
 	url := e.createQueue(t, "attempt.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
@@ -466,6 +467,7 @@ func TestReceiveRequestAttemptID(t *testing.T) {
 }
 
 func TestRedriveAndMoveTasks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ctx := ctxT(t)
 	dlq := e.createQueue(t, "jobs-dlq", nil)
@@ -496,10 +498,10 @@ func TestRedriveAndMoveTasks(t *testing.T) {
 		}
 	}
 	var dead []types.Message
-	eventually(t, "dead letters", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		a := e.attrs(t, dlq)
 		return a["ApproximateNumberOfMessages"] == strconv.Itoa(n)
-	})
+	}, "dead letters")
 	out, err := e.c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(dlq), MaxNumberOfMessages: 10,
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameDeadLetterQueueSourceArn}})
 	if err != nil || len(out.Messages) != n {
@@ -521,14 +523,14 @@ func TestRedriveAndMoveTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var task types.ListMessageMoveTasksResultEntry
-	eventually(t, "the move task to complete", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		out, err := e.c.ListMessageMoveTasks(ctx, &awssqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlqARN)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		task = out.Results[0]
 		return aws.ToString(task.Status) == "COMPLETED"
-	})
+	}, "the move task to complete")
 	if task.ApproximateNumberOfMessagesMoved != n || aws.ToInt64(task.ApproximateNumberOfMessagesToMove) != n {
 		t.Errorf("task: %+v", task)
 	}
@@ -581,6 +583,7 @@ func TestRedriveAndMoveTasks(t *testing.T) {
 }
 
 func TestLongPolling(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ctx := ctxT(t)
 	url := e.createQueue(t, "poll", nil)
@@ -604,16 +607,12 @@ func TestLongPolling(t *testing.T) {
 	}()
 	start = time.Now()
 	e.send(t, url, "wake up")
-	select {
-	case msgs := <-got:
-		if len(msgs) != 1 || *msgs[0].Body != "wake up" {
-			t.Errorf("long poll got %v", msgs)
-		}
-		if d := time.Since(start); d > 10*time.Second {
-			t.Errorf("long poll answered after %v", d)
-		}
-	case <-time.After(25 * time.Second):
-		t.Fatal("long poll never answered")
+	msgs := testkit.Recv(t, got, 25*time.Second, "the long poll to answer")
+	if len(msgs) != 1 || *msgs[0].Body != "wake up" {
+		t.Errorf("long poll got %v", msgs)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("long poll answered after %v", d)
 	}
 	// The queue's ReceiveMessageWaitTimeSeconds applies when the request gives none.
 	slow := e.createQueue(t, "slowpoll", map[string]string{"ReceiveMessageWaitTimeSeconds": "1"})
@@ -627,6 +626,7 @@ func TestLongPolling(t *testing.T) {
 }
 
 func TestBatches(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ctx := ctxT(t)
 	url := e.createQueue(t, "batch", nil)
@@ -702,6 +702,7 @@ func TestBatches(t *testing.T) {
 }
 
 func TestPurgeRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{FakeClock: true})
 	ctx := ctxT(t)
 	url := e.createQueue(t, "purged", nil)
@@ -726,6 +727,7 @@ func TestPurgeRateLimit(t *testing.T) {
 }
 
 func TestBackpressureThrottles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ctx := ctxT(t)
 	e.srv.PutQueue(t, "tiny", api.QueueConfig{MaxMessages: aws.Int64(1)})
@@ -745,6 +747,7 @@ func TestBackpressureThrottles(t *testing.T) {
 }
 
 func TestNativeAndSQSShareQueues(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	ctx := ctxT(t)
 	// Native queue, used through SQS.
@@ -804,6 +807,7 @@ func TestNativeAndSQSShareQueues(t *testing.T) {
 }
 
 func TestAuthentication(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{Token: "tok3n"})
 	ctx := ctxT(t)
 	good := e.client("okiba", "tok3n", 1)
@@ -825,6 +829,7 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestSequenceNumbersAreNumbers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	url := e.createQueue(t, "seq.fifo", map[string]string{"FifoQueue": "true"})
 	out := e.send(t, url, "x", group("g", "d"))

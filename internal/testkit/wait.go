@@ -44,6 +44,13 @@ func Recv[T any](t testing.TB, ch <-chan T, within time.Duration, format string,
 	}
 }
 
+// Lazy is an argument of Eventually's or Recv's message that is worked out only if the
+// message is printed: what the condition saw last, say, or the state of the code under
+// test when the wait gave up.
+type Lazy func() string
+
+func (f Lazy) String() string { return f() }
+
 // SyncBuffer is a bytes.Buffer that goroutines may write to while the test reads it
 // (a logger's output, say).
 type SyncBuffer struct {

@@ -61,3 +61,15 @@ func TestRecvReturnsTheValueOrFails(t *testing.T) {
 		t.Fatalf("Recv failed with %q", msg)
 	}
 }
+
+func TestLazyIsWorkedOutWhenTheMessageIsPrinted(t *testing.T) {
+	t.Parallel()
+	looks := 0
+	msg := run(func(tb testing.TB) {
+		testkit.Eventually(tb, 10*time.Millisecond, func() bool { looks++; return false },
+			"a condition seen %s", testkit.Lazy(func() string { return fmt.Sprint(looks, " times") }))
+	})
+	if looks == 0 || !strings.Contains(msg, fmt.Sprintf("a condition seen %d times", looks)) {
+		t.Fatalf("after %d looks Eventually failed with %q", looks, msg)
+	}
+}

@@ -13,6 +13,7 @@ import (
 // A real `go test -json` of a small package: a pass, a marked skip, an unmarked skip and
 // a failure, through run, then summarised.
 func TestRunAndSummary(t *testing.T) {
+	// Not parallel: it changes the working directory (t.Chdir), the process's.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("go not in PATH: %v", err)
@@ -90,6 +91,7 @@ func TestBroken(t *testing.T) { t.Log("the broken detail"); t.Fatal("wrong") }
 }
 
 func TestSummaryUnderCI(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	now := time.Now()
 	if err := start(dir, now.Add(-time.Minute)); err != nil {

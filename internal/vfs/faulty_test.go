@@ -10,6 +10,7 @@ import (
 )
 
 func TestFaultyFailNthSync(t *testing.T) {
+	t.Parallel()
 	f := vfs.NewFaulty(vfs.NewMemFS(), vfs.FailNth(vfs.OpSync, 3))
 	mustMkdir(t, f, "/d")
 	file := writeFile(t, f, "/d/a", "x", false)
@@ -29,6 +30,7 @@ func TestFaultyFailNthSync(t *testing.T) {
 }
 
 func TestFaultyTearWriteAt(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	mustMkdir(t, f, "/d")
@@ -56,6 +58,7 @@ func TestFaultyTearWriteAt(t *testing.T) {
 }
 
 func TestFaultyEventsAndMatch(t *testing.T) {
+	t.Parallel()
 	var events []vfs.Event
 	record := func(e vfs.Event) error { events = append(events, e); return nil }
 	failRename := vfs.Match(func(e vfs.Event) bool { return e.Op == vfs.OpRename && e.NewName == "/d/b" },
@@ -101,6 +104,7 @@ func TestFaultyEventsAndMatch(t *testing.T) {
 }
 
 func TestFaultyFromNth(t *testing.T) {
+	t.Parallel()
 	h := vfs.FromNth(2, vfs.ErrInjected)
 	var got []bool
 	for range 4 {

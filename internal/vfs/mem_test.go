@@ -48,6 +48,7 @@ func readFile(t *testing.T, fsys vfs.FS, name string) (string, bool) {
 }
 
 func TestMemFSCrashDropsUnsyncedEntries(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	mustMkdir(t, m, "/d")
 	// Synced data under an unsynced entry: lost.
@@ -65,6 +66,7 @@ func TestMemFSCrashDropsUnsyncedEntries(t *testing.T) {
 }
 
 func TestMemFSCrashDropsUnsyncedData(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	mustMkdir(t, m, "/d")
 	f := writeFile(t, m, "/d/a", "hello", true)
@@ -91,6 +93,7 @@ func TestMemFSCrashDropsUnsyncedData(t *testing.T) {
 }
 
 func TestMemFSCrashRenameAndRemove(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	mustMkdir(t, m, "/d")
 	writeFile(t, m, "/d/old", "v1", true).Close()
@@ -125,6 +128,7 @@ func TestMemFSCrashRenameAndRemove(t *testing.T) {
 }
 
 func TestMemFSCrashWithKeepsChosenBytes(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	mustMkdir(t, m, "/d")
 	f := writeFile(t, m, "/d/a", "0123", true)
@@ -151,6 +155,7 @@ func TestMemFSCrashWithKeepsChosenBytes(t *testing.T) {
 }
 
 func TestMemFSLocksDoNotSurviveCrash(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	mustMkdir(t, m, "/d")
 	l, err := m.Lock("/d/LOCK")
@@ -167,6 +172,7 @@ func TestMemFSLocksDoNotSurviveCrash(t *testing.T) {
 }
 
 func TestMemFSHandleSurvivesRename(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	mustMkdir(t, m, "/d")
 	f := writeFile(t, m, "/d/a.tmp", "x", false)
@@ -181,6 +187,7 @@ func TestMemFSHandleSurvivesRename(t *testing.T) {
 }
 
 func TestMemFSConcurrent(t *testing.T) {
+	t.Parallel()
 	m := vfs.NewMemFS()
 	mustMkdir(t, m, "/d")
 	f := writeFile(t, m, "/d/a", "", false)

@@ -27,13 +27,16 @@ func implementations(t *testing.T) map[string]func(t *testing.T) (vfs.FS, string
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	for name, mk := range implementations(t) {
+		// Each case makes a file system, or a directory of the OS's, of its own.
 		t.Run(name, func(t *testing.T) {
-			t.Run("ReadWrite", func(t *testing.T) { testReadWrite(t, mk) })
-			t.Run("TruncatePreallocate", func(t *testing.T) { testTruncatePreallocate(t, mk) })
-			t.Run("DirOps", func(t *testing.T) { testDirOps(t, mk) })
-			t.Run("Lock", func(t *testing.T) { testLock(t, mk) })
-			t.Run("OpenFlags", func(t *testing.T) { testOpenFlags(t, mk) })
+			t.Parallel()
+			t.Run("ReadWrite", func(t *testing.T) { t.Parallel(); testReadWrite(t, mk) })
+			t.Run("TruncatePreallocate", func(t *testing.T) { t.Parallel(); testTruncatePreallocate(t, mk) })
+			t.Run("DirOps", func(t *testing.T) { t.Parallel(); testDirOps(t, mk) })
+			t.Run("Lock", func(t *testing.T) { t.Parallel(); testLock(t, mk) })
+			t.Run("OpenFlags", func(t *testing.T) { t.Parallel(); testOpenFlags(t, mk) })
 		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 )
 
 func TestDiceIsDeterministicAndFair(t *testing.T) {
+	t.Parallel()
 	a, b := chaos.Dice{Seed: 1}, chaos.Dice{Seed: 1}
 	if a.Roll("ack", "m1", 1) != b.Roll("ack", "m1", 1) {
 		t.Fatal("same seed, message and attempt must roll the same")
@@ -41,6 +42,7 @@ func TestDiceIsDeterministicAndFair(t *testing.T) {
 // A lost ack is answered as a success but never reaches the broker; the other receipts
 // of the same request do.
 func TestTransportLosesChosenAcks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.PutQueue(t, "q", api.QueueConfig{VisibilityTimeout: api.Ptr(time.Minute)})
@@ -85,6 +87,7 @@ func TestTransportLosesChosenAcks(t *testing.T) {
 }
 
 func TestBrokerRestartKeepsAddressAndMessages(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, err := chaos.StartBroker(broker.Config{Dir: t.TempDir()}, "")
 	if err != nil {

@@ -106,22 +106,16 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("orders after the page's send, receive and ack: %+v, %v", q, err)
 	}
 	// Every playground run was stopped from its page: their queues are gone.
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		qs, err := c.Queues(bg, "playground-")
-		if err != nil {
+	var left []api.Queue
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		var err error
+		if left, err = c.Queues(bg, "playground-"); err != nil {
 			t.Fatal(err)
 		}
-		if len(qs) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("playground queues left behind: %d, e.g. %s", len(qs), qs[0].Name)
-		}
-		<-tick.C
-	}
+		return len(left) == 0
+	}, "the playground queues to go; %s", testkit.Lazy(func() string {
+		return fmt.Sprintf("%d left behind, e.g. %s", len(left), left[0].Name)
+	}))
 }
 
 // seed makes what console.mjs expects: orders with 5 ready and 2 in flight, payments
