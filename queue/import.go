@@ -20,27 +20,35 @@ type Import struct {
 }
 
 // PrepareImport checks that queue exists and has room for payload p, and returns an
-// import of it with the next message id; skip is how many imports prepared in the same
-// decision come before it and are not applied yet, so that each gets its own id. The
+// import of it with the next message id. before are the imports of the same payload
+// prepared in the same decision and not applied yet (a record fanned out to several
+// queues): each gets its own id, and those into this queue count against its room, so
+// that two subscriptions feeding one queue cannot take it past its limits. The
 // payload is not checked against the queue's limits on size and headers: the other
 // machine checked what it took in, and a message okiba adds its own headers to must not
 // be refused for them. A dead letter is never refused for a full queue (it is counted in
 // overflow); a plain message is, with a *FullError.
-func (m *Machine) PrepareImport(now int64, queue string, p *Payload, dead bool, skip int) (Import, error) {
+func (m *Machine) PrepareImport(now int64, queue string, p *Payload, dead bool, before []Import) (Import, error) {
 	now = m.clock(now)
 	q, err := m.queue(queue)
 	if err != nil {
 		return Import{}, err
 	}
 	if !dead {
-		if q.cfg.MaxMessages > 0 && int64(q.msgs.live) >= q.cfg.MaxMessages {
+		pending := int64(0)
+		for i := range before {
+			if before[i].QueueID == q.id {
+				pending++
+			}
+		}
+		if q.cfg.MaxMessages > 0 && int64(q.msgs.live)+pending >= q.cfg.MaxMessages {
 			return Import{}, &FullError{Queue: q.name, Limit: "max_messages", Value: q.cfg.MaxMessages}
 		}
-		if q.cfg.MaxBytes > 0 && q.bytes+p.Size() > q.cfg.MaxBytes {
+		if q.cfg.MaxBytes > 0 && q.bytes+(pending+1)*p.Size() > q.cfg.MaxBytes {
 			return Import{}, &FullError{Queue: q.name, Limit: "max_bytes", Value: q.cfg.MaxBytes}
 		}
 	}
-	id := m.nextID(now) + uint64(skip)
+	id := m.nextID(now) + uint64(len(before))
 	visible := now + ms(q.cfg.Delay)
 	if dead {
 		visible = now // a dead letter is there to be looked at at once

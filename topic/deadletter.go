@@ -12,7 +12,7 @@ import (
 // queue as part of one of its own records (a group's dead-lettered record), so that the
 // message and the record's other effects are one durable outcome.
 type Queues interface {
-	PrepareImport(now int64, queue string, p *queue.Payload, dead bool, skip int) (queue.Import, error)
+	PrepareImport(now int64, queue string, p *queue.Payload, dead bool, before []queue.Import) (queue.Import, error)
 	ApplyImport(now int64, imp queue.Import, p *queue.Payload) error
 	// Ordered reports whether a queue orders its groups (a record's key is then the
 	// message's group).
@@ -95,7 +95,7 @@ func (m *Machine) DeadLetter(now int64, sink Sink, topicName, groupName, memberN
 		return &queue.InvalidError{Field: "reason", Reason: fmt.Sprintf("a reason is 1 to %d bytes and a description at most %d", queue.MaxReasonLen, queue.MaxDescriptionLen)}
 	}
 	p := MessagePayload(t.name, r)
-	imp, err := m.queues.PrepareImport(now, dlq, &p, true, 0)
+	imp, err := m.queues.PrepareImport(now, dlq, &p, true, nil)
 	if err != nil {
 		return err
 	}

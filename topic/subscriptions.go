@@ -230,7 +230,7 @@ func (m *Machine) fanOut(now int64, t *topicState, r *PublishRecord) (targets []
 		return nil, 0
 	}
 	in := filter.Input{Key: string(r.Key), HasKey: r.HasKey, Body: r.Body}
-	skip := 0
+	var prepared []queue.Import
 	var p queue.Payload
 	for _, s := range t.subsByID() {
 		if s.cursors[r.Partition] != r.Offset {
@@ -243,15 +243,15 @@ func (m *Machine) fanOut(now int64, t *topicState, r *PublishRecord) (targets []
 		if p.Body == nil {
 			p = MessagePayload(t.name, r)
 		}
-		imp, err := m.queues.PrepareImport(now, s.queue, &p, false, skip)
+		imp, err := m.queues.PrepareImport(now, s.queue, &p, false, prepared)
 		if err != nil {
 			continue // full (or gone): paused here
 		}
-		if skip == 0 {
+		if len(prepared) == 0 {
 			base = imp.MsgID
 		}
 		targets = append(targets, FanoutTarget{SubID: s.id, QueueID: imp.QueueID, Delay: imp.VisibleAt - now})
-		skip++
+		prepared = append(prepared, imp)
 	}
 	return targets, base
 }
@@ -339,7 +339,7 @@ func (m *Machine) Copy(now int64, sink Sink, plan CopyPlan, recs []*PublishRecor
 			continue
 		}
 		p := MessagePayload(t.name, rec)
-		imp, err := m.queues.PrepareImport(now, s.queue, &p, false, 0)
+		imp, err := m.queues.PrepareImport(now, s.queue, &p, false, nil)
 		if err != nil {
 			full = true
 			break
