@@ -196,6 +196,7 @@ type gpart struct {
 	position  uint64 // offsets below were handed out under the current epoch (or committed)
 	owner     string // the member holding it, or ""
 	pending   string // the member it goes to when its owner lets go, or ""
+	revokeAt  int64  // when it became pending: the owner lets go within a member lease
 	epoch     uint64 // raised at every grant and seek
 	lost      uint64 // records retention deleted before the group committed past them
 }
@@ -298,8 +299,9 @@ func (m *Machine) memberOf(t *topicState, g *group, name string, session uint64)
 type Assignment struct {
 	Partition int
 	Epoch     uint64
-	// Revoking: the partition goes to another member at this member's next pull or
-	// heartbeat; finish and commit what was handed out, it gets no more records.
+	// Revoking: the partition goes to another member once this one has committed what
+	// it was handed of it (or a member lease after the revocation began); it gets no
+	// more records of it meanwhile.
 	Revoking bool
 	// Position is the next offset the member is handed; Committed the group's.
 	Position  uint64
@@ -316,8 +318,8 @@ type Session struct {
 
 // Attend is what a pull or heartbeat does before any record is read: join (session 0)
 // or check the session, renew the member's lease when a third of it has passed, let go of
-// the partitions being revoked from it (the member finished them: it is calling again),
-// and rebalance if membership changed. It returns the member's assignment.
+// the partitions being revoked from it that it is done with (see release), and rebalance
+// if membership changed. It returns the member's assignment.
 func (m *Machine) Attend(now int64, sink Sink, topic, groupName, memberName string, session uint64) (Session, error) {
 	now = m.clock(now)
 	t, err := m.topic(topic)
@@ -350,17 +352,29 @@ func (m *Machine) Attend(now int64, sink Sink, topic, groupName, memberName stri
 		m.emit(sink, &MemberRenewRecord{Now: now, TopicID: t.id, GroupID: g.id, Member: memberName, Expires: now + lease})
 	}
 	x = g.members[memberName]
+	m.release(now, sink, t, g, memberName)
+	return g.sessionOf(t, x), nil
+}
+
+// release hands the partitions being revoked from a member to the members they go to,
+// once the member is done with them — it committed everything it was handed — or the
+// revocation has lasted a member lease (the member is alive but stuck: the new owner
+// must not wait for ever, and gets the uncommitted records again). Until then the member
+// sees them as revoking and is handed no more of their records: cooperative, as Kafka's
+// incremental rebalance, so that a rebalance does not make the records in flight be
+// handled twice.
+func (m *Machine) release(now int64, sink Sink, t *topicState, g *group, memberName string) {
+	lease := g.cfg.MemberLease.Milliseconds()
 	var moves []AssignChange
 	for p := range g.parts {
 		gp := &g.parts[p]
-		if gp.owner == memberName && gp.pending != "" {
+		if gp.owner == memberName && gp.pending != "" && (gp.committed >= gp.position || now-gp.revokeAt >= lease) {
 			moves = append(moves, AssignChange{Partition: p, Owner: gp.pending, Epoch: gp.epoch + 1})
 		}
 	}
 	if len(moves) > 0 {
 		m.emit(sink, &AssignRecord{Now: now, TopicID: t.id, GroupID: g.id, Changes: moves})
 	}
-	return g.sessionOf(t, x), nil
 }
 
 // SessionOf returns a member's session and assignment as they are.
@@ -605,6 +619,7 @@ func (m *Machine) Commit(now int64, sink Sink, topic, groupName, memberName stri
 	}
 	if len(r.Offsets) > 0 {
 		m.emit(sink, r)
+		m.release(now, sink, t, g, memberName) // a revoked partition committed to its end goes now
 	}
 	return errs, nil
 }

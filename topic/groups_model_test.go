@@ -15,6 +15,7 @@ import (
 type mgpart struct {
 	committed, position uint64
 	owner, pending      string
+	revokeAt            int64 // when pending was set
 	epoch, lost         uint64
 }
 
@@ -56,7 +57,7 @@ func (g *mgroup) names() []string {
 // getting up to its quota, in partition order; the rest go, in partition order, to the
 // first member (by name) still below quota. A partition whose owner is alive and must
 // move gets the target as pending; one without a live owner is granted at once.
-func (g *mgroup) rebalance() {
+func (g *mgroup) rebalance(now int64) {
 	names := g.names()
 	target := make([]string, len(g.parts))
 	if len(names) > 0 {
@@ -103,7 +104,9 @@ func (g *mgroup) rebalance() {
 		case want == gp.owner:
 			gp.pending = ""
 		default:
-			gp.pending = want
+			if gp.pending != want {
+				gp.pending, gp.revokeAt = want, now
+			}
 		}
 	}
 }
@@ -138,7 +141,7 @@ func (t *mtopic) expireMembers(now int64) {
 			}
 		}
 		if gone {
-			g.rebalance()
+			g.rebalance(now)
 		}
 	}
 }
@@ -233,18 +236,24 @@ func (h *tharness) attendModel(g *mgroup, member string, session uint64) (error,
 			}
 		}
 		g.members[member] = &mmember{session: g.lastSession, expires: h.md.now + lease}
-		g.rebalance()
+		g.rebalance(h.md.now)
 	} else if x.expires-h.md.now < lease*2/3 {
 		x.expires = h.md.now + lease
 	}
+	g.release(member, h.md.now)
+	return nil, true
+}
+
+// release: a partition being revoked goes to its new owner once its owner committed all
+// it was handed, or a member lease after the revocation began.
+func (g *mgroup) release(member string, now int64) {
 	for _, gp := range g.parts {
-		if gp.owner == member && gp.pending != "" {
+		if gp.owner == member && gp.pending != "" && (gp.committed >= gp.position || now-gp.revokeAt >= g.cfg.MemberLease.Milliseconds()) {
 			gp.owner, gp.pending = gp.pending, ""
 			gp.epoch++
 			gp.position = gp.committed
 		}
 	}
-	return nil, true
 }
 
 func (h *tharness) attend(t *rapid.T) {
@@ -374,6 +383,9 @@ func (h *tharness) commit(t *rapid.T) {
 	for p, off := range seen {
 		g.parts[p].committed = off
 	}
+	if len(seen) > 0 {
+		g.release(member, h.md.now)
+	}
 }
 
 func (h *tharness) seek(t *rapid.T) {
@@ -414,7 +426,7 @@ func (h *tharness) leave(t *rapid.T) {
 		t.Fatalf("Leave: %v", err)
 	}
 	g.leave(member)
-	g.rebalance()
+	g.rebalance(h.md.now)
 }
 
 func (h *tharness) deleteGroup(t *rapid.T) {

@@ -268,12 +268,12 @@ func (r *MemberLeaveRecord) apply(m *Machine) error {
 		gp := &g.parts[p]
 		if gp.owner == r.Member {
 			// Nobody holds it: the next grant starts from the committed offset.
-			gp.owner, gp.pending = "", ""
+			gp.owner, gp.pending, gp.revokeAt = "", "", 0
 			gp.epoch++
 			gp.position = gp.committed
 		}
 		if gp.pending == r.Member {
-			gp.pending = ""
+			gp.pending, gp.revokeAt = "", 0
 		}
 	}
 	return nil
@@ -338,6 +338,12 @@ func (r *AssignRecord) apply(m *Machine) error {
 		gp := &g.parts[c.Partition]
 		if c.Owner != gp.owner || c.Epoch != gp.epoch {
 			gp.position = gp.committed
+		}
+		switch {
+		case c.Pending == "":
+			gp.revokeAt = 0
+		case c.Pending != gp.pending:
+			gp.revokeAt = r.Now
 		}
 		gp.owner, gp.pending, gp.epoch = c.Owner, c.Pending, c.Epoch
 	}

@@ -104,6 +104,7 @@ func (g *group) appendSnapshot(b []byte) []byte {
 		b = codec.AppendUvarint(b, gp.position-gp.committed)
 		b = codec.AppendString(b, gp.owner)
 		b = codec.AppendString(b, gp.pending)
+		b = codec.AppendVarint(b, gp.revokeAt)
 		b = codec.AppendUvarint(b, gp.epoch)
 		b = codec.AppendUvarint(b, gp.lost)
 	}
@@ -134,6 +135,7 @@ func restoreGroup(d *codec.Decoder, parts int) *group {
 		gp.position = gp.committed + d.Uvarint()
 		gp.owner = d.String()
 		gp.pending = d.String()
+		gp.revokeAt = d.Varint()
 		gp.epoch = d.Uvarint()
 		gp.lost = d.Uvarint()
 	}
