@@ -125,6 +125,18 @@ type PublishResult struct {
 	Error     *Error `json:"error,omitempty"`
 }
 
+// MarshalJSON leaves partition and offset out of a failed record's result: a record
+// that was not appended has no place, and 0/0 would read as one.
+func (r PublishResult) MarshalJSON() ([]byte, error) {
+	if r.Error != nil {
+		return json.Marshal(struct {
+			Error *Error `json:"error"`
+		}{r.Error})
+	}
+	type plain PublishResult
+	return json.Marshal(plain(r))
+}
+
 // PublishResponse answers a publish, one result per record in request order.
 type PublishResponse struct {
 	Results []PublishResult `json:"results"`

@@ -329,7 +329,7 @@ func (b *Broker) Seek(ctx context.Context, topicName, groupName string, to SeekT
 		return GroupInfo{}, &queue.ParamError{Field: "to", Reason: "give exactly one of first, last, offset or time"}
 	}
 	if to.Offset != nil && to.Partition < 0 {
-		return GroupInfo{}, &queue.ParamError{Field: "offset", Reason: "a seek to an offset names its partition"}
+		return GroupInfo{}, &queue.ParamError{Field: "offset", Reason: "needs a partition: a seek to an offset names the partition it is in"}
 	}
 	b.mu.Lock()
 	ti, err := b.t.Topic(topicName)

@@ -3,9 +3,11 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/okiba/okiba/internal/payload"
+	"github.com/okiba/okiba/queue"
 	"github.com/okiba/okiba/topic"
 )
 
@@ -42,7 +44,7 @@ func (b *Broker) Subscribe(ctx context.Context, topicName, name string, cfg topi
 	switch {
 	case start.Offsets != nil:
 		if len(start.Offsets) != len(ti.Partitions) {
-			return SubscriptionInfo{}, false, &topic.PartitionError{Topic: topicName, Partition: len(start.Offsets), Partitions: len(ti.Partitions)}
+			return SubscriptionInfo{}, false, &queue.ParamError{Field: "start_offsets", Reason: fmt.Sprintf("gives %d offsets for topic %q of %d partitions: give one per partition, in partition order", len(start.Offsets), topicName, len(ti.Partitions))}
 		}
 		offs = start.Offsets
 	case start.First:

@@ -137,10 +137,10 @@ func (c *Config) Validate() error {
 		return bad("partitions", "must be between 1 and %d, got %d", MaxPartitions, c.Partitions)
 	}
 	if c.RetentionAge != 0 && (c.RetentionAge < MinRetentionAge || c.RetentionAge > MaxRetentionAge) {
-		return bad("retention_age", "must be 0 (no age limit) or between 1s and 87600h, got %v", c.RetentionAge)
+		return bad("retention", "must be forever (or 0) or between 1s and 87600h, got %v", c.RetentionAge)
 	}
 	if c.RetentionAge%time.Millisecond != 0 {
-		return bad("retention_age", "must be a whole number of milliseconds")
+		return bad("retention", "must be a whole number of milliseconds")
 	}
 	if c.RetentionBytes < 0 {
 		return bad("retention_bytes", "must be 0 (no limit) or positive, got %d", c.RetentionBytes)

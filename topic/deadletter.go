@@ -233,11 +233,20 @@ func (r *GroupDeadLetterRecord) apply(m *Machine) error {
 	}
 	p := MessagePayload(r.Topic, rec)
 	dead := &queue.DeadInfo{SourceName: t.name, Reason: r.Reason, At: r.Now,
-		Description: fmt.Sprintf("from group %s, %s/%d offset %d: %s", r.Group, t.name, rec.Partition, rec.Offset, r.Description)}
+		Description: deadLetterDescription(r.Group, t.name, rec.Partition, rec.Offset, r.Description)}
 	if err := m.queues.ApplyImport(r.Now, queue.Import{QueueID: r.QueueID, MsgID: r.MsgID, VisibleAt: r.Now, Dead: dead}, &p); err != nil {
 		return err
 	}
 	gp.committed = rec.Offset + 1
 	g.commits++
 	return nil
+}
+
+// deadLetterDescription says where a dead-lettered record came from, then why.
+func deadLetterDescription(group, topic string, partition int, offset uint64, why string) string {
+	d := fmt.Sprintf("from group %s, %s/%d offset %d", group, topic, partition, offset)
+	if why != "" {
+		d += ": " + why
+	}
+	return d
 }

@@ -53,10 +53,14 @@ func (e *OffsetError) Error() string {
 	if e.Group != "" {
 		return fmt.Sprintf("group %q partition %d: commit of %d is past what the group was handed (up to %d, committed %d): commit only offsets after records you were given", e.Group, e.Partition, e.Offset, e.End, e.Start)
 	}
-	if e.Offset < e.Start {
-		return fmt.Sprintf("offset %d of %s/%d is no longer retained: the partition holds offsets %d to %d (its end); read from %d or later", e.Offset, e.Topic, e.Partition, e.Start, e.End, e.Start)
+	holds := fmt.Sprintf("it holds offsets %d to %d", e.Start, e.End-1)
+	if e.End <= e.Start {
+		holds = fmt.Sprintf("it holds no records; the next is offset %d", e.End)
 	}
-	return fmt.Sprintf("offset %d of %s/%d is past the partition's end %d (it holds offsets %d to %d)", e.Offset, e.Topic, e.Partition, e.End, e.Start, e.End)
+	if e.Offset < e.Start {
+		return fmt.Sprintf("offset %d of %s/%d is no longer retained (%s): read from %d or later", e.Offset, e.Topic, e.Partition, holds, e.Start)
+	}
+	return fmt.Sprintf("offset %d of %s/%d is past the partition's end %d (%s)", e.Offset, e.Topic, e.Partition, e.End, holds)
 }
 
 func (e *OffsetError) Unwrap() error { return ErrOffsetOutOfRange }

@@ -253,6 +253,11 @@ func (m *Machine) PutGroup(now int64, sink Sink, topic, name string, cfg GroupCo
 		m.emit(sink, &GroupPutRecord{Now: now, TopicID: t.id, GroupID: g.id, Name: name, Config: cfg})
 		return false, nil
 	}
+	if dlq := DeadLetterName(t.name, name); len(dlq) > queue.MaxNameLen {
+		// Refused now rather than at the first poison record, which could not be set aside.
+		return false, &queue.NameError{Name: name, Of: "group", Rule: fmt.Sprintf(
+			"short enough that its dead-letter queue %q is at most %d bytes (topic name, \".\", group name and \"-dlq\")", dlq, queue.MaxNameLen)}
+	}
 	if len(t.groups) >= m.limits.MaxGroups {
 		return false, &queue.LimitError{Limit: "max_groups", Value: m.limits.MaxGroups, What: fmt.Sprintf("topic %q has too many consumer groups: delete one first", t.name)}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/okiba/okiba/internal/filter"
 	"github.com/okiba/okiba/queue"
@@ -36,7 +37,14 @@ type InUseError struct {
 }
 
 func (e *InUseError) Error() string {
-	return fmt.Sprintf("topic %q has subscriptions %v and groups %v: delete them first, or delete with force", e.Topic, e.Subscriptions, e.Groups)
+	var has []string
+	if len(e.Subscriptions) > 0 {
+		has = append(has, fmt.Sprintf("subscriptions %s", strings.Join(e.Subscriptions, ", ")))
+	}
+	if len(e.Groups) > 0 {
+		has = append(has, fmt.Sprintf("consumer groups %s", strings.Join(e.Groups, ", ")))
+	}
+	return fmt.Sprintf("topic %q has %s: delete them first, or delete the topic with force", e.Topic, strings.Join(has, " and "))
 }
 
 func (e *InUseError) Unwrap() error { return ErrTopicInUse }

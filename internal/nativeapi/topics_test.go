@@ -3,6 +3,7 @@ package nativeapi_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,11 @@ func TestTopicsRefuseBadInput(t *testing.T) {
 	e.call("GET", "/v1/topics", nil, 200, &list)
 	if len(list.Topics) != 1 {
 		t.Fatalf("rejected requests created topics: %+v", list.Topics)
+	}
+	// In a batch, the refused record's result has its error and no place; the other's
+	// has its place.
+	r := e.do("POST", "/v1/topics/t/records", `{"records":[{"body":"x","partition":1},{"body":"this is too large"}]}`)
+	if want := `{"results":[{"partition":1,"offset":0},{"error":{"code":"record_too_large",`; !strings.HasPrefix(string(r.Body), want) {
+		t.Fatalf("mixed batch answered %s, want it to begin %s", r.Body, want)
 	}
 }

@@ -1,7 +1,11 @@
 package topic
 
 import (
+	"errors"
+	"strings"
 	"testing"
+
+	"github.com/okiba/okiba/queue"
 )
 
 type nopSink struct{}
@@ -108,5 +112,28 @@ func TestRevokedPartitionWaitsForTheCommit(t *testing.T) {
 	}
 	if s3, _ := m.SessionOf("t", "g", "a3"); len(s3.Assigned) != 1 || s3.Assigned[0].Position != 1 {
 		t.Fatalf("a3 after the revocation: %+v, want partition 1 from its committed offset 1", s3.Assigned)
+	}
+}
+
+// A group whose dead-letter queue's name would be too long is refused at creation, with
+// a message that says why, and nothing is created.
+func TestGroupNameLeavesRoomForItsDeadLetterQueue(t *testing.T) {
+	t.Parallel()
+	m := New()
+	topicName := strings.Repeat("t", 60)
+	if _, err := m.PutTopic(0, nopSink{}, topicName, DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	ok := strings.Repeat("g", queue.MaxNameLen-len(topicName)-len(".-dlq"))
+	if _, err := m.PutGroup(0, nopSink{}, topicName, ok, DefaultGroupConfig()); err != nil {
+		t.Fatalf("a group whose dead-letter queue name is exactly %d bytes: %v", queue.MaxNameLen, err)
+	}
+	_, err := m.PutGroup(0, nopSink{}, topicName, ok+"g", DefaultGroupConfig())
+	var ne *queue.NameError
+	if !errors.As(err, &ne) || !strings.Contains(err.Error(), "dead-letter queue") {
+		t.Fatalf("one byte more: %v, want a name error about the dead-letter queue", err)
+	}
+	if gs, _ := m.Groups(topicName); len(gs) != 1 {
+		t.Fatalf("%d groups after the refusal, want 1", len(gs))
 	}
 }
