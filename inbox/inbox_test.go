@@ -221,7 +221,7 @@ func TestLostAcksAreSkipped(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, db *dbtest.DB) {
 		srv := okibatest.New(t, okibatest.Options{})
-		queueWith(t, srv, "q", 300*time.Millisecond)
+		queueWith(t, srv, "q", time.Second)
 		ib := setup(t, db, "q-consumer", inbox.Options{})
 		dice := chaos.Dice{Seed: 7}
 		var tr atomic.Pointer[chaos.Transport]
@@ -255,9 +255,13 @@ func TestLostAcksAreSkipped(t *testing.T) {
 				t.Fatalf("m%d applied %d times", i, k)
 			}
 		}
-		st := ib.Stats()
-		if st.Processed != n || st.Duplicates == 0 || st.Duplicates != c.tr.LostAcks() {
-			t.Fatalf("inbox %+v, lost acks %d: every lost ack must come back as one skipped duplicate", st, c.tr.LostAcks())
+		// Every lost ack comes back as a skipped duplicate; on a loaded machine a lease can
+		// also end while its handler runs (the broker counts that redelivery too), so the
+		// duplicates are bounded by the redeliveries, not equal to the lost acks.
+		st, qs := ib.Stats(), queueStats(t, srv, "q")
+		if st.Processed != n || st.Duplicates == 0 || st.Duplicates < c.tr.LostAcks() || uint64(st.Duplicates) > qs.Redelivered {
+			t.Fatalf("inbox %+v, lost acks %d, redeliveries %d: every lost ack must come back as a skipped duplicate, and only redeliveries can",
+				st, c.tr.LostAcks(), qs.Redelivered)
 		}
 	})
 }
