@@ -2,6 +2,7 @@ package campuscafe_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -25,9 +26,13 @@ func TestScenarioUnderChaos(t *testing.T) {
 			orders = 40
 		}
 		ctx := context.Background()
+		// The café's own warnings and errors (a failed restart, say) go to the test's log,
+		// so that a failure says what happened.
+		logs := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))
 		app, err := campuscafe.Start(ctx, db.DB, campuscafe.Options{
 			DataDir: t.TempDir(), Seed: 42, Lease: 250 * time.Millisecond,
 			AckFailRate: 0.8, CrashRate: 0.05, DuplicateRate: 0.2, RestartEvery: 1500 * time.Millisecond,
+			Logger: logs,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -60,4 +65,12 @@ func TestScenarioUnderChaos(t *testing.T) {
 				skipped, crashes, lost, s.Injected, s.Restarts)
 		}
 	})
+}
+
+// testWriter writes log lines to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
