@@ -132,6 +132,7 @@ type topicHistory struct {
 
 	violations map[string]map[string]bool
 	examples   []string
+	logged     int // examples[:logged] were logged during the run
 
 	attempted, retried, duplicates, replays                 int
 	pulls, handouts, commits, rejoins, crashes, leaves      int
@@ -160,6 +161,16 @@ func (th *topicHistory) violate(kind, id, what string) {
 	if len(m) <= maxExamplesOfKind {
 		th.examples = append(th.examples, fmt.Sprintf("%s: %s (after cycle %d)", kind, what, th.cycle))
 	}
+}
+
+// newExamples returns the examples recorded since the last call: the violations a check
+// after a restart found, to log as they are found.
+func (th *topicHistory) newExamples() []string {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	out := th.examples[th.logged:]
+	th.logged = len(th.examples)
+	return out
 }
 
 func (th *topicHistory) setDraining() {
@@ -782,8 +793,8 @@ func (t TopicReport) String() string {
 	return fmt.Sprintf("  topic: %d records attempted, %d acknowledged (%d retried with their dedup id, %d answered duplicate, %d replayed), %d in the log, %d checks (%d skipped)\n"+
 		"  topic: acknowledged publishes lost: %d of %d; reordered: %d; duplicated: %d; unexpected: %d\n"+
 		"  group: %d pulls handed %d records, %d offsets committed (refused: %s), %d rejoins, %d crashes before commit, %d leaves\n"+
-		"  group: offsets skipped: %d; rehanded under one epoch: %d; committed regressed: %d; commits refused wrongly: %d\n"+
-		"  subscription: %d deliveries (%d redeliveries), %d acks; records missing from the queue: %d; delivered as two messages: %d",
+		"  group: offsets lost to the group (committed, never handed): %d; rehanded under one epoch: %d; committed regressed: %d; commits refused wrongly: %d\n"+
+		"  subscription: %d deliveries (%d redeliveries), %d acks; records lost on the way to the queue: %d; duplicated as two messages: %d",
 		t.Attempted, t.Acked, t.Retried, t.Duplicates, t.Replays, t.Records, t.Checks, t.ChecksSkipped,
 		t.Lost, t.Acked, t.Reordered, t.Duplicated, t.Unexpected,
 		t.Pulls, t.Handed, t.Commits, refusals, t.Rejoins, t.Crashes, t.Leaves,

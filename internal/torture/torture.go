@@ -328,6 +328,9 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 					th.mu.Unlock()
 					fmt.Fprintf(cfg.Log, "torture: cycle %d: topic check skipped: %v\n", cycle, err)
 				}
+				for _, e := range th.newExamples() {
+					fmt.Fprintf(cfg.Log, "torture: seed %d, cycle %d: %s\n", cfg.Seed, cycle+1, e)
+				}
 			}
 		}
 		rep.Cycles = cycle + 1
