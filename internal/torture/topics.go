@@ -45,6 +45,9 @@ const (
 	// memberLease is short so that a member that stops calling (a crash) or a broker frozen
 	// past it makes the group move partitions within a cycle or two.
 	memberLease = 3 * time.Second
+	// topicQueueRoom is tt-q's max_messages: small enough that the subscription is often
+	// paused (its queue full) and catches up in the background.
+	topicQueueRoom = 100
 	// checkReadMax bounds what a check after a restart reads per partition, so that a long
 	// run's checks stay cheap; what it leaves is read by the next check, or at the end.
 	checkReadMax = 20_000
@@ -138,6 +141,7 @@ type topicHistory struct {
 	pulls, handouts, commits, rejoins, crashes, leaves      int
 	refused                                                 map[string]int
 	subDelivered, subAcked, checks, checksSkipped, recorded int
+	subPaused, subBehind                                    int // checks that found the subscription paused, or behind
 }
 
 func newTopicHistory() *topicHistory {
@@ -315,8 +319,9 @@ func (th *topicHistory) replayed(bodies []string, res []client.Published) {
 }
 
 // consumeTopicQueue drains the subscription's queue: it acks 95% of what it receives and
-// abandons the rest (the lease expires and the same message comes back); draining, it
-// acks everything.
+// abandons the rest (the lease expires and the same message comes back); after one
+// receive in 50 it stalls for 0.5 to 2 s first, a slow subscriber, so that the queue
+// fills and the subscription pauses. Draining, it acks everything at once.
 func consumeTopicQueue(ctx context.Context, cl *client.Client, th *topicHistory, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 3200))
 	wait, vis := 300*time.Millisecond, visibility
@@ -331,6 +336,9 @@ func consumeTopicQueue(ctx context.Context, cl *client.Client, th *topicHistory,
 		}
 		th.fannedOut(ds)
 		all := th.isDraining()
+		if !all && rng.IntN(50) == 0 {
+			pause(ctx, time.Duration(500+rng.IntN(1500))*time.Millisecond)
+		}
 		var rs []string
 		for _, d := range ds {
 			if all || rng.IntN(100) < 95 {
@@ -372,7 +380,7 @@ func (th *topicHistory) fannedOut(ds []client.Delivery) {
 // first record), and the group, once: PUTs are idempotent, so a retry after a refusal
 // while the broker starts is harmless.
 func setupTopic(ctx context.Context, cl *client.Client, gc *groupClient) error {
-	parts, segment, zero, never := topicPartitions, int64(32<<10), 0, "none"
+	parts, segment, zero, never, room := topicPartitions, int64(32<<10), 0, "none", int64(topicQueueRoom)
 	unordered := false
 	steps := []struct {
 		what string
@@ -385,8 +393,10 @@ func setupTopic(ctx context.Context, cl *client.Client, gc *groupClient) error {
 		}},
 		{"queue " + topicQueue, func() error {
 			// Unordered and without dead letters: every record's message stays until acked.
+			// Small: the subscription fills it, pauses, and copies in the background when
+			// there is room again, through the kills too.
 			_, err := cl.PutQueue(ctx, topicQueue, api.QueueConfig{VisibilityTimeout: api.Ptr(visibility), MaxDeliveries: &zero,
-				DeadLetterQueue: &never, DedupWindow: api.Ptr(0), OrderedGroups: &unordered})
+				DeadLetterQueue: &never, DedupWindow: api.Ptr(0), OrderedGroups: &unordered, MaxMessages: &room})
 			return err
 		}},
 		{"subscription " + topicSub, func() error {
@@ -460,10 +470,24 @@ func (th *topicHistory) check(ctx context.Context, cl *client.Client, gc *groupC
 	if g, err = gc.get(ctx); err != nil {
 		return fmt.Errorf("get group: %w", err)
 	}
+	sub, err := cl.Subscription(ctx, topicName, topicSub)
+	if err != nil {
+		return fmt.Errorf("get subscription: %w", err)
+	}
 
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	th.checks++
+	if sub.Paused {
+		th.subPaused++
+	}
+	if sub.Lag > 0 {
+		th.subBehind++
+	}
+	if sub.LostToRetention > 0 {
+		// Retention is forever: nothing may pass the subscription by.
+		th.violate(vSubMissing, "lost_to_retention", fmt.Sprintf("the subscription counts %d records lost to retention", sub.LostToRetention))
+	}
 	for p := range ends {
 		th.merge(p, fresh[p])
 		th.compare(p, again[p])
@@ -736,7 +760,7 @@ func (th *topicHistory) fill(rep *Report) {
 		Attempted: th.attempted, Acked: len(th.acked), Retried: th.retried, Duplicates: th.duplicates, Replays: th.replays,
 		Records: th.recorded, Checks: th.checks, ChecksSkipped: th.checksSkipped,
 		Pulls: th.pulls, Handed: th.handouts, Commits: th.commits, Rejoins: th.rejoins, Crashes: th.crashes, Leaves: th.leaves,
-		SubDelivered: th.subDelivered, SubAcked: th.subAcked,
+		SubDelivered: th.subDelivered, SubAcked: th.subAcked, SubPaused: th.subPaused, SubBehind: th.subBehind,
 		Lost: n(vTopicLost), Reordered: n(vTopicReordered), Duplicated: n(vTopicDuplicated), Unexpected: n(vTopicUnexpected) + n(vSubUnexpected),
 		Skipped: n(vGroupSkipped), Rehanded: n(vGroupRehanded), Regressed: n(vGroupRegressed), RefusedWrongly: n(vGroupRefused),
 		SubMissing: n(vSubMissing), SubDoubled: n(vSubDoubled),
@@ -772,6 +796,7 @@ type TopicReport struct {
 	Refusals                     string
 	SubDelivered, SubAcked       int // deliveries from the subscription's queue, acks acknowledged
 	SubRedelivered               int // deliveries of a message delivered before (allowed)
+	SubPaused, SubBehind         int // checks that found the subscription paused (its queue full), or behind
 	Lost, Reordered, Duplicated  int
 	Unexpected                   int
 	Skipped, Rehanded, Regressed int
@@ -794,10 +819,10 @@ func (t TopicReport) String() string {
 		"  topic: acknowledged publishes lost: %d of %d; reordered: %d; duplicated: %d; unexpected: %d\n"+
 		"  group: %d pulls handed %d records, %d offsets committed (refused: %s), %d rejoins, %d crashes before commit, %d leaves\n"+
 		"  group: offsets lost to the group (committed, never handed): %d; rehanded under one epoch: %d; committed regressed: %d; commits refused wrongly: %d\n"+
-		"  subscription: %d deliveries (%d redeliveries), %d acks; records lost on the way to the queue: %d; duplicated as two messages: %d",
+		"  subscription: %d deliveries (%d redeliveries), %d acks, paused at %d checks and behind at %d; records lost on the way to the queue: %d; duplicated as two messages: %d",
 		t.Attempted, t.Acked, t.Retried, t.Duplicates, t.Replays, t.Records, t.Checks, t.ChecksSkipped,
 		t.Lost, t.Acked, t.Reordered, t.Duplicated, t.Unexpected,
 		t.Pulls, t.Handed, t.Commits, refusals, t.Rejoins, t.Crashes, t.Leaves,
 		t.Skipped, t.Rehanded, t.Regressed, t.RefusedWrongly,
-		t.SubDelivered, t.SubRedelivered, t.SubAcked, t.SubMissing, t.SubDoubled)
+		t.SubDelivered, t.SubRedelivered, t.SubAcked, t.SubPaused, t.SubBehind, t.SubMissing, t.SubDoubled)
 }
