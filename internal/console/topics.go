@@ -178,7 +178,9 @@ func (c *Console) readRecords(ctx context.Context, t api.Topic, q url.Values) *r
 		}
 		v.Offset = n
 	}
-	v.Latest = v.link(v.Partition, max(p.Start, p.End-min(p.End, uint64(v.Max))))
+	if latest := max(p.Start, p.End-min(p.End, uint64(v.Max))); v.Offset != latest {
+		v.Latest = v.link(v.Partition, latest)
+	}
 	if c.opts.Client == nil {
 		v.Error = "this console has no client of the node's API to read records with"
 		return v
@@ -225,7 +227,10 @@ func (v *readView) link(partition int, offset uint64) string {
 
 func (v *readView) setLinks() {
 	v.Range = fmt.Sprintf("Partition %d holds no records; the next one gets offset %s.", v.Partition, fmtCount(v.End))
-	if v.End > v.Start {
+	switch {
+	case v.End == v.Start+1:
+		v.Range = fmt.Sprintf("Partition %d retains offset %s; the next record gets offset %s.", v.Partition, fmtCount(v.Start), fmtCount(v.End))
+	case v.End > v.Start:
 		v.Range = fmt.Sprintf("Partition %d retains offsets %s to %s; the next record gets offset %s.", v.Partition, fmtCount(v.Start), fmtCount(v.End-1), fmtCount(v.End))
 	}
 	if v.Offset > v.Start {
