@@ -82,7 +82,11 @@ func topicFixture(t *testing.T, e *env) {
 		{Partition: ptr(1), Body: []byte(long)},
 		{Partition: ptr(1), Body: []byte{0xff, 0xfe, 0x00, 0x01}},
 	}
-	for _, p := range must(t)(e.api.PublishRecords(ctx, "orders", recs)) {
+	res, err := e.api.PublishRecords(ctx, "orders", recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res {
 		if p.Err != nil {
 			t.Fatal(p.Err)
 		}
@@ -99,17 +103,6 @@ func topicFixture(t *testing.T, e *env) {
 	if err := g.commit(ctx, "orders", "billing", api.CommitRequest{Member: "worker-1", Session: pr.Session, Offsets: []api.CommitOffset{
 		{Partition: 0, Offset: 3, Epoch: epoch[0]}, {Partition: 1, Offset: 1, Epoch: epoch[1]}}}); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// must turns a (value, error) into the value, failing t on the error.
-func must(t *testing.T) func(v []client.Published, err error) []client.Published {
-	return func(v []client.Published, err error) []client.Published {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
 	}
 }
 
