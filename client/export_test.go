@@ -36,3 +36,13 @@ func latest(ch chan int64) func(int64) {
 		ch <- n
 	}
 }
+
+// NewWatchedTopicPublisher is NewTopicPublisher with the channel of NewWatchedProducer:
+// how many Publishes the owner has taken in, each time it waits.
+func NewWatchedTopicPublisher(c *Client, topic string, opts TopicPublisherOptions) (*TopicPublisher, <-chan int64) {
+	p := newTopicPublisher(c, topic, opts)
+	parked := make(chan int64, 1)
+	p.b.parked = latest(parked)
+	p.b.start()
+	return p, parked
+}

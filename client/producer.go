@@ -182,8 +182,9 @@ func wireSize(m *api.SendMessage) int {
 }
 
 // jsonLen is the length of s as a JSON string body with HTML escaping (the default of
-// encoding/json), without the quotes.
-func jsonLen(s string) int {
+// encoding/json), without the quotes. It takes bytes too, so that a record's body is
+// measured without copying it into a string.
+func jsonLen[S ~string | ~[]byte](s S) int {
 	n := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -199,7 +200,7 @@ func jsonLen(s string) int {
 			i++
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))])) // at most 4 bytes: no copy to the heap
 		if r == '\u2028' || r == '\u2029' || (r == utf8.RuneError && size == 1) {
 			n += 6
 		} else {
