@@ -115,6 +115,48 @@ func Example_producer() {
 	// messages in the queue: 100
 }
 
+// A TopicPublisher gathers concurrent Publishes to a topic into batch requests; each
+// Publish still gets its own record's partition and offset, or its error. Records of one
+// key, published in turn, keep their order in the key's partition.
+func Example_topicPublisher() {
+	c, stop := exampleBroker()
+	defer stop()
+	ctx := context.Background()
+	partitions := 4
+	if _, err := c.PutTopic(ctx, "orders", api.TopicConfig{Partitions: &partitions}); err != nil {
+		log.Fatal(err)
+	}
+
+	p := client.NewTopicPublisher(c, "orders", client.TopicPublisherOptions{})
+	var wg sync.WaitGroup
+	for order := range 10 {
+		wg.Add(1)
+		go func() { // one goroutine per order, its events in turn
+			defer wg.Done()
+			key := fmt.Appendf(nil, "order-%d", order)
+			for _, event := range []string{"placed", "paid", "shipped"} {
+				r := client.Record{Key: key, HasKey: true, Body: []byte(event),
+					DedupID: fmt.Sprintf("order-%d-%s", order, event)} // safe to publish again
+				if _, err := p.Publish(ctx, r); err != nil {
+					log.Print(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := p.Close(ctx); err != nil { // publishes what is left, then stops
+		log.Fatal(err)
+	}
+
+	t, err := c.Topic(ctx, "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("records in the topic:", t.Stats.Records)
+	// Output:
+	// records in the topic: 30
+}
+
 // In a test, the client's time can be a fake clock: here a Producer's linger holds a
 // batch until the test moves the clock past it. WaitTimers says when the producer has
 // taken the message and armed its linger, so the test moves the clock only then.

@@ -214,7 +214,8 @@ func noLeakedGoroutines(t testing.TB) {
 		buf := make([]byte, 1<<20)
 		stacks = string(buf[:runtime.Stack(buf, true)])
 		for _, g := range strings.Split(stacks, "\n\n") {
-			if strings.Contains(g, "okiba/client.(*consumer)") || strings.Contains(g, "okiba/client.(*Producer)") {
+			if strings.Contains(g, "okiba/client.(*consumer)") || strings.Contains(g, "okiba/client.(*Producer)") ||
+				strings.Contains(g, "okiba/client.(*batcher[") { // the Producer's engine
 				return false
 			}
 		}
