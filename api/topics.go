@@ -267,3 +267,52 @@ type SeekRequest struct {
 	Offset    *uint64    `json:"offset,omitempty"`
 	Time      *time.Time `json:"time,omitempty"`
 }
+
+// GroupDeadLetterRequest is the body of POST /v1/topics/{topic}/groups/{group}/deadletter:
+// a record the member was handed and cannot handle, which goes to the group's
+// dead-letter queue with the reason while the group commits the offset after it.
+type GroupDeadLetterRequest struct {
+	Member      string `json:"member"`
+	Session     string `json:"session"`
+	Partition   int    `json:"partition"`
+	Offset      uint64 `json:"offset"`
+	Epoch       uint64 `json:"epoch"`
+	Reason      string `json:"reason"`
+	Description string `json:"description,omitempty"`
+}
+
+// SubscriptionRequest is the body of PUT /v1/topics/{topic}/subscriptions/{name}: the
+// queue records go into (fixed at creation), an optional filter (an SNS filter policy,
+// docs/filters.md) and its scope, and where a new subscription starts: "now" (the
+// default), "first", a time, or one offset per partition.
+type SubscriptionRequest struct {
+	Queue       string          `json:"queue"`
+	Filter      json.RawMessage `json:"filter,omitempty"`
+	FilterScope string          `json:"filter_scope,omitempty"` // "attributes" (default) or "body"
+	Start       string          `json:"start,omitempty"`        // "now" (default) or "first"
+	StartTime   *time.Time      `json:"start_time,omitempty"`
+	StartOffset []uint64        `json:"start_offsets,omitempty"`
+}
+
+// Subscription is a subscription with its progress.
+type Subscription struct {
+	Topic       string          `json:"topic"`
+	Name        string          `json:"name"`
+	Queue       string          `json:"queue"`
+	Filter      json.RawMessage `json:"filter,omitempty"`
+	FilterScope string          `json:"filter_scope"`
+	CreatedAt   time.Time       `json:"created_at"`
+	// Cursors are each partition's next offset to take; lag the records behind in all.
+	// A subscription behind copies in the background; paused means its queue was full.
+	Cursors         []uint64 `json:"cursors"`
+	Lag             uint64   `json:"lag"`
+	Paused          bool     `json:"paused"`
+	Delivered       uint64   `json:"delivered"`
+	Filtered        uint64   `json:"filtered"`
+	LostToRetention uint64   `json:"lost_to_retention"`
+}
+
+// SubscriptionList answers GET /v1/topics/{topic}/subscriptions.
+type SubscriptionList struct {
+	Subscriptions []Subscription `json:"subscriptions"`
+}

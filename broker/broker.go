@@ -122,9 +122,11 @@ type Config struct {
 	// replicated configuration like MaxQueues (topic.Limits), as are the next two.
 	MaxTopics int
 	// MaxGroups bounds the consumer groups of one topic (default 1,000), MaxMembers the
-	// members of one group (default 1,000).
-	MaxGroups  int
-	MaxMembers int
+	// members of one group (default 1,000), MaxSubscriptions the subscriptions of one
+	// topic (default 100).
+	MaxGroups        int
+	MaxMembers       int
+	MaxSubscriptions int
 	// MinFreeBytes is the disk high-water mark: while the data directory's file system has
 	// less free space, sends are refused with ErrDiskFull (receives, acks and dead letters
 	// go on, and free space as messages are settled). Defaults to twice SegmentSize; a
@@ -225,8 +227,9 @@ type Broker struct {
 	// readers are channels of long-polling topic readers, closed at the topic's next
 	// publish (or its deletion), by topic id.
 	readers map[uint64]chan struct{}
-	// pullTurn rotates where a pull starts among a member\'s partitions.
-	pullTurn   uint64
+	// paused says which subscriptions ("topic/name") the last copy found their queue
+	// full for.
+	paused     map[string]bool
 	waiters    map[string]chan struct{}
 	rng        *mrand.Rand
 	lastTicket wal.Ticket
@@ -245,6 +248,7 @@ type Broker struct {
 	kickRedrive chan struct{}
 	kickCkpt    chan struct{}
 	kickMove    chan struct{}
+	kickCopy    chan struct{}
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 	rates       *rates
@@ -296,6 +300,8 @@ type topicSink struct{ *sink }
 func (s topicSink) Emit(r topic.Record) {
 	switch x := r.(type) {
 	case *topic.PublishRecord:
+		s.published = append(s.published, x.TopicID)
+	case *topic.PublishFanoutRecord:
 		s.published = append(s.published, x.TopicID)
 	case *topic.AssignRecord: // a waiting member may have been granted a partition
 		s.published = append(s.published, x.TopicID)
@@ -350,6 +356,8 @@ func Open(cfg Config) (*Broker, error) {
 		kickRedrive: make(chan struct{}, 1),
 		kickCkpt:    make(chan struct{}, 1),
 		kickMove:    make(chan struct{}, 1),
+		kickCopy:    make(chan struct{}, 1),
+		paused:      make(map[string]bool),
 		readers:     make(map[uint64]chan struct{}),
 		rng:         mrand.New(cfg.Rand),
 		store: payload.New(payload.Config{CacheBytes: cfg.CacheBytes, FS: fs,
@@ -407,6 +415,7 @@ func (b *Broker) open(start time.Time) error {
 	}
 	b.m.SetBodies(b.store)
 	b.t.SetBodies(b.store)
+	b.t.SetQueues(b.m)
 	var records int64
 	b.log, err = wal.Open(wal.Options{
 		FS: b.fs, Dir: filepath.Join(b.cfg.Dir, "wal"), SegmentSize: b.cfg.SegmentSize,
@@ -426,7 +435,7 @@ func (b *Broker) open(start time.Time) error {
 	b.t.Tick(b.nowLocked(), b.tsink)
 	_, lerr := b.m.SetLimits(b.nowLocked(), &b.sink, queue.Limits{DedupCap: b.cfg.DedupCap, MaxQueues: b.cfg.MaxQueues, MaxInFlight: b.cfg.MaxInFlight})
 	if lerr == nil {
-		_, lerr = b.t.SetLimits(b.nowLocked(), b.tsink, topic.Limits{MaxTopics: b.cfg.MaxTopics, MaxGroups: b.cfg.MaxGroups, MaxMembers: b.cfg.MaxMembers})
+		_, lerr = b.t.SetLimits(b.nowLocked(), b.tsink, topic.Limits{MaxTopics: b.cfg.MaxTopics, MaxGroups: b.cfg.MaxGroups, MaxMembers: b.cfg.MaxMembers, MaxSubscriptions: b.cfg.MaxSubscriptions})
 	}
 	b.sink.published = b.sink.published[:0]
 	b.lastTicket = b.sink.last
@@ -460,6 +469,7 @@ func (b *Broker) open(start time.Time) error {
 		b.goBackground(ctx, b.redriveLoop)
 		b.goBackground(ctx, b.checkpointLoop)
 		b.goBackground(ctx, b.moveLoop)
+		b.goBackground(ctx, b.copyLoop)
 	}
 	b.goBackground(ctx, func(ctx context.Context) { b.sampleLoop(ctx, deadSeen) })
 	b.checkDisk()
@@ -635,6 +645,7 @@ func (b *Broker) afterLocked() {
 		}
 		b.sink.published = b.sink.published[:0]
 		kick(b.kickMove)
+		kick(b.kickCopy) // a subscription behind may have more to copy
 	}
 	if b.sink.n > 0 && b.checkpointDueLocked() {
 		kick(b.kickCkpt)

@@ -183,8 +183,7 @@ func (b *Broker) Pull(ctx context.Context, topicName, groupName string, opts Pul
 				return err
 			}
 			opts.Session = sess.Session
-			b.pullTurn++
-			if plan, err = b.t.PlanPull(topicName, groupName, opts.Member, opts.Max, int(b.pullTurn)); err != nil {
+			if plan, err = b.t.PlanPull(topicName, groupName, opts.Member, opts.Max); err != nil {
 				return err
 			}
 			gi, _ := b.t.Group(topicName, groupName)
@@ -418,4 +417,41 @@ func (b *Broker) offsetAt(topicID uint64, p int, pi topic.PartitionInfo, ms int6
 		}
 	}
 	return pi.End, nil
+}
+
+// DeadLetterRecord writes a record a member could not handle into the group's
+// dead-letter queue (topic.DeadLetterName, created when first needed) as a dead letter
+// with the reason, and commits the offset after it, in one durable record.
+func (b *Broker) DeadLetterRecord(ctx context.Context, topicName, groupName, member string, session uint64, partition int, offset, epoch uint64, reason, description string) error {
+	b.mu.Lock()
+	rg, err := b.t.ReadRange(topicName, partition, offset)
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if offset >= rg.End {
+		return &topic.OffsetError{Topic: topicName, Partition: partition, Offset: offset, Start: offset, End: rg.End}
+	}
+	recs, err := b.store.ReadTopic(rg.TopicID, partition, offset, offset+1, 1, MaxReadBytes)
+	if err != nil {
+		return err
+	}
+	if len(recs) != 1 {
+		return fmt.Errorf("broker: record %s/%d@%d could not be read", topicName, partition, offset)
+	}
+	return b.do(ctx, func(now int64) error {
+		dlq := topic.DeadLetterName(topicName, groupName)
+		if _, err := b.m.QueueMeta(dlq); err != nil {
+			cfg := queue.DeadLetterConfig(queue.Config{})
+			if _, err := b.m.PutQueue(now, &b.sink, dlq, cfg); err != nil {
+				return fmt.Errorf("create the group's dead-letter queue %q: %w", dlq, err)
+			}
+			b.logger.Info("dead-letter queue created", "queue", dlq, "topic", topicName, "group", groupName)
+		}
+		if err := b.t.DeadLetter(now, b.tsink, topicName, groupName, member, session, epoch, recs[0], dlq, reason, description); err != nil {
+			return err
+		}
+		b.logger.Info("record dead-lettered", "topic", topicName, "group", groupName, "partition", partition, "offset", offset, "reason", reason)
+		return nil
+	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/testkit"
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/topic"
 )
 
@@ -210,5 +211,74 @@ func TestGroupLosesToRetentionAndSaysSo(t *testing.T) {
 	}
 	if len(p.Records) == 0 || p.Records[0].Offset != ti.Partitions[0].Start {
 		t.Fatalf("after the loss the group reads from %+v", p.Records)
+	}
+}
+
+func TestGroupDeadLettersAPoisonRecordAndMovesOn(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMemFS()
+	cfg := Config{Dir: "/data", FS: fs, MinFreeBytes: -1, CacheBytes: -1}
+	b := start(t, cfg)
+	mustTopic(t, b, "t", nil)
+	if _, _, err := b.PutGroup(ctx, "t", "g", nil); err != nil {
+		t.Fatal(err)
+	}
+	in := []topic.PublishInput{
+		{Partition: topic.AnyPartition, Body: []byte("fine")},
+		{Partition: topic.AnyPartition, Body: []byte("poison"), HasKey: true, Key: []byte("k"), Headers: []topic.Header{{Name: "type", Value: "Bad"}}},
+		{Partition: topic.AnyPartition, Body: []byte("after")},
+	}
+	if _, err := b.Publish(ctx, "t", in); err != nil {
+		t.Fatal(err)
+	}
+	p := pull(t, b, "m", 0, 1)
+	commitAll(t, b, "m", p)
+	p = pull(t, b, "m", p.Session.Session, 1)
+	if len(p.Records) != 1 || string(p.Records[0].Body) != "poison" {
+		t.Fatalf("second pull: %+v", p.Records)
+	}
+	a := p.Assigned[0]
+	// Not handed out yet: refused. Handed out: dead-lettered, and the group moves past it.
+	if err := b.DeadLetterRecord(ctx, "t", "g", "m", p.Session.Session, 0, 2, a.Epoch, "max_failures", "x"); !errors.Is(err, topic.ErrOffsetOutOfRange) {
+		t.Fatalf("dead letter of a record not handed out: %v", err)
+	}
+	if err := b.DeadLetterRecord(ctx, "t", "g", "m", p.Session.Session, 0, 1, a.Epoch, "max_failures", "failed 10 times: boom"); err != nil {
+		t.Fatal(err)
+	}
+	gi, _ := b.Group("t", "g")
+	if gi.Partitions[0].Committed != 2 {
+		t.Fatalf("committed %d after the dead letter, want 2", gi.Partitions[0].Committed)
+	}
+	check := func(what string, b *Broker) {
+		t.Helper()
+		ms, err := b.Peek(ctx, topic.DeadLetterName("t", "g"), 0, 10)
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("%s: dead-letter queue holds %v (%v)", what, ms, err)
+		}
+		m := ms[0]
+		hdr := map[string]string{}
+		for _, a := range m.Payload.Attrs {
+			hdr[a.Name] = string(a.Value)
+		}
+		if string(m.Payload.Body) != "poison" || m.Dead == nil || m.Dead.Reason != "max_failures" ||
+			hdr["type"] != "Bad" || hdr[topic.HeaderTopic] != "t" || hdr[topic.HeaderOffset] != "1" || hdr[topic.HeaderKey] != "k" {
+			t.Fatalf("%s: dead letter %q dead %+v headers %v", what, m.Payload.Body, m.Dead, hdr)
+		}
+	}
+	check("live", b)
+	crashed := cfg
+	crashed.FS = fs.Crash() // replays the dead letter's record from the log
+	b2 := start(t, crashed)
+	check("after a crash", b2)
+	b2.Close()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = start(t, cfg) // from the final checkpoint
+	defer b.Close()
+	check("after a restart", b)
+	p2, err := b.Pull(ctx, "t", "g", PullOptions{Member: "m"})
+	if err != nil || len(p2.Records) != 1 || string(p2.Records[0].Body) != "after" {
+		t.Fatalf("after the dead letter the group reads %+v (%v)", p2.Records, err)
 	}
 }

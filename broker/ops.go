@@ -64,6 +64,15 @@ func (b *Broker) PutQueue(ctx context.Context, name string, edit func(cfg *queue
 // DeleteQueue deletes a queue and its messages. See queue.Machine.DeleteQueue for force.
 func (b *Broker) DeleteQueue(ctx context.Context, name string, force bool) error {
 	return b.do(ctx, func(now int64) error {
+		if subs := b.t.SubscriptionsOf(name); len(subs) > 0 {
+			if !force {
+				return &queue.InUseError{Queue: name, By: subs, Subscribed: true}
+			}
+			if _, err := b.m.QueueMeta(name); err != nil {
+				return err
+			}
+			b.t.UnsubscribeQueue(now, b.tsink, name)
+		}
 		if err := b.m.DeleteQueue(now, &b.sink, name, force); err != nil {
 			return err
 		}
@@ -293,6 +302,9 @@ func (b *Broker) messages(ds []queue.Delivery, pin *payload.Pin) ([]Message, err
 		if err != nil {
 			return nil, err
 		}
+		if p.Group == "" {
+			p.Group = d.Group // a message a topic record put into a queue: its group is the machine's
+		}
 		out[i] = Message{
 			ID: d.MsgID, Seq: d.Seq, Receipt: b.receipts.Encode(d.Lease), Payload: p,
 			Deliveries: d.Epoch, EnqueuedAt: time.UnixMilli(d.EnqueuedAt),
@@ -495,6 +507,9 @@ func (b *Broker) peeked(infos []queue.MessageInfo, pin *payload.Pin) ([]PeekedMe
 		p, err := pin.Body(i, mi.ID)
 		if err != nil {
 			return nil, err
+		}
+		if p.Group == "" {
+			p.Group = mi.Group
 		}
 		out[i] = PeekedMessage{MessageInfo: mi, Payload: p}
 	}

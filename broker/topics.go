@@ -52,11 +52,12 @@ func (b *Broker) PutTopic(ctx context.Context, name string, edit func(cfg *topic
 	return info, created, err
 }
 
-// DeleteTopic deletes a topic and its records.
-func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+// DeleteTopic deletes a topic and its records; with subscriptions or consumer groups only
+// with force (topic.Machine.DeleteTopic).
+func (b *Broker) DeleteTopic(ctx context.Context, name string, force bool) error {
 	return b.do(ctx, func(now int64) error {
 		id, _ := b.t.TopicID(name)
-		if err := b.t.DeleteTopic(now, b.tsink, name); err != nil {
+		if err := b.t.DeleteTopic(now, b.tsink, name, force); err != nil {
 			return err
 		}
 		if ch := b.readers[id]; ch != nil {

@@ -167,7 +167,7 @@ func TestTopicCrashAtEveryFileSystemOperation(t *testing.T) {
 			}
 		}))
 	ti, _ := b.Topic("t")
-	if points < 100 || !files["topics/1/0"] || ti.Stats.Truncated == 0 {
+	if points < 50 || !files["topics/1/0"] || ti.Stats.Truncated == 0 {
 		t.Fatalf("%d crash points, directories %v, %d records deleted by retention: the workload no longer exercises partition files", points, files, ti.Stats.Truncated)
 	}
 }

@@ -53,9 +53,14 @@ func (c *Client) Topics(ctx context.Context, prefix string) ([]api.Topic, error)
 	return l.Topics, nil
 }
 
-// DeleteTopic deletes a topic and its records.
-func (c *Client) DeleteTopic(ctx context.Context, name string) error {
-	return c.do(ctx, "DELETE", tpath(name), nil, nil)
+// DeleteTopic deletes a topic and its records; force deletes one that has subscriptions
+// or consumer groups, and them with it.
+func (c *Client) DeleteTopic(ctx context.Context, name string, force bool) error {
+	p := tpath(name)
+	if force {
+		p += "?force=true"
+	}
+	return c.do(ctx, "DELETE", p, nil, nil)
 }
 
 // Record is one record to publish to a topic.

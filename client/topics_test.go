@@ -42,7 +42,7 @@ func TestTopicPublishAndReadThroughTheClient(t *testing.T) {
 	if _, err := cl.ReadPartition(ctx, "events", 9, client.ReadOptions{}); !client.IsCode(err, api.CodePartitionOutOfRange) {
 		t.Fatalf("read of a missing partition: %v", err)
 	}
-	if err := cl.DeleteTopic(ctx, "events"); err != nil {
+	if err := cl.DeleteTopic(ctx, "events", false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cl.Topic(ctx, "events"); !client.IsCode(err, api.CodeTopicNotFound) {

@@ -62,13 +62,18 @@ func (e *CycleError) Error() string {
 	return fmt.Sprintf("dead-letter queues of %q would form a cycle: %s", e.Queue, strings.Join(e.Chain, " -> "))
 }
 
-// InUseError reports a queue that cannot be deleted because others use it as their DLQ.
+// InUseError reports a queue that cannot be deleted because others use it: queues as
+// their DLQ, or (Subscribed) topics' subscriptions, named "topic/subscription", feeding it.
 type InUseError struct {
-	Queue string
-	By    []string
+	Queue      string
+	By         []string
+	Subscribed bool
 }
 
 func (e *InUseError) Error() string {
+	if e.Subscribed {
+		return fmt.Sprintf("queue %q is fed by the subscriptions %s; delete them first or delete with force (which deletes them)", e.Queue, strings.Join(e.By, ", "))
+	}
 	return fmt.Sprintf("queue %q is the dead-letter queue of %s; change their dead_letter_queue first or delete with force", e.Queue, strings.Join(e.By, ", "))
 }
 

@@ -477,9 +477,10 @@ type PullRange struct {
 }
 
 // PlanPull says what a member (after Attend) may be handed, up to max records, the
-// partitions taken in turn from first (a rotating start, so that one busy partition does
-// not starve the others).
-func (m *Machine) PlanPull(topic, groupName, memberName string, max, first int) (PullPlan, error) {
+// partitions taken in turn from a start that moves with the group's positions (see
+// turn), so that one busy partition does not starve the others and the plan is a
+// function of the state alone.
+func (m *Machine) PlanPull(topic, groupName, memberName string, max int) (PullPlan, error) {
 	t, err := m.topic(topic)
 	if err != nil {
 		return PullPlan{}, err
@@ -491,6 +492,11 @@ func (m *Machine) PlanPull(topic, groupName, memberName string, max, first int) 
 	plan := PullPlan{TopicID: t.id, GroupID: g.id}
 	left := max
 	n := len(g.parts)
+	positions := make([]uint64, n)
+	for i := range g.parts {
+		positions[i] = g.parts[i].position
+	}
+	first := turn(positions, n)
 	for i := 0; i < n && left > 0; i++ {
 		p := (first + i) % n
 		gp := &g.parts[p]
@@ -766,4 +772,23 @@ func sortedMemberNames(g *group) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// turn picks where a walk over n partitions starts: a hash of the offsets the walk moves
+// on (a group's positions, a subscription's cursors), so it changes every time records
+// are handed or copied, spreads over the partitions, and is the same on every replica.
+func turn(offsets []uint64, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	var x uint64
+	for _, o := range offsets {
+		x += o
+	}
+	// splitmix64's finaliser
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	x ^= x >> 31
+	return int(x % uint64(n))
 }

@@ -275,8 +275,7 @@ func (h *tharness) pull(t *rapid.T) {
 	}
 	h.attendModel(g, member, x.session)
 	max := rapid.IntRange(1, 6).Draw(t, "max")
-	first := rapid.IntRange(0, 2).Draw(t, "first")
-	plan, err := h.m.PlanPull(name, gname, member, max, first)
+	plan, err := h.m.PlanPull(name, gname, member, max)
 	if err != nil {
 		t.Fatalf("PlanPull: %v", err)
 	}
@@ -284,6 +283,11 @@ func (h *tharness) pull(t *rapid.T) {
 	// The model's plan.
 	var want []PullRange
 	left := max
+	var positions []uint64
+	for _, gp := range g.parts {
+		positions = append(positions, gp.position)
+	}
+	first := turn(positions, len(g.parts)) // where the walk starts is the machine's choice; the rest is checked
 	for i := 0; i < len(g.parts) && left > 0; i++ {
 		p := (first + i) % len(g.parts)
 		gp := g.parts[p]

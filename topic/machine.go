@@ -88,7 +88,9 @@ type Machine struct {
 	now     int64
 	lastTID uint64
 	lastGID uint64
+	lastSID uint64
 	bodies  Bodies
+	queues  Queues // for records that put messages into queues; nil in tests of topics alone
 }
 
 type topicState struct {
@@ -104,6 +106,7 @@ type topicState struct {
 	records   int64
 	stats     Counters
 	groups    map[string]*group
+	subs      map[string]*subscription
 }
 
 // partition is one partition's retained log: offsets start..next-1, in segments.
@@ -225,12 +228,17 @@ func (m *Machine) PutTopic(now int64, sink Sink, name string, cfg Config) (creat
 	return false, nil
 }
 
-// DeleteTopic deletes a topic and every record in it.
-func (m *Machine) DeleteTopic(now int64, sink Sink, name string) error {
+// DeleteTopic deletes a topic and every record in it. A topic with subscriptions or
+// consumer groups is refused with an *InUseError unless force (which deletes them too;
+// what subscriptions put into queues stays there).
+func (m *Machine) DeleteTopic(now int64, sink Sink, name string, force bool) error {
 	now = m.clock(now)
 	t, err := m.topic(name)
 	if err != nil {
 		return err
+	}
+	if (len(t.subs) > 0 || len(t.groups) > 0) && !force {
+		return &InUseError{Topic: name, Subscriptions: sortedSubNames(t), Groups: sortedGroupNames(t)}
 	}
 	m.emit(sink, &TopicDeleteRecord{Now: now, TopicID: t.id})
 	return nil
@@ -324,7 +332,11 @@ func (m *Machine) publishOne(now int64, sink Sink, t *topicState, in *PublishInp
 		Now: now, TopicID: t.id, Partition: p, Offset: t.parts[p].next, RoundRobin: rr,
 		HasKey: in.HasKey, Key: in.Key, Headers: in.Headers, Body: in.Body, DedupID: in.DedupID,
 	}
-	m.emit(sink, r)
+	if targets, base := m.fanOut(now, t, r); len(targets) > 0 {
+		m.emit(sink, &PublishFanoutRecord{PublishRecord: *r, Topic: t.name, BaseMsgID: base, Targets: targets})
+	} else {
+		m.emit(sink, r)
+	}
 	return PublishResult{Partition: p, Offset: r.Offset, Time: now}
 }
 

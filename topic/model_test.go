@@ -421,10 +421,17 @@ func (md *tmodel) sortedNames() []string {
 
 func (h *tharness) delete(t *rapid.T) {
 	name := rapid.SampledFrom(h.names).Draw(t, "topic")
-	err := h.m.DeleteTopic(h.md.now, h.sink, name)
+	force := rapid.Bool().Draw(t, "force")
+	err := h.m.DeleteTopic(h.md.now, h.sink, name, force)
 	if h.md.topics[name] == nil {
 		if !errors.Is(err, ErrTopicNotFound) {
 			t.Fatalf("DeleteTopic of missing %q: %v", name, err)
+		}
+		return
+	}
+	if len(h.md.topics[name].groups) > 0 && !force {
+		if !errors.Is(err, ErrTopicInUse) {
+			t.Fatalf("DeleteTopic of %q with groups, without force: %v", name, err)
 		}
 		return
 	}

@@ -17,20 +17,25 @@ import (
 type Kind uint8
 
 const (
-	KindTopicPut    Kind = 64
-	KindTopicDelete Kind = 65
-	KindPublish     Kind = 66
-	KindTruncate    Kind = 67
-	KindLimits      Kind = 68
-	KindGroupPut    Kind = 69
-	KindGroupDelete Kind = 70
-	KindMemberJoin  Kind = 71
-	KindMemberRenew Kind = 72
-	KindMemberLeave Kind = 73
-	KindAssign      Kind = 74
-	KindHanded      Kind = 75
-	KindCommit      Kind = 76
-	KindSeek        Kind = 77
+	KindTopicPut        Kind = 64
+	KindTopicDelete     Kind = 65
+	KindPublish         Kind = 66
+	KindTruncate        Kind = 67
+	KindLimits          Kind = 68
+	KindGroupPut        Kind = 69
+	KindGroupDelete     Kind = 70
+	KindMemberJoin      Kind = 71
+	KindMemberRenew     Kind = 72
+	KindMemberLeave     Kind = 73
+	KindAssign          Kind = 74
+	KindHanded          Kind = 75
+	KindCommit          Kind = 76
+	KindSeek            Kind = 77
+	KindGroupDeadLetter Kind = 78
+	KindSubPut          Kind = 79
+	KindSubDelete       Kind = 80
+	KindPublishFanout   Kind = 81
+	KindSubCopy         Kind = 82
 )
 
 // MinKind and MaxKind bound this package's kinds: a log reader sends a record whose
@@ -44,20 +49,25 @@ var kinds = [...]struct {
 	name string
 	new  func() Record
 }{
-	KindTopicPut - MinKind:    {"topic_put", func() Record { return new(TopicPutRecord) }},
-	KindTopicDelete - MinKind: {"topic_delete", func() Record { return new(TopicDeleteRecord) }},
-	KindPublish - MinKind:     {"publish", func() Record { return new(PublishRecord) }},
-	KindTruncate - MinKind:    {"truncate", func() Record { return new(TruncateRecord) }},
-	KindLimits - MinKind:      {"topic_limits", func() Record { return new(LimitsRecord) }},
-	KindGroupPut - MinKind:    {"group_put", func() Record { return new(GroupPutRecord) }},
-	KindGroupDelete - MinKind: {"group_delete", func() Record { return new(GroupDeleteRecord) }},
-	KindMemberJoin - MinKind:  {"member_join", func() Record { return new(MemberJoinRecord) }},
-	KindMemberRenew - MinKind: {"member_renew", func() Record { return new(MemberRenewRecord) }},
-	KindMemberLeave - MinKind: {"member_leave", func() Record { return new(MemberLeaveRecord) }},
-	KindAssign - MinKind:      {"assign", func() Record { return new(AssignRecord) }},
-	KindHanded - MinKind:      {"handed", func() Record { return new(HandedRecord) }},
-	KindCommit - MinKind:      {"commit", func() Record { return new(CommitRecord) }},
-	KindSeek - MinKind:        {"seek", func() Record { return new(SeekRecord) }},
+	KindTopicPut - MinKind:        {"topic_put", func() Record { return new(TopicPutRecord) }},
+	KindTopicDelete - MinKind:     {"topic_delete", func() Record { return new(TopicDeleteRecord) }},
+	KindPublish - MinKind:         {"publish", func() Record { return new(PublishRecord) }},
+	KindTruncate - MinKind:        {"truncate", func() Record { return new(TruncateRecord) }},
+	KindLimits - MinKind:          {"topic_limits", func() Record { return new(LimitsRecord) }},
+	KindGroupPut - MinKind:        {"group_put", func() Record { return new(GroupPutRecord) }},
+	KindGroupDelete - MinKind:     {"group_delete", func() Record { return new(GroupDeleteRecord) }},
+	KindMemberJoin - MinKind:      {"member_join", func() Record { return new(MemberJoinRecord) }},
+	KindMemberRenew - MinKind:     {"member_renew", func() Record { return new(MemberRenewRecord) }},
+	KindMemberLeave - MinKind:     {"member_leave", func() Record { return new(MemberLeaveRecord) }},
+	KindAssign - MinKind:          {"assign", func() Record { return new(AssignRecord) }},
+	KindHanded - MinKind:          {"handed", func() Record { return new(HandedRecord) }},
+	KindCommit - MinKind:          {"commit", func() Record { return new(CommitRecord) }},
+	KindSeek - MinKind:            {"seek", func() Record { return new(SeekRecord) }},
+	KindGroupDeadLetter - MinKind: {"group_dead_letter", func() Record { return new(GroupDeadLetterRecord) }},
+	KindSubPut - MinKind:          {"subscription_put", func() Record { return new(SubPutRecord) }},
+	KindSubDelete - MinKind:       {"subscription_delete", func() Record { return new(SubDeleteRecord) }},
+	KindPublishFanout - MinKind:   {"publish_fanout", func() Record { return new(PublishFanoutRecord) }},
+	KindSubCopy - MinKind:         {"subscription_copy", func() Record { return new(SubCopyRecord) }},
 }
 
 func (k Kind) String() string {
@@ -263,6 +273,10 @@ const (
 
 func (r *PublishRecord) AppendTo(b []byte) []byte {
 	b = header(b, KindPublish, r.Now)
+	return r.appendFields(b)
+}
+
+func (r *PublishRecord) appendFields(b []byte) []byte {
 	b = codec.AppendUvarint(b, r.TopicID)
 	b = codec.AppendUvarint(b, uint64(r.Partition))
 	b = codec.AppendUvarint(b, r.Offset)
@@ -413,6 +427,12 @@ func (r *TruncateRecord) apply(m *Machine) error {
 	}
 	p.segs = append(p.segs[:0:0], p.segs[n:]...)
 	p.start = r.Start
+	for _, s := range t.subs {
+		if c := &s.cursors[r.Partition]; *c < r.Start {
+			s.lost += r.Start - *c
+			*c = r.Start
+		}
+	}
 	for _, g := range t.groups {
 		// Retention passed the group: it lost what it had not committed, and goes on
 		// from the new start.

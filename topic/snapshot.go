@@ -5,13 +5,15 @@ import (
 	"fmt"
 
 	"github.com/okiba/okiba/internal/codec"
+	"github.com/okiba/okiba/internal/filter"
 )
 
 // Snapshot layout (version 1): the version, the latest logged time, the limits, the last
 // topic and group ids, then each topic in id order — its id, name, configuration, times,
 // round-robin counter, counters, each partition's start, end and segments, its live
-// dedup entries oldest first, and its groups by name (each partition's committed offset,
-// position, owner, pending owner, epoch and losses; the members by name). Everything in it is replicated state: two machines that applied the same
+// dedup entries oldest first, its groups by name (each partition's committed offset,
+// position, owner, pending owner, epoch and losses; the members by name), and its
+// subscriptions by id (queue, canonical filter, counters, cursors). Everything in it is replicated state: two machines that applied the same
 // records write the same bytes.
 const snapshotVersion = 1
 
@@ -25,6 +27,7 @@ func (m *Machine) AppendSnapshot(b []byte) []byte {
 	b = appendLimits(b, &m.limits)
 	b = codec.AppendUvarint(b, m.lastTID)
 	b = codec.AppendUvarint(b, m.lastGID)
+	b = codec.AppendUvarint(b, m.lastSID)
 	ids := m.topicIDs()
 	b = codec.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
@@ -68,6 +71,23 @@ func (t *topicState) appendSnapshot(b []byte) []byte {
 	b = codec.AppendUvarint(b, uint64(len(names)))
 	for _, n := range names {
 		b = t.groups[n].appendSnapshot(b)
+	}
+	subs := t.subsByID()
+	b = codec.AppendUvarint(b, uint64(len(subs)))
+	for _, x := range subs {
+		b = codec.AppendUvarint(b, x.id)
+		b = codec.AppendString(b, x.name)
+		b = codec.AppendString(b, x.queue)
+		b = codec.AppendUvarint(b, x.queueID)
+		b = codec.AppendBytes(b, x.filter)
+		b = append(b, byte(x.scope))
+		b = codec.AppendVarint(b, x.createdAt)
+		b = codec.AppendUvarint(b, x.lost)
+		b = codec.AppendUvarint(b, x.delivered)
+		b = codec.AppendUvarint(b, x.filtered)
+		for _, c := range x.cursors {
+			b = codec.AppendUvarint(b, c)
+		}
 	}
 	return b
 }
@@ -139,6 +159,7 @@ func Restore(b []byte) (*Machine, error) {
 	m.limits = decodeLimits(d)
 	m.lastTID = d.Uvarint()
 	m.lastGID = d.Uvarint()
+	m.lastSID = d.Uvarint()
 	n := d.Count()
 	for i := 0; i < n && d.Err == nil; i++ {
 		t := restoreTopic(d, m.limits.DedupCap)
@@ -204,6 +225,29 @@ func restoreTopic(d *codec.Decoder, dedupCap int) *topicState {
 			t.groups = make(map[string]*group)
 		}
 		t.groups[g.name] = g
+	}
+	ns := d.Count()
+	for i := 0; i < ns && d.Err == nil; i++ {
+		x := &subscription{id: d.Uvarint(), name: d.String(), queue: d.String(), queueID: d.Uvarint(), filter: d.Bytes()}
+		x.scope = filter.Scope(d.Byte())
+		x.createdAt, x.lost, x.delivered, x.filtered = d.Varint(), d.Uvarint(), d.Uvarint(), d.Uvarint()
+		x.cursors = make([]uint64, len(t.parts))
+		for p := range x.cursors {
+			x.cursors[p] = d.Uvarint()
+		}
+		if d.Err != nil {
+			break
+		}
+		policy, err := parsePolicy(x.filter, x.scope)
+		if err != nil {
+			d.Fail(fmt.Errorf("subscription %q: %w", x.name, err))
+			break
+		}
+		x.policy = policy
+		if t.subs == nil {
+			t.subs = make(map[string]*subscription)
+		}
+		t.subs[x.name] = x
 	}
 	return t
 }

@@ -65,6 +65,7 @@ func (a *app) commands() []entry {
 		{"dlq", "list dead letters and redrive them", func(a *app, _ string) command { return dlqGroup(a) }},
 		{"stats", "queue statistics, rates and Little's law", func(a *app, _ string) command { return &statsCmd{app: a} }},
 		{"topic", "create and manage topics (partitioned logs), publish and read records", func(a *app, _ string) command { return topicGroup(a) }},
+		{"subscription", "feed a topic's records into a queue, filtered", func(a *app, _ string) command { return subscriptionGroup(a) }},
 		{"demo", "run the CampusCafe walkthrough (outbox, inboxes, chaos)", func(a *app, _ string) command { return demoGroup(a) }},
 		{"torture", "kill -9 this binary under load and check no acknowledged message is lost", func(a *app, _ string) command { return &tortureCmd{app: a} }},
 		{"version", "print the version", func(a *app, _ string) command { return &versionCmd{app: a} }},

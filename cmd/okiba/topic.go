@@ -420,12 +420,16 @@ type topicDeleteCmd struct {
 
 func (c *topicDeleteCmd) Run(ctx context.Context, args []string) error {
 	f := c.app.serverFlags(c.name, `
-Usage: okiba topic delete NAME
+Usage: okiba topic delete NAME [--force]
 
 Deletes a topic with all its records. This cannot be undone. The name can be reused at
-once; a new topic of that name starts again at offset 0.`, `
-okiba topic delete orders`)
-	pos, err := f.parseArgs(args, 1, 1, "NAME")
+once; a new topic of that name starts again at offset 0. A topic with subscriptions or
+consumer groups is refused unless --force, which deletes them too (what subscriptions
+already put into queues stays there).`, `
+okiba topic delete orders
+okiba topic delete orders --force`)
+	force := f.Bool("force", false, "also delete the topic's subscriptions and consumer groups")
+	pos, err := f.parseArgs(args, 1, 1, "NAME [--force]")
 	if err != nil {
 		return err
 	}
@@ -433,7 +437,7 @@ okiba topic delete orders`)
 	if err != nil {
 		return err
 	}
-	if err := cl.DeleteTopic(ctx, pos[0]); err != nil {
+	if err := cl.DeleteTopic(ctx, pos[0], *force); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.app.Stdout, "deleted topic %s\n", pos[0])

@@ -7,6 +7,7 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/crossorigin"
+	"github.com/okiba/okiba/internal/filter"
 	"github.com/okiba/okiba/queue"
 	"github.com/okiba/okiba/topic"
 )
@@ -34,6 +35,8 @@ var table = []Row{
 		Code: api.CodeTooManyGroups, SQS: "OverLimit"},
 	{match: errs(as[*queue.LimitError](func(e *queue.LimitError) bool { return e.Limit == "max_members" })),
 		Code: api.CodeTooManyMembers, SQS: "OverLimit"},
+	{match: errs(as[*queue.LimitError](func(e *queue.LimitError) bool { return e.Limit == "max_subscriptions" })),
+		Code: api.CodeTooManySubscriptions, SQS: "OverLimit"},
 	// Every other limit is max_queues, the only other there is.
 	{match: errs(as[*queue.LimitError](), is(queue.ErrLimit)), Code: api.CodeTooManyQueues, SQS: "OverLimit"},
 	{match: errs(as[*topic.FullError](), is(topic.ErrTopicFull)), Code: api.CodeTopicFull, RetryAfter: time.Second, SQS: "RequestThrottled"},
@@ -44,6 +47,9 @@ var table = []Row{
 		SQSMessage: "The specified queue {queue} does not exist."},
 	{match: errs(is(topic.ErrTopicNotFound)), Code: api.CodeTopicNotFound, SQS: "ResourceNotFoundException"},
 	{match: errs(is(topic.ErrGroupNotFound)), Code: api.CodeGroupNotFound, SQS: "ResourceNotFoundException"},
+	{match: errs(is(topic.ErrSubscriptionNotFound)), Code: api.CodeSubscriptionNotFound, SQS: "ResourceNotFoundException"},
+	{match: errs(as[*topic.InUseError](), is(topic.ErrTopicInUse)), Code: api.CodeTopicInUse, SQS: "InvalidParameterValue"},
+	{match: errs(as[*filter.Error]()), Code: api.CodeInvalidFilter, SQS: "InvalidParameterValue"},
 	{match: errs(is(topic.ErrGroupDeleted)), Code: api.CodeGroupDeleted, SQS: "ResourceNotFoundException"},
 	{match: errs(as[*topic.MemberError](), is(topic.ErrMemberUnknown)), Code: api.CodeMemberUnknown, SQS: "InvalidParameterValue"},
 	{match: errs(as[*topic.EpochError](), is(topic.ErrEpochStale)), Code: api.CodeEpochStale, SQS: "InvalidParameterValue"},

@@ -239,6 +239,28 @@ func TestEveryErrorCode(t *testing.T) {
 			le.call("POST", "/v1/topics/t/groups/g/pull", `{"member":"one"}`, 200, nil)
 			return le.do("POST", "/v1/topics/t/groups/g/pull", `{"member":"two"}`)
 		}},
+		api.CodeTopicInUse: {[]string{"subscriptions", "force"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/used", `{}`, 201, nil)
+			e.putQueue("used-q", `{}`)
+			e.call("PUT", "/v1/topics/used/subscriptions/s", `{"queue":"used-q"}`, 201, nil)
+			return e.do("DELETE", "/v1/topics/used", nil)
+		}},
+		api.CodeSubscriptionNotFound: {[]string{`"ghost"`}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/subs", `{}`, 201, nil)
+			return e.do("GET", "/v1/topics/subs/subscriptions/ghost", nil)
+		}},
+		api.CodeInvalidFilter: {[]string{"filter"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/filtered", `{}`, 201, nil)
+			e.putQueue("filtered-q", `{}`)
+			return e.do("PUT", "/v1/topics/filtered/subscriptions/s", `{"queue":"filtered-q","filter":{"price":[{"numeric":[">",10,"<",5]}]}}`)
+		}},
+		api.CodeTooManySubscriptions: {[]string{"max_subscriptions"}, func(t *testing.T) *response {
+			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxSubscriptions: 1}})
+			le.call("PUT", "/v1/topics/t", `{}`, 201, nil)
+			le.putQueue("q1", `{}`)
+			le.call("PUT", "/v1/topics/t/subscriptions/one", `{"queue":"q1"}`, 201, nil)
+			return le.do("PUT", "/v1/topics/t/subscriptions/two", `{"queue":"q1"}`)
+		}},
 		api.CodeTopicNotFound: {[]string{`"nope"`}, func(t *testing.T) *response {
 			return e.do("POST", "/v1/topics/nope/records", `{"body":"x"}`)
 		}},

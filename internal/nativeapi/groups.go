@@ -121,3 +121,16 @@ func (s *Server) seek(w http.ResponseWriter, r *http.Request) {
 	}
 	reply.JSON(w, http.StatusOK, g)
 }
+
+func (s *Server) groupDeadLetter(w http.ResponseWriter, r *http.Request) {
+	var in api.GroupDeadLetterRequest
+	if e := decode(w, r, &in, false); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	if e := s.svc.DeadLetterRecord(r.Context(), r.PathValue("name"), r.PathValue("group"), in); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, struct{}{})
+}

@@ -132,6 +132,8 @@ func (s *Server) routes() {
 	s.mux.Handle("/v1/topics/{name}", methods{"PUT": s.putTopic, "GET": s.getTopic, "DELETE": s.deleteTopic})
 	s.mux.Handle("/v1/topics/{name}/records", methods{"POST": s.publish})
 	s.mux.Handle("/v1/topics/{name}/partitions/{partition}/records", methods{"GET": s.read})
+	s.mux.Handle("/v1/topics/{name}/subscriptions", methods{"GET": s.listSubscriptions})
+	s.mux.Handle("/v1/topics/{name}/subscriptions/{sub}", methods{"PUT": s.putSubscription, "GET": s.getSubscription, "DELETE": s.deleteSubscription})
 	s.mux.Handle("/v1/topics/{name}/groups", methods{"GET": s.listGroups})
 	s.mux.Handle("/v1/topics/{name}/groups/{group}", methods{"PUT": s.putGroup, "GET": s.getGroup, "DELETE": s.deleteGroup})
 	s.mux.Handle("/v1/topics/{name}/groups/{group}/pull", methods{"POST": s.pull})
@@ -139,6 +141,7 @@ func (s *Server) routes() {
 	s.mux.Handle("/v1/topics/{name}/groups/{group}/commit", methods{"POST": s.commit})
 	s.mux.Handle("/v1/topics/{name}/groups/{group}/seek", methods{"POST": s.seek})
 	s.mux.Handle("/v1/topics/{name}/groups/{group}/leave", methods{"POST": s.leave})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/deadletter", methods{"POST": s.groupDeadLetter})
 	s.mux.Handle(api.StreamPath, methods{"GET": s.stream})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply.Error(w, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no route for %s %s; see docs/api.md", r.Method, r.URL.Path)})

@@ -44,7 +44,11 @@ func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) {
-	if e := s.svc.DeleteTopic(r.Context(), r.PathValue("name")); e != nil {
+	force, e := boolParam(r, "force")
+	if e == nil {
+		e = s.svc.DeleteTopic(r.Context(), r.PathValue("name"), force)
+	}
+	if e != nil {
 		reply.Error(w, e)
 		return
 	}

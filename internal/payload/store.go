@@ -38,6 +38,7 @@ import (
 
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/topic"
 	"github.com/okiba/okiba/wal"
 )
 
@@ -280,19 +281,32 @@ func (s *Store) read(pos wal.Pos, id uint64) (queue.Payload, error) {
 	if err != nil {
 		return queue.Payload{}, fmt.Errorf("read message %s at %v: %w", queue.FormatID(id), pos, err)
 	}
-	got, p, err := decodeBody(raw)
+	got, p, err := decodeBodyOf(raw, id)
 	if err != nil {
 		return queue.Payload{}, fmt.Errorf("read message %s at %v: %w", queue.FormatID(id), pos, err)
 	}
-	if got != id {
+	if got != id && got != 0 {
 		return queue.Payload{}, fmt.Errorf("read message %s at %v: found message %s there", queue.FormatID(id), pos, queue.FormatID(got))
 	}
 	return p, nil
 }
 
 // decodeBody reads the message id and body of a record that holds one: a send record (or
-// an older okiba's relocate record), or a relocation frame.
-func decodeBody(raw []byte) (uint64, queue.Payload, error) {
+// an older okiba's relocate record), a topic record that put messages into queues, or a
+// relocation frame. Id 0 means a body several messages share (a publish fanned out to
+// queues): whoever reads it is one of them.
+func decodeBody(raw []byte) (uint64, queue.Payload, error) { return decodeBodyOf(raw, 0) }
+
+// decodeBodyOf is decodeBody for the reader of message id, which a topic record holding
+// several messages needs to find its own.
+func decodeBodyOf(raw []byte, id uint64) (uint64, queue.Payload, error) {
+	if len(raw) > 0 && raw[0] >= byte(topic.MinKind) && raw[0] <= byte(topic.MaxKind) {
+		got, p, err := topic.DecodeMessage(raw, id)
+		if err == nil && got == 0 {
+			got = id // a shared body: its readers are its users
+		}
+		return got, p, err
+	}
 	if !IsFrame(raw) {
 		return queue.DecodePayload(raw)
 	}

@@ -319,8 +319,13 @@ func (s *Store) moveOne(w *moveWork) (uint64, int, error) {
 			if err != nil {
 				return 0, 0, fmt.Errorf("payload: read record %d of partition %d/%d at %v: %w", off, w.k.topic, w.k.part, e.pos, err)
 			}
-			if err := checkPublish(raw, w.k, off); err != nil {
+			pr, err := checkPublish(raw, w.k, off)
+			if err != nil {
 				return 0, 0, fmt.Errorf("payload: record at %v: %w", e.pos, err)
+			}
+			if raw[0] != byte(topic.KindPublish) {
+				// A publish fanned out: the files keep the record, not what the queues took.
+				raw = pr.AppendTo(nil)
 			}
 			if err := w.files.Append(off, e.newSeg, raw); err != nil {
 				return 0, 0, err
@@ -332,17 +337,17 @@ func (s *Store) moveOne(w *moveWork) (uint64, int, error) {
 	return end, len(w.ents), err
 }
 
-// checkPublish checks that raw is the publish record of offset in partition k.
-func checkPublish(raw []byte, k partKey, offset uint64) error {
-	r, err := topic.DecodeRecordShared(raw)
+// checkPublish checks that raw holds the publish of offset in partition k, and returns it
+// (aliasing raw).
+func checkPublish(raw []byte, k partKey, offset uint64) (*topic.PublishRecord, error) {
+	pr, err := topic.DecodePublish(raw, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	pr, ok := r.(*topic.PublishRecord)
-	if !ok || pr.TopicID != k.topic || pr.Partition != k.part || pr.Offset != offset {
-		return fmt.Errorf("found %s where the publish of %d/%d@%d belongs", r.Kind(), k.topic, k.part, offset)
+	if pr.TopicID != k.topic || pr.Partition != k.part || pr.Offset != offset {
+		return nil, fmt.Errorf("found %d/%d@%d where the publish of %d/%d@%d belongs", pr.TopicID, pr.Partition, pr.Offset, k.topic, k.part, offset)
 	}
-	return nil
+	return pr, nil
 }
 
 func (s *Store) removeTopicDir(topicID uint64) error {
@@ -371,26 +376,53 @@ var ErrRecordGone = errors.New("payload: record no longer retained")
 
 // ReadTopic returns the publish records of a partition from offset from (which the
 // caller checked against the machine) up to end, at most max and about maxBytes: from
-// the partition's files while from lies there, else from the tail in the log. Each
-// call reads from one place; a reader continues from the last offset returned.
+// the partition's files while from lies there, then on from the tail in the log. Where
+// a node moved its records to does not change what one read returns (every node of a
+// cluster answers the same read alike): it stops only at max, maxBytes or end.
 func (s *Store) ReadTopic(topicID uint64, part int, from, end uint64, max, maxBytes int) ([]*topic.PublishRecord, error) {
+	var out []*topic.PublishRecord
+	size := 0
+	for from < end && len(out) < max && (size < maxBytes || len(out) == 0) {
+		budget := maxBytes - size
+		if budget < 1 {
+			budget = 1 // the first record is returned whatever its size
+		}
+		rs, fromFiles, err := s.readTopicOnce(topicID, part, from, end, max-len(out), budget)
+		out = append(out, rs...)
+		if err != nil || len(rs) == 0 {
+			return out, err
+		}
+		for _, r := range rs {
+			size += len(r.Body) + len(r.Key)
+		}
+		from = rs[len(rs)-1].Offset + 1
+		if !fromFiles {
+			break // the tail read took what there was
+		}
+	}
+	return out, nil
+}
+
+// readTopicOnce reads from one place: the files while from lies there (saying so), or
+// the tail.
+func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, maxBytes int) (_ []*topic.PublishRecord, fromFiles bool, _ error) {
 	if from >= end || max <= 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	k := partKey{topicID, part}
 	s.mu.Lock()
 	p := s.topics.parts[k]
 	if p == nil {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: partition %d/%d holds nothing on this node", ErrRecordGone, topicID, part)
+		return nil, false, fmt.Errorf("%w: partition %d/%d holds nothing on this node", ErrRecordGone, topicID, part)
 	}
 	if err := s.openLocked(k, p); err != nil {
 		s.mu.Unlock()
-		return nil, err
+		return nil, false, err
 	}
 	if from < p.start {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: offset %d is below the partition's start %d", ErrRecordGone, from, p.start)
+		return nil, false, fmt.Errorf("%w: offset %d is below the partition's start %d", ErrRecordGone, from, p.start)
 	}
 	if from < p.moved && p.files != nil {
 		files := p.files
@@ -398,22 +430,22 @@ func (s *Store) ReadTopic(topicID uint64, part int, from, end uint64, max, maxBy
 		s.mu.Unlock()
 		rs, err := files.Read(from, limit, maxBytes)
 		if errors.Is(err, partlog.ErrNotRetained) {
-			return nil, fmt.Errorf("%w: %v", ErrRecordGone, err)
+			return nil, true, fmt.Errorf("%w: %v", ErrRecordGone, err)
 		}
 		out := make([]*topic.PublishRecord, 0, len(rs))
 		for _, r := range rs {
 			pr, derr := decodePublish(r.Data, k, r.Offset)
 			if derr != nil {
-				return out, derr
+				return out, true, derr
 			}
 			out = append(out, pr)
 		}
-		return out, err
+		return out, true, err
 	}
 	i := from - p.tailBase
 	if from < p.tailBase || i >= uint64(len(p.tail)) {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: offset %d of %d/%d is in neither the files (below %d) nor the log", ErrRecordGone, from, topicID, part, p.moved)
+		return nil, false, fmt.Errorf("%w: offset %d of %d/%d is in neither the files (below %d) nor the log", ErrRecordGone, from, topicID, part, p.moved)
 	}
 	n := int(min(uint64(len(p.tail))-i, end-from, uint64(max)))
 	ents := make([]tailEnt, 0, n)
@@ -440,25 +472,24 @@ func (s *Store) ReadTopic(topicID uint64, part int, from, end uint64, max, maxBy
 	for j, e := range ents {
 		raw, err := s.log.ReadAt(e.pos)
 		if err != nil {
-			return out, fmt.Errorf("payload: read record %d of partition %d/%d: %w", from+uint64(j), topicID, part, err)
+			return out, false, fmt.Errorf("payload: read record %d of partition %d/%d: %w", from+uint64(j), topicID, part, err)
 		}
 		pr, err := decodePublish(raw, k, from+uint64(j))
 		if err != nil {
-			return out, err
+			return out, false, err
 		}
 		out = append(out, pr)
 	}
-	return out, nil
+	return out, false, nil
 }
 
 func decodePublish(raw []byte, k partKey, offset uint64) (*topic.PublishRecord, error) {
-	r, err := topic.DecodeRecord(raw)
+	pr, err := topic.DecodePublish(raw, false)
 	if err != nil {
 		return nil, fmt.Errorf("payload: record %d of partition %d/%d: %w", offset, k.topic, k.part, err)
 	}
-	pr, ok := r.(*topic.PublishRecord)
-	if !ok || pr.TopicID != k.topic || pr.Partition != k.part || pr.Offset != offset {
-		return nil, fmt.Errorf("payload: found %s where the publish of %d/%d@%d belongs", r.Kind(), k.topic, k.part, offset)
+	if pr.TopicID != k.topic || pr.Partition != k.part || pr.Offset != offset {
+		return nil, fmt.Errorf("payload: found %d/%d@%d where the publish of %d/%d@%d belongs", pr.TopicID, pr.Partition, pr.Offset, k.topic, k.part, offset)
 	}
 	return pr, nil
 }

@@ -209,7 +209,7 @@ func TestTopicRetentionDeletesFilesAndTail(t *testing.T) {
 		t.Fatalf("read %d after refilling", got)
 	}
 	// A deleted topic's directory goes.
-	if err := e.m.DeleteTopic(e.now, e, "t"); err != nil {
+	if err := e.m.DeleteTopic(e.now, e, "t", false); err != nil {
 		t.Fatal(err)
 	}
 	e.move()

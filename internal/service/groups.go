@@ -243,3 +243,25 @@ func (s *Service) Seek(ctx context.Context, topicName, group string, in api.Seek
 	}
 	return wireGroup(gi), nil
 }
+
+// DeadLetterRecord moves a poison record to the group's dead-letter queue and commits
+// past it.
+func (s *Service) DeadLetterRecord(ctx context.Context, topicName, group string, in api.GroupDeadLetterRequest) *api.Error {
+	if e := checkMember(in.Member); e != nil {
+		return e
+	}
+	session, e := parseSession(in.Session)
+	if e != nil {
+		return e
+	}
+	if session == 0 {
+		return Invalid("session is required: dead-letter with the session your pull returned")
+	}
+	if in.Reason == "" {
+		return &api.Error{Code: api.CodeInvalidMessage, Message: "reason is required: say why the record is dead-lettered (for example max_failures)"}
+	}
+	if err := s.b.DeadLetterRecord(ctx, topicName, group, in.Member, session, in.Partition, in.Offset, in.Epoch, in.Reason, in.Description); err != nil {
+		return s.errorOf(err)
+	}
+	return nil
+}

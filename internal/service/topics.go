@@ -45,9 +45,10 @@ func (s *Service) PutTopic(ctx context.Context, name string, in api.TopicConfig)
 	return wireTopic(ti), created, nil
 }
 
-// DeleteTopic deletes a topic and its records.
-func (s *Service) DeleteTopic(ctx context.Context, name string) *api.Error {
-	if err := s.b.DeleteTopic(ctx, name); err != nil {
+// DeleteTopic deletes a topic and its records; one with subscriptions or groups only with
+// force.
+func (s *Service) DeleteTopic(ctx context.Context, name string, force bool) *api.Error {
+	if err := s.b.DeleteTopic(ctx, name, force); err != nil {
 		return s.errorOf(err)
 	}
 	return nil
