@@ -163,24 +163,13 @@ type HandedRecord struct {
 	Epoch     uint64
 }
 
-// deadLetterRecordRequest is the body of POST …/groups/{group}/deadletter.
-type deadLetterRecordRequest struct {
-	Member      string `json:"member"`
-	Session     string `json:"session"`
-	Partition   int    `json:"partition"`
-	Offset      uint64 `json:"offset"`
-	Epoch       uint64 `json:"epoch"`
-	Reason      string `json:"reason"`
-	Description string `json:"description"`
-}
-
 // DeadLetterRecord writes a record that cannot be handled to the group's dead-letter
 // queue (the group's DeadLetterQueue, "<topic>.<group>-dlq") with reason (printable
 // ASCII, as a queue dead letter's) and description, and commits the offset after it: one
 // durable step, so the record is neither lost nor handled again. Like a commit, it is
 // accepted only from the member holding the partition under that epoch.
 func (c *Client) DeadLetterRecord(ctx context.Context, topic, group string, m Member, rec HandedRecord, reason, description string) error {
-	req := deadLetterRecordRequest{Member: m.Name, Session: m.Session, Partition: rec.Partition, Offset: rec.Offset, Epoch: rec.Epoch,
+	req := api.GroupDeadLetterRequest{Member: m.Name, Session: m.Session, Partition: rec.Partition, Offset: rec.Offset, Epoch: rec.Epoch,
 		Reason: reason, Description: description}
 	return c.do(ctx, "POST", gpath(topic, group, "deadletter"), req, nil)
 }
