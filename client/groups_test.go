@@ -21,15 +21,15 @@ func putTopic(t testing.TB, c *client.Client, name string, partitions, n int, pr
 	publish(t, c, name, prefix, 0, n)
 }
 
-// publish publishes records prefix<from> … prefix<to-1>, placed by key so that a test
-// can tell a partition's order: record i goes to partition key "k<i mod 7>".
+// publish publishes records prefix<from> … prefix<to-1>, round-robin over the
+// partitions.
 func publish(t testing.TB, c *client.Client, topic, prefix string, from, to int) {
 	t.Helper()
 	for from < to {
 		n := min(to-from, api.MaxPublishBatch)
 		recs := make([]client.Record, n)
 		for i := range recs {
-			recs[i] = client.Record{Key: fmt.Appendf(nil, "k%d", (from+i)%7), HasKey: true, Body: fmt.Appendf(nil, "%s%d", prefix, from+i)}
+			recs[i] = client.Record{Body: fmt.Appendf(nil, "%s%d", prefix, from+i)}
 		}
 		res, err := c.PublishRecords(context.Background(), topic, recs)
 		if err != nil {
