@@ -1256,3 +1256,54 @@ func TestConsumeGroupEndsWhenTheGroupIsDeleted(t *testing.T) {
 		t.Fatalf("ConsumeGroup of a missing group: %v", err)
 	}
 }
+
+// ConsumeGroup returns only once every goroutine it started has: the member loop, the
+// committer, the handler log's, and every partition's worker — those of partitions that
+// moved, of a record waiting for its retry, and of a handler cut by the drain.
+func TestConsumeGroupLeavesNoGoroutineBehind(t *testing.T) {
+	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
+	srv := okibatest.New(t, okibatest.Options{})
+	putTopic(t, srv.Client, "t", 3, 0, "")
+	putGroup(t, srv.Client, "t", "g", api.GroupConfig{})
+	publishTo(t, srv.Client, "t", 0, "ok", "stuck")
+	publishTo(t, srv.Client, "t", 1, "fails")
+	publishTo(t, srv.Client, "t", 2, "ok")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stuck, failed := make(chan struct{}), make(chan struct{}, 1)
+	l := newHandledLog()
+	done := consumeGroup(t, ctx, srv.Client, "t", "g", func(hctx context.Context, r client.TopicRecord) error {
+		switch string(r.Body) {
+		case "stuck":
+			close(stuck)
+			<-hctx.Done()
+			return hctx.Err()
+		case "fails":
+			select {
+			case failed <- struct{}{}:
+			default:
+			}
+			return errors.New("not now")
+		}
+		l.add("m", r)
+		return nil
+	}, client.ConsumeGroupOptions{Member: "m", RetryDelay: time.Hour, DrainTimeout: -1})
+	testkit.Recv(t, stuck, 10*time.Second, "the stuck handler")
+	testkit.Recv(t, failed, 10*time.Second, "the failing record, now waiting for its retry")
+	testkit.Recv(t, l.at(2), 10*time.Second, "the other records")
+	// A second member takes a partition away: its worker ends too.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	done2 := consumeGroup(t, ctx2, srv.Client, "t", "g", func(context.Context, client.TopicRecord) error { return nil },
+		client.ConsumeGroupOptions{Member: "n"})
+	waitBalanced(t, srv.Client, "t", "g", "m", "n")
+	cancel2()
+	cancel()
+	for _, d := range []<-chan error{done, done2} {
+		if err := testkit.Recv(t, d, 10*time.Second, "ConsumeGroup to return"); err != nil {
+			t.Fatalf("ConsumeGroup: %v", err)
+		}
+	}
+	noLeakedGoroutines(t)
+}
