@@ -1,8 +1,10 @@
 // Package client is the Go client of okiba's native HTTP API: queue management, send and
-// batch send, receive, ack / nack / extend / dead-letter, peek and redrive, topics, plus
-// batching runtimes for sending to a queue (Producer) and publishing to a topic
-// (TopicPublisher), and a consumer runtime (Consume) that handles leases, retries and
-// dead letters for you.
+// batch send, receive, ack / nack / extend / dead-letter, peek and redrive, topics,
+// subscriptions and consumer groups, plus batching runtimes for sending to a queue
+// (Producer) and publishing to a topic (TopicPublisher), a consumer runtime (Consume)
+// that handles leases, retries and dead letters for you, and a consumer-group member
+// runtime (ConsumeGroup) that handles partitions in order, commits, heartbeats, retries,
+// dead letters and rebalances.
 //
 // Every call returns *api.Error for an error the server reported, so callers can branch
 // on its Code (api.CodeReceiptStale, api.CodeQueueFull, …).

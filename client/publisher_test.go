@@ -22,7 +22,7 @@ import (
 func TestTopicPublisherBatchesConcurrentPublishes(t *testing.T) {
 	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
-	putTopic(t, srv, "events", api.TopicConfig{Partitions: ptr(4)})
+	srv.PutTopic(t, "events", api.TopicConfig{Partitions: ptr(4)})
 	c, tr := countingClient(t, srv)
 	p := client.NewTopicPublisher(c, "events", client.TopicPublisherOptions{})
 	ctx := context.Background()
@@ -104,7 +104,7 @@ func TestTopicPublisherBatchesConcurrentPublishes(t *testing.T) {
 func TestTopicPublisherRecordTooLargeFailsAlone(t *testing.T) {
 	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
-	putTopic(t, srv, "small", api.TopicConfig{MaxRecordSize: ptr(int64(64))})
+	srv.PutTopic(t, "small", api.TopicConfig{MaxRecordSize: ptr(int64(64))})
 	c, tr := countingClient(t, srv)
 	// One batch of exactly 8: it leaves when full, the linger never matters.
 	p := client.NewTopicPublisher(c, "small", client.TopicPublisherOptions{MaxBatch: 8, Linger: time.Hour})
@@ -139,7 +139,7 @@ func TestTopicPublisherRecordTooLargeFailsAlone(t *testing.T) {
 func TestTopicPublisherSplitsABatchRefusedForOneRecord(t *testing.T) {
 	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
-	putTopic(t, srv, "t", api.TopicConfig{})
+	srv.PutTopic(t, "t", api.TopicConfig{})
 	c, tr := countingClient(t, srv)
 	p := client.NewTopicPublisher(c, "t", client.TopicPublisherOptions{MaxBatch: 8, Linger: time.Hour})
 	defer p.Close(context.Background())
@@ -173,7 +173,7 @@ func TestTopicPublisherSplitsABatchRefusedForOneRecord(t *testing.T) {
 func TestTopicPublisherLeavesRetriesToTheCallerAndDedupIDs(t *testing.T) {
 	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
-	putTopic(t, srv, "orders", api.TopicConfig{})
+	srv.PutTopic(t, "orders", api.TopicConfig{})
 	lose := &loseAnswer{base: &http.Transport{}}
 	lose.left.Store(1)
 	c, err := client.New(srv.URL, client.Options{HTTPClient: &http.Client{Transport: lose}})
@@ -208,7 +208,7 @@ func TestTopicPublisherLeavesRetriesToTheCallerAndDedupIDs(t *testing.T) {
 func TestTopicPublisherFlushAndCloseDrain(t *testing.T) {
 	// Not parallel: noLeakedGoroutines looks at every goroutine of the process.
 	srv := okibatest.New(t, okibatest.Options{})
-	putTopic(t, srv, "t", api.TopicConfig{})
+	srv.PutTopic(t, "t", api.TopicConfig{})
 	p, parked := client.NewWatchedTopicPublisher(srv.Client, "t", client.TopicPublisherOptions{Linger: time.Hour})
 	ctx := context.Background()
 
@@ -280,7 +280,7 @@ func TestTopicPublisherFlushAndCloseDrain(t *testing.T) {
 func TestTopicPublisherDefaultLingerAdaptsToTheLoad(t *testing.T) {
 	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
-	putTopic(t, srv, "t", api.TopicConfig{})
+	srv.PutTopic(t, "t", api.TopicConfig{})
 	clk := fakeClock()
 	c, tr, hold := holdingClient(t, srv, client.Options{Clock: clk})
 	p, parked := client.NewWatchedTopicPublisher(c, "t", client.TopicPublisherOptions{})
@@ -326,7 +326,7 @@ func TestTopicPublisherDefaultLingerAdaptsToTheLoad(t *testing.T) {
 func TestTopicPublisherLingerWaitsItsTimeOnTheClock(t *testing.T) {
 	t.Parallel()
 	srv := okibatest.New(t, okibatest.Options{})
-	putTopic(t, srv, "t", api.TopicConfig{})
+	srv.PutTopic(t, "t", api.TopicConfig{})
 	clk := fakeClock()
 	c, tr := countingClientWith(t, srv, &countingTransport{}, client.Options{Clock: clk})
 	const linger = 50 * time.Millisecond
@@ -352,14 +352,6 @@ func TestTopicPublisherLingerWaitsItsTimeOnTheClock(t *testing.T) {
 	}
 	if n := tr.count("records"); n != 1 {
 		t.Fatalf("%d publish requests, want the 5 records in 1", n)
-	}
-}
-
-// putTopic creates a topic, failing the test on error.
-func putTopic(t testing.TB, srv *okibatest.Server, name string, cfg api.TopicConfig) {
-	t.Helper()
-	if _, err := srv.Client.PutTopic(context.Background(), name, cfg); err != nil {
-		t.Fatalf("put topic %s: %v", name, err)
 	}
 }
 
@@ -480,7 +472,7 @@ func (l *loseAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
 // topic of four partitions: many goroutines, each with one Publish out.
 func BenchmarkTopicPublisherPublishParallel(b *testing.B) {
 	srv := okibatest.New(b, okibatest.Options{})
-	putTopic(b, srv, "bench", api.TopicConfig{Partitions: ptr(4)})
+	srv.PutTopic(b, "bench", api.TopicConfig{Partitions: ptr(4)})
 	c, tr := countingClientWith(b, srv, &countingTransport{}, client.Options{})
 	p := client.NewTopicPublisher(c, "bench", client.TopicPublisherOptions{})
 	defer p.Close(context.Background())

@@ -160,19 +160,28 @@ func (c *Client) ReadPartition(ctx context.Context, topic string, partition int,
 		return nil, err
 	}
 	b := &Batch{Start: out.Start, End: out.End, Next: out.Next, Records: make([]TopicRecord, len(out.Records))}
-	for i, r := range out.Records {
-		body, err := api.DecodeBody(r.Body, r.BodyBase64)
+	for i := range out.Records {
+		r, err := topicRecord(&out.Records[i])
 		if err != nil {
-			return nil, fmt.Errorf("okiba: record %d/%d: %w", r.Partition, r.Offset, err)
+			return nil, err
 		}
-		tr := TopicRecord{Partition: r.Partition, Offset: r.Offset, Time: r.Time, Headers: r.Headers, Body: body}
-		if r.Key != nil || r.KeyBase64 != nil {
-			if tr.Key, err = api.DecodeBody(r.Key, r.KeyBase64); err != nil {
-				return nil, fmt.Errorf("okiba: record %d/%d key: %w", r.Partition, r.Offset, err)
-			}
-			tr.HasKey = true
-		}
-		b.Records[i] = tr
+		b.Records[i] = r
 	}
 	return b, nil
+}
+
+// topicRecord turns a wire record into a TopicRecord.
+func topicRecord(r *api.Record) (TopicRecord, error) {
+	body, err := api.DecodeBody(r.Body, r.BodyBase64)
+	if err != nil {
+		return TopicRecord{}, fmt.Errorf("okiba: record %d/%d: %w", r.Partition, r.Offset, err)
+	}
+	tr := TopicRecord{Partition: r.Partition, Offset: r.Offset, Time: r.Time, Headers: r.Headers, Body: body}
+	if r.Key != nil || r.KeyBase64 != nil {
+		if tr.Key, err = api.DecodeBody(r.Key, r.KeyBase64); err != nil {
+			return TopicRecord{}, fmt.Errorf("okiba: record %d/%d key: %w", r.Partition, r.Offset, err)
+		}
+		tr.HasKey = true
+	}
+	return tr, nil
 }

@@ -66,6 +66,7 @@ func (a *app) commands() []entry {
 		{"stats", "queue statistics, rates and Little's law", func(a *app, _ string) command { return &statsCmd{app: a} }},
 		{"topic", "create and manage topics (partitioned logs), publish and read records", func(a *app, _ string) command { return topicGroup(a) }},
 		{"subscription", "feed a topic's records into a queue, filtered", func(a *app, _ string) command { return subscriptionGroup(a) }},
+		{"group", "create, inspect, list, delete and seek a topic's consumer groups", func(a *app, _ string) command { return consumerGroupCommands(a) }},
 		{"demo", "run the CampusCafe walkthrough (outbox, inboxes, chaos)", func(a *app, _ string) command { return demoGroup(a) }},
 		{"torture", "kill -9 this binary under load and check no acknowledged message is lost", func(a *app, _ string) command { return &tortureCmd{app: a} }},
 		{"version", "print the version", func(a *app, _ string) command { return &versionCmd{app: a} }},
