@@ -79,6 +79,8 @@ fuzz:
 	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/names -run '^$$' -fuzz '^FuzzGrammarIsWithinTheCore$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/filter -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/filter -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME)
 
 ## browser: the console in real headless Chromium (internal/console/e2e: sign-in, overview, queue page,
 ## dead-letter redrive, every playground lesson; screenshots in internal/console/e2e/artifacts/).

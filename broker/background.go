@@ -56,16 +56,26 @@ func (b *Broker) tickLoop(ctx context.Context) {
 // tickLocked runs the machine's time-driven work due at now and returns when the next is
 // due (ok false: none).
 func (b *Broker) tickLocked(now int64) (next int64, ok bool) {
-	next, ok = b.m.NextEvent()
+	next, ok = b.nextEventLocked()
 	if ok && next <= now {
 		b.sink.n, b.sink.err = 0, nil
 		b.m.Tick(now, &b.sink)
+		b.t.Tick(now, b.tsink)
 		if b.sink.n > 0 {
 			b.lastTicket = b.sink.last
 			b.log.Commit() // nobody waits for these records
 		}
 		b.afterLocked()
-		next, ok = b.m.NextEvent()
+		next, ok = b.nextEventLocked()
+	}
+	return next, ok
+}
+
+// nextEventLocked is the earlier of the two machines' next time-driven work.
+func (b *Broker) nextEventLocked() (int64, bool) {
+	next, ok := b.m.NextEvent()
+	if tn, tok := b.t.NextEvent(); tok && (!ok || tn < next) {
+		next, ok = tn, true
 	}
 	return next, ok
 }
@@ -201,8 +211,9 @@ func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 	locked := time.Now()
 	var semantic [][]byte
 	section, usage := b.store.Section(func(add func(queue.Ref, int64)) { semantic = b.m.Snapshot(add) })
+	topics, topicSection := b.t.AppendSnapshot(nil), b.store.TopicSection()
 	encoded := time.Since(locked)
-	pieces := checkpointPieces(semantic, section)
+	pieces := checkpointPieces(semantic, topics, section, topicSection)
 	size := 0
 	for _, c := range pieces {
 		size += len(c)

@@ -40,6 +40,7 @@ import (
 	"github.com/okiba/okiba/internal/receipt"
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/topic"
 	"github.com/okiba/okiba/wal"
 )
 
@@ -122,6 +123,15 @@ type Config struct {
 	// MaxInFlight bounds leased messages per queue. Defaults to
 	// queue.DefaultMaxInFlight, 120,000 (as SQS).
 	MaxInFlight int
+	// MaxTopics bounds the number of topics. Defaults to topic.DefaultMaxTopics, 10,000;
+	// replicated configuration like MaxQueues (topic.Limits), as are the next two.
+	MaxTopics int
+	// MaxGroups bounds the consumer groups of one topic (default 1,000), MaxMembers the
+	// members of one group (default 1,000), MaxSubscriptions the subscriptions of one
+	// topic (default 100).
+	MaxGroups        int
+	MaxMembers       int
+	MaxSubscriptions int
 	// MinFreeBytes is the disk high-water mark: while the data directory's file system has
 	// less free space, sends are refused with ErrDiskFull (receives, acks and dead letters
 	// go on, and free space as messages are settled). Defaults to twice SegmentSize; a
@@ -213,10 +223,18 @@ type Broker struct {
 	clock    clock.Clock
 	logger   *slog.Logger
 
-	mu         sync.Mutex
-	m          *queue.Machine
-	store      *payload.Store
-	sink       sink
+	mu    sync.Mutex
+	m     *queue.Machine
+	t     *topic.Machine
+	store *payload.Store
+	sink  sink
+	tsink topicSink
+	// readers are channels of long-polling topic readers, closed at the topic's next
+	// publish (or its deletion), by topic id.
+	readers map[uint64]chan struct{}
+	// paused says which subscriptions ("topic/name") the last copy found their queue
+	// full for.
+	paused     map[string]bool
 	waiters    map[string]chan struct{}
 	rng        *mrand.Rand
 	lastTicket wal.Ticket
@@ -241,6 +259,8 @@ type Broker struct {
 	kickTick    chan struct{}
 	kickRedrive chan struct{}
 	kickCkpt    chan struct{}
+	kickMove    chan struct{}
+	kickCopy    chan struct{}
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 	rates       *rates
@@ -275,9 +295,36 @@ type sink struct {
 	n       int   // records of the current command
 	total   int64 // records since Open
 	err     error
+	// published lists the topics the current command published to (with repeats), so
+	// that afterLocked wakes their readers and the mover.
+	published []uint64
 }
 
-func (s *sink) Emit(r queue.Record) {
+// Emit appends one record of the queue machine.
+func (s *sink) Emit(r queue.Record) { s.emit(r) }
+
+// encoder is what the two machines' records have in common for the log.
+type encoder interface{ AppendTo(b []byte) []byte }
+
+// topicSink is the sink as the topic machine sees it: the same log, the same batch.
+type topicSink struct{ *sink }
+
+// Emit appends one record of the topic machine.
+func (s topicSink) Emit(r topic.Record) {
+	switch x := r.(type) {
+	case *topic.PublishRecord:
+		s.published = append(s.published, x.TopicID)
+	case *topic.PublishFanoutRecord:
+		s.published = append(s.published, x.TopicID)
+	case *topic.AssignRecord: // a waiting member may have been granted a partition
+		s.published = append(s.published, x.TopicID)
+	case *topic.SeekRecord:
+		s.published = append(s.published, x.TopicID)
+	}
+	s.emit(r)
+}
+
+func (s *sink) emit(r encoder) {
 	s.scratch = r.AppendTo(s.scratch[:0])
 	pos, t, err := s.log.Append(s.scratch)
 	s.store.At(pos, false)
@@ -322,10 +369,16 @@ func Open(cfg Config) (*Broker, error) {
 		kickTick:    make(chan struct{}, 1),
 		kickRedrive: make(chan struct{}, 1),
 		kickCkpt:    make(chan struct{}, 1),
+		kickMove:    make(chan struct{}, 1),
+		kickCopy:    make(chan struct{}, 1),
+		paused:      make(map[string]bool),
+		readers:     make(map[uint64]chan struct{}),
 		rng:         mrand.New(cfg.Rand),
-		store:       payload.New(payload.Config{CacheBytes: cfg.CacheBytes}),
+		store: payload.New(payload.Config{CacheBytes: cfg.CacheBytes, FS: fs,
+			TopicsDir: filepath.Join(cfg.Dir, "topics")}),
 	}
 	b.sink.store = b.store
+	b.tsink = topicSink{&b.sink}
 	if err := b.open(start); err != nil {
 		if b.log != nil {
 			b.log.Close()
@@ -366,15 +419,17 @@ func (b *Broker) open(start time.Time) error {
 		return fmt.Errorf("load checkpoint: %w", err)
 	}
 	if ok {
-		if b.m, err = b.restore(ckpt); err != nil {
+		if b.m, b.t, err = b.restore(ckpt); err != nil {
 			return fmt.Errorf("restore checkpoint at %v: %w", pos, err)
 		}
 		b.ckptPos, b.ckptSize, b.ckptMsgs = pos, int64(len(ckpt)), b.m.MessageCount()
 		b.recovery.Checkpoint = true
 	} else {
-		b.m = queue.New()
+		b.m, b.t = queue.New(), topic.New()
 	}
 	b.m.SetBodies(b.store)
+	b.t.SetBodies(b.store)
+	b.t.SetQueues(b.m)
 	var records int64
 	b.log, err = wal.Open(wal.Options{
 		FS: b.fs, Dir: filepath.Join(b.cfg.Dir, "wal"), SegmentSize: b.cfg.SegmentSize,
@@ -391,7 +446,12 @@ func (b *Broker) open(start time.Time) error {
 	b.sink.log = b.log
 	b.mu.Lock()
 	b.m.AdvanceAll(b.nowLocked(), &b.sink)
+	b.t.Tick(b.nowLocked(), b.tsink)
 	_, lerr := b.m.SetLimits(b.nowLocked(), &b.sink, queue.Limits{DedupCap: b.cfg.DedupCap, MaxQueues: b.cfg.MaxQueues, MaxInFlight: b.cfg.MaxInFlight})
+	if lerr == nil {
+		_, lerr = b.t.SetLimits(b.nowLocked(), b.tsink, topic.Limits{MaxTopics: b.cfg.MaxTopics, MaxGroups: b.cfg.MaxGroups, MaxMembers: b.cfg.MaxMembers, MaxSubscriptions: b.cfg.MaxSubscriptions})
+	}
+	b.sink.published = b.sink.published[:0]
 	b.lastTicket = b.sink.last
 	t, serr := b.lastTicket, b.sink.err
 	infos := b.m.Queues("")
@@ -422,6 +482,8 @@ func (b *Broker) open(start time.Time) error {
 		b.goBackground(ctx, b.tickLoop)
 		b.goBackground(ctx, b.redriveLoop)
 		b.goBackground(ctx, b.checkpointLoop)
+		b.goBackground(ctx, b.moveLoop)
+		b.goBackground(ctx, b.copyLoop)
 	}
 	b.goBackground(ctx, func(ctx context.Context) { b.sampleLoop(ctx, deadSeen) })
 	b.checkDisk()
@@ -504,6 +566,10 @@ func (b *Broker) Close() error {
 		close(ch)
 		delete(b.waiters, name)
 	}
+	for id, ch := range b.readers {
+		close(ch)
+		delete(b.readers, id)
+	}
 	b.mu.Unlock()
 	b.cancel()
 	b.wg.Wait()
@@ -537,11 +603,7 @@ func (b *Broker) usableLocked() error {
 // nowLocked is the time commands run at, in Unix milliseconds: never earlier than the
 // latest logged time, so a wall clock that steps back stalls nothing (docs/semantics.md "Time").
 func (b *Broker) nowLocked() int64 {
-	now := b.clock.Now().UnixMilli()
-	if mnow := b.m.Now(); mnow > now {
-		return mnow
-	}
-	return now
+	return max(b.clock.Now().UnixMilli(), b.m.Now(), b.t.Now())
 }
 
 // do runs one command under the lock and waits, outside it, until its records (or, if it
@@ -607,8 +669,19 @@ func (b *Broker) afterLocked() {
 			delete(b.waiters, name)
 		}
 	}
-	if next, ok := b.m.NextEvent(); ok && next < b.nextTick.Load() {
+	if next, ok := b.nextEventLocked(); ok && next < b.nextTick.Load() {
 		kick(b.kickTick)
+	}
+	if len(b.sink.published) > 0 {
+		for _, id := range b.sink.published {
+			if ch := b.readers[id]; ch != nil {
+				close(ch)
+				delete(b.readers, id)
+			}
+		}
+		b.sink.published = b.sink.published[:0]
+		kick(b.kickMove)
+		kick(b.kickCopy) // a subscription behind may have more to copy
 	}
 	if b.sink.n > 0 && b.checkpointDueLocked() {
 		kick(b.kickCkpt)

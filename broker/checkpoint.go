@@ -7,71 +7,117 @@ import (
 
 	"github.com/okiba/okiba/internal/payload"
 	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/topic"
 	"github.com/okiba/okiba/wal"
 )
 
-// A checkpoint's payload (inside the wal's checkpoint file) holds two parts: the
-// machine's semantic snapshot, the same on every node that applied the same records, and
-// the payload store's section, this node's own (where each message's body lies):
+// A checkpoint's payload (inside the wal's checkpoint file) holds the machines' semantic
+// snapshots, the same on every node that applied the same records, and the payload
+// store's sections, this node's own (where each message's body and each topic record
+// lies):
 //
-//	"OKBC" | u8 version (1) | u64 length of the semantic part | semantic snapshot | store section
+//	"OKBC" | u8 version (2) | u64 length | queue snapshot | u64 length | topic snapshot |
+//	       u64 length | store section | store topic section
 //
-// The semantic length is fixed-width so that the header can be written before the parts,
-// which are written as the pieces they were built in. okiba before the payload store
-// wrote the semantic snapshot alone ("OKQS"), with each message's log position inside;
-// restore still reads that.
+// Lengths are fixed-width so that a header can be written before its part, which is
+// written as the pieces it was built in. Version 1 (before topics) had the queue snapshot
+// and the store section only; okiba before the payload store wrote the queue snapshot
+// alone ("OKQS"), with each message's log position inside. Restore reads all three.
 const (
 	checkpointMagic   = "OKBC"
-	checkpointVersion = 1
+	checkpointVersion = 2
 	checkpointHeader  = len(checkpointMagic) + 1 + 8
 )
 
-// checkpointPieces returns the pieces of a checkpoint payload.
-func checkpointPieces(semantic, section [][]byte) [][]byte {
+func size(pieces [][]byte) uint64 {
 	n := 0
-	for _, c := range semantic {
+	for _, c := range pieces {
 		n += len(c)
 	}
+	return uint64(n)
+}
+
+// checkpointPieces returns the pieces of a checkpoint payload.
+func checkpointPieces(semantic [][]byte, topics []byte, section [][]byte, topicSection []byte) [][]byte {
 	h := make([]byte, 0, checkpointHeader)
 	h = append(h, checkpointMagic...)
 	h = append(h, checkpointVersion)
-	h = binary.LittleEndian.AppendUint64(h, uint64(n))
-	out := make([][]byte, 0, 1+len(semantic)+len(section))
+	h = binary.LittleEndian.AppendUint64(h, size(semantic))
+	out := make([][]byte, 0, 5+len(semantic)+len(section))
 	out = append(out, h)
 	out = append(out, semantic...)
-	return append(out, section...)
+	out = append(out, binary.LittleEndian.AppendUint64(nil, uint64(len(topics))), topics)
+	out = append(out, binary.LittleEndian.AppendUint64(nil, size(section)))
+	out = append(out, section...)
+	return append(out, topicSection)
 }
 
-// restore rebuilds the machine and the payload store from a checkpoint payload.
-func (b *Broker) restore(ckpt []byte) (*queue.Machine, error) {
+// restore rebuilds the machines and the payload store from a checkpoint payload.
+func (b *Broker) restore(ckpt []byte) (*queue.Machine, *topic.Machine, error) {
 	if len(ckpt) >= 4 && string(ckpt[:4]) == "OKQS" {
 		// Before the payload store: the snapshot held each message's log position.
-		return queue.Restore(ckpt, func(ref queue.Ref, size int64, pos uint64) {
+		m, err := queue.Restore(ckpt, func(ref queue.Ref, size int64, pos uint64) {
 			b.store.Move(ref, wal.Pos(pos), size)
 		})
+		return m, topic.New(), err
 	}
 	if len(ckpt) < checkpointHeader || string(ckpt[:len(checkpointMagic)]) != checkpointMagic {
-		return nil, errors.New("not an okiba checkpoint (bad magic)")
+		return nil, nil, errors.New("not an okiba checkpoint (bad magic)")
 	}
-	if v := ckpt[len(checkpointMagic)]; v != checkpointVersion {
-		if v > checkpointVersion {
-			return nil, fmt.Errorf("%w: checkpoint version %d; this okiba reads %d", ErrNewerFormat, v, checkpointVersion)
+	v := ckpt[len(checkpointMagic)]
+	if v > checkpointVersion {
+		return nil, nil, fmt.Errorf("%w: checkpoint version %d; this okiba reads %d", ErrNewerFormat, v, checkpointVersion)
+	}
+	if v < 1 {
+		return nil, nil, fmt.Errorf("unknown checkpoint version %d", v)
+	}
+	rest := ckpt[len(checkpointMagic)+1:]
+	part := func(what string) ([]byte, error) {
+		if len(rest) < 8 {
+			return nil, fmt.Errorf("checkpoint ends before its %s", what)
 		}
-		return nil, fmt.Errorf("unknown checkpoint version %d", v)
+		n := binary.LittleEndian.Uint64(rest)
+		rest = rest[8:]
+		if n > uint64(len(rest)) {
+			return nil, fmt.Errorf("checkpoint says its %s is %d bytes, but %d follow", what, n, len(rest))
+		}
+		p := rest[:n]
+		rest = rest[n:]
+		return p, nil
 	}
-	n := binary.LittleEndian.Uint64(ckpt[len(checkpointMagic)+1:])
-	rest := ckpt[checkpointHeader:]
-	if n > uint64(len(rest)) {
-		return nil, fmt.Errorf("checkpoint says its semantic part is %d bytes, but %d follow", n, len(rest))
-	}
-	m, err := queue.Restore(rest[:n], nil)
+	qsnap, err := part("queue snapshot")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := b.store.Restore(rest[n:], m.EachMessage); err != nil {
-		return nil, err
+	var tsnap, section, topicSection []byte
+	if v == 1 {
+		section = rest
+	} else {
+		if tsnap, err = part("topic snapshot"); err != nil {
+			return nil, nil, err
+		}
+		if section, err = part("store section"); err != nil {
+			return nil, nil, err
+		}
+		topicSection = rest
 	}
-	return m, nil
+	m, err := queue.Restore(qsnap, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := b.store.Restore(section, m.EachMessage); err != nil {
+		return nil, nil, err
+	}
+	t := topic.New()
+	if v >= 2 {
+		if t, err = topic.Restore(tsnap); err != nil {
+			return nil, nil, err
+		}
+		if err := b.store.RestoreTopics(topicSection); err != nil {
+			return nil, nil, err
+		}
+	}
+	return m, t, nil
 }
 
 // replay applies one record of the log met at start-up: the payload store's frames go to
@@ -79,6 +125,17 @@ func (b *Broker) restore(ckpt []byte) (*queue.Machine, error) {
 func (b *Broker) replay(p wal.Pos, raw []byte) error {
 	if payload.IsFrame(raw) {
 		return b.store.ApplyFrame(p, raw)
+	}
+	if len(raw) > 0 && raw[0] >= byte(topic.MinKind) {
+		r, err := topic.DecodeRecordShared(raw)
+		if err != nil {
+			return fmt.Errorf("record at %v: %w", p, err)
+		}
+		b.store.At(p, true)
+		if err := b.t.Apply(r); err != nil {
+			return fmt.Errorf("record at %v (%s): %w", p, r.Kind(), err)
+		}
+		return nil
 	}
 	r, err := queue.DecodeRecordShared(raw)
 	if err != nil {

@@ -65,6 +65,15 @@ func (b *Broker) PutQueue(ctx context.Context, name string, edit func(cfg *queue
 // DeleteQueue deletes a queue and its messages. See queue.Machine.DeleteQueue for force.
 func (b *Broker) DeleteQueue(ctx context.Context, name string, force bool) error {
 	return b.do(ctx, func(now int64) error {
+		if subs := b.t.SubscriptionsOf(name); len(subs) > 0 {
+			if !force {
+				return &queue.InUseError{Queue: name, By: subs, Subscribed: true}
+			}
+			if _, err := b.m.QueueMeta(name); err != nil {
+				return err
+			}
+			b.t.UnsubscribeQueue(now, b.tsink, name)
+		}
 		if err := b.m.DeleteQueue(now, &b.sink, name, force); err != nil {
 			return err
 		}
@@ -588,6 +597,9 @@ func (r *receive) deliver(ds []queue.Delivery, admitted []admission) {
 			Deliveries: d.Epoch, EnqueuedAt: time.UnixMilli(d.EnqueuedAt),
 			LeaseDeadline: time.UnixMilli(d.Deadline), Dead: d.Dead,
 		}
+		if m.Payload.Group == "" {
+			m.Payload.Group = d.Group // a message a topic record put into a queue: its group is the machine's
+		}
 		if d.FirstDelivered > 0 {
 			m.FirstDelivered = time.UnixMilli(d.FirstDelivered)
 		}
@@ -831,6 +843,9 @@ func (b *Broker) peeked(name string, infos []queue.MessageInfo, pin *payload.Pin
 				b.logger.Warn("message body could not be read: peeked marked unreadable", "queue", name, "id", queue.FormatID(mi.ID), "error", err)
 				b.readFailed(err)
 			}
+		}
+		if p.Group == "" {
+			p.Group = mi.Group
 		}
 		out[i] = PeekedMessage{MessageInfo: mi, Payload: p}
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/topic"
 	"pgregory.net/rapid"
 )
 
@@ -50,7 +52,31 @@ func TestBrokersWithDifferentLogsAgree(t *testing.T) {
 				rt.Fatalf("PutQueue: %v", err)
 			}
 		}
+		tcfg := topic.DefaultConfig()
+		tcfg.Partitions = 2
+		tcfg.SegmentBytes = topic.MinSegmentBytes
+		tcfg.SegmentAge = 2 * time.Second
+		tcfg.RetentionAge = time.Duration(rapid.SampledFrom([]int{0, 5, 30}).Draw(rt, "topicRetention")) * time.Second
+		tcfg.RetentionRecords = rapid.SampledFrom([]int64{0, 20}).Draw(rt, "topicRecords")
+		tcfg.DedupWindow = 2 * time.Second
+		for _, n := range h.nodes {
+			if _, _, err := n.b.PutTopic(ctx, "t", func(c *topic.Config, _ bool) error { *c = tcfg; return nil }); err != nil {
+				rt.Fatalf("PutTopic: %v", err)
+			}
+		}
+		fanMax := rapid.SampledFrom([]int64{0, 3}).Draw(rt, "fanMax")
+		for _, n := range h.nodes {
+			mustQueueOn(rt, n.b, "fan", fanMax)
+		}
 		rt.Repeat(map[string]func(*rapid.T){
+			"subscribe":    h.subscribe,
+			"copy":         h.copy,
+			"group pull":   h.groupPull,
+			"group commit": h.groupCommit,
+			"drain fan":    h.drainFan,
+			"publish":      h.publish,
+			"read":         h.read,
+			"move":         h.move,
 			"send":         h.send,
 			"send more":    h.send, // sends fill segments, so that compaction and collection happen
 			"receive":      h.receive,
@@ -72,11 +98,12 @@ func TestBrokersWithDifferentLogsAgree(t *testing.T) {
 }
 
 type node struct {
-	name string
-	fs   *vfs.MemFS
-	rand *mrand.PCG // the same seed on both; kept across restarts, so draws stay in step
-	cfg  Config
-	b    *Broker
+	sessions map[string]uint64 // consumer group members' sessions on this node
+	name     string
+	fs       *vfs.MemFS
+	rand     *mrand.PCG // the same seed on both; kept across restarts, so draws stay in step
+	cfg      Config
+	b        *Broker
 }
 
 type pair struct {
@@ -93,6 +120,9 @@ func (h *pair) open(t *rapid.T, n node) *node {
 	c.Dir, c.FS, c.Clock, c.manual = "/data", n.fs, h.clk, true
 	c.FreeSpace = func(string) (int64, error) { return 1 << 40, nil }
 	c.Rand = n.rand
+	if n.sessions == nil {
+		n.sessions = map[string]uint64{}
+	}
 	b, err := Open(c)
 	if err != nil {
 		t.Fatalf("open %s: %v", n.name, err)
@@ -293,22 +323,220 @@ func (h *pair) restart(t *rapid.T) {
 	other := h.nodes[1-i].b
 	other.mu.Lock()
 	other.m.AdvanceAll(other.nowLocked(), &other.sink)
+	other.t.Tick(other.nowLocked(), other.tsink)
 	other.lastTicket = other.sink.last
+	ticket := other.lastTicket
 	other.mu.Unlock()
+	if err := ticket.Wait(ctx); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
 }
 
 // check compares the two semantic snapshots, after bringing every queue of both to now
 // (the transitions time alone makes happen lazily, and a restart makes at once).
 func (h *pair) check(t *rapid.T) {
-	var snaps [2][]byte
+	var snaps, tsnaps [2][]byte
 	for i, n := range h.nodes {
 		n.b.mu.Lock()
 		n.b.m.AdvanceAll(n.b.nowLocked(), &n.b.sink)
+		n.b.t.Tick(n.b.nowLocked(), n.b.tsink)
 		n.b.lastTicket = n.b.sink.last
 		snaps[i] = n.b.m.AppendSnapshot(nil)
+		tsnaps[i] = n.b.t.AppendSnapshot(nil)
+		ticket := n.b.lastTicket
 		n.b.mu.Unlock()
+		// What advancing wrote (a dead-lettering, an expiry) is made durable, as a
+		// command's records are before it answers: a power loss next must not undo it.
+		if err := ticket.Wait(ctx); err != nil {
+			t.Fatalf("sync %s: %v", n.name, err)
+		}
 	}
 	if !bytes.Equal(snaps[0], snaps[1]) {
-		t.Fatalf("semantic snapshots differ (%d and %d bytes)", len(snaps[0]), len(snaps[1]))
+		t.Fatalf("semantic snapshots differ (%d and %d bytes)\n%x\n%x", len(snaps[0]), len(snaps[1]), snaps[0], snaps[1])
 	}
+	if !bytes.Equal(tsnaps[0], tsnaps[1]) {
+		t.Fatalf("topic snapshots differ (%d and %d bytes)\n%x\n%x", len(tsnaps[0]), len(tsnaps[1]), tsnaps[0], tsnaps[1])
+	}
+}
+
+func (h *pair) publish(t *rapid.T) {
+	k := rapid.IntRange(1, 4).Draw(t, "n")
+	in := make([]topic.PublishInput, k)
+	for i := range in {
+		size := rapid.SampledFrom([]int{0, 10, 3000, 20_000}).Draw(t, "size")
+		in[i] = topic.PublishInput{Partition: topic.AnyPartition,
+			Body:    bytes.Repeat([]byte{byte('a' + rapid.IntRange(0, 25).Draw(t, "fill"))}, size),
+			DedupID: rapid.SampledFrom([]string{"", "", "", "d1", "d2"}).Draw(t, "dedup")}
+		if rapid.Bool().Draw(t, "keyed") {
+			in[i].HasKey, in[i].Key = true, []byte(rapid.SampledFrom([]string{"", "a", "b", "c"}).Draw(t, "key"))
+		}
+	}
+	both(h, "publish", func(n *node) ([]topic.PublishResult, error) {
+		c := make([]topic.PublishInput, len(in))
+		for i, x := range in {
+			c[i] = x
+			c[i].Body = bytes.Clone(x.Body)
+		}
+		return n.b.Publish(ctx, "t", c)
+	}, func(rs []topic.PublishResult) string { return fmt.Sprintf("%+v", rs) })
+}
+
+// read reads a partition from an offset on both nodes, whose records lie in different
+// places (different log segments, moved or not): the answers must be the same.
+func (h *pair) read(t *rapid.T) {
+	p := rapid.IntRange(0, 1).Draw(t, "partition")
+	ti, err := h.nodes[0].b.Topic("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pi := ti.Partitions[p]
+	off := pi.Start + uint64(rapid.IntRange(0, int(pi.End-pi.Start)).Draw(t, "from"))
+	max := rapid.IntRange(1, 50).Draw(t, "max")
+	both(h, "read", func(n *node) ([]TopicRecord, error) {
+		var out []TopicRecord
+		for o := off; o < pi.End && len(out) < max; {
+			r, err := n.b.ReadTopic(ctx, "t", ReadOptions{Partition: p, Offset: o, Max: max - len(out)})
+			if err != nil || len(r.Records) == 0 {
+				return out, err
+			}
+			out = append(out, r.Records...)
+			o = r.Records[len(r.Records)-1].Offset + 1
+		}
+		return out, nil
+	}, func(rs []TopicRecord) string {
+		var b bytes.Buffer
+		for _, r := range rs {
+			fmt.Fprintf(&b, "[%d@%d t%d key %v %q body %d×%.1q]", r.Partition, r.Offset, r.Time, r.HasKey, r.Key, len(r.Body), r.Body)
+		}
+		return b.String()
+	})
+}
+
+// move runs one node's mover: the nodes' records then lie in different places.
+func (h *pair) move(t *rapid.T) {
+	n := h.nodes[rapid.IntRange(0, 1).Draw(t, "node")]
+	for {
+		_, more, err := n.b.store.MoveTopics(ctx)
+		if err != nil {
+			t.Fatalf("move on %s: %v", n.name, err)
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+func mustQueueOn(t *rapid.T, b *Broker, name string, max int64) {
+	if _, _, err := b.PutQueue(ctx, name, func(c *queue.Config, _ bool) error {
+		c.MaxMessages = max
+		c.OrderedGroups = false
+		return nil
+	}); err != nil {
+		t.Fatalf("PutQueue %s: %v", name, err)
+	}
+}
+
+// subscribe creates (or changes the filter of) a subscription of "fan" or of "q".
+func (h *pair) subscribe(t *rapid.T) {
+	name := rapid.SampledFrom([]string{"s-fan", "s-q"}).Draw(t, "sub")
+	q := map[string]string{"s-fan": "fan", "s-q": "q"}[name]
+	cfg := topic.SubscriptionConfig{Queue: q}
+	if rapid.Bool().Draw(t, "filtered") {
+		cfg.Filter = []byte(`{"okiba-key":["a","b"]}`)
+	}
+	start := SubStart{First: rapid.Bool().Draw(t, "first")}
+	both(h, "subscribe", func(n *node) (string, error) {
+		si, created, err := n.b.Subscribe(ctx, "t", name, cfg, start)
+		return fmt.Sprintf("%v %v %d", created, si.Cursors, si.Lag), err
+	}, func(s string) string { return s })
+}
+
+// copy runs the copier of each subscription until it is caught up or its queue is
+// full, on both nodes. One step may take fewer records on one node than on the other
+// (a read stops where a node's partition files end and its tail begins), so the nodes
+// are compared where the copier stops, as the copy loop runs it.
+func (h *pair) copy(t *rapid.T) {
+	for _, name := range []string{"s-fan", "s-q"} {
+		both(h, "copy", func(n *node) (string, error) {
+			for range 1000 {
+				moved, full, err := n.b.copyStep(ctx, "t", name)
+				if errors.Is(err, topic.ErrSubscriptionNotFound) {
+					return "no subscription", nil
+				}
+				if err != nil || full || !moved {
+					si, _ := n.b.Subscription("t", name)
+					return fmt.Sprintf("full %v lag %d cursors %v", full, si.Lag, si.Cursors), err
+				}
+			}
+			return "", fmt.Errorf("copier of %s did not stop", name)
+		}, func(s string) string { return s })
+	}
+}
+
+// drainFan receives and acks a few messages of "fan", making room for a paused
+// subscription.
+func (h *pair) drainFan(t *rapid.T) {
+	got := both(h, "receive fan", func(n *node) ([]Message, error) {
+		return n.b.Receive(ctx, "fan", ReceiveOptions{Max: 2, Visibility: time.Minute})
+	}, describeMessages)
+	for i, n := range h.nodes {
+		var rs []string
+		for _, m := range got[i] {
+			rs = append(rs, m.Receipt)
+		}
+		if len(rs) > 0 {
+			if _, err := n.b.Ack(ctx, "fan", rs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// groupPull pulls for one of two members of group "g" (created on first use).
+func (h *pair) groupPull(t *rapid.T) {
+	member := rapid.SampledFrom([]string{"m1", "m2"}).Draw(t, "member")
+	max := rapid.IntRange(1, 20).Draw(t, "max")
+	fresh := rapid.IntRange(0, 4).Draw(t, "rejoin") == 0
+	both(h, "group pull", func(n *node) (string, error) {
+		if _, _, err := n.b.PutGroup(ctx, "t", "g", nil); err != nil {
+			return "", err
+		}
+		session := n.sessions[member]
+		if fresh {
+			session = 0
+		}
+		p, err := n.b.Pull(ctx, "t", "g", PullOptions{Member: member, Session: session, Max: max})
+		if err != nil {
+			return "", err
+		}
+		n.sessions[member] = p.Session.Session
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "session %d assigned %+v:", p.Session.Session, p.Assigned)
+		for _, r := range p.Records {
+			fmt.Fprintf(&b, " %d@%d", r.Partition, r.Offset)
+		}
+		return b.String(), nil
+	}, func(s string) string { return s })
+}
+
+// groupCommit commits, for a member, its partitions' positions (what it was handed).
+func (h *pair) groupCommit(t *rapid.T) {
+	member := rapid.SampledFrom([]string{"m1", "m2"}).Draw(t, "member")
+	both(h, "group commit", func(n *node) (string, error) {
+		gi, err := n.b.Group("t", "g")
+		if err != nil {
+			return err.Error(), nil
+		}
+		var offs []topic.PartitionOffset
+		for _, p := range gi.Partitions {
+			if p.Owner == member {
+				offs = append(offs, topic.PartitionOffset{Partition: p.Partition, Offset: p.Position, Epoch: p.Epoch})
+			}
+		}
+		if len(offs) == 0 {
+			return "nothing", nil
+		}
+		errs, err := n.b.Commit(ctx, "t", "g", member, n.sessions[member], offs)
+		return fmt.Sprint(errs), err
+	}, func(s string) string { return s })
 }

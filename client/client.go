@@ -1,7 +1,10 @@
 // Package client is the Go client of okiba's native HTTP API: queue management, send and
-// batch send, receive, ack / nack / extend / dead-letter, peek and redrive, plus a
-// batching Producer and a consumer runtime (Consume) that handles leases, retries and
-// dead letters for you.
+// batch send, receive, ack / nack / extend / dead-letter, peek and redrive, topics,
+// subscriptions and consumer groups, plus batching runtimes for sending to a queue
+// (Producer) and publishing to a topic (TopicPublisher), a consumer runtime (Consume)
+// that handles leases, retries and dead letters for you, and a consumer-group member
+// runtime (ConsumeGroup) that handles partitions in order, commits, heartbeats, retries,
+// dead letters and rebalances.
 //
 // Every call returns *api.Error for an error the server reported, so callers can branch
 // on its Code (api.CodeReceiptStale, api.CodeQueueFull, …).
@@ -60,9 +63,9 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Clock is the time of every decision the client takes by the clock: when Consume
 	// extends leases, how long it backs off before retrying a failed receive or settle,
-	// how long settles (AckLinger) and a Producer's batches linger, the drain timeout,
-	// the handler-error log's intervals, when an idle stream is closed and when a failed
-	// one is tried again. Defaults to clock.Real. A test passes a *clock.Fake (its own,
+	// how long settles (AckLinger) and a Producer's or TopicPublisher's batches linger,
+	// the drain timeout, the handler-error log's intervals, when an idle stream is closed
+	// and when a failed one is tried again. Defaults to clock.Real. A test passes a *clock.Fake (its own,
 	// or okibatest's Server.Clock) to move that time by hand: on a fake clock none of
 	// these waits ends until the test advances it. What measures the network stays on
 	// the system clock — each request's timeout, a connection's deadlines, and the few

@@ -106,7 +106,7 @@ func newConsumer(ctx context.Context, c *Client, queue string, handler Handler, 
 	return &consumer{
 		c: c, queue: queue, handler: handler, opts: opts, log: opts.Logger,
 		clock: c.clock, sched: extendSchedule{vis: vis}, retry: retryBackoff(),
-		hlog: newHandlerLog(opts.Logger, c.clock, queue),
+		hlog: newHandlerLog(opts.Logger, c.clock, slog.String("queue", queue)),
 		life: lifecycle{
 			hctx: hctx, hcancel: hcancel,
 			fatal:      make(chan struct{}),

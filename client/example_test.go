@@ -80,6 +80,62 @@ func Example_consume() {
 	// dead letter "garbage": unparseable (not an order)
 }
 
+// ConsumeGroup reads a topic as a member of a consumer group: each partition's records in
+// offset order, committed as they are handled. A record no retry can fix is set aside in
+// the group's dead-letter queue, <topic>.<group>-dlq. Cancelling the context drains,
+// commits and leaves the group.
+func Example_consumeGroup() {
+	c, stop := exampleBroker()
+	defer stop()
+	ctx := context.Background()
+	if _, err := c.PutTopic(ctx, "orders", api.TopicConfig{}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.PutGroup(ctx, "orders", "billing", api.GroupConfig{}); err != nil {
+		log.Fatal(err)
+	}
+	var recs []client.Record
+	for _, body := range []string{"order 1", "garbage", "order 2"} {
+		recs = append(recs, client.Record{Key: []byte("customer-7"), HasKey: true, Body: []byte(body)})
+	}
+	if _, err := c.PublishRecords(ctx, "orders", recs); err != nil {
+		log.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	err := c.ConsumeGroup(ctx, "orders", "billing", func(ctx context.Context, r client.TopicRecord) error {
+		if string(r.Body) == "garbage" {
+			return client.DeadLetter("unparseable", "not an order")
+		}
+		fmt.Printf("billed %s (offset %d)\n", r.Body, r.Offset)
+		if r.Offset == 2 {
+			cancel() // stop after this one: ConsumeGroup drains, commits, leaves and returns
+		}
+		return nil
+	}, client.ConsumeGroupOptions{})
+	fmt.Println("consume group returned", err)
+
+	g, err := c.Group(context.Background(), "orders", "billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("committed %d, members %d\n", g.Partitions[0].Committed, len(g.Members))
+	dead, err := c.Peek(context.Background(), g.DeadLetterQueue, client.PeekOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range dead.Messages {
+		fmt.Printf("dead letter %q in %s: %s\n", *m.Body, g.DeadLetterQueue, m.DeadLetter.Reason)
+	}
+	// Output:
+	// billed order 1 (offset 0)
+	// billed order 2 (offset 2)
+	// consume group returned <nil>
+	// committed 3, members 0
+	// dead letter "garbage" in orders.billing-dlq: unparseable
+}
+
 // A Producer gathers concurrent Sends into batch requests; each Send still gets its own
 // message's id or error.
 func Example_producer() {
@@ -113,6 +169,48 @@ func Example_producer() {
 	fmt.Println("messages in the queue:", q.Stats.Ready)
 	// Output:
 	// messages in the queue: 100
+}
+
+// A TopicPublisher gathers concurrent Publishes to a topic into batch requests; each
+// Publish still gets its own record's partition and offset, or its error. Records of one
+// key, published in turn, keep their order in the key's partition.
+func Example_topicPublisher() {
+	c, stop := exampleBroker()
+	defer stop()
+	ctx := context.Background()
+	partitions := 4
+	if _, err := c.PutTopic(ctx, "orders", api.TopicConfig{Partitions: &partitions}); err != nil {
+		log.Fatal(err)
+	}
+
+	p := client.NewTopicPublisher(c, "orders", client.TopicPublisherOptions{})
+	var wg sync.WaitGroup
+	for order := range 10 {
+		wg.Add(1)
+		go func() { // one goroutine per order, its events in turn
+			defer wg.Done()
+			key := fmt.Appendf(nil, "order-%d", order)
+			for _, event := range []string{"placed", "paid", "shipped"} {
+				r := client.Record{Key: key, HasKey: true, Body: []byte(event),
+					DedupID: fmt.Sprintf("order-%d-%s", order, event)} // safe to publish again
+				if _, err := p.Publish(ctx, r); err != nil {
+					log.Print(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := p.Close(ctx); err != nil { // publishes what is left, then stops
+		log.Fatal(err)
+	}
+
+	t, err := c.Topic(ctx, "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("records in the topic:", t.Stats.Records)
+	// Output:
+	// records in the topic: 30
 }
 
 // In a test, the client's time can be a fake clock: here a Producer's linger holds a

@@ -20,13 +20,29 @@ const (
 func NewWatchedProducer(c *Client, queue string, opts ProducerOptions) (*Producer, <-chan int64) {
 	p := newProducer(c, queue, opts)
 	parked := make(chan int64, 1)
-	p.parked = func(n int64) { // the owner is the only sender: after the drain, there is room
+	p.b.parked = latest(parked)
+	p.b.start()
+	return p, parked
+}
+
+// latest returns a parked hook that keeps the latest count in ch: the owner is the only
+// sender, so after the drain there is room.
+func latest(ch chan int64) func(int64) {
+	return func(n int64) {
 		select {
-		case <-parked:
+		case <-ch:
 		default:
 		}
-		parked <- n
+		ch <- n
 	}
-	go p.run()
+}
+
+// NewWatchedTopicPublisher is NewTopicPublisher with the channel of NewWatchedProducer:
+// how many Publishes the owner has taken in, each time it waits.
+func NewWatchedTopicPublisher(c *Client, topic string, opts TopicPublisherOptions) (*TopicPublisher, <-chan int64) {
+	p := newTopicPublisher(c, topic, opts)
+	parked := make(chan int64, 1)
+	p.b.parked = latest(parked)
+	p.b.start()
 	return p, parked
 }

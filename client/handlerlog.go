@@ -95,15 +95,15 @@ func (l *logLimit) close(now time.Time) drops {
 type handlerLog struct {
 	log   *slog.Logger
 	clock clock.Clock
-	queue string
+	scope []slog.Attr   // what the lines are about: the queue, or the topic and group
 	kick  chan struct{} // the first line of an interval was dropped: run has a report to time
 
 	mu    sync.Mutex
 	limit logLimit
 }
 
-func newHandlerLog(log *slog.Logger, clk clock.Clock, queue string) *handlerLog {
-	return &handlerLog{log: log, clock: clk, queue: queue, kick: make(chan struct{}, 1),
+func newHandlerLog(log *slog.Logger, clk clock.Clock, scope ...slog.Attr) *handlerLog {
+	return &handlerLog{log: log, clock: clk, scope: scope, kick: make(chan struct{}, 1),
 		limit: logLimit{interval: handlerLogInterval, burst: handlerLogBurst}}
 }
 
@@ -115,8 +115,8 @@ func (h *handlerLog) outcome(d *Delivery, err error, lost, stopped bool) {
 		return
 	}
 	level, msg, attrs := describe(err, lost, stopped)
-	attrs = append([]slog.Attr{slog.String("queue", h.queue), slog.String("message", d.ID),
-		slog.Int("deliveries", int(d.Deliveries)), correlation(d), slog.String("error", err.Error())}, attrs...)
+	attrs = append(append(h.scope[:len(h.scope):len(h.scope)], slog.String("message", d.ID),
+		slog.Int("deliveries", int(d.Deliveries)), correlation(d), slog.String("error", err.Error())), attrs...)
 	h.line(level, msg, attrs)
 }
 
@@ -145,8 +145,8 @@ func (h *handlerLog) report(d drops) {
 	if d.n == 0 {
 		return
 	}
-	h.log.LogAttrs(context.Background(), d.level, "okiba: more handler errors in the last interval, not logged one by one",
-		slog.String("queue", h.queue), slog.Int("more", d.n), slog.Duration("interval", d.over))
+	attrs := append(h.scope[:len(h.scope):len(h.scope)], slog.Int("more", d.n), slog.Duration("interval", d.over))
+	h.log.LogAttrs(context.Background(), d.level, "okiba: more handler errors in the last interval, not logged one by one", attrs...)
 }
 
 // run is the handler log's goroutine: it reports each interval's drops when the

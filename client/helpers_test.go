@@ -201,8 +201,8 @@ func waitTimers(t testing.TB, clk *clock.Fake, n int) {
 	}
 }
 
-// noLeakedGoroutines fails the test if a goroutine of the consumer runtime or the
-// producer is still running (they must all be joined before Consume or Close return).
+// noLeakedGoroutines fails the test if a goroutine of a consumer runtime (Consume,
+// ConsumeGroup) or the producer is still running (they must all be joined before Consume or Close return).
 // It looks at every goroutine of the process, so the tests that call it do not run in
 // parallel: the parallel ones wait until every other test has finished.
 func noLeakedGoroutines(t testing.TB) {
@@ -214,7 +214,8 @@ func noLeakedGoroutines(t testing.TB) {
 		buf := make([]byte, 1<<20)
 		stacks = string(buf[:runtime.Stack(buf, true)])
 		for _, g := range strings.Split(stacks, "\n\n") {
-			if strings.Contains(g, "okiba/client.(*consumer)") || strings.Contains(g, "okiba/client.(*Producer)") {
+			if strings.Contains(g, "okiba/client.(*consumer)") || strings.Contains(g, "okiba/client.(*groupConsumer)") ||
+				strings.Contains(g, "okiba/client.(*Producer)") || strings.Contains(g, "okiba/client.(*batcher[") { // the Producer's engine
 				return false
 			}
 		}

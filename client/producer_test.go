@@ -1,11 +1,14 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +25,7 @@ func countingClient(t *testing.T, srv *okibatest.Server) (*client.Client, *count
 }
 
 // countingClientWith returns a client for srv with opts whose requests go through tr.
-func countingClientWith(t *testing.T, srv *okibatest.Server, tr *countingTransport, opts client.Options) (*client.Client, *countingTransport) {
+func countingClientWith(t testing.TB, srv *okibatest.Server, tr *countingTransport, opts client.Options) (*client.Client, *countingTransport) {
 	t.Helper()
 	tr.base = &http.Transport{MaxIdleConnsPerHost: 64}
 	opts.HTTPClient = &http.Client{Transport: tr}
@@ -505,4 +508,127 @@ func waitAccepted(t *testing.T, parked <-chan int64, n int64) {
 			t.Fatalf("timed out waiting for the producer to take %d Sends", n)
 		}
 	}
+}
+
+// Benchmarks of the Producer: what a message costs the client, and how many messages a
+// request carries, for the two ways of handing it messages. "loopback" sends to a real
+// broker on a loopback port (each request durable: it waits for an fsync); "instant"
+// answers every request in memory at once, so that what is measured is the client's
+// own work — the batching engine, encoding, the hand-offs — without the server's.
+
+func BenchmarkProducerSendParallel(b *testing.B) {
+	for _, where := range benchTargets {
+		b.Run(where.name, func(b *testing.B) {
+			c, reqs := where.client(b)
+			p := client.NewProducer(c, "bench", client.ProducerOptions{})
+			defer p.Close(context.Background())
+			body := make([]byte, 128)
+			b.SetParallelism(16) // 16 goroutines per core, each with one Send out
+			b.ResetTimer()
+			start := reqs.Load()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := p.Send(context.Background(), client.Message{Body: body}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			reportBatching(b, reqs.Load()-start)
+		})
+	}
+}
+
+func BenchmarkProducerPublishPipelined(b *testing.B) {
+	for _, where := range benchTargets {
+		b.Run(where.name, func(b *testing.B) {
+			c, reqs := where.client(b)
+			p := client.NewProducer(c, "bench", client.ProducerOptions{})
+			defer p.Close(context.Background())
+			body := make([]byte, 128)
+			// At most window messages out at once, as a pipelining caller keeps them.
+			const window = 1024
+			slots := make(chan struct{}, window)
+			var wg sync.WaitGroup
+			done := func(r client.SendResult) {
+				if r.Err != nil {
+					b.Error(r.Err)
+				}
+				<-slots
+				wg.Done()
+			}
+			b.ResetTimer()
+			start := reqs.Load()
+			for range b.N {
+				slots <- struct{}{}
+				wg.Add(1)
+				p.Publish(context.Background(), client.Message{Body: body}, done)
+			}
+			wg.Wait()
+			b.StopTimer()
+			reportBatching(b, reqs.Load()-start)
+		})
+	}
+}
+
+// reportBatching adds the messages per request to a benchmark's result.
+func reportBatching(b *testing.B, reqs int64) {
+	if reqs > 0 {
+		b.ReportMetric(float64(b.N)/float64(reqs), "msgs/req")
+	}
+}
+
+// benchTargets are the servers a Producer benchmark sends to: a client for one, with
+// queue "bench", and the count of its send requests.
+var benchTargets = []struct {
+	name   string
+	client func(b *testing.B) (*client.Client, *atomic.Int64)
+}{
+	{"loopback", func(b *testing.B) (*client.Client, *atomic.Int64) {
+		srv := okibatest.New(b, okibatest.Options{})
+		srv.CreateQueue(b, "bench")
+		tr := &countingTransport{}
+		c, _ := countingClientWith(b, srv, tr, client.Options{})
+		return c, &tr.sends
+	}},
+	{"instant", func(b *testing.B) (*client.Client, *atomic.Int64) {
+		tr := &instantTransport{}
+		c, err := client.New("http://okiba.invalid", client.Options{HTTPClient: &http.Client{Transport: tr}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c, &tr.sends
+	}},
+}
+
+// instantTransport answers every binary send request at once, in memory, accepting
+// each of its messages.
+type instantTransport struct {
+	sends atomic.Int64
+	ids   atomic.Uint64
+}
+
+func (t *instantTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	data, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := api.DecodeSendRequest(data)
+	if err != nil {
+		return nil, fmt.Errorf("instant transport: %w", err)
+	}
+	t.sends.Add(1)
+	rs := make([]api.BinaryResult, len(msgs))
+	first := t.ids.Add(uint64(len(msgs))) - uint64(len(msgs))
+	for i := range rs {
+		rs[i].ID = first + uint64(i) + 1
+	}
+	return &http.Response{
+		StatusCode: http.StatusOK,
+		Header:     http.Header{"Content-Type": {api.ContentTypeBinary}},
+		Body:       io.NopCloser(bytes.NewReader(api.AppendSendAnswer(nil, rs))),
+		Request:    r,
+	}, nil
 }

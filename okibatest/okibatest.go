@@ -9,6 +9,8 @@
 //		…
 //	}
 //
+// Topics have helpers of the same kind: CreateTopic, Subscribe, Publish and ReadAll.
+//
 // With Options.FakeClock, time stands still until the test moves it with
 // srv.Clock.Advance, so lease expiry, delays and backoff can be tested without sleeping.
 //
@@ -150,4 +152,78 @@ func (s *Server) PutQueue(t testing.TB, name string, cfg api.QueueConfig) *api.Q
 		t.Fatalf("okibatest: put queue %s: %v", name, err)
 	}
 	return q
+}
+
+// CreateTopic creates a topic of the given partitions with okiba's other defaults,
+// failing the test on error.
+func (s *Server) CreateTopic(t testing.TB, name string, partitions int) *api.Topic {
+	t.Helper()
+	return s.PutTopic(t, name, api.TopicConfig{Partitions: &partitions})
+}
+
+// PutTopic creates or updates a topic, failing the test on error.
+func (s *Server) PutTopic(t testing.TB, name string, cfg api.TopicConfig) *api.Topic {
+	t.Helper()
+	tp, err := s.Client.PutTopic(context.Background(), name, cfg)
+	if err != nil {
+		t.Fatalf("okibatest: put topic %s: %v", name, err)
+	}
+	return tp
+}
+
+// Subscribe creates (or updates) a subscription of topic into queue, from the first
+// retained record when first is set, else from now, failing the test on error.
+func (s *Server) Subscribe(t testing.TB, topic, name, queue string, first bool) *api.Subscription {
+	t.Helper()
+	req := api.SubscriptionRequest{Queue: queue}
+	if first {
+		req.Start = "first"
+	}
+	sub, err := s.Client.Subscribe(context.Background(), topic, name, req)
+	if err != nil {
+		t.Fatalf("okibatest: subscribe %s to %s into %s: %v", name, topic, queue, err)
+	}
+	return sub
+}
+
+// Publish publishes records to a topic in one request and returns where each went,
+// failing the test on error, the request's or any record's.
+func (s *Server) Publish(t testing.TB, topic string, recs ...client.Record) []client.Published {
+	t.Helper()
+	res, err := s.Client.PublishRecords(context.Background(), topic, recs)
+	if err != nil {
+		t.Fatalf("okibatest: publish to %s: %v", topic, err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("okibatest: publish to %s: record %d: %v", topic, i, r.Err)
+		}
+	}
+	return res
+}
+
+// ReadAll returns every record a partition retains, in offset order, failing the test
+// on error.
+func (s *Server) ReadAll(t testing.TB, topic string, partition int) []client.TopicRecord {
+	t.Helper()
+	ctx := context.Background()
+	tp, err := s.Client.Topic(ctx, topic)
+	if err != nil {
+		t.Fatalf("okibatest: topic %s: %v", topic, err)
+	}
+	if partition < 0 || partition >= len(tp.Partitions) {
+		t.Fatalf("okibatest: topic %s has %d partitions, not %d", topic, len(tp.Partitions), partition)
+	}
+	var out []client.TopicRecord
+	for off := tp.Partitions[partition].Start; ; {
+		b, err := s.Client.ReadPartition(ctx, topic, partition, client.ReadOptions{Offset: off, Max: 10_000})
+		if err != nil {
+			t.Fatalf("okibatest: read %s/%d from %d: %v", topic, partition, off, err)
+		}
+		out = append(out, b.Records...)
+		if b.Next >= b.End || len(b.Records) == 0 {
+			return out
+		}
+		off = b.Next
+	}
 }

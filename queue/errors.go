@@ -25,12 +25,14 @@ var (
 	ErrMessageCorrupt = errors.New("message is corrupt: its body failed its checksum on this node")
 )
 
-// NameError reports a queue name outside a naming rule: the core's, or a front's
-// grammar (internal/names), which Rule then states.
+// NameError reports a queue or topic name outside a naming rule: the core's, or a
+// front's grammar (internal/names), which Rule then states.
 type NameError struct {
 	Name string
 	// Rule is the rule the name breaks, as the message quotes it; empty means the core's.
 	Rule string
+	// Of is what the name names: "queue" (the default, when empty) or "topic".
+	Of string
 }
 
 func (e *NameError) Error() string {
@@ -38,7 +40,11 @@ func (e *NameError) Error() string {
 	if rule == "" {
 		rule = nameRule
 	}
-	return fmt.Sprintf("invalid queue name %q: a name is %s", e.Name, rule)
+	of := e.Of
+	if of == "" {
+		of = "queue"
+	}
+	return fmt.Sprintf("invalid %s name %q: a name is %s", of, e.Name, rule)
 }
 
 // ConfigError reports a configuration field out of range.
@@ -59,13 +65,18 @@ func (e *CycleError) Error() string {
 	return fmt.Sprintf("dead-letter queues of %q would form a cycle: %s", e.Queue, strings.Join(e.Chain, " -> "))
 }
 
-// InUseError reports a queue that cannot be deleted because others use it as their DLQ.
+// InUseError reports a queue that cannot be deleted because others use it: queues as
+// their DLQ, or (Subscribed) topics' subscriptions, named "topic/subscription", feeding it.
 type InUseError struct {
-	Queue string
-	By    []string
+	Queue      string
+	By         []string
+	Subscribed bool
 }
 
 func (e *InUseError) Error() string {
+	if e.Subscribed {
+		return fmt.Sprintf("queue %q is fed by the subscriptions %s; delete them first or delete with force (which deletes them)", e.Queue, strings.Join(e.By, ", "))
+	}
 	return fmt.Sprintf("queue %q is the dead-letter queue of %s; change their dead_letter_queue first or delete with force", e.Queue, strings.Join(e.By, ", "))
 }
 

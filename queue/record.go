@@ -18,9 +18,9 @@ import (
 // refuses unknown kinds, truncated input and trailing bytes. New fields go into new record
 // kinds (or a new format version), never into existing ones.
 //
-// Kinds 1 to 127 are the machine's; a first byte of 128 or more is never a record of this
-// package (the broker keeps that range for frames of its own, such as the payload store's,
-// which never reach Apply).
+// Kinds 1 to 63 are this machine's and 64 to 127 the topic machine's (package topic); a
+// first byte of 128 or more is never a record of either (the broker keeps that range for
+// frames of its own, such as the payload store's, which never reach Apply).
 
 // Kind identifies a record type. Values are part of the on-disk format: never reuse one.
 type Kind uint8
@@ -44,7 +44,7 @@ const (
 )
 
 // MaxKind is the highest kind this package can ever use.
-const MaxKind Kind = 127
+const MaxKind Kind = 63
 
 // kinds is every record kind: its name and an empty record to decode into. A new kind is
 // one entry here and one type with its methods (Kind, Time, AppendTo, decode, apply) in

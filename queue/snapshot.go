@@ -79,7 +79,9 @@ func (m *Machine) AppendSnapshot(b []byte) []byte {
 // canonical order of EachMessage), so that the node's payload store can write its own
 // section in the same pass.
 func (m *Machine) Snapshot(visit func(ref Ref, size int64)) [][]byte {
-	w := &snapWriter{b: make([]byte, 0, snapshotChunk), visit: visit}
+	// The first piece grows as it fills (to snapshotChunk, then spill starts the next),
+	// so that the snapshot of a small machine costs what it holds, not a megabyte.
+	w := &snapWriter{b: make([]byte, 0, 4096), visit: visit}
 	m.writeSnapshot(w)
 	if len(w.b) > 0 {
 		w.done = append(w.done, w.b)

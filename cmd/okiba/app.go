@@ -64,6 +64,9 @@ func (a *app) commands() []entry {
 		{"deadletter", "move received messages to the dead-letter queue", newSettle},
 		{"dlq", "list dead letters and redrive them", func(a *app, _ string) command { return dlqGroup(a) }},
 		{"stats", "queue statistics, rates and Little's law", func(a *app, _ string) command { return &statsCmd{app: a} }},
+		{"topic", "create and manage topics (partitioned logs), publish and read records", func(a *app, _ string) command { return topicGroup(a) }},
+		{"subscription", "feed a topic's records into a queue, filtered", func(a *app, _ string) command { return subscriptionGroup(a) }},
+		{"group", "create, inspect, list, delete and seek a topic's consumer groups", func(a *app, _ string) command { return consumerGroupCommands(a) }},
 		{"demo", "run the CampusCafe walkthrough (outbox, inboxes, chaos)", func(a *app, _ string) command { return demoGroup(a) }},
 		{"torture", "kill -9 this binary under load and check no acknowledged message is lost", func(a *app, _ string) command { return &tortureCmd{app: a} }},
 		{"version", "print the version", func(a *app, _ string) command { return &versionCmd{app: a} }},
@@ -87,6 +90,11 @@ Start a broker and try it:
   okiba queue create orders
   okiba send orders 'hello'
   okiba recv orders --ack
+
+Or a topic, a partitioned log read by offset:
+  okiba topic create events --partitions 3
+  okiba topic publish events 'hello' --key user-1
+  okiba topic read events --follow
 `
 
 func (a *app) printOverview(w io.Writer) {

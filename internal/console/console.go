@@ -53,6 +53,14 @@ type Service interface {
 	// Peek lists up to limit messages of a queue after sequence after, without leasing
 	// them, in the given states (all when none).
 	Peek(ctx context.Context, name string, after uint64, limit int, states []string) (api.PeekResponse, *api.Error)
+	// Topics lists the topics whose name starts with prefix, sorted by name.
+	Topics(prefix string) []api.Topic
+	// Topic returns one topic with its partitions.
+	Topic(name string) (api.Topic, *api.Error)
+	// Subscriptions lists a topic's subscriptions with their progress.
+	Subscriptions(topic string) ([]api.Subscription, *api.Error)
+	// Groups lists a topic's consumer groups with their partitions, members and lag.
+	Groups(topic string) ([]api.Group, *api.Error)
 }
 
 // Options configure a Console. The zero value means the defaults.
@@ -133,7 +141,7 @@ func New(svc Service, opts Options) (*Console, error) {
 	if c.static, err = loadStatic(); err != nil {
 		return nil, err
 	}
-	c.pages, err = template.New("").Funcs(template.FuncMap{"asset": c.assetURL}).ParseFS(assets, "templates/*.html")
+	c.pages, err = template.New("").Funcs(templateFuncs(c.assetURL)).ParseFS(assets, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("web: parse templates: %w", err)
 	}
@@ -171,7 +179,8 @@ type Handler interface {
 }
 
 // Register mounts the console's pages and endpoints on mux. They use the paths /,
-// /queues/…, /dead-letters, /playground, /login, /logout, /favicon.ico and /ui/….
+// /queues/…, /topics, /topics/…, /dead-letters, /playground, /login, /logout,
+// /favicon.ico and /ui/….
 func (c *Console) Register(mux Handler) {
 	page := func(name, title string) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.render(w, r, name, title) })
@@ -187,6 +196,8 @@ func (c *Console) Register(mux Handler) {
 	}
 	mux.Handle("GET /{$}", page("overview", "Queues"))
 	mux.Handle("GET /queues/{name}", page("queue", ""))
+	mux.Handle("GET /topics", hf(c.topicsList))
+	mux.Handle("GET /topics/{name}", hf(c.topicPage))
 	mux.Handle("GET /dead-letters", page("deadletters", "Dead letters"))
 	mux.Handle("GET /playground", page("playground", "Playground"))
 	mux.Handle("GET /login", hf(c.loginPage))
@@ -208,7 +219,10 @@ type pageData struct {
 	Title string
 	Page  string
 	Queue string
+	Topic string
 	Auth  bool
+	// Data is what a page rendered on the server shows (the topic pages).
+	Data any
 }
 
 // securityHeaders are sent with every page: scripts and styles only from the console's
@@ -222,7 +236,7 @@ func securityHeaders(w http.ResponseWriter) {
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title string) {
-	d := pageData{Title: title, Page: name, Auth: c.opts.AuthToken != ""}
+	d := pageData{Title: title, Page: name}
 	status := http.StatusOK
 	if name == "queue" {
 		d.Queue = r.PathValue("name")
@@ -231,6 +245,12 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title str
 			status, d.Title, name, d.Page = http.StatusNotFound, "No such queue", "notfound", "notfound"
 		}
 	}
+	c.write(w, status, name, d)
+}
+
+// write renders the template name with d and sends it with the pages' headers.
+func (c *Console) write(w http.ResponseWriter, status int, name string, d pageData) {
+	d.Auth = c.opts.AuthToken != ""
 	var buf bytes.Buffer
 	if err := c.pages.ExecuteTemplate(&buf, name+".html", d); err != nil {
 		c.log.Error("console: render page", "page", name, "error", err)

@@ -30,10 +30,11 @@ import (
 const testToken = "console-test-token"
 
 type env struct {
-	b   *broker.Broker
-	c   *Console
-	url string
-	api *client.Client // with the bearer token
+	b     *broker.Broker
+	c     *Console
+	url   string
+	token string
+	api   *client.Client // with the bearer token
 }
 
 func start(t testing.TB, token string, opts Options) *env {
@@ -85,7 +86,7 @@ func startOnBroker(t testing.TB, ln net.Listener, token string, opts Options, cf
 		hs.Close()
 		b.Close()
 	})
-	return &env{b: b, c: c, url: url, api: cl}
+	return &env{b: b, c: c, url: url, token: token, api: cl}
 }
 
 // routed serves the console as the node does (internal/node, which this package's tests

@@ -12,7 +12,8 @@ import (
 
 // history samples every queue's depth and counters at a fixed interval and keeps the
 // last few minutes of them for the charts and sparklines, in fixed rings (about 28
-// bytes per queue per sample).
+// bytes per queue per sample); and every topic's published counter, for its publish
+// rate (8 bytes per topic per sample).
 type history struct {
 	interval time.Duration
 	size     int
@@ -21,6 +22,14 @@ type history struct {
 	seq    uint64  // samples taken; sample n is in slot n % size
 	times  []int64 // Unix ms of each slot's sample
 	queues map[string]*series
+	topics map[string]*topicSeries
+}
+
+// topicSeries is one topic's published counter in each sample. The counter rather than
+// a rate per interval: the rate over any window is then one subtraction.
+type topicSeries struct {
+	born      uint64
+	published []uint64
 }
 
 // series is one queue's samples; rates are per second over the interval before.
@@ -34,17 +43,18 @@ type series struct {
 
 func newHistory(interval, span time.Duration) *history {
 	size := max(2, int(span/interval))
-	return &history{interval: interval, size: size, times: make([]int64, size), queues: make(map[string]*series)}
+	return &history{interval: interval, size: size, times: make([]int64, size), queues: make(map[string]*series),
+		topics: make(map[string]*topicSeries)}
 }
 
-// run samples until ctx ends. Listing the queues holds the broker's lock, and its cost
-// grows with the number of queues, so when one sample takes more than 2% of the interval
-// the next waits 50 times as long as it took instead: the charts get coarser rather than
-// the broker slower.
+// run samples until ctx ends. Listing the queues and the topics holds the broker's lock,
+// and its cost grows with their number, so when one sample takes more than 2% of the
+// interval the next waits 50 times as long as it took instead: the charts get coarser
+// rather than the broker slower.
 func (h *history) run(ctx context.Context, svc Service) {
 	for {
 		start := time.Now()
-		h.sample(svc.Queues(""), start)
+		h.sample(svc.Queues(""), svc.Topics(""), start)
 		wait := max(h.interval, 50*time.Since(start))
 		t := time.NewTimer(wait)
 		select {
@@ -58,7 +68,7 @@ func (h *history) run(ctx context.Context, svc Service) {
 
 func clamp32(v int64) int32 { return int32(min(v, 1<<31-1)) }
 
-func (h *history) sample(qs []api.Queue, now time.Time) {
+func (h *history) sample(qs []api.Queue, ts []api.Topic, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
@@ -104,15 +114,58 @@ func (h *history) sample(qs []api.Queue, now time.Time) {
 			delete(h.queues, name)
 		}
 	}
+	clear(seen)
+	for i := range ts {
+		name := ts[i].Name
+		seen[name] = true
+		s := h.topics[name]
+		if s == nil {
+			s = &topicSeries{born: h.seq, published: make([]uint64, h.size)}
+			h.topics[name] = s
+		}
+		s.published[slot] = ts[i].Stats.Published
+	}
+	for name := range h.topics {
+		if !seen[name] {
+			delete(h.topics, name)
+		}
+	}
 }
 
-// first is the oldest sample of s still kept.
-func (h *history) firstLocked(s *series) uint64 {
-	first := s.born
+// firstLocked is the oldest sample still kept of a series born at sample born.
+func (h *history) firstLocked(born uint64) uint64 {
+	first := born
 	if h.seq >= uint64(h.size) && h.seq-uint64(h.size)+1 > first {
 		first = h.seq - uint64(h.size) + 1
 	}
 	return first
+}
+
+// publishRate is a topic's records published per second over about the last window:
+// between the latest sample and the oldest kept within window before it (at least the
+// one before). It reports false until the topic is in two samples.
+func (h *history) publishRate(name string, window time.Duration) (float64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.topics[name]
+	if s == nil || h.seq == 0 {
+		return 0, false
+	}
+	last, first := h.seq, h.firstLocked(s.born)
+	if last <= first {
+		return 0, false
+	}
+	at := func(n uint64) int64 { return h.times[int(n%uint64(h.size))] }
+	from := last - 1
+	for from > first && at(last)-at(from-1) <= window.Milliseconds() {
+		from--
+	}
+	a, b := int(from%uint64(h.size)), int(last%uint64(h.size))
+	secs := float64(at(last)-at(from)) / 1000
+	if secs <= 0 || s.published[b] < s.published[a] {
+		return 0, false
+	}
+	return float64(s.published[b]-s.published[a]) / secs, true
 }
 
 // depths returns, for the overview's sparklines, the depth (ready + delayed + in
@@ -123,7 +176,7 @@ func (h *history) depths(since uint64, max int) (map[string][]int64, uint64) {
 	defer h.mu.Unlock()
 	out := make(map[string][]int64, len(h.queues))
 	for name, s := range h.queues {
-		from := h.firstLocked(s)
+		from := h.firstLocked(s.born)
 		if since+1 > from {
 			from = since + 1
 		}
@@ -165,7 +218,7 @@ func (h *history) of(name string) (queueHistory, bool) {
 	if s == nil {
 		return out, false
 	}
-	for n := h.firstLocked(s); n <= h.seq; n++ {
+	for n := h.firstLocked(s.born); n <= h.seq; n++ {
 		i := int(n % uint64(h.size))
 		out.T = append(out.T, float64(h.times[i])/1000)
 		out.Ready = append(out.Ready, s.ready[i])

@@ -20,18 +20,20 @@ import (
 )
 
 // The playground runs lessons of event-driven design on the real broker: each run makes
-// its own temporary queues (named playground-<run>-…), drives producers and consumers
-// against them in goroutines it owns, and deletes them when it stops: when its page
+// its own temporary queues and topics (named playground-<run>-…), drives producers and
+// consumers against them in goroutines it owns, and deletes them when it stops: when its page
 // asks (DELETE), when the page stops polling (Options.RunIdle), after Options.RunMax,
 // or when the console closes. The page polls the run's state a few times a second and
 // draws it.
 //
 // A lesson's producers and consumers are what a user's would be: Go clients of the
 // native API (Options.Client, addressed to this very node with its token), which
-// create and delete queues, send, receive, ack and nack over HTTP. Their traffic is
-// the node's like anyone's: authenticated, counted in its metrics, and logged.
+// create and delete queues and topics, send, receive, ack and nack, publish and
+// subscribe over HTTP (lesson 5's consumer-group calls go to the same address with the
+// same token: groupCalls). Their traffic is the node's like anyone's: authenticated,
+// counted in its metrics, and logged.
 
-// PlaygroundPrefix starts the names of the playground's temporary queues.
+// PlaygroundPrefix starts the names of the playground's temporary queues and topics.
 const PlaygroundPrefix = "playground-"
 
 // lesson is one kind of playground run.
@@ -55,6 +57,7 @@ var lessons = map[string]func(p map[string]float64) (lesson, error){
 	"delivery":   newDeliveryLesson,
 	"idempotent": newIdempotentLesson,
 	"partitions": newPartitionsLesson,
+	"log":        newLogLesson,
 }
 
 type playground struct {
@@ -75,6 +78,7 @@ func newPlayground(c *client.Client, opts Options, log *slog.Logger) *playground
 type run struct {
 	id, lesson, prefix string
 	c                  *client.Client
+	token              string // the node's, for the calls the client does not have (groupCalls)
 	l                  lesson
 	started            time.Time
 	seen               atomic.Int64 // Unix ms of the page's last poll
@@ -84,6 +88,7 @@ type run struct {
 
 	mu     sync.Mutex
 	queues []string
+	topics []string
 }
 
 // spawn runs fn in a goroutine that the run owns: stopping the run cancels ctx and
@@ -112,6 +117,19 @@ func (r *run) queue(role string) (string, error) {
 	}
 	r.mu.Lock()
 	r.queues = append(r.queues, name)
+	r.mu.Unlock()
+	return name, nil
+}
+
+// topic creates the run's topic called role with cfg. Finishing the run deletes it, with
+// its subscriptions and consumer groups.
+func (r *run) topic(role string, cfg api.TopicConfig) (string, error) {
+	name := r.prefix + role
+	if _, err := r.c.PutTopic(r.ctx, name, cfg); err != nil {
+		return "", fmt.Errorf("create playground topic %s: %w", name, err)
+	}
+	r.mu.Lock()
+	r.topics = append(r.topics, name)
 	r.mu.Unlock()
 	return name, nil
 }
@@ -161,7 +179,7 @@ func (p *playground) start(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("lesson")
 	mk, ok := lessons[name]
 	if !ok {
-		apiError(w, http.StatusNotFound, "not_found", "no lesson %q; the lessons are absorb, delivery, idempotent and partitions", name)
+		apiError(w, http.StatusNotFound, "not_found", "no lesson %q; the lessons are absorb, delivery, idempotent, partitions and log", name)
 		return
 	}
 	var params map[string]float64
@@ -196,7 +214,7 @@ func (p *playground) start(w http.ResponseWriter, r *http.Request) {
 	}
 	id := newRunID()
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &run{id: id, lesson: name, prefix: PlaygroundPrefix + id + "-", c: p.c, l: l, started: time.Now(), ctx: ctx, cancel: cancel}
+	rn := &run{id: id, lesson: name, prefix: PlaygroundPrefix + id + "-", c: p.c, token: p.opts.AuthToken, l: l, started: time.Now(), ctx: ctx, cancel: cancel}
 	rn.seen.Store(time.Now().UnixMilli())
 	p.runs[id] = rn
 	p.mu.Unlock()
@@ -214,14 +232,16 @@ type runState struct {
 	Lesson    string   `json:"lesson"`
 	ElapsedMS int64    `json:"elapsed_ms"`
 	Queues    []string `json:"queues"`
+	Topics    []string `json:"topics,omitempty"`
 	State     any      `json:"state"`
 }
 
 func (p *playground) snapshot(rn *run) runState {
 	rn.mu.Lock()
 	qs := append([]string(nil), rn.queues...)
+	ts := append([]string(nil), rn.topics...)
 	rn.mu.Unlock()
-	return runState{ID: rn.id, Lesson: rn.lesson, ElapsedMS: time.Since(rn.started).Milliseconds(), Queues: qs, State: rn.l.state(rn)}
+	return runState{ID: rn.id, Lesson: rn.lesson, ElapsedMS: time.Since(rn.started).Milliseconds(), Queues: qs, Topics: ts, State: rn.l.state(rn)}
 }
 
 func (p *playground) lookup(w http.ResponseWriter, r *http.Request) *run {
@@ -268,8 +288,9 @@ func (p *playground) stop(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// finish stops a run: cancels it, waits for its goroutines, deletes its queues. Only
-// the caller that removes the run from the table does the work.
+// finish stops a run: cancels it, waits for its goroutines, deletes its topics (with
+// their subscriptions and groups) and then its queues. Only the caller that removes the
+// run from the table does the work.
 func (p *playground) finish(rn *run, why string) {
 	p.mu.Lock()
 	if p.runs[rn.id] != rn {
@@ -283,18 +304,23 @@ func (p *playground) finish(rn *run, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rn.mu.Lock()
-	qs := rn.queues
+	qs, ts := rn.queues, rn.topics
 	rn.mu.Unlock()
 	var errs []error
+	for _, t := range ts {
+		if err := p.c.DeleteTopic(ctx, t, true); err != nil && !client.IsCode(err, api.CodeTopicNotFound) {
+			errs = append(errs, err)
+		}
+	}
 	for _, q := range qs {
 		if err := p.c.DeleteQueue(ctx, q, true); err != nil && !client.IsCode(err, api.CodeQueueNotFound) {
 			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		p.log.Warn("playground run left queues behind", "run", rn.id, "error", err)
+		p.log.Warn("playground run left queues or topics behind", "run", rn.id, "error", err)
 	}
-	p.log.Info("playground run finished", "run", rn.id, "lesson", rn.lesson, "why", why, "queues_deleted", len(qs)-len(errs))
+	p.log.Info("playground run finished", "run", rn.id, "lesson", rn.lesson, "why", why, "deleted", len(qs)+len(ts)-len(errs))
 }
 
 // reap ends runs whose page went away or that ran too long, until ctx ends.

@@ -16,16 +16,17 @@ import (
 
 // runRef is a playground run driven through the console's HTTP endpoints.
 type runRef struct {
-	t  *testing.T
-	e  *env
-	id string
+	t   *testing.T
+	e   *env
+	id  string
+	hdr []string // sent with every request (the token, when the console has one)
 }
 
 type jsonState = map[string]any
 
-func (e *env) startRun(t *testing.T, lesson, params string) *runRef {
+func (e *env) startRun(t *testing.T, lesson, params string, hdr ...string) *runRef {
 	t.Helper()
-	r := do(t, "POST", e.url+"/ui/api/playground/"+lesson, strings.NewReader(params), "Content-Type", "application/json")
+	r := do(t, "POST", e.url+"/ui/api/playground/"+lesson, strings.NewReader(params), append([]string{"Content-Type", "application/json"}, hdr...)...)
 	if r.StatusCode != http.StatusCreated {
 		t.Fatalf("start %s: %s", lesson, r.Status)
 	}
@@ -41,12 +42,12 @@ func (e *env) startRun(t *testing.T, lesson, params string) *runRef {
 			t.Fatalf("run queue %q lacks its prefix", q)
 		}
 	}
-	return &runRef{t: t, e: e, id: rs.ID}
+	return &runRef{t: t, e: e, id: rs.ID, hdr: hdr}
 }
 
 func (r *runRef) state() jsonState {
 	r.t.Helper()
-	resp := do(r.t, "GET", r.e.url+"/ui/api/playground/runs/"+r.id, nil)
+	resp := do(r.t, "GET", r.e.url+"/ui/api/playground/runs/"+r.id, nil, r.hdr...)
 	if resp.StatusCode != 200 {
 		r.t.Fatalf("run %s: %s", r.id, resp.Status)
 	}
@@ -61,7 +62,7 @@ func (r *runRef) state() jsonState {
 
 func (r *runRef) control(body string) {
 	r.t.Helper()
-	if resp := do(r.t, "POST", r.e.url+"/ui/api/playground/runs/"+r.id, strings.NewReader(body)); resp.StatusCode != 200 {
+	if resp := do(r.t, "POST", r.e.url+"/ui/api/playground/runs/"+r.id, strings.NewReader(body), r.hdr...); resp.StatusCode != 200 {
 		r.t.Fatalf("control %s: %s", body, resp.Status)
 	}
 }
@@ -76,7 +77,7 @@ func (r *runRef) until(what string, cond func(s jsonState) bool) jsonState {
 
 func (r *runRef) stop() {
 	r.t.Helper()
-	if resp := do(r.t, "DELETE", r.e.url+"/ui/api/playground/runs/"+r.id, nil); resp.StatusCode != http.StatusNoContent {
+	if resp := do(r.t, "DELETE", r.e.url+"/ui/api/playground/runs/"+r.id, nil, r.hdr...); resp.StatusCode != http.StatusNoContent {
 		r.t.Fatalf("stop: %s", resp.Status)
 	}
 }

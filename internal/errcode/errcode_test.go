@@ -24,7 +24,7 @@ const module = "github.com/okiba/okiba"
 
 // domain are the packages whose exported errors the fronts may meet, by directory
 // relative to this one.
-var domain = []string{"../../queue", "../../broker", "../receipt", "../crossorigin"}
+var domain = []string{"../../queue", "../../topic", "../../broker", "../receipt", "../crossorigin", "../filter"}
 
 // exported is what the source of one package exports of errors.
 type exported struct {
@@ -258,6 +258,10 @@ func TestOrderMatters(t *testing.T) {
 		{inFlight, api.CodeTooManyInFlight, time.Second},
 		{fmt.Errorf("receive: %w", inFlight), api.CodeTooManyInFlight, time.Second},
 		{&queue.LimitError{Limit: "max_queues", Value: 4}, api.CodeTooManyQueues, 0},
+		{&queue.LimitError{Limit: "max_topics", Value: 4}, api.CodeTooManyTopics, 0},
+		{&queue.LimitError{Limit: "max_groups", Value: 4}, api.CodeTooManyGroups, 0},
+		{&queue.LimitError{Limit: "max_members", Value: 4}, api.CodeTooManyMembers, 0},
+		{&queue.LimitError{Limit: "max_subscriptions", Value: 4}, api.CodeTooManySubscriptions, 0},
 		{&queue.FullError{Queue: "q", Limit: "max_messages", Value: 1}, api.CodeQueueFull, time.Second},
 		{&queue.ParamError{Field: "max", Reason: "must be between 1 and 1000, got 0"}, api.CodeInvalidRequest, 0},
 	} {

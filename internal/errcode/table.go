@@ -7,10 +7,12 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/crossorigin"
+	"github.com/okiba/okiba/internal/filter"
 	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/topic"
 )
 
-// table maps every exported error of packages queue, broker, receipt and
+// table maps every exported error of packages queue, topic, broker, receipt and
 // internal/crossorigin, and the context errors a request may end with, to the wire. Of
 // takes the first row that matches, so a typed error precedes the sentinel it wraps
 // wherever the two are answered differently (a LimitError for max_in_flight before
@@ -27,13 +29,34 @@ var table = []Row{
 	{match: errs(as[*queue.FullError](), is(queue.ErrQueueFull)), Code: api.CodeQueueFull, RetryAfter: time.Second, SQS: "RequestThrottled"},
 	{match: errs(as[*queue.LimitError](func(e *queue.LimitError) bool { return e.Limit == "max_in_flight" })),
 		Code: api.CodeTooManyInFlight, RetryAfter: time.Second, SQS: "OverLimit"},
+	{match: errs(as[*queue.LimitError](func(e *queue.LimitError) bool { return e.Limit == "max_topics" })),
+		Code: api.CodeTooManyTopics, SQS: "OverLimit"},
+	{match: errs(as[*queue.LimitError](func(e *queue.LimitError) bool { return e.Limit == "max_groups" })),
+		Code: api.CodeTooManyGroups, SQS: "OverLimit"},
+	{match: errs(as[*queue.LimitError](func(e *queue.LimitError) bool { return e.Limit == "max_members" })),
+		Code: api.CodeTooManyMembers, SQS: "OverLimit"},
+	{match: errs(as[*queue.LimitError](func(e *queue.LimitError) bool { return e.Limit == "max_subscriptions" })),
+		Code: api.CodeTooManySubscriptions, SQS: "OverLimit"},
 	// Every other limit is max_queues, the only other there is.
 	{match: errs(as[*queue.LimitError](), is(queue.ErrLimit)), Code: api.CodeTooManyQueues, SQS: "OverLimit"},
+	{match: errs(as[*topic.FullError](), is(topic.ErrTopicFull)), Code: api.CodeTopicFull, RetryAfter: time.Second, SQS: "RequestThrottled"},
 	{match: errs(is(broker.ErrDiskFull)), Code: api.CodeDiskFull, RetryAfter: 10 * time.Second, SQS: "RequestThrottled"},
 
 	// Things that are not there, or no longer.
 	{match: errs(is(queue.ErrQueueNotFound)), Code: api.CodeQueueNotFound, SQS: "QueueDoesNotExist",
 		SQSMessage: "The specified queue {queue} does not exist."},
+	{match: errs(is(topic.ErrTopicNotFound)), Code: api.CodeTopicNotFound, SQS: "ResourceNotFoundException"},
+	{match: errs(is(topic.ErrGroupNotFound)), Code: api.CodeGroupNotFound, SQS: "ResourceNotFoundException"},
+	{match: errs(is(topic.ErrSubscriptionNotFound)), Code: api.CodeSubscriptionNotFound, SQS: "ResourceNotFoundException"},
+	{match: errs(as[*topic.InUseError](), is(topic.ErrTopicInUse)), Code: api.CodeTopicInUse, SQS: "InvalidParameterValue"},
+	{match: errs(as[*filter.Error]()), Code: api.CodeInvalidFilter, SQS: "InvalidParameterValue"},
+	{match: errs(is(topic.ErrGroupDeleted)), Code: api.CodeGroupDeleted, SQS: "ResourceNotFoundException"},
+	{match: errs(as[*topic.MemberError](), is(topic.ErrMemberUnknown)), Code: api.CodeMemberUnknown, SQS: "InvalidParameterValue"},
+	{match: errs(as[*topic.EpochError](), is(topic.ErrEpochStale)), Code: api.CodeEpochStale, SQS: "InvalidParameterValue"},
+	{match: errs(as[*topic.RegressError](), is(topic.ErrOffsetRegressed)), Code: api.CodeOffsetRegressed, SQS: "InvalidParameterValue"},
+	{match: errs(as[*topic.OffsetError](), is(topic.ErrOffsetOutOfRange), is(broker.ErrRecordsGone)), Code: api.CodeOffsetOutOfRange, SQS: "InvalidParameterValue"},
+	{match: errs(as[*topic.PartitionError](), is(topic.ErrPartitionOutOfRange)), Code: api.CodePartitionOutOfRange, SQS: "InvalidParameterValue"},
+	{match: errs(as[*topic.TooLargeError](), is(topic.ErrRecordTooLarge)), Code: api.CodeRecordTooLarge, SQS: "InvalidParameterValue"},
 	{match: errs(is(queue.ErrReceiptStale)), Code: api.CodeReceiptStale, SQS: "ReceiptHandleIsInvalid",
 		SQSMessage: "The receipt handle has expired."},
 	// Messages that cannot be taken as they are.
@@ -70,5 +93,5 @@ var table = []Row{
 
 	// Errors of opening a data directory, which no request meets: should one reach a
 	// front it is a bug, logged and answered as internal.
-	{match: errs(is(broker.ErrNewerFormat), is(broker.ErrLocked), is(queue.ErrSnapshotVersion)), Code: api.CodeInternal, SQS: "InternalError"},
+	{match: errs(is(broker.ErrNewerFormat), is(broker.ErrLocked), is(queue.ErrSnapshotVersion), is(topic.ErrSnapshotVersion)), Code: api.CodeInternal, SQS: "InternalError"},
 }

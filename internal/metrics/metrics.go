@@ -1,7 +1,8 @@
 // Package metrics exposes okiba in the Prometheus text format (GET /metrics): per-queue
-// depth by state, counters and Little's-law times read from the broker at scrape time;
-// log group-commit latencies and batch sizes, checkpoint durations and HTTP request
-// durations measured as they happen.
+// depth by state, counters and Little's-law times, and per topic, consumer group and
+// subscription what is retained, published and still to read, read from the broker at
+// scrape time; log group-commit latencies and batch sizes, checkpoint durations and HTTP
+// request durations measured as they happen.
 //
 // Wiring, as okiba serve does it:
 //
@@ -15,8 +16,10 @@
 // bounded by the broker's MaxQueues; dead letters are labelled by reason, where the
 // broker's own reasons (max_deliveries, expired, corrupt) and the default consumer reason always
 // have their own series and other consumer reasons (free text) get one only for the
-// first Options.MaxReasons seen per queue, the rest counting as "other". The metric
-// names are listed in docs/operations.md.
+// first Options.MaxReasons seen per queue, the rest counting as "other". Topic series
+// are labelled by topic, group series by topic and group, subscription series by topic,
+// subscription and queue, bounded by the broker's limits on each; none is per partition.
+// The metric names are listed in docs/operations.md.
 package metrics
 
 import (
@@ -57,6 +60,7 @@ type Metrics struct {
 	httpSeconds                  *prometheus.HistogramVec
 
 	queues *queueCollector
+	topics *topicCollector
 }
 
 var _ broker.Observer = (*Metrics)(nil)
@@ -94,12 +98,17 @@ func New(opts Options) *Metrics {
 	}
 	m.queues = newQueueCollector(opts.MaxReasons)
 	m.reg.MustRegister(m.queues)
+	m.topics = newTopicCollector()
+	m.reg.MustRegister(m.topics)
 	return m
 }
 
-// Watch makes the per-queue and log series read b at every scrape. Until it is called
-// they are absent.
-func (m *Metrics) Watch(b *broker.Broker) { m.queues.watch(b) }
+// Watch makes the per-queue, per-topic and log series read b at every scrape. Until it
+// is called they are absent.
+func (m *Metrics) Watch(b *broker.Broker) {
+	m.queues.watch(b)
+	m.topics.watch(b)
+}
 
 // Registry returns the registry, to add an application's own collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

@@ -386,13 +386,17 @@ func TestDocumentedMetricsExist(t *testing.T) {
 		t.Fatalf("dashboard JSON: %v", err)
 	}
 
-	// Make every family appear: sends, settles, dead letters, a checkpoint, requests.
+	// Make every family appear: sends, settles, dead letters, a checkpoint, requests, a
+	// topic with a consumer group and a subscription.
 	e := start(t, metrics.Options{})
 	ctx := context.Background()
 	must(e.c.PutQueue(ctx, "q", api.QueueConfig{}))
 	must(e.c.Send(ctx, "q", client.Message{Body: []byte("x")}))
 	ds := must(e.c.Receive(ctx, "q", client.ReceiveOptions{Max: 1}))
 	must(e.c.DeadLetter(ctx, "q", "bad", "", ds[0].Receipt))
+	must(e.c.PutTopic(ctx, "t", api.TopicConfig{}))
+	must(e.c.Subscribe(ctx, "t", "s", api.SubscriptionRequest{Queue: "q"}))
+	e.call(t, "PUT", "/v1/topics/t/groups/g", api.GroupConfig{}, nil)
 	if err := e.b.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -467,5 +471,180 @@ func TestBodyFailuresAreCounted(t *testing.T) {
 	}
 	if v := value(t, e.scrape(t), "okiba_body_read_errors_total"); v != 1 {
 		t.Fatalf("okiba_body_read_errors_total = %v, want 1", v)
+	}
+}
+
+// call makes a request of the native API with the token and decodes the answer into out:
+// the consumer-group calls, which this branch's Go client does not have.
+func (e *env) call(t *testing.T, method, path string, in, out any) {
+	t.Helper()
+	var body bytes.Buffer
+	if in != nil {
+		if err := json.NewEncoder(&body).Encode(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(method, e.url+path, &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e api.ErrorBody
+		json.NewDecoder(resp.Body).Decode(&e)
+		t.Fatalf("%s %s: %s %+v", method, path, resp.Status, e.Error)
+	}
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+	}
+}
+
+// TestTopicGroupAndSubscriptionMetrics: after publishing, reading and committing, the
+// topic, group and subscription series say what the API says, and move when the group
+// commits the rest.
+func TestTopicGroupAndSubscriptionMetrics(t *testing.T) {
+	t.Parallel()
+	e := start(t, metrics.Options{NoRuntime: true})
+	ctx := context.Background()
+	must(e.c.PutTopic(ctx, "orders", api.TopicConfig{Partitions: ptr(2)}))
+	must(e.c.PutQueue(ctx, "small", api.QueueConfig{MaxMessages: ptr(int64(2))}))
+	must(e.c.PutQueue(ctx, "paid", api.QueueConfig{}))
+	must(e.c.Subscribe(ctx, "orders", "to-small", api.SubscriptionRequest{Queue: "small"}))
+	must(e.c.Subscribe(ctx, "orders", "to-paid", api.SubscriptionRequest{Queue: "paid", Filter: json.RawMessage(`{"type":["paid"]}`)}))
+	e.call(t, "PUT", "/v1/topics/orders/groups/billing", api.GroupConfig{}, nil)
+	e.call(t, "PUT", "/v1/topics/orders/groups/audit", api.GroupConfig{}, nil)
+	// Three records in each partition; two of them paid.
+	var recs []client.Record
+	for i := range 6 {
+		kind := "placed"
+		if i == 1 || i == 4 {
+			kind = "paid"
+		}
+		recs = append(recs, client.Record{Partition: ptr(i / 3), Body: []byte(fmt.Sprintf(`{"n":%d}`, i)), Headers: map[string]string{"type": kind}})
+	}
+	for _, p := range must(e.c.PublishRecords(ctx, "orders", recs)) {
+		if p.Err != nil {
+			t.Fatal(p.Err)
+		}
+	}
+	// billing's one member is handed all six and commits partition 0 and one record of
+	// partition 1; audit reads nothing.
+	var pulled api.PullResponse
+	e.call(t, "POST", "/v1/topics/orders/groups/billing/pull", api.PullRequest{Member: "b1"}, &pulled)
+	if len(pulled.Records) != 6 || len(pulled.Assignment) != 2 {
+		t.Fatalf("pull: %d records, assignment %+v", len(pulled.Records), pulled.Assignment)
+	}
+	epoch := map[int]uint64{}
+	for _, a := range pulled.Assignment {
+		epoch[a.Partition] = a.Epoch
+	}
+	commit := func(offs ...api.CommitOffset) {
+		t.Helper()
+		var res api.ReceiptsResponse
+		e.call(t, "POST", "/v1/topics/orders/groups/billing/commit", api.CommitRequest{Member: "b1", Session: pulled.Session, Offsets: offs}, &res)
+		for _, r := range res.Results {
+			if r.Error != nil {
+				t.Fatalf("commit %+v: %+v", offs, r.Error)
+			}
+		}
+	}
+	commit(api.CommitOffset{Partition: 0, Offset: 3, Epoch: epoch[0]}, api.CommitOffset{Partition: 1, Offset: 1, Epoch: epoch[1]})
+
+	// The small queue holds two; its subscription pauses with the other four behind.
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		s := must(e.c.Subscription(ctx, "orders", "to-small"))
+		return s.Paused && s.Lag == 4
+	}, "to-small to pause four records behind")
+	// Lag in time is whole milliseconds of the broker's clock: wait until it is visible.
+	var fams map[string]*dto.MetricFamily
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		fams = e.scrape(t)
+		v, _ := lookup(fams, "okiba_group_lag_seconds", "topic", "orders", "group", "audit")
+		return v > 0
+	}, "okiba_group_lag_seconds of audit above 0")
+
+	top := must(e.c.Topic(ctx, "orders"))
+	tl := []string{"topic", "orders"}
+	for name, want := range map[string]float64{
+		"okiba_topics":                        1,
+		"okiba_topic_records_total":           6,
+		"okiba_topic_truncated_records_total": 0,
+		"okiba_topic_retained_records":        6,
+		"okiba_topic_retained_bytes":          float64(top.Stats.Bytes),
+	} {
+		labels := tl
+		if name == "okiba_topics" {
+			labels = nil
+		}
+		if got := value(t, fams, name, labels...); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if top.Stats.Bytes <= 0 {
+		t.Errorf("the topic retains %d bytes", top.Stats.Bytes)
+	}
+	for _, c := range []struct {
+		name, group string
+		want        float64
+	}{
+		{"okiba_group_lag_records", "billing", 2},
+		{"okiba_group_lag_records", "audit", 6},
+		{"okiba_group_members", "billing", 1},
+		{"okiba_group_members", "audit", 0},
+		{"okiba_group_lost_to_retention_total", "billing", 0},
+	} {
+		if got := value(t, fams, c.name, "topic", "orders", "group", c.group); got != c.want {
+			t.Errorf("%s{group=%q} = %v, want %v", c.name, c.group, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name, sub, queue string
+		want             float64
+	}{
+		{"okiba_subscription_lag_records", "to-small", "small", 4},
+		{"okiba_subscription_paused", "to-small", "small", 1},
+		{"okiba_subscription_delivered_total", "to-small", "small", 2},
+		{"okiba_subscription_lag_records", "to-paid", "paid", 0},
+		{"okiba_subscription_paused", "to-paid", "paid", 0},
+		{"okiba_subscription_delivered_total", "to-paid", "paid", 2},
+		{"okiba_subscription_lost_to_retention_total", "to-paid", "paid", 0},
+	} {
+		if got := value(t, fams, c.name, "topic", "orders", "subscription", c.sub, "queue", c.queue); got != c.want {
+			t.Errorf("%s{subscription=%q} = %v, want %v", c.name, c.sub, got, c.want)
+		}
+	}
+	if got := value(t, fams, "okiba_group_lag_seconds", "topic", "orders", "group", "billing"); got <= 0 {
+		t.Errorf("billing is two records behind, but okiba_group_lag_seconds = %v", got)
+	}
+
+	// billing commits the rest: caught up, in records and in time.
+	commit(api.CommitOffset{Partition: 1, Offset: 3, Epoch: epoch[1]})
+	fams = e.scrape(t)
+	if got := value(t, fams, "okiba_group_lag_records", "topic", "orders", "group", "billing"); got != 0 {
+		t.Errorf("billing's lag after committing everything: %v records", got)
+	}
+	if got := value(t, fams, "okiba_group_lag_seconds", "topic", "orders", "group", "billing"); got != 0 {
+		t.Errorf("billing's lag after committing everything: %v s", got)
+	}
+	// A deleted topic takes its series with it.
+	if err := e.c.DeleteTopic(ctx, "orders", true); err != nil {
+		t.Fatal(err)
+	}
+	fams = e.scrape(t)
+	for _, name := range []string{"okiba_topic_records_total", "okiba_group_lag_records", "okiba_subscription_paused"} {
+		if _, ok := lookup(fams, name, "topic", "orders"); ok {
+			t.Errorf("%s still has a series for the deleted topic", name)
+		}
+	}
+	if got := value(t, fams, "okiba_topics"); got != 0 {
+		t.Errorf("okiba_topics = %v after the delete", got)
 	}
 }

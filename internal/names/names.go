@@ -39,6 +39,16 @@ func Validate(name string) error {
 	return nil
 }
 
+// ValidateTopic checks a topic's name against the same grammar: topics and queues are
+// separate namespaces with one rule, so that a topic and the queue fed from it may share
+// a name. The error is a *queue.NameError about a topic.
+func ValidateTopic(name string) error {
+	if !valid(name) {
+		return &queue.NameError{Name: name, Rule: Rule, Of: "topic"}
+	}
+	return nil
+}
+
 func valid(name string) bool {
 	if len(name) == 0 || len(name) > MaxLen {
 		return false

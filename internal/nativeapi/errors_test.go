@@ -188,6 +188,114 @@ func TestEveryErrorCode(t *testing.T) {
 			le.unchanged(t, before, "a queue beyond max_queues")
 			return r
 		}},
+		api.CodeTooManyTopics: {[]string{"max_topics"}, func(t *testing.T) *response {
+			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxTopics: 1}})
+			le.call("PUT", "/v1/topics/first", `{}`, 201, nil)
+			r := le.do("PUT", "/v1/topics/second", `{}`)
+			le.call("GET", "/v1/topics/second", nil, 404, nil)
+			return r
+		}},
+		api.CodeGroupNotFound: {[]string{`"nobody"`}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/grouped", `{}`, 201, nil)
+			return e.do("POST", "/v1/topics/grouped/groups/nobody/pull", `{"member":"m"}`)
+		}},
+		api.CodeGroupDeleted: {[]string{`"gone"`}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/deleted", `{}`, 201, nil)
+			e.call("PUT", "/v1/topics/deleted/groups/gone", `{}`, 201, nil)
+			var p api.PullResponse
+			e.call("POST", "/v1/topics/deleted/groups/gone/pull", `{"member":"m"}`, 200, &p)
+			e.call("DELETE", "/v1/topics/deleted/groups/gone", nil, 204, nil)
+			return e.do("POST", "/v1/topics/deleted/groups/gone/pull", fmt.Sprintf(`{"member":"m","session":%q}`, p.Session))
+		}},
+		api.CodeMemberUnknown: {[]string{`"stranger"`, "rejoin"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/members", `{}`, 201, nil)
+			e.call("PUT", "/v1/topics/members/groups/g", `{}`, 201, nil)
+			return e.do("POST", "/v1/topics/members/groups/g/heartbeat", `{"member":"stranger","session":"7"}`)
+		}},
+		api.CodeEpochStale: {[]string{"epoch", "pull again"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/epochs", `{}`, 201, nil)
+			e.call("PUT", "/v1/topics/epochs/groups/g", `{}`, 201, nil)
+			e.call("POST", "/v1/topics/epochs/records", `{"body":"x"}`, 200, nil)
+			var p api.PullResponse
+			e.call("POST", "/v1/topics/epochs/groups/g/pull", `{"member":"m"}`, 200, &p)
+			e.call("POST", "/v1/topics/epochs/groups/g/seek", `{"to":"first"}`, 200, nil)
+			return e.do("POST", "/v1/topics/epochs/groups/g/commit",
+				fmt.Sprintf(`{"member":"m","session":%q,"offsets":[{"partition":0,"offset":1,"epoch":%d}]}`, p.Session, p.Assignment[0].Epoch))
+		}},
+		api.CodeOffsetRegressed: {[]string{"below the committed"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/regress", `{}`, 201, nil)
+			e.call("PUT", "/v1/topics/regress/groups/g", `{}`, 201, nil)
+			e.call("POST", "/v1/topics/regress/records", `{"records":[{"body":"1"},{"body":"2"}]}`, 200, nil)
+			var p api.PullResponse
+			e.call("POST", "/v1/topics/regress/groups/g/pull", `{"member":"m"}`, 200, &p)
+			commit := func(off int) *response {
+				return e.do("POST", "/v1/topics/regress/groups/g/commit",
+					fmt.Sprintf(`{"member":"m","session":%q,"offsets":[{"partition":0,"offset":%d,"epoch":%d}]}`, p.Session, off, p.Assignment[0].Epoch))
+			}
+			if r := commit(2); r.Status != 200 {
+				t.Fatalf("commit: %v", r)
+			}
+			return commit(1)
+		}},
+		api.CodeTooManyGroups: {[]string{"max_groups"}, func(t *testing.T) *response {
+			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxGroups: 1}})
+			le.call("PUT", "/v1/topics/t", `{}`, 201, nil)
+			le.call("PUT", "/v1/topics/t/groups/one", `{}`, 201, nil)
+			return le.do("PUT", "/v1/topics/t/groups/two", `{}`)
+		}},
+		api.CodeTooManyMembers: {[]string{"max_members"}, func(t *testing.T) *response {
+			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxMembers: 1}})
+			le.call("PUT", "/v1/topics/t", `{}`, 201, nil)
+			le.call("PUT", "/v1/topics/t/groups/g", `{}`, 201, nil)
+			le.call("POST", "/v1/topics/t/groups/g/pull", `{"member":"one"}`, 200, nil)
+			return le.do("POST", "/v1/topics/t/groups/g/pull", `{"member":"two"}`)
+		}},
+		api.CodeTopicInUse: {[]string{"subscriptions", "force"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/used", `{}`, 201, nil)
+			e.putQueue("used-q", `{}`)
+			e.call("PUT", "/v1/topics/used/subscriptions/s", `{"queue":"used-q"}`, 201, nil)
+			return e.do("DELETE", "/v1/topics/used", nil)
+		}},
+		api.CodeSubscriptionNotFound: {[]string{`"ghost"`}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/subs", `{}`, 201, nil)
+			return e.do("GET", "/v1/topics/subs/subscriptions/ghost", nil)
+		}},
+		api.CodeInvalidFilter: {[]string{"filter"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/filtered", `{}`, 201, nil)
+			e.putQueue("filtered-q", `{}`)
+			return e.do("PUT", "/v1/topics/filtered/subscriptions/s", `{"queue":"filtered-q","filter":{"price":[{"numeric":[">",10,"<",5]}]}}`)
+		}},
+		api.CodeTooManySubscriptions: {[]string{"max_subscriptions"}, func(t *testing.T) *response {
+			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxSubscriptions: 1}})
+			le.call("PUT", "/v1/topics/t", `{}`, 201, nil)
+			le.putQueue("q1", `{}`)
+			le.call("PUT", "/v1/topics/t/subscriptions/one", `{"queue":"q1"}`, 201, nil)
+			return le.do("PUT", "/v1/topics/t/subscriptions/two", `{"queue":"q1"}`)
+		}},
+		api.CodeTopicNotFound: {[]string{`"nope"`}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/topics/nope/records", `{"body":"x"}`)
+		}},
+		api.CodeTopicFull: {[]string{"retention_records", "discard new"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/full", `{"retention_records":1,"discard":"new"}`, 201, nil)
+			e.call("POST", "/v1/topics/full/records", `{"body":"1"}`, 200, nil)
+			r := e.do("POST", "/v1/topics/full/records", `{"body":"2"}`)
+			if got := r.Header.Get("Retry-After"); got != "1" {
+				t.Errorf("Retry-After %q, want 1", got)
+			}
+			return r
+		}},
+		api.CodeOffsetOutOfRange: {[]string{"past the partition's end"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/offsets", `{}`, 201, nil)
+			return e.do("GET", "/v1/topics/offsets/partitions/0/records?offset=5", nil)
+		}},
+		api.CodePartitionOutOfRange: {[]string{"partitions 0 to 0"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/parts", `{}`, 201, nil)
+			return e.do("POST", "/v1/topics/parts/records", `{"body":"x","partition":1}`)
+		}},
+		api.CodeRecordTooLarge: {[]string{"at most 2"}, func(t *testing.T) *response {
+			e.call("PUT", "/v1/topics/small", `{"max_record_size":2}`, 201, nil)
+			return e.do("POST", "/v1/topics/small/records", `{"body":"xyz"}`)
+		}},
 		api.CodeTooManyInFlight: {[]string{"max_in_flight", "in flight"}, func(t *testing.T) *response {
 			le := newEnv(t, okibatest.Options{Broker: broker.Config{MaxInFlight: 2}})
 			le.putQueue("q", `{}`)

@@ -128,6 +128,20 @@ func (s *Server) routes() {
 	s.mux.Handle("/v1/redrives", methods{"GET": s.listRedrives})
 	s.mux.Handle("/v1/redrives/{id}", methods{"GET": s.getRedrive, "DELETE": s.cancelRedrive})
 	s.mux.Handle("/v1/stats", methods{"GET": s.listQueues})
+	s.mux.Handle("/v1/topics", methods{"GET": s.listTopics})
+	s.mux.Handle("/v1/topics/{name}", methods{"PUT": s.putTopic, "GET": s.getTopic, "DELETE": s.deleteTopic})
+	s.mux.Handle("/v1/topics/{name}/records", methods{"POST": s.publish})
+	s.mux.Handle("/v1/topics/{name}/partitions/{partition}/records", methods{"GET": s.read})
+	s.mux.Handle("/v1/topics/{name}/subscriptions", methods{"GET": s.listSubscriptions})
+	s.mux.Handle("/v1/topics/{name}/subscriptions/{sub}", methods{"PUT": s.putSubscription, "GET": s.getSubscription, "DELETE": s.deleteSubscription})
+	s.mux.Handle("/v1/topics/{name}/groups", methods{"GET": s.listGroups})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}", methods{"PUT": s.putGroup, "GET": s.getGroup, "DELETE": s.deleteGroup})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/pull", methods{"POST": s.pull})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/heartbeat", methods{"POST": s.heartbeat})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/commit", methods{"POST": s.commit})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/seek", methods{"POST": s.seek})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/leave", methods{"POST": s.leave})
+	s.mux.Handle("/v1/topics/{name}/groups/{group}/deadletter", methods{"POST": s.groupDeadLetter})
 	s.mux.Handle(api.StreamPath, methods{"GET": s.stream})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply.Error(w, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no route for %s %s; see docs/api.md", r.Method, r.URL.Path)})
@@ -139,7 +153,9 @@ func (s *Server) routes() {
 // for it. It is the one definition of a long poll, for plain requests (internal/node)
 // and stream frames alike.
 func LongPoll(method, path string) bool {
-	return method == http.MethodPost && strings.HasSuffix(path, "/receive")
+	return method == http.MethodPost && strings.HasSuffix(path, "/receive") ||
+		method == http.MethodGet && strings.HasPrefix(path, "/v1/topics/") && strings.HasSuffix(path, "/records") ||
+		method == http.MethodPost && strings.HasPrefix(path, "/v1/topics/") && strings.HasSuffix(path, "/pull")
 }
 
 // HTTPServer returns an *http.Server with okiba's timeouts against slow clients; long
@@ -224,6 +240,8 @@ func jsonError(err error) string {
 		return "the request body must be a JSON object"
 	case errors.As(err, &te) && te.Type == reflect.TypeFor[api.Duration]():
 		return fmt.Sprintf("field %q: %s is not a duration; give a string such as \"30s\", \"250ms\" or \"1h30m\", or a number of seconds", te.Field, te.Value)
+	case errors.As(err, &te) && te.Type == reflect.TypeFor[api.Retention]():
+		return fmt.Sprintf("field %q: %s is neither a duration (\"168h\") nor \"forever\"", te.Field, te.Value)
 	case errors.As(err, &te):
 		return fmt.Sprintf("field %q must be %s, not %s", te.Field, jsonType(te.Type), te.Value)
 	}

@@ -36,7 +36,9 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
+	"github.com/okiba/okiba/topic"
 	"github.com/okiba/okiba/wal"
 )
 
@@ -45,12 +47,13 @@ import (
 //
 //	| 0x81 | uvarint message id | uvarint former position | payload (queue.AppendPayload) |
 //
-// Bytes from 0x80 up are the store's; the machine's record kinds stay below (queue.MaxKind).
+// Bytes from 0x80 up are the store's; the machines' record kinds stay below (queue.MaxKind,
+// topic.MaxKind).
 const FrameRelocate byte = 0x81
 
 // IsFrame reports whether a log record is one of the store's frames rather than a
 // record of the machine.
-func IsFrame(rec []byte) bool { return len(rec) > 0 && rec[0] > byte(queue.MaxKind) }
+func IsFrame(rec []byte) bool { return len(rec) > 0 && rec[0] >= 0x80 }
 
 // DefaultCacheBytes is the cache budget when Config.CacheBytes is zero.
 const DefaultCacheBytes = 256 << 20
@@ -64,6 +67,10 @@ type Config struct {
 	// CacheBytes bounds the bodies kept in memory; the rest are read from the log.
 	// Defaults to DefaultCacheBytes; negative caches nothing.
 	CacheBytes int64
+	// FS and TopicsDir are where topic partitions' segment files go; an empty TopicsDir
+	// keeps topic records in the log only (tests of the store alone).
+	FS        vfs.FS
+	TopicsDir string
 }
 
 // Usage counts the live messages whose body lies in one log segment.
@@ -92,6 +99,8 @@ type Store struct {
 	cache  map[queue.Ref]*queue.Payload
 	cached int64
 	last   wal.Ticket // of the last frame the store appended
+	topics topicState
+	err    error // of a callback, which cannot return one (fail)
 	// moved collects relocations met while the log is replayed, applied by FinishReplay:
 	// a frame names a body by its former position, and finding every message at a
 	// position would need an index the store does not keep.
@@ -111,7 +120,8 @@ func New(cfg Config) *Store {
 	return &Store{
 		log: cfg.Log, budget: cfg.CacheBytes,
 		segs: make(map[uint32]*Usage), pins: make(map[uint32]int),
-		cache: make(map[queue.Ref]*queue.Payload),
+		cache:  make(map[queue.Ref]*queue.Payload),
+		topics: topicState{fs: cfg.FS, dir: cfg.TopicsDir},
 	}
 }
 
@@ -284,19 +294,32 @@ func (s *Store) read(pos wal.Pos, id uint64) (queue.Payload, error) {
 	if err != nil {
 		return queue.Payload{}, fmt.Errorf("read message %s at %v: %w", queue.FormatID(id), pos, err)
 	}
-	got, p, err := decodeBody(raw)
+	got, p, err := decodeBodyOf(raw, id)
 	if err != nil {
 		return queue.Payload{}, fmt.Errorf("read message %s at %v: %w", queue.FormatID(id), pos, err)
 	}
-	if got != id {
+	if got != id && got != 0 {
 		return queue.Payload{}, fmt.Errorf("read message %s at %v: found message %s there", queue.FormatID(id), pos, queue.FormatID(got))
 	}
 	return p, nil
 }
 
 // decodeBody reads the message id and body of a record that holds one: a send record (or
-// an older okiba's relocate record), or a relocation frame.
-func decodeBody(raw []byte) (uint64, queue.Payload, error) {
+// an older okiba's relocate record), a topic record that put messages into queues, or a
+// relocation frame. Id 0 means a body several messages share (a publish fanned out to
+// queues): whoever reads it is one of them.
+func decodeBody(raw []byte) (uint64, queue.Payload, error) { return decodeBodyOf(raw, 0) }
+
+// decodeBodyOf is decodeBody for the reader of message id, which a topic record holding
+// several messages needs to find its own.
+func decodeBodyOf(raw []byte, id uint64) (uint64, queue.Payload, error) {
+	if len(raw) > 0 && raw[0] >= byte(topic.MinKind) && raw[0] <= byte(topic.MaxKind) {
+		got, p, err := topic.DecodeMessage(raw, id)
+		if err == nil && got == 0 {
+			got = id // a shared body: its readers are its users
+		}
+		return got, p, err
+	}
 	if !IsFrame(raw) {
 		return queue.DecodePayload(raw)
 	}

@@ -17,7 +17,10 @@
 //     which moves it to the tail), or a receive returning a group's messages out of order;
 //   - duplicated: delivered more than once before its ack (allowed; reported as a rate).
 //
-// Every number must be zero but the duplicates. Runs are seeded; the seed is printed.
+// Every number must be zero but the duplicates. Beside the queues, a topic load goes
+// through the same kills — keyed publishes with dedup retries, a subscription into a queue,
+// a consumer group — and is checked after every restart and at the end (topics.go). Runs
+// are seeded; the seed is printed.
 package torture
 
 import (
@@ -59,6 +62,10 @@ type Config struct {
 	// SQSProducers and SQSConsumers drive the same queue through the SQS API. Default 1
 	// and 1; negative for none.
 	SQSProducers, SQSConsumers int
+	// TopicPublishers publish to the topic of the topic load (topics.go), which also runs
+	// its subscription's consumer and a group of two members. Default 2; negative for no
+	// topic load.
+	TopicPublishers int
 	// SegmentSize and CheckpointBytes for the server, small by default (2MiB, 256KiB) so
 	// that kills land in segment rolls, checkpoints and compaction.
 	SegmentSize, CheckpointBytes string
@@ -87,6 +94,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SQSConsumers == 0 {
 		c.SQSConsumers = 1
+	}
+	if c.TopicPublishers == 0 {
+		c.TopicPublishers = 2
 	}
 	if c.SegmentSize == "" {
 		c.SegmentSize = "2MiB"
@@ -121,13 +131,15 @@ type Report struct {
 	Duplicated    int // messages delivered more than once before their ack
 	DuplicateRate float64
 	Duration      time.Duration
+	// Topic is the topic load's outcome; zero when it did not run.
+	Topic TopicReport
 	// Examples holds a few violating message bodies per category, for debugging.
 	Examples []string
 }
 
 // OK reports whether the guarantee held.
 func (r Report) OK() bool {
-	return r.Lost == 0 && r.Vanished == 0 && r.Resurrected == 0 && r.Unexpected == 0 && r.Reordered == 0
+	return r.Lost == 0 && r.Vanished == 0 && r.Resurrected == 0 && r.Unexpected == 0 && r.Reordered == 0 && r.Topic.OK()
 }
 
 func (r Report) String() string {
@@ -135,7 +147,7 @@ func (r Report) String() string {
 	if !r.OK() {
 		verdict = "FAIL"
 	}
-	return fmt.Sprintf("%s seed=%d cycles=%d kills=%d stops=%d redrives=%d duration=%s\n"+
+	s := fmt.Sprintf("%s seed=%d cycles=%d kills=%d stops=%d redrives=%d duration=%s\n"+
 		"  attempted %d, sends acknowledged %d (%d via SQS), deliveries %d, acks acknowledged %d (%d via SQS), dead letters drained %d\n"+
 		"  acknowledged lost: %d of %d; vanished: %d; resurrected: %d; unexpected: %d; reordered: %d\n"+
 		"  duplicated before ack: %d (%.2f%% of delivered messages)",
@@ -143,6 +155,10 @@ func (r Report) String() string {
 		r.Attempted, r.SentOK, r.SQSSentOK, r.Delivered, r.AckedOK, r.SQSAckedOK, r.DeadLettered,
 		r.Lost, r.SentOK, r.Vanished, r.Resurrected, r.Unexpected, r.Reordered,
 		r.Duplicated, 100*r.DuplicateRate)
+	if r.Topic.Checks > 0 {
+		s += "\n" + r.Topic.String()
+	}
+	return s
 }
 
 const (
@@ -211,6 +227,15 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	}); err != nil {
 		return rep, fmt.Errorf("create queue: %w", err)
 	}
+	var th *topicHistory
+	gc := newGroupClient(srv.url, hc)
+	checkRng := rand.New(rand.NewPCG(cfg.Seed, 3300))
+	if cfg.TopicPublishers > 0 {
+		if err := setupTopic(ctx, cl, gc); err != nil {
+			return rep, err
+		}
+		th = newTopicHistory()
+	}
 
 	h := newHistory()
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -230,6 +255,13 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			produceSQS(loadCtx, sq, h, 100+p, cfg.Seed)
 		}(p)
 	}
+	for p := 0; th != nil && p < cfg.TopicPublishers; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			publish(loadCtx, cl, th, p, cfg.Seed)
+		}(p)
+	}
 	consumeCtx, stopConsume := context.WithCancel(ctx)
 	var cwg sync.WaitGroup
 	for c := 0; c < cfg.Consumers; c++ {
@@ -245,6 +277,13 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			defer cwg.Done()
 			consumeSQS(consumeCtx, sq, h, c, cfg.Seed)
 		}(c)
+	}
+	if th != nil {
+		// m0 stays; m1 comes and goes, so that partitions move between them.
+		cwg.Add(3)
+		go func() { defer cwg.Done(); runMember(consumeCtx, gc, th, "m0", cfg.Seed, 3100, false) }()
+		go func() { defer cwg.Done(); runMember(consumeCtx, gc, th, "m1", cfg.Seed, 3101, true) }()
+		go func() { defer cwg.Done(); consumeTopicQueue(consumeCtx, cl, th, cfg.Seed) }()
 	}
 
 	for cycle := 0; cycle < cfg.Cycles || (cfg.Duration > 0 && time.Since(start) < cfg.Duration); cycle++ {
@@ -282,6 +321,17 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 				cwg.Wait()
 				return rep, fmt.Errorf("cycle %d: restart: %w", cycle, err)
 			}
+			if th != nil {
+				if err := th.check(ctx, cl, gc, checkRng, cycle+1, false); err != nil {
+					th.mu.Lock()
+					th.checksSkipped++
+					th.mu.Unlock()
+					fmt.Fprintf(cfg.Log, "torture: cycle %d: topic check skipped: %v\n", cycle, err)
+				}
+				for _, e := range th.newExamples() {
+					fmt.Fprintf(cfg.Log, "torture: seed %d, cycle %d: %s\n", cfg.Seed, cycle+1, e)
+				}
+			}
 		}
 		rep.Cycles = cycle + 1
 		if (cycle+1)%10 == 0 {
@@ -289,7 +339,11 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			if q, err := cl.Queue(ctx, queueName); err == nil {
 				depth = q.Stats.Ready + q.Stats.Delayed + q.Stats.InFlight
 			}
-			fmt.Fprintf(cfg.Log, "torture: %d cycles, %d sends acknowledged, %d queued\n", cycle+1, h.sentOK(), depth)
+			topics := ""
+			if th != nil {
+				topics = fmt.Sprintf(", %d publishes acknowledged", th.ackedCount())
+			}
+			fmt.Fprintf(cfg.Log, "torture: %d cycles, %d sends acknowledged, %d queued%s\n", cycle+1, h.sentOK(), depth, topics)
 		}
 	}
 
@@ -297,6 +351,13 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	stopLoad()
 	wg.Wait()
 	h.setDraining()
+	topicDrained := make(chan error, 1)
+	if th != nil {
+		th.setDraining()
+		go func() { topicDrained <- th.waitDrained(ctx, cl, gc) }()
+	} else {
+		topicDrained <- nil
+	}
 	fmt.Fprintf(cfg.Log, "torture: draining\n")
 	var dwg sync.WaitGroup
 	dctx, stopDrain := context.WithCancel(ctx)
@@ -308,14 +369,24 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}(c)
 	}
 	err = waitEmpty(ctx, cl, h)
+	terr := <-topicDrained
 	stopConsume()
 	stopDrain()
 	cwg.Wait()
 	dwg.Wait()
+	if err == nil {
+		err = terr
+	}
 	if err != nil {
 		return rep, fmt.Errorf("drain: %w (server log: %s)", err, srv.logPath)
 	}
 	h.check(&rep)
+	if th != nil {
+		if err := th.check(ctx, cl, gc, checkRng, rep.Cycles, true); err != nil {
+			return rep, fmt.Errorf("the topic load's last check: %w (server log: %s)", err, srv.logPath)
+		}
+		th.fill(&rep)
+	}
 	rep.Duration = time.Since(start)
 	if !rep.OK() {
 		fmt.Fprintf(cfg.Log, "torture: violations; data kept in %s, server log %s\n", dir, srv.logPath)

@@ -51,6 +51,9 @@ func TestTortureShort(t *testing.T) {
 	if rep.SentOK == 0 || rep.AckedOK == 0 || rep.Kills == 0 {
 		t.Fatalf("the load did not run: %s", rep.String())
 	}
+	if tr := rep.Topic; tr.Acked == 0 || tr.Handed == 0 || tr.Commits == 0 || tr.SubAcked == 0 || tr.Checks < 2 {
+		t.Fatalf("the topic load did not run: %s", rep.String())
+	}
 }
 
 type testWriter struct{ t *testing.T }

@@ -161,6 +161,43 @@ async function light() {
   await page.waitForFunction(() => document.querySelector('#reasons tbody').textContent.includes('No dead letters here'), null, { timeout: T });
   await shot(page, '06-dead-letters-redriven');
 
+  step('topics: the list, a topic page with its partitions, subscription and group, live');
+  await page.getByRole('link', { name: 'Topics', exact: true }).click();
+  await page.waitForURL(base + '/topics');
+  const trow = page.locator('#topics tr[data-topic="events"] td');
+  expect((await trow.nth(1).innerText()).trim() === '2', 'events has 2 partitions');
+  expect((await trow.nth(3).innerText()).trim() === '4', 'events retains 4 records, got ' + await trow.nth(3).innerText());
+  await accessibility(page, 'topics');
+  await shot(page, '16-topics');
+  await page.locator('#topics tr[data-topic="events"] a').click();
+  await page.waitForURL(base + '/topics/events');
+  const k = async (sel) => (await page.locator(sel).innerText()).trim();
+  expect(await k('#partitions tr[data-partition="0"] [data-k=end]') === '3' && await k('#partitions tr[data-partition="1"] [data-k=end]') === '1', 'partition ends 3 and 1');
+  expect(await k('#subscriptions tr[data-subscription="audit-feed"] [data-k=state]') === 'live', 'audit-feed is live');
+  const grp = '#group-projector tr[data-partition="0"] ';
+  expect(await k(grp + '[data-k=committed]') === '2' && await k(grp + '[data-k=position]') === '3' && await k(grp + '[data-k=lag]') === '1',
+    `projector on partition 0: committed ${await k(grp + '[data-k=committed]')}, position ${await k(grp + '[data-k=position]')}, lag ${await k(grp + '[data-k=lag]')}`);
+  // Live: a record published from the page shows up in the partition and the group's lag.
+  await page.evaluate(async () => {
+    await fetch('/v1/topics/events/records', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ partition: 0, body: 'live' }) });
+  });
+  await page.waitForFunction(() => document.querySelector('#partitions tr[data-partition="0"] [data-k=end]')?.textContent.trim() === '4' &&
+    document.querySelector('#group-projector tr[data-partition="0"] [data-k=lag]')?.textContent.trim() === '2', null, { timeout: T });
+  await accessibility(page, 'topic');
+  await shot(page, '17-topic');
+
+  step('topic page: read partition 1 from offset 0; a hostile record is text');
+  await page.getByLabel('Partition', { exact: true }).selectOption('1');
+  await page.getByLabel('From offset').fill('0');
+  await page.getByRole('button', { name: 'Read', exact: true }).click();
+  await page.waitForURL(/partition=1&offset=0/);
+  const hostile = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>';
+  expect(await page.locator('#read tr[data-offset="0"] pre').innerText() === hostile, 'the body is shown as the text it is');
+  expect((await page.locator('#read tr[data-offset="0"]').innerText()).includes('<b>bold</b>'), 'the header is shown as text');
+  expect(await page.evaluate(() => window.__pwned === undefined && document.querySelectorAll('#read img, #read script, #read b, #read i').length === 0),
+    'nothing of the record became markup');
+  await shot(page, '18-topic-records');
+
   step('playground 1: the queue absorbs while the receiver is down, drains after');
   await page.goto(base + '/playground');
   const outcome = (id) => page.locator('#' + id);
@@ -237,10 +274,38 @@ async function light() {
   expect(await data('partitions-outcome', 'total-order') === 'true', 'P = 1 gives total order');
   await shot(page, '12-playground-4-one-partition');
   await page.locator('[data-lesson=partitions] [data-stop]').click();
+
+  step('playground 5: two groups read one log at their own offsets, one replays; a subscription feeds a queue');
+  await page.getByRole('tab', { name: '5. The log as a broker' }).click();
+  const pace = page.getByLabel('Pace, per step');
+  await pace.focus();
+  await page.keyboard.press('Home');
+  expect(await pace.inputValue() === '0', 'pace slider at 0');
+  await page.locator('[data-lesson=log] [data-run]').click();
+  await page.waitForFunction(() => document.getElementById('log-outcome').dataset.done === 'true', null, { timeout: T });
+  const lg = await page.evaluate(() => ({ ...document.getElementById('log-outcome').dataset }));
+  expect(lg.billing === '8' && lg.billingRead === '8' && lg.analytics === '8' && lg.analyticsRead === '16' && lg.analyticsReplays === '8',
+    'each group at its own offsets, analytics replayed: ' + JSON.stringify(lg));
+  expect(lg.jobs === '3' && lg.depth === '0' && lg.retained === '8', 'the queue forgot its jobs, the log kept its records: ' + JSON.stringify(lg));
+  expect((await page.locator('#log-grid .marker[data-group=billing]').innerText()).trim() === '▲ 8', 'billing marked at offset 8');
+  expect(await page.locator('#log-read-analytics .chip.dup').count() === 8, 'eight replayed reads drawn');
+  await shot(page, '19-playground-5-log');
+  // The run's topic on its own page, in a second tab: leaving the playground would end the run.
+  const topicTab = await ctx.newPage();
+  topicTab.on('pageerror', (e) => errors.push(`${topicTab.url()}: ${e.message}`));
+  await topicTab.goto(base + await page.locator('#log-topic-link').getAttribute('href'));
+  expect((await topicTab.locator('#group-analytics tr[data-partition="0"] [data-k=committed]').innerText()).trim() === '8', 'the topic page shows analytics at 8');
+  await topicTab.close();
+  await page.getByRole('button', { name: 'Replay billing' }).click();
+  await page.waitForFunction(() => {
+    const d = document.getElementById('log-outcome').dataset;
+    return d.done === 'true' && d.billingReplays === '8';
+  }, null, { timeout: T });
+  await page.locator('[data-lesson=log] [data-stop]').click();
   await accessibility(page, 'playground');
 
   step('tabs: arrow keys move between lessons');
-  await page.getByRole('tab', { name: '4. Partitions and order' }).focus();
+  await page.getByRole('tab', { name: '5. The log as a broker' }).focus();
   await page.keyboard.press('ArrowRight');
   expect(await page.evaluate(() => document.activeElement.id) === 'tab-absorb', 'ArrowRight wraps to the first lesson');
   expect(await page.locator('#lesson-absorb').isVisible(), 'and shows it');
@@ -264,6 +329,9 @@ async function dark() {
   await page.waitForFunction(() => document.getElementById('delivery-outcome').dataset.done === 'true', null, { timeout: T });
   await shot(page, '15-playground-dark');
   await page.locator('[data-lesson=delivery] [data-stop]').click();
+  await page.goto(base + '/topics/events');
+  await page.waitForSelector('#group-projector');
+  await shot(page, '20-topic-dark');
   await ctx.close();
 }
 

@@ -39,7 +39,7 @@
   function showValue(input) {
     const out = document.getElementById(input.id + '-out');
     const pct = input.name === 'loss' || input.name === 'duplicates';
-    out.textContent = input.value + (pct ? ' %' : input.name === 'rate' || input.name === 'service' ? ' /s' : '');
+    out.textContent = input.value + (pct ? ' %' : input.name === 'rate' || input.name === 'service' ? ' /s' : input.name === 'pace_ms' ? ' ms' : '');
   }
   function params(section) {
     const p = {};
@@ -119,7 +119,7 @@
     delete section.dataset.run;
     section.querySelector('[data-run]').textContent = 'Start';
     section.querySelector('[data-stop]').disabled = true;
-    for (const b of section.querySelectorAll('#absorb-receiver, #delivery-lose')) b.disabled = true;
+    for (const b of section.querySelectorAll('#absorb-receiver, #delivery-lose, #log-actions button')) b.disabled = true;
     if (note) toast(note);
   }
 
@@ -272,7 +272,75 @@
         outcome('partitions-outcome', `${num(s.processed)} of ${num(s.total)} processed…`, '', data);
       }
     },
+
+    // ---- Lesson 5 ---------------------------------------------------------------------
+    log(s) {
+      const keyIndex = (order) => (order.charCodeAt(0) - 65) % 8;
+      const [billing, analytics] = s.groups;
+      document.getElementById('log-topic').textContent = s.topic || '…';
+      if (s.topic) {
+        document.getElementById('log-links').hidden = false;
+        document.getElementById('log-topic-link').href = '/topics/' + encodeURIComponent(s.topic);
+        document.getElementById('log-queue-link').href = '/queues/' + encodeURIComponent(s.queue);
+      }
+      for (const li of document.querySelectorAll('#log-steps li')) {
+        const p = Number(li.dataset.phase);
+        li.classList.toggle('done', p < s.phase || (p === s.phase && s.done));
+        if (p === s.phase) li.setAttribute('aria-current', 'step');
+        else li.removeAttribute('aria-current');
+      }
+      // One column per offset, and one more for the end: where the next record goes.
+      const cols = Math.max(s.end + 1, 9);
+      const grid = document.getElementById('log-grid');
+      grid.style.gridTemplateColumns = `6.5rem repeat(${cols}, minmax(4.2rem, 1fr))`;
+      const cells = [el('div', { class: 'log-label' }, 'offset')];
+      for (const e of s.events) {
+        cells.push(el('div', { class: `rec chip key k${keyIndex(e.order)}`, dataset: { offset: e.offset }, title: `offset ${e.offset}: order ${e.order} ${e.event}` + (e.job ? ', copied into the shipping queue' : '') },
+          el('b', {}, e.offset), ` ${e.order} ${e.event}`, e.job ? el('span', { class: 'job', 'aria-label': 'a shipping job' }, ' ⇢') : null));
+      }
+      cells.push(el('div', { class: 'rec next', title: 'the end: the offset the next record gets' }, el('b', {}, s.end), ' next'));
+      for (let i = s.end + 1; i < cols; i++) cells.push(el('div'));
+      for (const g of s.groups) {
+        cells.push(el('div', { class: 'log-label' }, g.name));
+        for (let i = 0; i < cols; i++) {
+          cells.push(i === g.committed
+            ? el('div', { class: 'marker', dataset: { group: g.name, committed: g.committed }, title: `${g.name} has committed ${g.committed}: the next record it reads` }, '▲ ' + g.committed)
+            : el('div'));
+        }
+      }
+      grid.replaceChildren(...cells);
+      for (const g of s.groups) {
+        document.getElementById('log-read-' + g.name).replaceChildren(...g.read.map((e) =>
+          el('span', { class: 'chip' + (e.r ? ' dup' : ''), title: `offset ${e.o}` + (e.r ? ', read again after a seek' : '') }, e.o)));
+      }
+      document.getElementById('log-jobs').replaceChildren(...s.jobs.map((j) =>
+        el('span', { class: `chip key k${keyIndex(j.order)}`, title: `offset ${j.offset}: order ${j.order} paid, shipped and acked` }, j.order)));
+      document.getElementById('log-delivered').textContent = num(s.subscription.delivered);
+      document.getElementById('log-depth').textContent = num(s.queue_depth);
+      document.getElementById('log-jobs-count').textContent = num(s.jobs.length);
+      const idle = s.phase === 6 && !s.busy && !s.failure;
+      document.getElementById('log-publish').disabled = !idle || s.end >= 40;
+      document.getElementById('log-replay-billing').disabled = !idle;
+      document.getElementById('log-replay-analytics').disabled = !idle;
+      const data = {
+        done: s.done, phase: s.phase, end: s.end, retained: s.retained, jobs: s.jobs.length, depth: s.queue_depth,
+        billing: billing.committed, billingRead: billing.read.length, billingReplays: billing.replays,
+        analytics: analytics.committed, analyticsRead: analytics.read.length, analyticsReplays: analytics.replays,
+      };
+      if (s.failure) {
+        outcome('log-outcome', 'The lesson stopped: ' + s.failure, 'bad', data);
+      } else if (s.done) {
+        outcome('log-outcome', `billing read ${num(billing.read.length)} record(s) and stands at offset ${billing.committed}; analytics read ${num(analytics.read.length)}, ` +
+          `${num(analytics.replays)} of them again after seeking back. The worker handled ${num(s.jobs.length)} job(s) and the queue holds ${num(s.queue_depth)}; ` +
+          `the log still holds all ${num(s.retained)} record(s).`, 'ok', data);
+      } else {
+        outcome('log-outcome', s.phase === 6 ? 'Working…' : `Step ${s.phase} of 5…`, '', data);
+      }
+    },
   };
 
   document.getElementById('delivery-lose').addEventListener('click', () => control('delivery', { action: 'lose_next' }));
+  for (const [id, action] of [['log-publish', 'publish'], ['log-replay-billing', 'replay_billing'], ['log-replay-analytics', 'replay_analytics']]) {
+    document.getElementById(id).addEventListener('click', () => control('log', { action }));
+  }
 })();

@@ -1,0 +1,136 @@
+package nativeapi
+
+import (
+	"net/http"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/reply"
+)
+
+// Consumer group handlers: /v1/topics/{name}/groups…
+
+func (s *Server) putGroup(w http.ResponseWriter, r *http.Request) {
+	var in api.GroupConfig
+	if e := decode(w, r, &in, true); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	g, created, e := s.svc.PutGroup(r.Context(), r.PathValue("name"), r.PathValue("group"), in)
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	reply.JSON(w, status, g)
+}
+
+func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
+	g, e := s.svc.Group(r.PathValue("name"), r.PathValue("group"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, g)
+}
+
+func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
+	gs, e := s.svc.Groups(r.PathValue("name"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, api.GroupList{Groups: gs})
+}
+
+func (s *Server) deleteGroup(w http.ResponseWriter, r *http.Request) {
+	if e := s.svc.DeleteGroup(r.Context(), r.PathValue("name"), r.PathValue("group")); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) pull(w http.ResponseWriter, r *http.Request) {
+	var in api.PullRequest
+	if e := decode(w, r, &in, false); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	out, e := s.svc.Pull(r.Context(), r.PathValue("name"), r.PathValue("group"), in)
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, out)
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var in api.MemberRequest
+	if e := decode(w, r, &in, false); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	out, e := s.svc.Heartbeat(r.Context(), r.PathValue("name"), r.PathValue("group"), in)
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, out)
+}
+
+func (s *Server) leave(w http.ResponseWriter, r *http.Request) {
+	var in api.MemberRequest
+	if e := decode(w, r, &in, false); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	if e := s.svc.Leave(r.Context(), r.PathValue("name"), r.PathValue("group"), in); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
+	var in api.CommitRequest
+	e := decode(w, r, &in, false)
+	var out api.ReceiptsResponse
+	if e == nil {
+		out, e = s.svc.Commit(r.Context(), r.PathValue("name"), r.PathValue("group"), in)
+	}
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.Batch(w, out.Error, out)
+}
+
+func (s *Server) seek(w http.ResponseWriter, r *http.Request) {
+	var in api.SeekRequest
+	if e := decode(w, r, &in, false); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	g, e := s.svc.Seek(r.Context(), r.PathValue("name"), r.PathValue("group"), in)
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, g)
+}
+
+func (s *Server) groupDeadLetter(w http.ResponseWriter, r *http.Request) {
+	var in api.GroupDeadLetterRequest
+	if e := decode(w, r, &in, false); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	if e := s.svc.DeadLetterRecord(r.Context(), r.PathValue("name"), r.PathValue("group"), in); e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, struct{}{})
+}

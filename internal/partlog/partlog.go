@@ -1,0 +1,676 @@
+// Package partlog keeps one topic partition's records in segment files on this node:
+// the files a partition's retained records move into once they are durable in the
+// write-ahead log, read sequentially by consumers and deleted a whole file at a time by
+// retention. It knows nothing of topics' semantics: records are opaque bytes with an
+// offset, segments are named by the offset of their first record, and which segment a
+// record begins is the caller's decision (the topic machine's segment boundaries).
+//
+// Layout of a partition's directory:
+//
+//	<base offset, 20 digits>.log   frames: | u32 length | u32 CRC32C of the rest | u64 offset | record |
+//	<base offset, 20 digits>.idx   every IndexEvery bytes of the log: | u32 offset − base | u32 file position |
+//
+// Offsets inside a file are dense and ascending. A file is written only at its end and
+// made durable by Sync; after a crash Open keeps each file's longest valid prefix (a torn
+// last frame is cut off) and rebuilds the newest file's index from its log. Memory is one
+// small struct per segment file, and the index of the files being read, loaded on demand:
+// nothing per record.
+package partlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/okiba/okiba/internal/vfs"
+)
+
+const (
+	frameHeader = 16
+	// IndexEvery is the spacing of index entries in a segment's log file.
+	IndexEvery = 4096
+	// MaxRecord bounds one record (a corrupt length must not make a reader allocate
+	// gigabytes).
+	MaxRecord = 32 << 20
+	logExt    = ".log"
+	idxExt    = ".idx"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrNotRetained is returned for an offset below the partition's first file, or past
+// what the files hold.
+var ErrNotRetained = errors.New("partlog: offset not in the partition's files")
+
+// CorruptionError reports a frame that fails its checksum in a file that Open had
+// accepted: bit rot, not a torn write.
+type CorruptionError struct {
+	File   string
+	Offset int64
+	Reason string
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("partlog: %s at byte %d: %s", e.File, e.Offset, e.Reason)
+}
+
+// Partition is one partition's segment files. It is safe for concurrent use: one
+// writer (Append, Sync, RemoveBelow) and any number of readers.
+type Partition struct {
+	fs  vfs.FS
+	dir string
+
+	mu   sync.Mutex
+	segs []*segment // by base, ascending
+	end  uint64     // offset after the last durable record
+	// pending is appended but not yet written: frames of the newest segment.
+	pending    []byte
+	pendingIdx []byte
+	pendEnd    uint64 // offset after the last pending record
+	dirSynced  bool
+	loaded     []*segment // sealed segments whose index is in memory, least recent first
+}
+
+type segment struct {
+	base uint64
+	end  uint64 // offset after its last record (durable or pending)
+	size int64  // bytes of its log file written (durable once Sync returns)
+	f    vfs.File
+	idx  vfs.File
+	// index entries loaded for reading; nil until a reader needs them.
+	index []indexEntry
+	// lastIndexed is the file position of the last index entry written.
+	lastIndexed int64
+	refs        int  // readers holding the file open
+	removed     bool // deleted by retention: close and unlink once refs is 0
+}
+
+type indexEntry struct {
+	rel uint32
+	pos uint32
+}
+
+func segName(base uint64, ext string) string { return fmt.Sprintf("%020d%s", base, ext) }
+
+// Open opens (creating if needed) the partition's directory and checks its files.
+func Open(fsys vfs.FS, dir string) (*Partition, error) {
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("partlog: create %s: %w", dir, err)
+	}
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("partlog: list %s: %w", dir, err)
+	}
+	p := &Partition{fs: fsys, dir: dir}
+	var bases []uint64
+	for _, n := range names {
+		if !strings.HasSuffix(n, logExt) {
+			continue
+		}
+		b, err := strconv.ParseUint(strings.TrimSuffix(n, logExt), 10, 64)
+		if err != nil {
+			continue
+		}
+		bases = append(bases, b)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	for i, base := range bases {
+		s, err := p.openSegment(base, i == len(bases)-1)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		if s.end == s.base && i == len(bases)-1 && len(p.segs) > 0 {
+			// An empty newest file (created, nothing durable in it): drop it.
+			s.f.Close()
+			s.idx.Close()
+			_ = fsys.Remove(filepath.Join(dir, segName(base, logExt)))
+			_ = fsys.Remove(filepath.Join(dir, segName(base, idxExt)))
+			continue
+		}
+		if len(p.segs) > 0 && p.segs[len(p.segs)-1].end != base {
+			p.Close()
+			return nil, fmt.Errorf("partlog: %s: segment %d does not follow the previous one, which ends at %d", dir, base, p.segs[len(p.segs)-1].end)
+		}
+		p.segs = append(p.segs, s)
+	}
+	if len(p.segs) > 0 {
+		p.end = p.segs[len(p.segs)-1].end
+	}
+	p.pendEnd = p.end
+	return p, nil
+}
+
+// openSegment opens one segment's files. For the newest, it scans the log for its valid
+// prefix, cuts a torn tail and rewrites the index from the log; older ones are trusted up
+// to their size, their last record found through the index.
+func (p *Partition) openSegment(base uint64, newest bool) (*segment, error) {
+	lp, ip := filepath.Join(p.dir, segName(base, logExt)), filepath.Join(p.dir, segName(base, idxExt))
+	f, err := p.fs.OpenFile(lp, os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("partlog: open %s: %w", lp, err)
+	}
+	idx, err := p.fs.OpenFile(ip, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("partlog: open %s: %w", ip, err)
+	}
+	s := &segment{base: base, end: base, f: f, idx: idx}
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if !newest {
+		ents, err := readIndex(idx)
+		if err != nil {
+			return nil, fmt.Errorf("partlog: %s: %w", ip, err)
+		}
+		from, off := int64(0), base
+		if len(ents) > 0 {
+			last := ents[len(ents)-1]
+			from, off = int64(last.pos), base+uint64(last.rel)
+		}
+		end, pos, err := scan(f, from, size, off, nil)
+		if err != nil || pos != size {
+			return nil, fmt.Errorf("partlog: %s: sealed segment is damaged at byte %d (%v)", lp, pos, err)
+		}
+		s.end, s.size = end, size
+		if len(ents) > 0 {
+			s.lastIndexed = int64(ents[len(ents)-1].pos)
+		}
+		return s, nil
+	}
+	var index []byte
+	s.lastIndexed = -IndexEvery
+	s.index = []indexEntry{}
+	end, pos, _ := scan(f, 0, size, base, func(off uint64, at int64) {
+		if at-s.lastIndexed >= IndexEvery {
+			index = binary.LittleEndian.AppendUint32(index, uint32(off-base))
+			index = binary.LittleEndian.AppendUint32(index, uint32(at))
+			s.index = append(s.index, indexEntry{rel: uint32(off - base), pos: uint32(at)})
+			s.lastIndexed = at
+		}
+	})
+	if pos != size {
+		if err := f.Truncate(pos); err != nil {
+			return nil, fmt.Errorf("partlog: cut the torn tail of %s: %w", lp, err)
+		}
+		if err := f.Sync(); err != nil {
+			return nil, fmt.Errorf("partlog: sync %s: %w", lp, err)
+		}
+	}
+	if err := idx.Truncate(0); err != nil {
+		return nil, err
+	}
+	if len(index) > 0 {
+		if _, err := idx.WriteAt(index, 0); err != nil {
+			return nil, err
+		}
+	}
+	if err := idx.Sync(); err != nil {
+		return nil, err
+	}
+	s.end, s.size = end, pos
+	return s, nil
+}
+
+// scan reads frames from file position from (holding offset off) up to size; it returns
+// the offset after the last valid frame and the position after it. visit is told each
+// frame's offset and position.
+func scan(f vfs.File, from, size int64, off uint64, visit func(off uint64, at int64)) (uint64, int64, error) {
+	const chunk = 1 << 20
+	buf := make([]byte, 0, chunk)
+	bufAt := from
+	pos := from
+	for pos < size {
+		// Make sure the frame header, then the frame, is in buf.
+		need := func(n int64) bool {
+			if pos+n > size {
+				return false
+			}
+			if pos >= bufAt && pos+n <= bufAt+int64(len(buf)) {
+				return true
+			}
+			m := max(int64(chunk), n)
+			if pos+m > size {
+				m = size - pos
+			}
+			buf = buf[:m]
+			if _, err := f.ReadAt(buf, pos); err != nil {
+				return false
+			}
+			bufAt = pos
+			return true
+		}
+		if !need(frameHeader) {
+			return off, pos, nil
+		}
+		h := buf[pos-bufAt:]
+		n := binary.LittleEndian.Uint32(h)
+		if n < 8 || n > MaxRecord+8 {
+			return off, pos, fmt.Errorf("impossible frame length %d", n)
+		}
+		if !need(8 + int64(n)) {
+			return off, pos, nil
+		}
+		fr := buf[pos-bufAt : pos-bufAt+8+int64(n)]
+		if binary.LittleEndian.Uint32(fr[4:]) != crc32.Checksum(fr[8:], castagnoli) {
+			return off, pos, errors.New("checksum mismatch")
+		}
+		if got := binary.LittleEndian.Uint64(fr[8:]); got != off {
+			return off, pos, fmt.Errorf("frame holds offset %d where %d belongs", got, off)
+		}
+		if visit != nil {
+			visit(off, pos)
+		}
+		off++
+		pos += 8 + int64(n)
+	}
+	return off, pos, nil
+}
+
+func readIndex(f vfs.File) ([]indexEntry, error) {
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	size -= size % 8
+	raw := make([]byte, size)
+	if size > 0 {
+		if _, err := f.ReadAt(raw, 0); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]indexEntry, 0, size/8)
+	for i := 0; i+8 <= len(raw); i += 8 {
+		out = append(out, indexEntry{rel: binary.LittleEndian.Uint32(raw[i:]), pos: binary.LittleEndian.Uint32(raw[i+4:])})
+	}
+	return out, nil
+}
+
+// Start is the offset of the first record the files hold; End the offset after the
+// last durable one. Start == End: none.
+func (p *Partition) Start() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.segs {
+		if !s.removed {
+			return s.base
+		}
+	}
+	return p.end
+}
+
+// End is the offset after the last durable record.
+func (p *Partition) End() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.end
+}
+
+// Append adds the record at offset, which must be the offset after the last one
+// appended (or, for the first record of an empty partition, any offset). newSegment
+// begins a new segment file at it. Nothing is written until Sync.
+func (p *Partition) Append(offset uint64, newSegment bool, rec []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.segs) > 0 && offset != p.pendEnd {
+		return fmt.Errorf("partlog: %s: append of offset %d, expected %d", p.dir, offset, p.pendEnd)
+	}
+	if len(rec) > MaxRecord {
+		return fmt.Errorf("partlog: record of %d bytes", len(rec))
+	}
+	if len(p.segs) == 0 || newSegment {
+		if err := p.flushLocked(); err != nil {
+			return err
+		}
+		s, err := p.createSegment(offset)
+		if err != nil {
+			return err
+		}
+		p.segs = append(p.segs, s)
+		if len(p.segs) == 1 {
+			p.end = offset
+		}
+		p.pendEnd = offset
+	}
+	s := p.segs[len(p.segs)-1]
+	at := s.size + int64(len(p.pending))
+	if at-s.lastIndexed >= IndexEvery {
+		p.pendingIdx = binary.LittleEndian.AppendUint32(p.pendingIdx, uint32(offset-s.base))
+		p.pendingIdx = binary.LittleEndian.AppendUint32(p.pendingIdx, uint32(at))
+		s.index = append(s.index, indexEntry{rel: uint32(offset - s.base), pos: uint32(at)})
+		s.lastIndexed = at
+	}
+	var h [frameHeader]byte
+	binary.LittleEndian.PutUint32(h[0:], uint32(8+len(rec)))
+	binary.LittleEndian.PutUint64(h[8:], offset)
+	crc := crc32.Update(crc32.Checksum(h[8:], castagnoli), castagnoli, rec)
+	binary.LittleEndian.PutUint32(h[4:], crc)
+	p.pending = append(p.pending, h[:]...)
+	p.pending = append(p.pending, rec...)
+	p.pendEnd = offset + 1
+	s.end = p.pendEnd
+	return nil
+}
+
+func (p *Partition) createSegment(base uint64) (*segment, error) {
+	lp, ip := filepath.Join(p.dir, segName(base, logExt)), filepath.Join(p.dir, segName(base, idxExt))
+	f, err := p.fs.OpenFile(lp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("partlog: create %s: %w", lp, err)
+	}
+	idx, err := p.fs.OpenFile(ip, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("partlog: create %s: %w", ip, err)
+	}
+	p.dirSynced = false
+	if n := len(p.segs); n > 0 {
+		// The newest segment is sealed now: its index may go like any sealed one's.
+		p.loadedLocked(p.segs[n-1])
+	}
+	return &segment{base: base, end: base, f: f, idx: idx, lastIndexed: -IndexEvery, index: []indexEntry{}}, nil
+}
+
+// flushLocked writes the pending frames of the newest segment (without syncing).
+func (p *Partition) flushLocked() error {
+	if len(p.pending) == 0 {
+		return nil
+	}
+	s := p.segs[len(p.segs)-1]
+	if _, err := s.f.WriteAt(p.pending, s.size); err != nil {
+		return fmt.Errorf("partlog: write %s: %w", p.dir, err)
+	}
+	if len(p.pendingIdx) > 0 {
+		isz, err := s.idx.Size()
+		if err != nil {
+			return err
+		}
+		isz -= isz % 8
+		if _, err := s.idx.WriteAt(p.pendingIdx, isz); err != nil {
+			return fmt.Errorf("partlog: write index of %s: %w", p.dir, err)
+		}
+	}
+	s.size += int64(len(p.pending))
+	p.pending, p.pendingIdx = p.pending[:0], p.pendingIdx[:0]
+	if cap(p.pending) > 4<<20 {
+		p.pending = nil
+	}
+	return nil
+}
+
+// Sync writes what was appended and makes it durable: the files, and the directory
+// entries of new ones. It returns the offset after the last durable record.
+//
+// Sync holds the partition's lock through the write and the fsync: the one writer
+// is the caller, and readers of older segments wait at most one fsync.
+func (p *Partition) Sync() (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.flushLocked(); err != nil {
+		return p.end, err
+	}
+	// Every segment whose records are not all durable: the newest, and those a
+	// segment change flushed without syncing.
+	for _, s := range p.segs {
+		if s.end <= p.end || s.removed {
+			continue
+		}
+		if err := s.f.Sync(); err != nil {
+			return p.end, fmt.Errorf("partlog: sync %s: %w", p.dir, err)
+		}
+		if err := s.idx.Sync(); err != nil {
+			return p.end, fmt.Errorf("partlog: sync index of %s: %w", p.dir, err)
+		}
+	}
+	if !p.dirSynced {
+		// The files' entries, and the entries of the directories above that Open may
+		// have created (topic, then partition).
+		for d, i := p.dir, 0; i < 3; d, i = filepath.Dir(d), i+1 {
+			if err := p.fs.SyncDir(d); err != nil {
+				return p.end, fmt.Errorf("partlog: sync %s: %w", d, err)
+			}
+		}
+		p.dirSynced = true
+	}
+	p.end = p.pendEnd
+	return p.end, nil
+}
+
+// RemoveBelow deletes every segment file whose records all lie below start. A file
+// that readers hold is unlinked when the last of them lets go.
+func (p *Partition) RemoveBelow(start uint64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first error
+	keep := p.segs[:0]
+	for i, s := range p.segs {
+		last := i == len(p.segs)-1
+		// A segment ends where the next begins; the newest ends at the partition's end.
+		if !last && p.segs[i+1].base <= start || last && s.end <= start && len(p.pending) == 0 {
+			s.removed = true
+			if err := p.releaseLocked(s); err != nil && first == nil {
+				first = err
+			}
+			continue
+		}
+		keep = append(keep, s)
+	}
+	for i := len(keep); i < len(p.segs); i++ {
+		p.segs[i] = nil
+	}
+	p.segs = keep
+	if len(p.segs) == 0 {
+		p.end, p.pendEnd = max(p.end, start), max(p.pendEnd, start)
+	}
+	return first
+}
+
+// releaseLocked closes and unlinks a removed segment nobody reads.
+func (p *Partition) releaseLocked(s *segment) error {
+	if !s.removed || s.refs > 0 {
+		return nil
+	}
+	s.f.Close()
+	s.idx.Close()
+	err := p.fs.Remove(filepath.Join(p.dir, segName(s.base, logExt)))
+	if err2 := p.fs.Remove(filepath.Join(p.dir, segName(s.base, idxExt))); err == nil {
+		err = err2
+	}
+	p.dirSynced = false
+	return err
+}
+
+// Remove deletes the partition's directory and everything in it (its topic is gone).
+// Readers in flight finish on the files they hold.
+func (p *Partition) Remove() error {
+	if err := p.RemoveBelow(^uint64(0)); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names, _ := p.fs.ReadDir(p.dir)
+	for _, n := range names {
+		_ = p.fs.Remove(filepath.Join(p.dir, n))
+	}
+	return p.fs.Remove(p.dir)
+}
+
+// Close closes the files (not the readers').
+func (p *Partition) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.segs {
+		if s.refs == 0 {
+			s.f.Close()
+			s.idx.Close()
+		}
+	}
+	p.segs = nil
+	return nil
+}
+
+// Record is one record read back.
+type Record struct {
+	Offset uint64
+	Data   []byte
+}
+
+// Read returns durable records from offset on, at most max of them and about maxBytes
+// (at least one if any is durable), from the one segment file that holds offset: a
+// reader continues with the next call. An offset the files do not hold is
+// ErrNotRetained.
+func (p *Partition) Read(offset uint64, max int, maxBytes int) ([]Record, error) {
+	p.mu.Lock()
+	i := sort.Search(len(p.segs), func(i int) bool { return p.segs[i].end > offset })
+	if i == len(p.segs) || p.segs[i].base > offset || offset >= p.end {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d (the files hold %d to %d)", ErrNotRetained, offset, p.startLocked(), p.end)
+	}
+	s := p.segs[i]
+	s.refs++
+	end := min(p.end, s.end) // durable records of this segment end here
+	limit := s.size          // and its durable bytes here (pending ones are not written yet)
+	pos, next := s.locate(offset)
+	if i < len(p.segs)-1 {
+		p.loadedLocked(s)
+	}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		s.refs--
+		_ = p.releaseLocked(s)
+		p.mu.Unlock()
+	}()
+	if pos < 0 {
+		ents, err := readIndex(s.idx)
+		if err != nil {
+			return nil, fmt.Errorf("partlog: read index of %s: %w", p.dir, err)
+		}
+		p.mu.Lock()
+		s.index = ents
+		pos, next = s.locate(offset)
+		p.mu.Unlock()
+	}
+	name := func() string { return filepath.Join(p.dir, segName(s.base, logExt)) }
+	var out []Record
+	var buf []byte // file bytes from pos on
+	read := 0
+	for next < end && len(out) < max && (read < maxBytes || len(out) == 0) {
+		if len(buf) < frameHeader {
+			if err := p.fill(s, &buf, pos, limit, frameHeader); err != nil {
+				return out, err
+			}
+		}
+		n := int(binary.LittleEndian.Uint32(buf))
+		if n < 8 || n > MaxRecord+8 {
+			return out, &CorruptionError{File: name(), Offset: pos, Reason: fmt.Sprintf("impossible frame length %d", n)}
+		}
+		if len(buf) < 8+n {
+			if err := p.fill(s, &buf, pos, limit, 8+n); err != nil {
+				return out, err
+			}
+		}
+		fr := buf[:8+n]
+		if binary.LittleEndian.Uint32(fr[4:]) != crc32.Checksum(fr[8:], castagnoli) {
+			return out, &CorruptionError{File: name(), Offset: pos, Reason: "checksum mismatch"}
+		}
+		if got := binary.LittleEndian.Uint64(fr[8:]); got != next {
+			return out, &CorruptionError{File: name(), Offset: pos, Reason: fmt.Sprintf("offset %d where %d belongs", got, next)}
+		}
+		if next >= offset {
+			out = append(out, Record{Offset: next, Data: append([]byte(nil), fr[16:]...)})
+			read += n - 8
+		}
+		next++
+		buf = buf[8+n:]
+		pos += int64(8 + n)
+	}
+	return out, nil
+}
+
+// locate returns the file position and offset of the last index entry at or before
+// offset, or -1 when the segment's index is not loaded. Called with p.mu held.
+func (s *segment) locate(offset uint64) (int64, uint64) {
+	if s.index == nil {
+		return -1, 0
+	}
+	rel := offset - s.base
+	i := sort.Search(len(s.index), func(i int) bool { return uint64(s.index[i].rel) > rel })
+	if i == 0 {
+		return 0, s.base
+	}
+	return int64(s.index[i-1].pos), s.base + uint64(s.index[i-1].rel)
+}
+
+// maxLoaded is how many sealed segments of a partition keep their index in memory:
+// readers move through a partition, so the last few suffice, and memory stays per
+// partition rather than per retained byte.
+const maxLoaded = 2
+
+// loadedLocked notes that s's index is in use and drops the index of the sealed
+// segments used longest ago beyond maxLoaded.
+func (p *Partition) loadedLocked(s *segment) {
+	if len(p.loaded) > 0 && p.loaded[len(p.loaded)-1] == s {
+		return
+	}
+	for i, x := range p.loaded {
+		if x == s {
+			p.loaded = append(p.loaded[:i], p.loaded[i+1:]...)
+			break
+		}
+	}
+	p.loaded = append(p.loaded, s)
+	for len(p.loaded) > maxLoaded {
+		p.loaded[0].index = nil
+		p.loaded = p.loaded[1:]
+	}
+}
+
+func (p *Partition) startLocked() uint64 {
+	if len(p.segs) > 0 {
+		return p.segs[0].base
+	}
+	return p.end
+}
+
+// fill makes buf, the file's bytes from pos on, hold at least n bytes, reading ahead
+// up to 256 KiB but never past limit.
+func (p *Partition) fill(s *segment, buf *[]byte, pos, limit int64, n int) error {
+	have := len(*buf)
+	start := pos + int64(have)
+	want := max(n-have, 256<<10)
+	if start+int64(want) > limit {
+		want = int(limit - start)
+	}
+	if want < n-have {
+		return &CorruptionError{File: filepath.Join(p.dir, segName(s.base, logExt)), Offset: start, Reason: "frame runs past the durable end"}
+	}
+	nb := make([]byte, have+want)
+	copy(nb, *buf)
+	if _, err := s.f.ReadAt(nb[have:], start); err != nil {
+		return fmt.Errorf("partlog: read %s: %w", p.dir, err)
+	}
+	*buf = nb
+	return nil
+}
+
+// Segments lists the segment files: their first offset and the offset after their last
+// record, oldest first.
+func (p *Partition) Segments() [][2]uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([][2]uint64, 0, len(p.segs))
+	for _, s := range p.segs {
+		out = append(out, [2]uint64{s.base, s.end})
+	}
+	return out
+}

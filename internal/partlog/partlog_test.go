@@ -1,0 +1,182 @@
+package partlog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/okiba/okiba/internal/vfs"
+)
+
+func rec(off uint64) []byte {
+	return []byte(fmt.Sprintf("record %d %s", off, bytes.Repeat([]byte{'x'}, int(off%300))))
+}
+
+func mustOpen(t *testing.T, fs vfs.FS) *Partition {
+	t.Helper()
+	p, err := Open(fs, "/data/topics/1/0")
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return p
+}
+
+// fill appends offsets from..to-1, a new segment every segEvery, and syncs.
+func fill(t *testing.T, p *Partition, from, to, segEvery uint64) {
+	t.Helper()
+	for o := from; o < to; o++ {
+		if err := p.Append(o, o%segEvery == 0, rec(o)); err != nil {
+			t.Fatalf("Append %d: %v", o, err)
+		}
+	}
+	if end, err := p.Sync(); err != nil || end != to {
+		t.Fatalf("Sync: %d %v, want %d", end, err, to)
+	}
+}
+
+// readAll reads from offset to the end, in calls of at most max records.
+func readAll(t *testing.T, p *Partition, from uint64, max int) []Record {
+	t.Helper()
+	var out []Record
+	for from < p.End() {
+		rs, err := p.Read(from, max, 64<<10)
+		if err != nil {
+			t.Fatalf("Read %d: %v", from, err)
+		}
+		if len(rs) == 0 {
+			t.Fatalf("Read %d returned nothing before the end %d", from, p.End())
+		}
+		out = append(out, rs...)
+		from = rs[len(rs)-1].Offset + 1
+	}
+	return out
+}
+
+func check(t *testing.T, rs []Record, from, to uint64) {
+	t.Helper()
+	if uint64(len(rs)) != to-from {
+		t.Fatalf("read %d records, want %d (%d..%d)", len(rs), to-from, from, to)
+	}
+	for i, r := range rs {
+		if r.Offset != from+uint64(i) || !bytes.Equal(r.Data, rec(r.Offset)) {
+			t.Fatalf("record %d: offset %d data %.20q", i, r.Offset, r.Data)
+		}
+	}
+}
+
+func TestAppendReadAcrossSegmentsAndReopen(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMemFS()
+	p := mustOpen(t, fs)
+	fill(t, p, 0, 2000, 700)
+	check(t, readAll(t, p, 0, 37), 0, 2000)
+	check(t, readAll(t, p, 1234, 1000), 1234, 2000) // from the middle of a segment, through the index
+	if got := p.Segments(); len(got) != 3 || got[1] != [2]uint64{700, 1400} {
+		t.Fatalf("segments %v", got)
+	}
+	p.Close()
+
+	p = mustOpen(t, fs.Crash())
+	if p.Start() != 0 || p.End() != 2000 {
+		t.Fatalf("reopened: %d..%d", p.Start(), p.End())
+	}
+	check(t, readAll(t, p, 699, 5), 699, 2000)
+	fill(t, p, 2000, 2100, 700)
+	check(t, readAll(t, p, 1990, 50), 1990, 2100)
+}
+
+func TestUnsyncedRecordsAreNotReadAndDoNotSurviveACrash(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMemFS()
+	p := mustOpen(t, fs)
+	fill(t, p, 0, 100, 1000)
+	for o := uint64(100); o < 150; o++ {
+		if err := p.Append(o, false, rec(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.End() != 100 {
+		t.Fatalf("End %d before Sync", p.End())
+	}
+	if _, err := p.Read(120, 10, 1<<20); !errors.Is(err, ErrNotRetained) {
+		t.Fatalf("read of an unsynced record: %v", err)
+	}
+	check(t, readAll(t, p, 90, 100), 90, 100)
+	// Crash with the pending frames half written: the torn one is cut off on open.
+	p.flushLocked()
+	crashed := fs.CrashWith(func(name string, synced, current []byte) []byte {
+		return current[:len(synced)+(len(current)-len(synced))/2]
+	})
+	q := mustOpen(t, crashed)
+	if q.End() < 100 || q.End() >= 150 {
+		t.Fatalf("after a torn write: end %d", q.End())
+	}
+	check(t, readAll(t, q, 0, 1000), 0, q.End())
+	fill(t, q, q.End(), 200, 1000)
+	check(t, readAll(t, q, 0, 1000), 0, 200)
+}
+
+func TestRemoveBelowDeletesWholeSegmentsOnly(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMemFS()
+	p := mustOpen(t, fs)
+	fill(t, p, 0, 1000, 250)
+	if err := p.RemoveBelow(500); err != nil {
+		t.Fatal(err)
+	}
+	if p.Start() != 500 {
+		t.Fatalf("start %d after removing below 500", p.Start())
+	}
+	if _, err := p.Read(499, 1, 100); !errors.Is(err, ErrNotRetained) {
+		t.Fatalf("read below the start: %v", err)
+	}
+	names, _ := fs.ReadDir("/data/topics/1/0")
+	if len(names) != 4 { // two segments, .log and .idx each
+		t.Fatalf("files after removal: %v", names)
+	}
+	// A reader in flight keeps its file: removal waits for it.
+	p.mu.Lock()
+	held := p.segs[0]
+	held.refs++
+	p.mu.Unlock()
+	if err := p.RemoveBelow(750); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := fs.ReadDir("/data/topics/1/0"); len(names) != 4 {
+		t.Fatalf("a held file was removed: %v", names)
+	}
+	p.mu.Lock()
+	held.refs--
+	p.releaseLocked(held)
+	p.mu.Unlock()
+	if names, _ := fs.ReadDir("/data/topics/1/0"); len(names) != 2 {
+		t.Fatalf("a released file was kept: %v", names)
+	}
+	// Everything below the end: the partition is empty and continues at the end.
+	if err := p.RemoveBelow(1000); err != nil {
+		t.Fatal(err)
+	}
+	if p.Start() != 1000 || p.End() != 1000 {
+		t.Fatalf("emptied: %d..%d", p.Start(), p.End())
+	}
+	fill(t, p, 1000, 1010, 250)
+	check(t, readAll(t, p, 1000, 3), 1000, 1010)
+}
+
+func TestBitRotIsReportedNotSkipped(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMemFS()
+	p := mustOpen(t, fs)
+	fill(t, p, 0, 100, 1000)
+	f, _ := fs.OpenFile("/data/topics/1/0/"+segName(0, logExt), 2, 0)
+	var b [1]byte
+	f.ReadAt(b[:], 500)
+	b[0] ^= 0x40
+	f.WriteAt(b[:], 500)
+	_, err := p.Read(0, 100, 1<<20)
+	var ce *CorruptionError
+	if !errors.As(err, &ce) {
+		t.Fatalf("read over a flipped bit: %v", err)
+	}
+}

@@ -1,0 +1,592 @@
+package payload
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/okiba/okiba/internal/codec"
+	"github.com/okiba/okiba/internal/partlog"
+	"github.com/okiba/okiba/internal/vfs"
+	"github.com/okiba/okiba/topic"
+	"github.com/okiba/okiba/wal"
+)
+
+// Topic records: a publish is written once, into the write-ahead log, in the commit
+// that makes it durable. The store then keeps, per partition, the log positions of the
+// records not yet moved (the tail) and moves them in the background (MoveTopics) into
+// the partition's own segment files (internal/partlog), which readers read sequentially
+// and retention deletes a file at a time. A record in the tail holds its log segment
+// like a message's body does; once its partition file is durable, the log position is
+// let go and the segment can be removed. Memory per partition is its tail (16 bytes a
+// record, for as long as the mover lags) and one struct per segment file.
+//
+// The tail's positions are this node's: they are in the store's checkpoint section
+// (TopicSection), never in the semantic state.
+
+type partKey struct {
+	topic uint64
+	part  int
+}
+
+type tpart struct {
+	files    *partlog.Partition // nil until opened
+	moved    uint64             // offsets below lie in the files
+	start    uint64             // retention's start: offsets below are gone
+	tailBase uint64             // offset of tail[0]
+	tail     []tailEnt
+	// removeBelow is a retention deletion the mover has yet to do in the files.
+	removeBelow uint64
+	deleted     bool // the topic is gone: the mover removes the directory
+	moving      bool // the mover is writing to the files
+}
+
+type tailEnt struct {
+	pos    wal.Pos
+	size   uint32
+	newSeg bool
+}
+
+// topicState is the store's part for topics, under the store's mutex.
+type topicState struct {
+	fs    vfs.FS
+	dir   string // <data dir>/topics; "" keeps nothing on disk (tests of the store alone)
+	parts map[partKey]*tpart
+}
+
+func (s *Store) tp(k partKey) *tpart {
+	if s.topics.parts == nil {
+		s.topics.parts = make(map[partKey]*tpart)
+	}
+	p := s.topics.parts[k]
+	if p == nil {
+		p = &tpart{}
+		s.topics.parts[k] = p
+	}
+	return p
+}
+
+func (s *Store) partDir(k partKey) string {
+	return filepath.Join(s.topics.dir, strconv.FormatUint(k.topic, 10), strconv.Itoa(k.part))
+}
+
+// openLocked opens a partition's files if they are not open, and lets go of tail
+// entries that the files already hold (moved before a crash, after the checkpoint).
+func (s *Store) openLocked(k partKey, p *tpart) error {
+	if p.files != nil || s.topics.dir == "" {
+		return nil
+	}
+	f, err := partlog.Open(s.topics.fs, s.partDir(k))
+	if err != nil {
+		return err
+	}
+	p.files = f
+	if end := f.End(); end > p.moved {
+		p.moved = end
+	}
+	s.dropTailBelow(p, max(p.moved, p.start))
+	return nil
+}
+
+// dropTailBelow lets go of the tail entries below off.
+func (s *Store) dropTailBelow(p *tpart, off uint64) {
+	for len(p.tail) > 0 && p.tailBase < off {
+		e := p.tail[0]
+		s.count(e.pos, -1, -int64(e.size))
+		p.tail[0] = tailEnt{}
+		p.tail = p.tail[1:]
+		p.tailBase++
+	}
+	if len(p.tail) == 0 {
+		p.tail = nil
+		p.tailBase = max(p.tailBase, off)
+	}
+}
+
+// recordSize is what a tail entry counts against its log segment.
+func recordSize(r *topic.PublishRecord) uint32 {
+	in := r.Input()
+	return uint32(in.Size())
+}
+
+// Published implements topic.Bodies: the record being applied (at the position At
+// named) is offset of its partition.
+func (s *Store) Published(topicID uint64, part int, offset uint64, newSeg bool, r *topic.PublishRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := partKey{topicID, part}
+	p := s.tp(k)
+	if p.files == nil && s.topics.dir != "" {
+		if err := s.openLocked(k, p); err != nil {
+			s.fail(fmt.Errorf("payload: open partition %d/%d: %w", topicID, part, err))
+		}
+	}
+	if offset < p.moved || offset < p.tailBase+uint64(len(p.tail)) {
+		return // in the files already, or replayed twice
+	}
+	if len(p.tail) == 0 {
+		p.tailBase = offset
+	} else if offset != p.tailBase+uint64(len(p.tail)) {
+		s.fail(fmt.Errorf("payload: partition %d/%d: record %d after %d", topicID, part, offset, p.tailBase+uint64(len(p.tail))-1))
+		return
+	}
+	size := recordSize(r)
+	p.tail = append(p.tail, tailEnt{pos: s.cur, size: size, newSeg: newSeg})
+	s.count(s.cur, 1, int64(size))
+}
+
+// Truncated implements topic.Bodies: retention deleted the partition's records below
+// start. The tail lets go at once; the files are deleted by the mover.
+func (s *Store) Truncated(topicID uint64, part int, start uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.tp(partKey{topicID, part})
+	p.start = max(p.start, start)
+	s.dropTailBelow(p, start)
+	p.removeBelow = max(p.removeBelow, start)
+	if p.moved < start {
+		p.moved = start
+	}
+}
+
+// Deleted implements topic.Bodies: the topic is gone.
+func (s *Store) Deleted(topicID uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, p := range s.topics.parts {
+		if k.topic == topicID {
+			s.dropTailBelow(p, ^uint64(0))
+			p.deleted = true
+		}
+	}
+	if s.topics.dir != "" {
+		// The topic's directory, with any partition not touched since the node started:
+		// the mover removes it after the partitions it knows.
+		s.tp(partKey{topicID, -1}).deleted = true
+	}
+}
+
+// fail records an error of the store that no caller can be given (the machine's
+// callbacks return nothing): the next MoveTopics returns it, and the broker fails.
+func (s *Store) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// ---------------------------------------------------------------------------------------
+// The mover
+
+// moveBatch bounds the records one partition moves in one step.
+const moveBatch = 4096
+
+type moveWork struct {
+	k       partKey
+	p       *tpart
+	files   *partlog.Partition
+	base    uint64
+	ents    []tailEnt
+	remove  uint64
+	deleted bool
+}
+
+// MoveTopics moves tail records into their partitions' files, does the file deletions
+// retention asked for and removes deleted topics' directories. It returns how many
+// records it moved; more reports whether tails remain (the caller calls again).
+func (s *Store) MoveTopics(ctx context.Context) (moved int, more bool, err error) {
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return 0, false, err
+	}
+	if s.topics.dir == "" {
+		s.mu.Unlock()
+		return 0, false, nil
+	}
+	var work []moveWork
+	keys := make([]partKey, 0, len(s.topics.parts))
+	for k := range s.topics.parts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].topic < keys[j].topic || keys[i].topic == keys[j].topic && keys[i].part < keys[j].part
+	})
+	parts := make(map[uint64]int) // partitions per topic, for the removal of a topic's directory
+	for _, k := range keys {
+		if k.part >= 0 {
+			parts[k.topic]++
+		}
+	}
+	for _, k := range keys {
+		p := s.topics.parts[k]
+		if p.moving {
+			continue
+		}
+		if k.part < 0 && parts[k.topic] > 0 {
+			more = true // a topic's directory goes after its partitions'
+			continue
+		}
+		if p.deleted {
+			work = append(work, moveWork{k: k, p: p, files: p.files, deleted: true})
+			p.moving = true
+			continue
+		}
+		if err := s.openLocked(k, p); err != nil {
+			s.mu.Unlock()
+			return 0, false, fmt.Errorf("payload: open partition %d/%d: %w", k.topic, k.part, err)
+		}
+		w := moveWork{k: k, p: p, files: p.files, base: p.tailBase, remove: p.removeBelow}
+		n := min(len(p.tail), moveBatch)
+		if n < len(p.tail) {
+			more = true
+		}
+		w.ents = append([]tailEnt(nil), p.tail[:n]...)
+		for _, e := range w.ents {
+			s.pins[e.pos.Segment()]++
+		}
+		if n == 0 && w.remove == 0 {
+			continue
+		}
+		p.removeBelow = 0
+		p.moving = true
+		work = append(work, w)
+	}
+	s.mu.Unlock()
+
+	for i := range work {
+		if err == nil && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		w := &work[i]
+		var end uint64
+		var n int
+		if err == nil {
+			end, n, err = s.moveOne(w)
+			moved += n
+		}
+		s.mu.Lock()
+		for _, e := range w.ents {
+			if s.pins[e.pos.Segment()]--; s.pins[e.pos.Segment()] <= 0 {
+				delete(s.pins, e.pos.Segment())
+			}
+		}
+		w.p.moving = false
+		if w.deleted && err == nil {
+			delete(s.topics.parts, w.k)
+		} else if err == nil {
+			if end > w.p.moved {
+				w.p.moved = end
+			}
+			s.dropTailBelow(w.p, w.p.moved)
+		} else if w.remove > w.p.removeBelow {
+			w.p.removeBelow = w.remove
+		}
+		s.mu.Unlock()
+	}
+	return moved, more, err
+}
+
+// moveOne does one partition's step without the store's lock: deletions first, then the
+// records, then one sync.
+func (s *Store) moveOne(w *moveWork) (uint64, int, error) {
+	if w.deleted {
+		if w.files != nil {
+			return 0, 0, w.files.Remove()
+		}
+		if w.k.part < 0 {
+			return 0, 0, s.removeTopicDir(w.k.topic)
+		}
+		return 0, 0, nil
+	}
+	if w.remove > 0 {
+		if err := w.files.RemoveBelow(w.remove); err != nil {
+			return 0, 0, fmt.Errorf("payload: retention of partition %d/%d: %w", w.k.topic, w.k.part, err)
+		}
+	}
+	if len(w.ents) == 0 {
+		return w.files.End(), 0, nil
+	}
+	off := w.base
+	skip := w.files.End() // records the files hold already (a previous step's)
+	for _, e := range w.ents {
+		if off >= skip {
+			raw, err := s.log.ReadAt(e.pos)
+			if err != nil {
+				return 0, 0, fmt.Errorf("payload: read record %d of partition %d/%d at %v: %w", off, w.k.topic, w.k.part, e.pos, err)
+			}
+			pr, err := checkPublish(raw, w.k, off)
+			if err != nil {
+				return 0, 0, fmt.Errorf("payload: record at %v: %w", e.pos, err)
+			}
+			if raw[0] != byte(topic.KindPublish) {
+				// A publish fanned out: the files keep the record, not what the queues took.
+				raw = pr.AppendTo(nil)
+			}
+			if err := w.files.Append(off, e.newSeg, raw); err != nil {
+				return 0, 0, err
+			}
+		}
+		off++
+	}
+	end, err := w.files.Sync()
+	return end, len(w.ents), err
+}
+
+// checkPublish checks that raw holds the publish of offset in partition k, and returns it
+// (aliasing raw).
+func checkPublish(raw []byte, k partKey, offset uint64) (*topic.PublishRecord, error) {
+	pr, err := topic.DecodePublish(raw, true)
+	if err != nil {
+		return nil, err
+	}
+	if pr.TopicID != k.topic || pr.Partition != k.part || pr.Offset != offset {
+		return nil, fmt.Errorf("found %d/%d@%d where the publish of %d/%d@%d belongs", pr.TopicID, pr.Partition, pr.Offset, k.topic, k.part, offset)
+	}
+	return pr, nil
+}
+
+func (s *Store) removeTopicDir(topicID uint64) error {
+	dir := filepath.Join(s.topics.dir, strconv.FormatUint(topicID, 10))
+	parts, err := s.topics.fs.ReadDir(dir)
+	if err != nil {
+		return nil // nothing there
+	}
+	for _, p := range parts {
+		f, err := partlog.Open(s.topics.fs, filepath.Join(dir, p))
+		if err != nil {
+			return err
+		}
+		if err := f.Remove(); err != nil {
+			return err
+		}
+	}
+	return s.topics.fs.Remove(dir)
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading
+
+// ErrRecordGone is returned by ReadTopic for records retention deleted while it read.
+var ErrRecordGone = errors.New("payload: record no longer retained")
+
+// ReadTopic returns the publish records of a partition from offset from (which the
+// caller checked against the machine) up to end, at most max and about maxBytes: from
+// the partition's files while from lies there, then on from the tail in the log. Where
+// a node moved its records to does not change what one read returns (every node of a
+// cluster answers the same read alike): it stops only at max, maxBytes or end.
+func (s *Store) ReadTopic(topicID uint64, part int, from, end uint64, max, maxBytes int) ([]*topic.PublishRecord, error) {
+	var out []*topic.PublishRecord
+	size := 0
+	for from < end && len(out) < max && (size < maxBytes || len(out) == 0) {
+		budget := maxBytes - size
+		if budget < 1 {
+			budget = 1 // the first record is returned whatever its size
+		}
+		rs, fromFiles, err := s.readTopicOnce(topicID, part, from, end, max-len(out), budget)
+		out = append(out, rs...)
+		if err != nil || len(rs) == 0 {
+			return out, err
+		}
+		for _, r := range rs {
+			size += len(r.Body) + len(r.Key)
+		}
+		from = rs[len(rs)-1].Offset + 1
+		if !fromFiles {
+			break // the tail read took what there was
+		}
+	}
+	return out, nil
+}
+
+// readTopicOnce reads from one place: the files while from lies there (saying so), or
+// the tail.
+func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, maxBytes int) (_ []*topic.PublishRecord, fromFiles bool, _ error) {
+	if from >= end || max <= 0 {
+		return nil, false, nil
+	}
+	k := partKey{topicID, part}
+	s.mu.Lock()
+	p := s.topics.parts[k]
+	if p == nil {
+		s.mu.Unlock()
+		return nil, false, fmt.Errorf("%w: partition %d/%d holds nothing on this node", ErrRecordGone, topicID, part)
+	}
+	if err := s.openLocked(k, p); err != nil {
+		s.mu.Unlock()
+		return nil, false, err
+	}
+	if from < p.start {
+		s.mu.Unlock()
+		return nil, false, fmt.Errorf("%w: offset %d is below the partition's start %d", ErrRecordGone, from, p.start)
+	}
+	if from < p.moved && p.files != nil {
+		files := p.files
+		limit := int(min(uint64(max), p.moved-from, end-from))
+		s.mu.Unlock()
+		rs, err := files.Read(from, limit, maxBytes)
+		if errors.Is(err, partlog.ErrNotRetained) {
+			return nil, true, fmt.Errorf("%w: %v", ErrRecordGone, err)
+		}
+		out := make([]*topic.PublishRecord, 0, len(rs))
+		for _, r := range rs {
+			pr, derr := decodePublish(r.Data, k, r.Offset)
+			if derr != nil {
+				return out, true, derr
+			}
+			out = append(out, pr)
+		}
+		return out, true, err
+	}
+	i := from - p.tailBase
+	if from < p.tailBase || i >= uint64(len(p.tail)) {
+		s.mu.Unlock()
+		return nil, false, fmt.Errorf("%w: offset %d of %d/%d is in neither the files (below %d) nor the log", ErrRecordGone, from, topicID, part, p.moved)
+	}
+	n := int(min(uint64(len(p.tail))-i, end-from, uint64(max)))
+	ents := make([]tailEnt, 0, n)
+	bytes := 0
+	for _, e := range p.tail[i : i+uint64(n)] {
+		if bytes >= maxBytes && len(ents) > 0 {
+			break
+		}
+		ents = append(ents, e)
+		bytes += int(e.size)
+		s.pins[e.pos.Segment()]++
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		for _, e := range ents {
+			if s.pins[e.pos.Segment()]--; s.pins[e.pos.Segment()] <= 0 {
+				delete(s.pins, e.pos.Segment())
+			}
+		}
+		s.mu.Unlock()
+	}()
+	out := make([]*topic.PublishRecord, 0, len(ents))
+	for j, e := range ents {
+		raw, err := s.log.ReadAt(e.pos)
+		if err != nil {
+			return out, false, fmt.Errorf("payload: read record %d of partition %d/%d: %w", from+uint64(j), topicID, part, err)
+		}
+		pr, err := decodePublish(raw, k, from+uint64(j))
+		if err != nil {
+			return out, false, err
+		}
+		out = append(out, pr)
+	}
+	return out, false, nil
+}
+
+func decodePublish(raw []byte, k partKey, offset uint64) (*topic.PublishRecord, error) {
+	pr, err := topic.DecodePublish(raw, false)
+	if err != nil {
+		return nil, fmt.Errorf("payload: record %d of partition %d/%d: %w", offset, k.topic, k.part, err)
+	}
+	if pr.TopicID != k.topic || pr.Partition != k.part || pr.Offset != offset {
+		return nil, fmt.Errorf("payload: found %d/%d@%d where the publish of %d/%d@%d belongs", pr.TopicID, pr.Partition, pr.Offset, k.topic, k.part, offset)
+	}
+	return pr, nil
+}
+
+// TopicBacklog is how many records wait in tails for the mover, and their bytes.
+func (s *Store) TopicBacklog() (records, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.topics.parts {
+		records += int64(len(p.tail))
+		for _, e := range p.tail {
+			bytes += int64(e.size)
+		}
+	}
+	return records, bytes
+}
+
+// ---------------------------------------------------------------------------------------
+// Checkpoint section
+
+const topicSectionMagic = "OKPT"
+
+// TopicSection returns the topics' part of the store's checkpoint: per partition the
+// offsets moved and retained and the tail's positions. It must be taken in the same
+// critical section as Section (under the broker's lock), so that both describe one
+// moment.
+func (s *Store) TopicSection() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]partKey, 0, len(s.topics.parts))
+	for k, p := range s.topics.parts {
+		if !p.deleted {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].topic < keys[j].topic || keys[i].topic == keys[j].topic && keys[i].part < keys[j].part
+	})
+	b := append([]byte(nil), topicSectionMagic...)
+	b = codec.AppendUvarint(b, 1)
+	b = codec.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		p := s.topics.parts[k]
+		b = codec.AppendUvarint(b, k.topic)
+		b = codec.AppendUvarint(b, uint64(k.part))
+		b = codec.AppendUvarint(b, p.moved)
+		b = codec.AppendUvarint(b, p.start)
+		b = codec.AppendUvarint(b, p.removeBelow)
+		b = codec.AppendUvarint(b, p.tailBase)
+		b = codec.AppendUvarint(b, uint64(len(p.tail)))
+		var prev wal.Pos
+		for _, e := range p.tail {
+			b = codec.AppendVarint(b, int64(e.pos-prev))
+			prev = e.pos
+			v := uint64(e.size) << 1
+			if e.newSeg {
+				v |= 1
+			}
+			b = codec.AppendUvarint(b, v)
+		}
+	}
+	return binary.LittleEndian.AppendUint32(b, uint32(len(keys)))
+}
+
+// RestoreTopics fills the store's topic part from a TopicSection.
+func (s *Store) RestoreTopics(b []byte) error {
+	if len(b) < len(topicSectionMagic)+4 || string(b[:len(topicSectionMagic)]) != topicSectionMagic {
+		return errors.New("payload: topic section: bad magic")
+	}
+	d := &codec.Decoder{B: b[len(topicSectionMagic) : len(b)-4]}
+	if v := d.Uvarint(); d.Err == nil && v != 1 {
+		return fmt.Errorf("payload: topic section version %d; this okiba reads 1", v)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := d.Count()
+	for i := 0; i < n && d.Err == nil; i++ {
+		k := partKey{topic: d.Uvarint(), part: int(d.Uvarint())}
+		p := s.tp(k)
+		p.moved, p.start, p.removeBelow, p.tailBase = d.Uvarint(), d.Uvarint(), d.Uvarint(), d.Uvarint()
+		m := d.Count()
+		p.tail = make([]tailEnt, 0, m)
+		var prev wal.Pos
+		for j := 0; j < m && d.Err == nil; j++ {
+			pos := prev + wal.Pos(d.Varint())
+			prev = pos
+			v := d.Uvarint()
+			e := tailEnt{pos: pos, size: uint32(v >> 1), newSeg: v&1 != 0}
+			p.tail = append(p.tail, e)
+			s.count(pos, 1, int64(e.size))
+		}
+	}
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("payload: topic section: %w", err)
+	}
+	if got := binary.LittleEndian.Uint32(b[len(b)-4:]); got != uint32(n) {
+		return fmt.Errorf("payload: topic section says %d partitions, holds %d", got, n)
+	}
+	return nil
+}

@@ -1,0 +1,277 @@
+package payload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/internal/vfs"
+	"github.com/okiba/okiba/topic"
+	"github.com/okiba/okiba/wal"
+)
+
+// tenv is a topic machine, a log and a store joined the way the broker joins them:
+// each record is appended to the log, the store is told where, then the machine applies
+// it (and tells the store about the record).
+type tenv struct {
+	t     *testing.T
+	fs    *vfs.MemFS
+	log   *wal.Log
+	s     *Store
+	m     *topic.Machine
+	now   int64
+	snap  []byte // the machine's checkpoint
+	sect  []byte // the store's topic section, taken with it
+	since wal.Pos
+}
+
+func (e *tenv) Emit(r topic.Record) {
+	pos, t, err := e.log.Append(r.AppendTo(nil))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.s.At(pos, false)
+	if err := t.Wait(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func newTenv(t *testing.T) *tenv {
+	e := &tenv{t: t, fs: vfs.NewMemFS(), now: 1_700_000_000_000}
+	e.s = New(Config{FS: e.fs, TopicsDir: "/topics"})
+	e.m = topic.New()
+	e.m.SetBodies(e.s)
+	e.openLog(0, nil)
+	return e
+}
+
+func (e *tenv) openLog(from wal.Pos, replay func(wal.Pos, []byte) error) {
+	e.t.Helper()
+	l, err := wal.Open(wal.Options{FS: e.fs, Dir: "/wal", SegmentSize: segSize, NoPrecreate: true}, from, func(p wal.Pos, raw []byte) error {
+		if replay == nil {
+			return nil
+		}
+		return replay(p, raw)
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { l.Close() })
+	e.log = l
+	e.s.SetLog(l)
+}
+
+func (e *tenv) publish(name string, n int) {
+	e.t.Helper()
+	in := make([]topic.PublishInput, n)
+	for i := range in {
+		in[i] = topic.PublishInput{Partition: topic.AnyPartition, Body: []byte(fmt.Sprintf("body %d of %d", i, e.now))}
+	}
+	res, err := e.m.Publish(e.now, e, name, in)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			e.t.Fatal(r.Err)
+		}
+	}
+}
+
+func (e *tenv) move() int {
+	e.t.Helper()
+	total := 0
+	for {
+		n, more, err := e.s.MoveTopics(context.Background())
+		if err != nil {
+			e.t.Fatalf("MoveTopics: %v", err)
+		}
+		total += n
+		if !more {
+			return total
+		}
+	}
+}
+
+// readAll reads a partition from its start to its end through the store, checking
+// offsets and that each record is the one the machine published there.
+func (e *tenv) readAll(name string, part int) int {
+	e.t.Helper()
+	ti, err := e.m.Topic(name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	pi := ti.Partitions[part]
+	n := 0
+	for off := pi.Start; off < pi.End; {
+		rs, err := e.s.ReadTopic(ti.ID, part, off, pi.End, 100, 1<<20)
+		if err != nil {
+			e.t.Fatalf("ReadTopic %d: %v", off, err)
+		}
+		if len(rs) == 0 {
+			e.t.Fatalf("ReadTopic %d: nothing before the end %d", off, pi.End)
+		}
+		for _, r := range rs {
+			if r.Offset != off || r.Partition != part {
+				e.t.Fatalf("read %d/%d where %d/%d belongs", r.Partition, r.Offset, part, off)
+			}
+			off++
+			n++
+		}
+	}
+	return n
+}
+
+func TestTopicRecordsMoveIntoPartitionFilesAndFreeTheLog(t *testing.T) {
+	t.Parallel()
+	e := newTenv(t)
+	cfg := topic.DefaultConfig()
+	cfg.Partitions = 2
+	cfg.SegmentBytes = topic.MinSegmentBytes
+	if _, err := e.m.PutTopic(e.now, e, "t", cfg); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		e.publish("t", 50)
+		e.now += 10
+	}
+	if got := e.readAll("t", 0) + e.readAll("t", 1); got != 1000 {
+		t.Fatalf("read %d records from the tail, want 1000", got)
+	}
+	if recs, _ := e.s.TopicBacklog(); recs != 1000 {
+		t.Fatalf("backlog %d before moving", recs)
+	}
+	if n := e.move(); n != 1000 {
+		t.Fatalf("moved %d", n)
+	}
+	if recs, _ := e.s.TopicBacklog(); recs != 0 {
+		t.Fatalf("backlog %d after moving", recs)
+	}
+	if got := e.readAll("t", 0) + e.readAll("t", 1); got != 1000 {
+		t.Fatalf("read %d records from the files, want 1000", got)
+	}
+	// Nothing of the log is live any more: every segment but the head can go.
+	if u := e.s.Usage(); len(u) != 0 {
+		t.Fatalf("log usage after moving: %v", u)
+	}
+	// Several partition segments, as the machine cut them.
+	segs, _ := e.m.Segments("t", 0)
+	files, _ := e.fs.ReadDir("/topics/1/0")
+	if len(segs) < 3 || len(files) != 2*len(segs) {
+		t.Fatalf("machine segments %d, files %v", len(segs), files)
+	}
+}
+
+func TestTopicRetentionDeletesFilesAndTail(t *testing.T) {
+	t.Parallel()
+	e := newTenv(t)
+	cfg := topic.DefaultConfig()
+	cfg.SegmentBytes = topic.MinSegmentBytes
+	cfg.RetentionAge = 10 * time.Second
+	if _, err := e.m.PutTopic(e.now, e, "t", cfg); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		e.publish("t", 50)
+		e.now += 1000
+	}
+	e.move()
+	e.publish("t", 10) // in the tail
+	e.now += 9500      // the first seconds' segments are past retention
+	e.m.Tick(e.now, e)
+	ti, _ := e.m.Topic("t")
+	if ti.Partitions[0].Start == 0 {
+		t.Fatal("retention deleted nothing")
+	}
+	if got := e.readAll("t", 0); int64(got) != ti.Records {
+		t.Fatalf("read %d, retained %d", got, ti.Records)
+	}
+	if _, err := e.s.ReadTopic(ti.ID, 0, 0, 1, 1, 100); !errors.Is(err, ErrRecordGone) {
+		t.Fatalf("read below retention: %v", err)
+	}
+	e.move()
+	segs, _ := e.m.Segments("t", 0)
+	if files, _ := e.fs.ReadDir("/topics/1/0"); len(files) != 2*len(segs) {
+		t.Fatalf("%d segments retained, files %v", len(segs), files)
+	}
+	// Everything expires: the partition empties, files and all, and goes on from its end.
+	e.now += 20_000
+	e.m.Tick(e.now, e)
+	e.move()
+	if files, _ := e.fs.ReadDir("/topics/1/0"); len(files) != 0 {
+		t.Fatalf("files after everything expired: %v", files)
+	}
+	e.publish("t", 5)
+	e.move()
+	if got := e.readAll("t", 0); got != 5 {
+		t.Fatalf("read %d after refilling", got)
+	}
+	// A deleted topic's directory goes.
+	if err := e.m.DeleteTopic(e.now, e, "t", false); err != nil {
+		t.Fatal(err)
+	}
+	e.move()
+	if names, _ := e.fs.ReadDir("/topics"); len(names) != 0 {
+		t.Fatalf("topics directory after deleting the topic: %v", names)
+	}
+}
+
+// TestTopicStoreSurvivesACrash checkpoints the machine and the store's section halfway,
+// moves some records, crashes, and recovers the way the broker does: restore both, replay
+// the log after the checkpoint. Every record must read back, from wherever it lies.
+func TestTopicStoreSurvivesACrash(t *testing.T) {
+	t.Parallel()
+	e := newTenv(t)
+	cfg := topic.DefaultConfig()
+	cfg.Partitions = 3
+	cfg.SegmentBytes = topic.MinSegmentBytes
+	if _, err := e.m.PutTopic(e.now, e, "t", cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.publish("t", 300)
+	e.move()
+	e.publish("t", 300) // in the tail at the checkpoint
+	snap, sect, ckpt := e.m.AppendSnapshot(nil), e.s.TopicSection(), e.log.End()
+	e.move()            // moved after the checkpoint
+	e.publish("t", 300) // after the checkpoint, some moved, some not
+	e.s.MoveTopics(context.Background())
+	e.publish("t", 100)
+
+	crashed := e.fs.Crash()
+	r := &tenv{t: t, fs: crashed, now: e.now}
+	r.s = New(Config{FS: crashed, TopicsDir: "/topics"})
+	m, err := topic.Restore(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.m = m
+	m.SetBodies(r.s)
+	if err := r.s.RestoreTopics(sect); err != nil {
+		t.Fatal(err)
+	}
+	r.openLog(ckpt, func(p wal.Pos, raw []byte) error {
+		rec, err := topic.DecodeRecordShared(raw)
+		if err != nil {
+			return err
+		}
+		r.s.At(p, true)
+		return m.Apply(rec)
+	})
+	total := 0
+	for p := 0; p < 3; p++ {
+		total += r.readAll("t", p)
+	}
+	if total != 1000 {
+		t.Fatalf("read %d records after the crash, want 1000", total)
+	}
+	r.move()
+	total = 0
+	for p := 0; p < 3; p++ {
+		total += r.readAll("t", p)
+	}
+	if total != 1000 {
+		t.Fatalf("read %d records after moving, want 1000", total)
+	}
+}
