@@ -110,7 +110,9 @@ func topicTable(w io.Writer, t *Table, s string, cells []harness.Cell) {
 		}
 		return fmt.Sprintf("%.4g (%.4g–%.4g)", m, lo, hi)
 	}
-	extra := func(k string) func(harness.Result) float64 { return func(r harness.Result) float64 { return r.Extra[k] } }
+	extra := func(k string) func(harness.Result) float64 {
+		return func(r harness.Result) float64 { return r.Extra[k] }
+	}
 	cols := map[string][]string{
 		"t1": {},
 		"t2": {"filled", "drained", "deliveries", "drain_seconds"},

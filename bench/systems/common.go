@@ -35,6 +35,7 @@ func All() []harness.System {
 		NewGoqite(true),
 		NewJetStream(false),
 		NewRabbit(rabbitClassicV2),
+		NewRabbitStream(),
 		NewRedis(false),
 		NewSQLiteQueue(false),
 		NewCeiling(),
