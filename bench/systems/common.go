@@ -36,6 +36,7 @@ func All() []harness.System {
 		NewJetStream(false),
 		NewRabbit(rabbitClassicV2),
 		NewRabbitStream(),
+		NewRabbitStreamAMQP(),
 		NewRedis(false),
 		NewSQLiteQueue(false),
 		NewCeiling(),

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/message"
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/stream"
@@ -26,23 +27,42 @@ import (
 // answer). Streams confirm once a chunk is written on the node, without an fsync of
 // its own, so the durability is relaxed. Only the topic scenarios (t1, t2) use it.
 type RabbitStream struct {
-	srv *rabbitServer
-	env *stream.Environment
-	ver string
+	// amqpRead reads with AMQP 0.9.1 (basic.consume of the stream queue with
+	// x-stream-offset first) instead of the stream protocol: see NewRabbitStreamAMQP.
+	amqpRead bool
+	srv      *rabbitServer
+	env      *stream.Environment
+	ver      string
 }
 
 func NewRabbitStream() *RabbitStream { return &RabbitStream{} }
 
+// NewRabbitStreamAMQP publishes as RabbitStream does but reads each stream through
+// AMQP 0.9.1 (amqp091-go): against Debian's RabbitMQ 3.10.8, rabbitmq-stream-go-client
+// 1.8.3's consumers stop receiving after about 1,500 records each (with CRC checks on it
+// first logs "Error during the checkSum" and closes its connection), so the stream
+// protocol's read side cannot be measured here. AMQP has no server-side offset store
+// for streams: the "commit" is the multiple-ack of each receive, which only returns
+// credit.
+func NewRabbitStreamAMQP() *RabbitStream { return &RabbitStream{amqpRead: true} }
+
 func (r *RabbitStream) Info() harness.Info {
-	return harness.Info{
+	i := harness.Info{
 		Name: "rabbitmq-stream", Label: "RabbitMQ streams (stream protocol)", Peer: "rabbitmq", Durability: harness.Relaxed,
 		Version:  r.ver,
 		Settings: "single node; streams confirm when a chunk is written on the node, not after an fsync (osiris leaves that to replication); " + r.LogSettings(),
 		Caps:     harness.Caps{Log: true},
 	}
+	if r.amqpRead {
+		i.Name, i.Label = "rabbitmq-stream-amqp", "RabbitMQ streams (stream protocol publish, AMQP 0.9.1 read)"
+	}
+	return i
 }
 
 func (r *RabbitStream) LogSettings() string {
+	if r.amqpRead {
+		return "P streams per log (a super stream's shape); a producer per harness producer on one stream each, BatchSend of what has gathered (≤ window), one batch in flight; member i consumes stream i with AMQP 0.9.1 basic.consume (x-stream-offset first, basic.qos = prefetch), one multiple-ack per receive (no offset is stored: AMQP has no commit for streams)"
+	}
 	return "P streams per log (a super stream's shape); a producer per harness producer on one stream each, BatchSend of what has gathered (≤ window), one batch in flight; member i consumes stream i from the first offset, StoreCustomOffset of the last acked record per receive"
 }
 
@@ -55,7 +75,7 @@ func (r *RabbitStream) Start(ctx context.Context, env *harness.Env) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		r.env, err = stream.NewEnvironment(stream.NewEnvironmentOptions().SetHost("127.0.0.1").SetPort(srv.streamPort).
-			SetUser("guest").SetPassword("guest"))
+			SetUser("guest").SetPassword("guest").SetMaxConsumersPerClient(1))
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
@@ -164,6 +184,25 @@ func (l *rabbitLog) NewMember(ctx context.Context, group string, i int, opts har
 	m := &rabbitMember{ch: make(chan harness.Delivery, max(opts.Prefetch, 1)*4)}
 	if i >= len(l.streams) {
 		return m, nil // more members than partitions: idle, as in a Kafka group
+	}
+	if l.r.amqpRead {
+		c, err := amqp091.Dial(l.r.srv.url())
+		if err != nil {
+			return nil, err
+		}
+		ch, err := c.Channel()
+		if err == nil {
+			err = ch.Qos(max(opts.Prefetch, 1), 0, false)
+		}
+		var ds <-chan amqp091.Delivery
+		if err == nil {
+			ds, err = ch.Consume(l.streams[i], group, false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
+		}
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		return &rabbitConsumer{c: c, ch: ch, ds: ds}, nil
 	}
 	c, err := l.r.env.NewConsumer(l.streams[i], func(cc stream.ConsumerContext, msg *amqp.Message) {
 		m.ch <- harness.Delivery{Body: msg.GetData(), Handle: cc.Consumer.GetOffset()}
