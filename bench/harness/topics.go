@@ -312,10 +312,12 @@ func (r *Runner) prefilledDrain(ctx context.Context, sys System, q Queue, lg Log
 		cons = append(cons, cn)
 	}
 	w := r.openWindow(ctx, sys)
+	stopPerf := r.perfWindow(sys, c, res)
 	start := time.Now()
 	sn := newSeen(int(n))
 	got, deliveries, errs := drainAll(ctx, cons, c.Prefetch, n, sn, r.Cfg.BacklogPhaseCap, nil)
 	del := time.Since(start)
+	stopPerf()
 	w.close(ctx, r, res, got)
 	if err := closeAll(cons); err != nil && res.FirstError == "" {
 		res.Note = strings.TrimSpace(res.Note + " close: " + err.Error())
@@ -328,6 +330,38 @@ func (r *Runner) prefilledDrain(ctx context.Context, sys System, q Queue, lg Log
 	res.Extra["drain_errors"] = float64(errs)
 	if got < n {
 		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" drain stopped with %d of %d", got, n))
+	}
+}
+
+// perfWindow starts perf profiles of the broker and of the harness process when the
+// profiler matches the cell (--perf), and returns what stops them.
+func (r *Runner) perfWindow(sys System, c Cell, res *Result) func() {
+	if !r.Profile.matches(res.System, c.Name) {
+		return func() {}
+	}
+	name := fmt.Sprintf("%s-%s-%s-%d", c.Scenario, strings.ReplaceAll(c.Name, "/", "_"), res.System, res.Repeat)
+	var stops []func() (string, error)
+	for _, p := range []struct {
+		suffix string
+		pids   []int
+	}{{"-broker", sys.Pids()}, {"-client", []int{os.Getpid()}}} {
+		if p.pids == nil {
+			continue
+		}
+		if stop, err := r.Profile.start(name+p.suffix, p.pids); err != nil {
+			r.Logf("  perf: %v", err)
+		} else {
+			stops = append(stops, stop)
+		}
+	}
+	return func() {
+		for _, stop := range stops {
+			if path, err := stop(); err != nil {
+				r.Logf("  perf report: %v", err)
+			} else {
+				r.Logf("  perf profile: %s", path)
+			}
+		}
 	}
 }
 
@@ -409,6 +443,7 @@ func (r *Runner) fanout(ctx context.Context, sys System, lg Log, c Cell, res *Re
 	}
 	// Each queue holds one message of every record: distinct (queue, record) pairs are
 	// counted by giving each queue's consumers a seen set of their own.
+	stopPerf := r.perfWindow(sys, c, res)
 	start := time.Now()
 	var got, deliveries, errs atomic.Int64
 	var wg sync.WaitGroup
@@ -430,6 +465,7 @@ func (r *Runner) fanout(ctx context.Context, sys System, lg Log, c Cell, res *Re
 	}
 	wg.Wait()
 	del := time.Since(start)
+	stopPerf()
 	closeAll(cons)
 	res.ConsumeRate = float64(got.Load()) / del.Seconds()
 	res.Extra["drained"] = float64(got.Load())

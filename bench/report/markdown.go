@@ -104,11 +104,17 @@ func topicTable(w io.Writer, t *Table, s string, cells []harness.Cell) {
 				hi = v
 			}
 		}
+		num := func(v float64) string {
+			if v >= 100 || v <= -100 {
+				return fmt.Sprintf("%.0f", v)
+			}
+			return fmt.Sprintf("%.3g", v)
+		}
 		m := a.Med(f)
 		if len(a.Runs) < 2 {
-			return fmt.Sprintf("%.4g", m)
+			return num(m)
 		}
-		return fmt.Sprintf("%.4g (%.4g–%.4g)", m, lo, hi)
+		return fmt.Sprintf("%s (%s–%s)", num(m), num(lo), num(hi))
 	}
 	extra := func(k string) func(harness.Result) float64 {
 		return func(r harness.Result) float64 { return r.Extra[k] }
