@@ -13,7 +13,7 @@ export TESTREPORT_DIR ?= .test-report
 REPORT := $(TESTREPORT_DIR)/testreport
 TIERS := build vet unit model storage binary bench-smoke browser
 
-.PHONY: test deps build vet unit model storage binary torture-short bench-smoke browser torture fuzz bench bench-quick bench-setup bench-go clean
+.PHONY: test deps build vet unit model storage binary torture-short bench-smoke browser torture fuzz bench bench-quick bench-setup bench-go bench-topics bench-topic-memory clean
 
 ## test: everything CI checks, tier by tier, then the summary (printed even when a tier fails).
 test: $(REPORT)
@@ -41,8 +41,9 @@ vet: $(REPORT)
 
 ## unit: every package's tests with the race detector (fuzz seed corpora replay here too);
 ## -short leaves the storage fault injection, the real binary and the browser to their tiers.
+## Its budget grew by 75 s with topics, subscriptions and consumer groups.
 unit: $(REPORT)
-	@$(call tier,unit,240) -json -- $(GO) test -json -race -short -count=1 ./...
+	@$(call tier,unit,315) -json -- $(GO) test -json -race -short -count=1 ./...
 
 ## storage: crash at every file-system operation of a workload, torn writes, bit flips,
 ## failed fsyncs (seeds printed; OKIBA_CRASH_SEED replays one).
@@ -104,6 +105,17 @@ bench: bench-setup
 ## and the log ceiling on the 1 KiB headline cells of scenarios 1–3.
 bench-quick: bench-setup
 	cd bench && $(GO) run ./cmd/okibabench --mode quick $(BENCH_FLAGS)
+
+## bench-topics: the topic scenarios alone (t1–t4: topic vs queue publish, group drain beside
+## Redis streams, JetStream and RabbitMQ streams, fan-out, the cold read of 10M records).
+bench-topics: bench-setup
+	cd bench && $(GO) run ./cmd/okibabench --mode full --systems okiba-http,redis-always,jetstream-always,rabbitmq-stream-amqp --scenarios t1,t2,t3,t4 --sizes 1024 --repeats 5 $(BENCH_FLAGS)
+
+## bench-topic-memory: the broker's heap per topic at 100M retained 64-byte records
+## (BenchmarkTopicHeap; TOPIC_MEMORY_RECORDS narrows it; ~10 GB of segment files).
+TOPIC_MEMORY_RECORDS ?= 100000000
+bench-topic-memory:
+	OKIBA_TOPIC_MEMORY_RECORDS=$(TOPIC_MEMORY_RECORDS) $(GO) test -run '^$$' -bench '^BenchmarkTopicHeap$$' -benchtime 1x -timeout 6h ./broker
 
 ## bench-setup: Debian's redis-server, rabbitmq-server and postgresql (apt-get, as root)
 ## and nats-server into bench/.tools/bin.

@@ -15,6 +15,9 @@ type Cell struct {
 	LoadFrac  float64 `json:"load_frac,omitempty"` // s4: fraction of the system's own s3 rate
 	Count     int     `json:"count,omitempty"`     // s5, s6: messages
 	Keys      int     `json:"keys,omitempty"`      // s8: group keys
+	// Target is what a topic scenario's cell drives: "queue" or "log" (t1, t2).
+	Target string `json:"target,omitempty"`
+	Subs   int    `json:"subs,omitempty"` // t3: subscriptions of the log
 }
 
 // Point is one sample of a curve (scenario 5).

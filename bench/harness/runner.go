@@ -40,12 +40,26 @@ type Config struct {
 	LeaseCount      int           `json:"lease_count"`
 	Visibility      time.Duration `json:"visibility"`
 	GroupKeys       int           `json:"group_keys"`
+
+	// The topic scenarios (t1–t4, harness/topics.go).
+	TopicSize       int   `json:"topic_size,omitempty"`       // record bytes in t1–t4
+	TopicProducers  int   `json:"topic_producers,omitempty"`  // t1, t3: producers …
+	TopicWindow     int   `json:"topic_window,omitempty"`     // … × window
+	TopicPartitions int   `json:"topic_partitions,omitempty"` // t1–t3
+	TopicCount      int   `json:"topic_count,omitempty"`      // t2, t3: records pre-filled
+	TopicConsumers  int   `json:"topic_consumers,omitempty"`  // t2: consumers (group members)
+	TopicPrefetch   int   `json:"topic_prefetch,omitempty"`   // t2–t4: records per receive / pull
+	FanoutSubs      []int `json:"fanout_subs,omitempty"`      // t3: subscription counts
+	ColdCount       int   `json:"cold_count,omitempty"`       // t4: records retained, read cold
+	// ColdDropCaches drops the page cache (echo 3 > /proc/sys/vm/drop_caches) before
+	// the dd and before the group's read in t4; off in smoke mode.
+	ColdDropCaches bool `json:"cold_drop_caches,omitempty"`
 }
 
 // Full is the whole matrix of the issue (hours on a 2-core machine; see the docs).
 func Full() Config {
 	return Config{
-		Scenarios: []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"},
+		Scenarios: []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "t1", "t2", "t3", "t4"},
 		Sizes:     []int{16, 128, 1024},
 		Warmup:    2 * time.Second, Duration: 5 * time.Second, Repeats: 3,
 		S1Sizes:     []int{16, 128, 1024},
@@ -54,6 +68,8 @@ func Full() Config {
 		S4Fracs: []float64{0.25, 0.5, 0.75, 0.9}, S4Size: 1024,
 		BacklogCount: 1_000_000, BacklogSize: 1024, BacklogPhaseCap: 5 * time.Minute, BacklogRepeats: 1,
 		LeaseCount: 50_000, Visibility: 5 * time.Second, GroupKeys: 100_000,
+		TopicSize: 1024, TopicProducers: 16, TopicWindow: 64, TopicPartitions: 4, TopicCount: 1_000_000,
+		TopicConsumers: 4, TopicPrefetch: 1000, FanoutSubs: []int{0, 1, 10}, ColdCount: 10_000_000, ColdDropCaches: true,
 	}
 }
 
@@ -192,6 +208,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		if s == "s7" && slices.Contains(r.Cfg.Scenarios, "s5") {
 			continue // runs inside s5
 		}
+		if strings.HasPrefix(s, "t") {
+			errs = append(errs, r.runTopics(ctx, s))
+			continue
+		}
 		cells := r.Cfg.Cells(s)
 		if s == "s7" {
 			cells = r.Cfg.Cells("s5")
@@ -237,6 +257,10 @@ func ScenarioTitle(s string) string {
 		"s6": "lease expiry: 10% of deliveries never acked",
 		"s7": "restart: kill -9 with a backlog, time to first receive",
 		"s8": "per-key order with many group keys",
+		"t1": "topic publish beside queue publish",
+		"t2": "pre-filled log: group read + commit beside queue receive + ack",
+		"t3": "fan-out: publish into a topic with 0, 1 and 10 subscriptions, then drain the queues",
+		"t4": "cold read: a new group reads a retained partition from offset 0, beside dd of its files",
 	}[s]
 }
 

@@ -35,6 +35,7 @@ type Caps struct {
 	Visibility bool // a lease that expires and redelivers (scenario 6)
 	Restart    bool // kill -9 and start again on the same data (scenario 7)
 	Groups     bool // per-key FIFO with competing consumers (scenario 8)
+	Log        bool // a retained log read by consumer groups (scenarios t1–t4; see LogSystem)
 }
 
 // Info describes a system for the report.

@@ -78,6 +78,74 @@ func Markdown(w io.Writer, run *harness.Run, svgName string) {
 		resourceTable(w, t, s, cells)
 		skipped(w, t, s, cells)
 	}
+	for _, s := range []string{"t1", "t2", "t3", "t4"} {
+		cells := t.Cells[s]
+		if len(cells) == 0 {
+			continue
+		}
+		p("## %s — %s\n\n", strings.ToUpper(s), harness.ScenarioTitle(s))
+		topicTable(w, t, s, cells)
+		resourceTable(w, t, s, cells)
+		skipped(w, t, s, cells)
+	}
+}
+
+// topicTable: one row per cell and system, the medians (min–max) of the headline rate
+// and of the other figures the topic scenarios record.
+func topicTable(w io.Writer, t *Table, s string, cells []harness.Cell) {
+	mm := func(a *Agg, f func(harness.Result) float64) string {
+		lo, hi := 0.0, 0.0
+		for i, r := range a.Runs {
+			v := f(r)
+			if i == 0 || v < lo {
+				lo = v
+			}
+			if i == 0 || v > hi {
+				hi = v
+			}
+		}
+		num := func(v float64) string {
+			if v >= 100 || v <= -100 {
+				return fmt.Sprintf("%.0f", v)
+			}
+			return fmt.Sprintf("%.3g", v)
+		}
+		m := a.Med(f)
+		if len(a.Runs) < 2 {
+			return num(m)
+		}
+		return fmt.Sprintf("%s (%s–%s)", num(m), num(lo), num(hi))
+	}
+	extra := func(k string) func(harness.Result) float64 {
+		return func(r harness.Result) float64 { return r.Extra[k] }
+	}
+	cols := map[string][]string{
+		"t1": {},
+		"t2": {"filled", "drained", "deliveries", "drain_seconds"},
+		"t3": {"published", "write_bytes_per_publish_settled", "disk_growth_per_publish", "drained", "drain_expected"},
+		"t4": {"segment_bytes", "dd_mb_s", "read_mb_s", "payload_mb_s", "read_vs_dd", "rss_anon_start", "rss_anon_min", "rss_anon_max"},
+	}[s]
+	fmt.Fprintf(w, "| cell | system | runs | rate (msg/s) | publish msg/s | consume msg/s | write B/msg (window) |")
+	for _, k := range cols {
+		fmt.Fprintf(w, " %s |", k)
+	}
+	fmt.Fprintf(w, " note |\n|%s\n", strings.Repeat("---|", 8+len(cols)))
+	eachRun(t, s, cells, func(c harness.Cell, sys harness.Info, a *Agg) {
+		fmt.Fprintf(w, "| %s | `%s` | %d | %s | %s | %s | %s |", c.Name, sys.Name, len(a.Runs),
+			mm(a, func(r harness.Result) float64 { return r.Rate }),
+			mm(a, func(r harness.Result) float64 { return r.PublishRate }),
+			mm(a, func(r harness.Result) float64 { return r.ConsumeRate }),
+			mm(a, func(r harness.Result) float64 { return r.WriteBytesPerMsg }))
+		for _, k := range cols {
+			fmt.Fprintf(w, " %s |", mm(a, extra(k)))
+		}
+		note := a.Runs[0].Note
+		if a.Runs[0].FirstError != "" {
+			note = strings.TrimSpace(note + " error: " + a.Runs[0].FirstError)
+		}
+		fmt.Fprintf(w, " %s |\n", note)
+	})
+	fmt.Fprintln(w)
 }
 
 func ms(v float64) string {

@@ -35,6 +35,8 @@ func All() []harness.System {
 		NewGoqite(true),
 		NewJetStream(false),
 		NewRabbit(rabbitClassicV2),
+		NewRabbitStream(),
+		NewRabbitStreamAMQP(),
 		NewRedis(false),
 		NewSQLiteQueue(false),
 		NewCeiling(),

@@ -54,7 +54,7 @@ func (j *JetStream) Info() harness.Info {
 		Name: j.name(), Label: "NATS JetStream, " + sync, Peer: "nats", Durability: d,
 		Version:  j.ver,
 		Settings: sync + "; R1 file stream, WorkQueue retention; PublishAsync with max pending = window; durable pull consumer, explicit acks (msg.Ack per message: acks are fire-and-forget in NATS), MaxAckPending 20000",
-		Caps:     harness.Caps{Consume: true, Visibility: true, Restart: true},
+		Caps:     harness.Caps{Consume: true, Visibility: true, Restart: true, Log: true},
 	}
 }
 

@@ -145,26 +145,30 @@ func (o *OkibaHTTP) Info() harness.Info {
 		Name: "okiba-http", Label: "okiba, native HTTP API (Go client, default encoding)", Peer: "okiba", Durability: harness.Durable,
 		Version:  o.ver,
 		Settings: "fsync before every answer (group commit); the Go client's default transport (the stream: framed requests on four persistent connections) and encoding (binary sends and receives); client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, a linger that adapts: none while no request is out, else up to 1 ms) for windows > 1; acks handed to one acker goroutine that sends what has gathered, one request in flight (as client.Consume settles them)",
-		Caps:     harness.Caps{Consume: true, Visibility: true, Restart: true, Groups: true},
+		Caps:     harness.Caps{Consume: true, Visibility: true, Restart: true, Groups: true, Log: true},
 	}
 	switch {
 	case o.json:
 		i.Name, i.Label = "okiba-http-json", "okiba, native HTTP API (Go client, JSON)"
 		i.Settings = strings.Replace(i.Settings, "and encoding (binary sends and receives)", "and JSON (client.Options.JSON)", 1)
 		i.Caps.Restart = false // the same server as okiba-http
+		i.Caps.Log = false     // topics speak JSON whatever the client's encoding
 	case o.noStream:
 		i.Name, i.Label = "okiba-http1", "okiba, native API over plain HTTP/1.1 (Go client, NoStream)"
 		i.Settings = strings.Replace(i.Settings, "the Go client's default transport (the stream: framed requests on four persistent connections)", "plain HTTP/1.1 requests (client.Options.NoStream)", 1)
 		i.Caps.Restart = false
+		i.Caps.Log = false
 	case o.sendBatch:
 		i.Name, i.Label = "okiba-http-batch", "okiba, native HTTP API (Go client, SendBatch pipeline)"
 		i.Settings = strings.Replace(i.Settings, "client.Producer.Publish (defaults: batches ≤256, 8 requests in flight, a linger that adapts: none while no request is out, else up to 1 ms) for windows > 1",
 			"Client.SendBatch of everything gathered (≤1000), one request at a time per producer, for windows > 1", 1)
 		i.Caps.Restart = false
+		i.Caps.Log = false
 	case o.linger != 0:
 		i.Name, i.Label = "okiba-http-linger1ms", "okiba, native HTTP API (Go client, Producer linger fixed at 1 ms)"
 		i.Settings = strings.Replace(i.Settings, "a linger that adapts: none while no request is out, else up to 1 ms", "Linger: 1 ms, also when no request is out", 1)
 		i.Caps.Restart = false
+		i.Caps.Log = false
 	}
 	return i
 }

@@ -27,12 +27,14 @@ const (
 )
 
 // rabbitServer is Debian's rabbitmq-server, started as the rabbitmq user with every
-// directory under the run directory, its own epmd on a private port, and no plugins.
+// directory under the run directory, its own epmd on a private port, and one plugin:
+// rabbitmq_stream (the stream protocol, for rabbitmq-stream).
 // The three RabbitMQ systems share it (queue type is per queue).
 type rabbitServer struct {
 	env                 *harness.Env
 	dir                 string
 	port, dist, epmdPrt int
+	streamPort          int // the rabbitmq_stream plugin's listener
 	version             string
 
 	mu   sync.Mutex
@@ -50,7 +52,7 @@ func startRabbit(ctx context.Context, env *harness.Env) (*rabbitServer, error) {
 			return nil, nil, err
 		}
 		s := &rabbitServer{env: env, dir: dir}
-		for _, p := range []*int{&s.port, &s.dist, &s.epmdPrt} {
+		for _, p := range []*int{&s.port, &s.dist, &s.epmdPrt, &s.streamPort} {
 			if *p, err = freePort(); err != nil {
 				return nil, nil, err
 			}
@@ -61,10 +63,12 @@ func startRabbit(ctx context.Context, env *harness.Env) (*rabbitServer, error) {
 			}
 		}
 		conf := fmt.Sprintf("listeners.tcp.default = 127.0.0.1:%d\ndisk_free_limit.absolute = 2GB\nlog.console = false\nlog.file.level = warning\n", s.port)
+		// The stream plugin (rabbitmq-stream), on loopback only.
+		conf += fmt.Sprintf("stream.listeners.tcp.1 = 127.0.0.1:%d\nstream.advertised_host = 127.0.0.1\nstream.advertised_port = %d\n", s.streamPort, s.streamPort)
 		if err := os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(conf), 0o644); err != nil {
 			return nil, nil, err
 		}
-		if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte("[].\n"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte("[rabbitmq_stream].\n"), 0o644); err != nil {
 			return nil, nil, err
 		}
 		// Started as root, RabbitMQ must run as the rabbitmq user, which must own

@@ -58,7 +58,7 @@ func (r *Redis) Info() harness.Info {
 		Name: r.name(), Label: "Redis streams, appendfsync " + r.fsyncMode(), Peer: "redis", Durability: d,
 		Version:  r.ver,
 		Settings: "appendonly yes, appendfsync " + r.fsyncMode() + ", no RDB snapshots; XADD pipelined per window, XREADGROUP COUNT prefetch, XACK+XDEL in one pipeline, XAUTOCLAIM for expired leases",
-		Caps:     harness.Caps{Consume: true, Visibility: true, Restart: true},
+		Caps:     harness.Caps{Consume: true, Visibility: true, Restart: true, Log: true},
 	}
 }
 

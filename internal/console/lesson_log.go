@@ -32,9 +32,9 @@ import (
 // After the script, the page may publish more or replay either group.
 type logLesson struct {
 	pace time.Duration
+	c    *client.Client // the run's
 
 	topic, queue string
-	g            *groupCalls
 	actions      chan string
 
 	mu         sync.Mutex
@@ -127,6 +127,7 @@ func logType(event string) string {
 }
 
 func (l *logLesson) start(r *run) error {
+	l.c = r.c
 	var err error
 	if l.topic, err = r.topic("orders", api.TopicConfig{Partitions: ptr(1), Retention: &api.Retention{Age: time.Hour}}); err != nil {
 		return err
@@ -138,11 +139,10 @@ func (l *logLesson) start(r *run) error {
 		Filter: json.RawMessage(`{"type":["OrderPaid"]}`)}); err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
-	l.g = newGroupCalls(r.c.Server(), r.token)
 	for _, name := range []string{"billing", "analytics"} {
 		// The longest lease there is (a run ends long before): a member that waits for the
 		// page's next action keeps its partition.
-		if _, err := l.g.put(r.ctx, l.topic, name, api.GroupConfig{Start: ptr("first"), MemberLease: api.Ptr(5 * time.Minute)}); err != nil {
+		if _, err := l.c.PutGroup(r.ctx, l.topic, name, api.GroupConfig{Start: ptr("first"), MemberLease: api.Ptr(5 * time.Minute)}); err != nil {
 			return fmt.Errorf("create group %s: %w", name, err)
 		}
 		l.readers = append(l.readers, &logReader{Name: name, Read: []logEntry{}, member: name + "-1"})
@@ -294,7 +294,7 @@ func (l *logLesson) read(ctx context.Context, rd *logReader, upTo uint64) error 
 		if committed >= upTo {
 			return nil
 		}
-		pr, err := l.g.pull(ctx, l.topic, rd.Name, api.PullRequest{Member: rd.member, Session: rd.session, Max: int(upTo - committed)})
+		pr, err := l.c.Pull(ctx, l.topic, rd.Name, client.Member{Name: rd.member, Session: rd.session}, client.PullOptions{Max: int(upTo - committed)})
 		if client.IsCode(err, api.CodeMemberUnknown) && rd.session != "" {
 			rd.session = "" // rejoin: the partition starts again from the committed offset
 			continue
@@ -320,8 +320,11 @@ func (l *logLesson) read(ctx context.Context, rd *logReader, upTo uint64) error 
 			if !wait(ctx, l.pace/2) {
 				return ctx.Err()
 			}
-			err := l.g.commit(ctx, l.topic, rd.Name, api.CommitRequest{Member: rd.member, Session: rd.session,
-				Offsets: []api.CommitOffset{{Partition: rec.Partition, Offset: rec.Offset + 1, Epoch: rd.epoch}}})
+			errs, err := l.c.Commit(ctx, l.topic, rd.Name, client.Member{Name: rd.member, Session: rd.session},
+				api.CommitOffset{Partition: rec.Partition, Offset: rec.Offset + 1, Epoch: rd.epoch})
+			if err == nil && len(errs) > 0 {
+				err = errs[0]
+			}
 			if err != nil {
 				return fmt.Errorf("%s commits offset %d: %w", rd.Name, rec.Offset+1, err)
 			}
@@ -343,7 +346,7 @@ func (l *logLesson) replay(ctx context.Context, rd *logReader) error {
 	if !wait(ctx, l.pace) {
 		return ctx.Err()
 	}
-	g, err := l.g.seek(ctx, l.topic, rd.Name, api.SeekRequest{To: "first"})
+	g, err := l.c.Seek(ctx, l.topic, rd.Name, api.SeekRequest{To: "first"})
 	if err != nil {
 		return fmt.Errorf("%s seeks: %w", rd.Name, err)
 	}

@@ -29,9 +29,8 @@ import (
 // A lesson's producers and consumers are what a user's would be: Go clients of the
 // native API (Options.Client, addressed to this very node with its token), which
 // create and delete queues and topics, send, receive, ack and nack, publish and
-// subscribe over HTTP (lesson 5's consumer-group calls go to the same address with the
-// same token: groupCalls). Their traffic is the node's like anyone's: authenticated,
-// counted in its metrics, and logged.
+// subscribe, pull and commit over HTTP. Their traffic is the node's like anyone's:
+// authenticated, counted in its metrics, and logged.
 
 // PlaygroundPrefix starts the names of the playground's temporary queues and topics.
 const PlaygroundPrefix = "playground-"
@@ -78,7 +77,6 @@ func newPlayground(c *client.Client, opts Options, log *slog.Logger) *playground
 type run struct {
 	id, lesson, prefix string
 	c                  *client.Client
-	token              string // the node's, for the calls the client does not have (groupCalls)
 	l                  lesson
 	started            time.Time
 	seen               atomic.Int64 // Unix ms of the page's last poll
@@ -214,7 +212,7 @@ func (p *playground) start(w http.ResponseWriter, r *http.Request) {
 	}
 	id := newRunID()
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &run{id: id, lesson: name, prefix: PlaygroundPrefix + id + "-", c: p.c, token: p.opts.AuthToken, l: l, started: time.Now(), ctx: ctx, cancel: cancel}
+	rn := &run{id: id, lesson: name, prefix: PlaygroundPrefix + id + "-", c: p.c, l: l, started: time.Now(), ctx: ctx, cancel: cancel}
 	rn.seen.Store(time.Now().UnixMilli())
 	p.runs[id] = rn
 	p.mu.Unlock()

@@ -68,8 +68,7 @@ func topicFixture(t *testing.T, e *env) {
 	if _, err := e.api.Subscribe(ctx, "orders", "to-paid", api.SubscriptionRequest{Queue: "paid", Filter: json.RawMessage(`{"type":["paid"]}`)}); err != nil {
 		t.Fatal(err)
 	}
-	g := newGroupCalls(e.api.Server(), e.token)
-	if _, err := g.put(ctx, "orders", "billing", api.GroupConfig{}); err != nil {
+	if _, err := e.api.PutGroup(ctx, "orders", "billing", api.GroupConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("0123456789", 200) // 2000 bytes, cut on the page
@@ -92,7 +91,7 @@ func topicFixture(t *testing.T, e *env) {
 		}
 	}
 	// billing's one member takes everything and commits partition 0 and one record of 1.
-	pr, err := g.pull(ctx, "orders", "billing", api.PullRequest{Member: "worker-1"})
+	pr, err := e.api.Pull(ctx, "orders", "billing", client.Member{Name: "worker-1"}, client.PullOptions{})
 	if err != nil || len(pr.Records) != 6 {
 		t.Fatalf("pull: %+v %v", pr, err)
 	}
@@ -100,9 +99,9 @@ func topicFixture(t *testing.T, e *env) {
 	for _, a := range pr.Assignment {
 		epoch[a.Partition] = a.Epoch
 	}
-	if err := g.commit(ctx, "orders", "billing", api.CommitRequest{Member: "worker-1", Session: pr.Session, Offsets: []api.CommitOffset{
-		{Partition: 0, Offset: 3, Epoch: epoch[0]}, {Partition: 1, Offset: 1, Epoch: epoch[1]}}}); err != nil {
-		t.Fatal(err)
+	if errs, err := e.api.Commit(ctx, "orders", "billing", client.Member{Name: "worker-1", Session: pr.Session},
+		api.CommitOffset{Partition: 0, Offset: 3, Epoch: epoch[0]}, api.CommitOffset{Partition: 1, Offset: 1, Epoch: epoch[1]}); err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatal(err, errs)
 	}
 }
 

@@ -10,47 +10,25 @@ import (
 // Consumer group handlers: /v1/topics/{name}/groups…
 
 func (s *Server) putGroup(w http.ResponseWriter, r *http.Request) {
-	var in api.GroupConfig
-	if e := decode(w, r, &in, true); e != nil {
-		reply.Error(w, e)
-		return
-	}
-	g, created, e := s.svc.PutGroup(r.Context(), r.PathValue("name"), r.PathValue("group"), in)
-	if e != nil {
-		reply.Error(w, e)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	reply.JSON(w, status, g)
+	put(w, r, true, func(in api.GroupConfig) (api.Group, bool, *api.Error) {
+		return s.svc.PutGroup(r.Context(), r.PathValue("name"), r.PathValue("group"), in)
+	})
 }
 
 func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
 	g, e := s.svc.Group(r.PathValue("name"), r.PathValue("group"))
-	if e != nil {
-		reply.Error(w, e)
-		return
-	}
-	reply.JSON(w, http.StatusOK, g)
+	get(w, g, e)
 }
 
 func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
 	gs, e := s.svc.Groups(r.PathValue("name"))
-	if e != nil {
-		reply.Error(w, e)
-		return
-	}
-	reply.JSON(w, http.StatusOK, api.GroupList{Groups: gs})
+	get(w, api.GroupList{Groups: gs}, e)
 }
 
 func (s *Server) deleteGroup(w http.ResponseWriter, r *http.Request) {
-	if e := s.svc.DeleteGroup(r.Context(), r.PathValue("name"), r.PathValue("group")); e != nil {
-		reply.Error(w, e)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	del(w, r, false, func(bool) *api.Error {
+		return s.svc.DeleteGroup(r.Context(), r.PathValue("name"), r.PathValue("group"))
+	})
 }
 
 func (s *Server) pull(w http.ResponseWriter, r *http.Request) {

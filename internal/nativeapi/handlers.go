@@ -26,30 +26,14 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 // Queues
 
 func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) {
-	var in api.QueueConfig
-	if e := decode(w, r, &in, true); e != nil {
-		reply.Error(w, e)
-		return
-	}
-	q, created, e := s.svc.PutQueue(r.Context(), r.PathValue("name"), in)
-	if e != nil {
-		reply.Error(w, e)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	reply.JSON(w, status, q)
+	put(w, r, true, func(in api.QueueConfig) (api.Queue, bool, *api.Error) {
+		return s.svc.PutQueue(r.Context(), r.PathValue("name"), in)
+	})
 }
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 	q, e := s.svc.Queue(r.PathValue("name"))
-	if e != nil {
-		reply.Error(w, e)
-		return
-	}
-	reply.JSON(w, http.StatusOK, q)
+	get(w, q, e)
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
@@ -57,15 +41,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
-	force, e := boolParam(r, "force")
-	if e == nil {
-		e = s.svc.DeleteQueue(r.Context(), r.PathValue("name"), force)
-	}
-	if e != nil {
-		reply.Error(w, e)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	del(w, r, true, func(force bool) *api.Error { return s.svc.DeleteQueue(r.Context(), r.PathValue("name"), force) })
 }
 
 func boolParam(r *http.Request, name string) (bool, *api.Error) {

@@ -13,30 +13,14 @@ import (
 // Topic handlers: /v1/topics, /v1/topics/{name}, its records and its partitions' records.
 
 func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) {
-	var in api.TopicConfig
-	if e := decode(w, r, &in, true); e != nil {
-		reply.Error(w, e)
-		return
-	}
-	t, created, e := s.svc.PutTopic(r.Context(), r.PathValue("name"), in)
-	if e != nil {
-		reply.Error(w, e)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	reply.JSON(w, status, t)
+	put(w, r, true, func(in api.TopicConfig) (api.Topic, bool, *api.Error) {
+		return s.svc.PutTopic(r.Context(), r.PathValue("name"), in)
+	})
 }
 
 func (s *Server) getTopic(w http.ResponseWriter, r *http.Request) {
 	t, e := s.svc.Topic(r.PathValue("name"))
-	if e != nil {
-		reply.Error(w, e)
-		return
-	}
-	reply.JSON(w, http.StatusOK, t)
+	get(w, t, e)
 }
 
 func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) {
@@ -44,15 +28,7 @@ func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) {
-	force, e := boolParam(r, "force")
-	if e == nil {
-		e = s.svc.DeleteTopic(r.Context(), r.PathValue("name"), force)
-	}
-	if e != nil {
-		reply.Error(w, e)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	del(w, r, true, func(force bool) *api.Error { return s.svc.DeleteTopic(r.Context(), r.PathValue("name"), force) })
 }
 
 // publishBody is a publish as it may come: a batch, or the fields of one record.

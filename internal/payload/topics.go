@@ -101,9 +101,15 @@ func (s *Store) dropTailBelow(p *tpart, off uint64) {
 		p.tail = p.tail[1:]
 		p.tailBase++
 	}
-	if len(p.tail) == 0 {
+	switch {
+	case len(p.tail) == 0:
 		p.tail = nil
 		p.tailBase = max(p.tailBase, off)
+	case len(p.tail) < cap(p.tail)/4 && cap(p.tail) > 1024:
+		// Slicing from the front keeps the whole array: once most of it is behind, the
+		// rest moves to one of its size, so a tail that drained holds what it has left
+		// and not the largest it ever was.
+		p.tail = append(make([]tailEnt, 0, 2*len(p.tail)), p.tail...)
 	}
 }
 

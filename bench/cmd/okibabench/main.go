@@ -52,7 +52,8 @@ func modeConfig(mode string) (harness.Config, string, error) {
 		return c, "okiba-http,redis-always,postgres-queue,rabbitmq-quorum,log-ceiling", nil
 	case "smoke":
 		c := full
-		c.Scenarios = []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"}
+		// t4 (the cold read, with its page-cache drops) is for make bench only.
+		c.Scenarios = []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "t1", "t2", "t3"}
 		c.Warmup, c.Duration, c.Repeats = 200*time.Millisecond, 500*time.Millisecond, 1
 		c.S1Sizes = []int{128}
 		c.S2Sizes, c.S2Producers, c.S2Windows = []int{128}, []int{4}, []int{64}
@@ -61,6 +62,7 @@ func modeConfig(mode string) (harness.Config, string, error) {
 		c.BacklogCount, c.BacklogSize, c.BacklogPhaseCap = 2000, 128, 20*time.Second
 		c.LeaseCount, c.Visibility = 500, 2*time.Second
 		c.GroupKeys = 2000
+		c.TopicSize, c.TopicProducers, c.TopicCount, c.ColdCount, c.ColdDropCaches = 128, 4, 2000, 5000, false
 		return c, "okiba-http,okiba-http-json,okiba-sqs,log-ceiling", nil
 	}
 	return harness.Config{}, "", fmt.Errorf("--mode must be quick, full or smoke, got %q", mode)
@@ -95,6 +97,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	windows := f.String("windows", "", "s2 windows, e.g. 1,64,512")
 	large := f.Bool("large", false, "s5: a backlog of 10M messages instead of 1M")
 	backlog := f.Int("backlog", 0, "s5: backlog size in messages")
+	topicCount := f.Int("topic-count", 0, "t2, t3: records pre-filled (default: the mode's)")
+	coldCount := f.Int("cold-count", 0, "t4: records retained and read cold (default: the mode's; 10M in full)")
+	topicCons := f.Int("topic-consumers", 0, "t2: consumers and group members (default 4)")
+	fanSubs := f.String("fanout-subs", "", "t3: subscription counts, e.g. 0,1,10")
+	noDrop := f.Bool("no-drop-caches", false, "t4: do not drop the page cache before dd and the group's read")
 	out := f.String("out", "results", "directory for the JSON, Markdown and SVG")
 	dir := f.String("dir", "", "run directory for every server's data and logs (default: a new one under /var/tmp/okiba-bench)")
 	keep := f.Bool("keep", false, "keep the run directory (data and logs) afterwards")
@@ -148,6 +155,26 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *backlog > 0 {
 		cfg.BacklogCount = *backlog
+	}
+	if *topicCount > 0 {
+		cfg.TopicCount = *topicCount
+	}
+	if *coldCount > 0 {
+		cfg.ColdCount = *coldCount
+	}
+	if *topicCons > 0 {
+		cfg.TopicConsumers = *topicCons
+	}
+	if *fanSubs != "" {
+		if cfg.FanoutSubs, err = ints(*fanSubs); err != nil {
+			return err
+		}
+	}
+	if *noDrop {
+		cfg.ColdDropCaches = false
+	}
+	if *sizes != "" {
+		cfg.TopicSize = cfg.Sizes[len(cfg.Sizes)-1]
 	}
 	probe := 3 * time.Second
 	if *mode != "full" {

@@ -55,7 +55,7 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s %s on %s failed: %s", res.Cell.Scenario, res.Cell.Name, res.System, res.FirstError)
 		}
 	}
-	for _, s := range []string{"s1", "s2", "s3", "s4", "s5", "s6", "s8"} {
+	for _, s := range []string{"s1", "s2", "s3", "s4", "s5", "s6", "s8", "t1", "t2", "t3"} {
 		if got[s].Rate <= 0 {
 			t.Errorf("scenario %s: okiba-http has no rate: %+v", s, got[s])
 		}
@@ -69,11 +69,20 @@ func TestSmoke(t *testing.T) {
 	if x := got["s5"].Extra; x["restart_first_receive_s"] <= 0 || x["drained"] != x["filled"] {
 		t.Errorf("s5/s7: want a restart time and a full drain: %v", x)
 	}
+	// The topic scenarios: every record pre-filled is read (t2) and every subscribed
+	// queue drained (t3; the last cell run is the one with the most subscriptions).
+	// t4, the cold read, runs in make bench only.
+	if x := got["t2"].Extra; x["drained"] != x["filled"] || x["filled"] == 0 {
+		t.Errorf("t2: want every record read: %v", x)
+	}
+	if x := got["t3"].Extra; x["drained"] != x["drain_expected"] || x["drain_expected"] == 0 {
+		t.Errorf("t3: want every fanned-out message drained: %v", x)
+	}
 	md, err := os.ReadFile(strings.TrimSuffix(files[0], ".json") + ".md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## S1", "## S2", "## S3", "okiba-http"} {
+	for _, want := range []string{"## S1", "## S2", "## S3", "## T1", "## T3", "okiba-http"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -186,6 +186,18 @@ async function light() {
   await accessibility(page, 'topic');
   await shot(page, '17-topic');
 
+  step('topic page: seek a group by hand — a bad offset is refused on the page, then back to the first record');
+  const seek = page.locator('form[data-seek="projector"]');
+  await seek.getByLabel('to', { exact: true }).selectOption('offset');
+  await seek.getByLabel('offset or time').fill('x');
+  await seek.getByRole('button', { name: 'Seek', exact: true }).click();
+  await page.waitForFunction(() => (document.getElementById('toast')?.textContent || '').includes('whole number'), null, { timeout: T });
+  await seek.getByLabel('to', { exact: true }).selectOption('first');
+  await seek.getByLabel('offset or time').fill('');
+  await seek.getByRole('button', { name: 'Seek', exact: true }).click();
+  await page.waitForFunction(() => document.querySelector('#group-projector tr[data-partition="0"] [data-k=committed]')?.textContent.trim() === '0' &&
+    document.querySelector('#group-projector tr[data-partition="0"] [data-k=lag]')?.textContent.trim() === '4', null, { timeout: T });
+
   step('topic page: read partition 1 from offset 0; a hostile record is text');
   await page.getByLabel('Partition', { exact: true }).selectOption('1');
   await page.getByLabel('From offset').fill('0');

@@ -112,6 +112,10 @@ func TestBrowser(t *testing.T) {
 	if tp, err := c.Topic(bg, "events"); err != nil || tp.Partitions[0].End != 4 {
 		t.Errorf("events after the page's publish: %+v, %v", tp, err)
 	}
+	// The group was sought back to the first record from the page.
+	if g, err := c.Group(bg, "events", "projector"); err != nil || g.Partitions[0].Committed != 0 {
+		t.Errorf("projector after the page's seek: %+v, %v", g, err)
+	}
 	// Every playground run was stopped from its page: their queues and topics are gone.
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		ts, err := c.Topics(bg, "playground-")

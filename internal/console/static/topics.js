@@ -43,6 +43,40 @@
   document.addEventListener('visibilitychange', () => {
     if (!document.hidden && timer === null) refresh();
   });
+  // Seeking a group by hand: the form of each group posts the native API's seek and
+  // refreshes the page's live part with the result. The form is inside the live part:
+  // a refresh leaves it alone while it holds the focus.
+  document.addEventListener('submit', async (ev) => {
+    const form = ev.target.closest('form[data-seek]');
+    if (!form) return;
+    ev.preventDefault();
+    const topic = document.getElementById('tname').textContent;
+    const group = form.dataset.seek;
+    const to = form.elements.to.value;
+    const at = form.elements.at.value.trim();
+    const body = {};
+    if (to === 'first' || to === 'last') {
+      body.to = to;
+    } else if (to === 'offset') {
+      if (!/^[0-9]+$/.test(at)) { okiba.toast('Give the offset as a whole number.', 'error'); return; }
+      body.offset = Number(at);
+    } else {
+      if (Number.isNaN(Date.parse(at))) { okiba.toast('Give the time as 2026-12-01T12:00:00Z.', 'error'); return; }
+      body.time = new Date(at).toISOString();
+    }
+    if (form.elements.partition.value !== '') body.partition = Number(form.elements.partition.value);
+    else if (to === 'offset') { okiba.toast('A seek to an offset names its partition.', 'error'); return; }
+    try {
+      await okiba.api('POST', `/v1/topics/${encodeURIComponent(topic)}/groups/${encodeURIComponent(group)}/seek`, body);
+      okiba.toast(`Group ${group} moved.`, 'success');
+      form.elements.at.blur();
+      document.activeElement && document.activeElement.blur();
+      if (timer !== null) clearTimeout(timer);
+      refresh();
+    } catch (e) {
+      okiba.toast('Seek refused: ' + e.message, 'error');
+    }
+  });
   if (updated) updated.textContent = 'Updated ' + new Date().toLocaleTimeString();
   timer = setTimeout(refresh, every);
 })();
