@@ -41,7 +41,8 @@ type Options struct {
 	// DuplicateRate is the probability that the producer sends an event twice (with a
 	// different dedup id, the same event id), beyond what the broker's dedup can catch.
 	DuplicateRate float64
-	// RestartEvery restarts the embedded broker this often (0: never).
+	// RestartEvery restarts the embedded broker this often (0: never), counted from the
+	// end of the previous restart, so the broker always serves this long in between.
 	RestartEvery time.Duration
 
 	// Lease is the consumers' lease (visibility timeout). Defaults to 1s.
@@ -213,8 +214,13 @@ func (a *App) RelayStats() outbox.RelayStats {
 // Injected counts duplicates the producer sent on purpose (DuplicateRate).
 func (a *App) Injected() int64 { return a.pub.injected.Load() }
 
+// restartLoop restarts the broker and then lets it serve for RestartEvery before the
+// next restart. It counts the interval from the end of a restart, not on a ticker: a
+// reopen can take longer than the interval (seconds, on a busy machine under the race
+// detector), and a ticker would then restart the broker again at once, so that it
+// hardly ever served and nothing settled.
 func (a *App) restartLoop(ctx context.Context) {
-	t := time.NewTicker(a.opts.RestartEvery)
+	t := time.NewTimer(a.opts.RestartEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -225,6 +231,7 @@ func (a *App) restartLoop(ctx context.Context) {
 				a.log.Error("campuscafe: broker restart failed", "error", err)
 				return
 			}
+			t.Reset(a.opts.RestartEvery)
 		}
 	}
 }
