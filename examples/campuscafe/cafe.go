@@ -13,7 +13,9 @@
 //     derived from the message (with an inbox),
 //
 // and, beside the first two, naive consumers without an inbox that keep the same
-// projections in their own tables, so that the difference is visible in numbers.
+// projections in their own tables, so that the difference is visible in numbers. The
+// topic keeps every event for ever, so the inventory projection can also be rebuilt by
+// replaying it from offset 0 (RebuildInventory), and checked against the orders.
 //
 // Chaos knobs inject the faults of the at-least-once world, each decided by a hash of a
 // seed, the message and the delivery (package okibatest/chaos): lost acks, consumer
@@ -117,6 +119,7 @@ func schema(d dialect.Dialect) []string {
 		)`,
 		`CREATE TABLE IF NOT EXISTS inventory (item TEXT PRIMARY KEY, reserved INTEGER NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS inventory_naive (item TEXT PRIMARY KEY, reserved INTEGER NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + RebuildTable + ` (item TEXT PRIMARY KEY, reserved INTEGER NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS points_ledger (
 			id       ` + d.AutoIncrement() + `,
 			order_id TEXT   NOT NULL,
