@@ -220,11 +220,18 @@ func (a *App) createTopology(ctx context.Context) error {
 // subscription keeps its place.
 func (a *App) createTopic(ctx context.Context) error {
 	partitions := TopicPartitions
-	if _, err := a.client.PutTopic(ctx, Topic, api.TopicConfig{Partitions: &partitions, Retention: &api.Retention{Forever: true}}); err != nil {
+	err := whileRestarting(ctx, func() error {
+		_, err := a.client.PutTopic(ctx, Topic, api.TopicConfig{Partitions: &partitions, Retention: &api.Retention{Forever: true}})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("campuscafe: create topic %s: %w", Topic, err)
 	}
 	for _, s := range Subscriptions {
-		_, err := a.client.Subscribe(ctx, Topic, s.Name, api.SubscriptionRequest{Queue: s.Queue, Filter: s.Filter(), Start: "first"})
+		err := whileRestarting(ctx, func() error {
+			_, err := a.client.Subscribe(ctx, Topic, s.Name, api.SubscriptionRequest{Queue: s.Queue, Filter: s.Filter(), Start: "first"})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("campuscafe: subscribe %s to %s: %w", s.Queue, Topic, err)
 		}
@@ -236,17 +243,50 @@ func (a *App) createTopic(ctx context.Context) error {
 // if it has records: those were published for another database (an earlier run
 // against the same --server broker), and a rebuild from the topic would count them.
 func (a *App) resetTopic(ctx context.Context) error {
-	t, err := a.client.Topic(ctx, Topic)
+	var t *api.Topic
+	err := whileRestarting(ctx, func() (err error) {
+		t, err = a.client.Topic(ctx, Topic)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("campuscafe: topic %s: %w", Topic, err)
 	}
 	if t.Stats.Published == 0 {
 		return nil
 	}
-	if err := a.client.DeleteTopic(ctx, Topic, true); err != nil {
+	err = whileRestarting(ctx, func() error { return a.client.DeleteTopic(ctx, Topic, true) })
+	if err != nil && !isCode(err, api.CodeTopicNotFound) {
 		return fmt.Errorf("campuscafe: delete topic %s: %w", Topic, err)
 	}
 	return a.createTopic(ctx)
+}
+
+// whileRestarting calls fn again, for up to a minute, while it gets the embedded
+// broker's answer during a restart (503 unavailable, given before the request reaches
+// any broker, so nothing was done). The consumers and relays ride through restarts on
+// their own; the café's own calls to the broker — setting up, the summary, a rebuild —
+// must too, with RestartEvery restarting it all along.
+func whileRestarting(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := fn()
+		if err == nil || !isCode(err, api.CodeUnavailable) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// isCode reports whether err is okiba's error with that code.
+func isCode(err error, code string) bool {
+	var e *api.Error
+	return errors.As(err, &e) && e.Code == code
 }
 
 // URL returns the broker's address.

@@ -64,7 +64,8 @@ type RebuildReport struct {
 // The topic must still hold offset 0 of every partition (the café creates it with
 // retention forever); a rebuild from a partial log would be silently short, so it is an
 // error. Records are read before the transaction begins: on SQLite a write transaction
-// held across network reads would stall every other writer.
+// held across network reads would stall every other writer. A read that meets the
+// embedded broker restarting is tried again (reads change nothing).
 func (s *Store) RebuildInventory(ctx context.Context, c *client.Client) (*RebuildReport, error) {
 	rep := &RebuildReport{Topic: Topic, Table: RebuildTable}
 	// Counted before the topic is read: a row still pending then may be missing from
@@ -74,7 +75,11 @@ func (s *Store) RebuildInventory(ctx context.Context, c *client.Client) (*Rebuil
 		return nil, err
 	}
 	rep.Unpublished = pending
-	t, err := c.Topic(ctx, Topic)
+	var t *api.Topic
+	err = whileRestarting(ctx, func() (err error) {
+		t, err = c.Topic(ctx, Topic)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("campuscafe: rebuild: topic %s: %w", Topic, err)
 	}
@@ -86,7 +91,11 @@ func (s *Store) RebuildInventory(ctx context.Context, c *client.Client) (*Rebuil
 		}
 		rep.Partitions = append(rep.Partitions, PartitionReplay{Partition: p.Partition, From: 0, To: p.End})
 		for off := uint64(0); off < p.End; {
-			b, err := c.ReadPartition(ctx, Topic, p.Partition, client.ReadOptions{Offset: off, Max: api.MaxReadRecords})
+			var b *client.Batch
+			err := whileRestarting(ctx, func() (err error) {
+				b, err = c.ReadPartition(ctx, Topic, p.Partition, client.ReadOptions{Offset: off, Max: api.MaxReadRecords})
+				return err
+			})
 			if err != nil {
 				return nil, fmt.Errorf("campuscafe: rebuild: read %s/%d at %d: %w", Topic, p.Partition, off, err)
 			}

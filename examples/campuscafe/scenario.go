@@ -86,7 +86,7 @@ func (a *App) RunScenario(ctx context.Context, opts ScenarioOptions) (*Summary, 
 		return nil, err
 	}
 	for _, q := range Queues {
-		if _, err := a.client.Purge(ctx, q); err != nil {
+		if err := whileRestarting(ctx, func() error { _, err := a.client.Purge(ctx, q); return err }); err != nil {
 			return nil, fmt.Errorf("campuscafe: purge %s: %w", q, err)
 		}
 	}
@@ -153,12 +153,20 @@ func (a *App) summarise(ctx context.Context, s *Summary) error {
 	if a.Broker != nil {
 		s.Restarts = a.Broker.Restarts()
 	}
-	t, err := a.client.Topic(ctx, Topic)
+	var t *api.Topic
+	err := whileRestarting(ctx, func() (err error) {
+		t, err = a.client.Topic(ctx, Topic)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("campuscafe: topic %s: %w", Topic, err)
 	}
 	s.Records = t.Stats.Published
-	if s.Subscriptions, err = a.client.Subscriptions(ctx, Topic); err != nil {
+	err = whileRestarting(ctx, func() (err error) {
+		s.Subscriptions, err = a.client.Subscriptions(ctx, Topic)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("campuscafe: subscriptions of %s: %w", Topic, err)
 	}
 	for _, c := range a.consumers {
