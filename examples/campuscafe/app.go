@@ -347,14 +347,21 @@ func (a *App) restartLoop(ctx context.Context) {
 }
 
 // Drained reports whether everything has settled: no outbox row waits to be published,
-// no subscription is behind the topic, and every queue is empty (nothing ready, delayed or in flight — a message whose ack was
-// lost is still in flight until its lease ends).
+// no subscription is behind the topic, and every queue is empty (nothing ready, delayed
+// or in flight — a message whose ack was lost is still in flight until its lease ends).
 func (a *App) Drained(ctx context.Context) (bool, error) {
 	n, err := a.Store.Outbox.Pending(ctx)
 	if err != nil || n > 0 {
 		return false, err
 	}
-	// A subscription behind the topic has events still to copy into its queue.
+	// The queues first: while the café is busy one of them is not empty, and the answer
+	// costs a request or two. The scenario asks every 50 ms, beside consumers that
+	// compete for the same broker.
+	if empty, err := a.queuesEmpty(ctx); err != nil || !empty {
+		return false, err
+	}
+	// A subscription behind the topic has events still to copy into its queue. Once none
+	// is, the queues are looked at again: a copy may have landed after the first look.
 	subs, err := a.client.Subscriptions(ctx, Topic)
 	if err != nil {
 		return false, err
@@ -364,6 +371,11 @@ func (a *App) Drained(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 	}
+	return a.queuesEmpty(ctx)
+}
+
+// queuesEmpty reports whether every queue is empty: nothing ready, delayed or in flight.
+func (a *App) queuesEmpty(ctx context.Context) (bool, error) {
 	for _, q := range Queues {
 		x, err := a.client.Queue(ctx, q)
 		if err != nil {
