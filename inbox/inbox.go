@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -349,4 +350,17 @@ func (ib *Inbox) RunCleanup(ctx context.Context, interval time.Duration) {
 func IdempotencyKey(consumer, messageKey, effect string) string {
 	h := sha256.Sum256([]byte(consumer + "\x00" + messageKey + "\x00" + effect))
 	return "okiba-" + hex.EncodeToString(h[:16])
+}
+
+// RecordKey is the inbox key of a topic record read through a consumer group or the
+// anonymous reader: its topic, partition and offset, which name it for as long as the
+// topic exists — every time a group hands it again (after a rebalance, a crash before the
+// commit, a seek back) it has the same key, so the inbox skips it. A topic deleted and
+// created again under its name starts its offsets again: give a consumer of the new one
+// an inbox of its own name. (A message a subscription put into a queue carries the
+// record's okiba-record-id header, which Key does not read: a handler that takes records
+// from both paths should key them both with RecordKey, from okiba-topic,
+// okiba-partition and okiba-offset.)
+func RecordKey(topic string, partition int, offset uint64) string {
+	return topic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatUint(offset, 10)
 }

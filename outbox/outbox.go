@@ -25,6 +25,13 @@
 // reused (AUTOINCREMENT on SQLite, an identity column on PostgreSQL), so a dedup id never
 // names two different messages.
 //
+// Topics: AddToTopic writes a row for a topic instead of a queue. The relay publishes
+// it as a record (through a Publisher that is also a TopicPublisher, as *client.Client
+// is) with the same dedup id — the topic's dedup window absorbs a relay's repeat as a
+// queue's does — and the row's Group as its key, so a group's records share a partition
+// and keep row order there. One row then reaches every subscriber through the topic's
+// subscriptions, where a queue destination needs a row per queue.
+//
 // Order: rows that share a Group are published in row order. Several relays may run at
 // once, in one process or many: a relay claims a whole group — its oldest unsent row, the
 // head — and publishes the group's rows in order, so order per group holds under
@@ -45,6 +52,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/okiba/okiba/dialect"
@@ -60,13 +68,14 @@ const EventIDHeader = "event-id"
 type Message struct {
 	Body []byte
 	// Group orders the message after earlier ones of the same group (okiba's FIFO
-	// groups); empty means unordered.
+	// groups; for a topic, the record's key, which keeps a group in one partition);
+	// empty means unordered.
 	Group string
 	// Headers are sent with the message. Unless it has an "event-id" header, the relay
 	// sets one to the message's dedup id.
 	Headers map[string]string
 	// Delay makes the message visible only this long after it is published; 0 means the
-	// queue's delay.
+	// queue's delay. A topic record has none (AddToTopic refuses one).
 	Delay time.Duration
 }
 
@@ -151,7 +160,7 @@ func Schema(d dialect.Dialect, table string) []string {
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (
 	id              %[2]s,
 	outbox          TEXT    NOT NULL,
-	queue           TEXT    NOT NULL,
+	queue           TEXT    NOT NULL,            -- a queue, or "topic:<name>"
 	group_key       TEXT    NOT NULL DEFAULT '',
 	body            %[3]s   NOT NULL,
 	headers         TEXT    NOT NULL DEFAULT '', -- a JSON object, or empty
@@ -163,7 +172,7 @@ func Schema(d dialect.Dialect, table string) []string {
 	lease_owner     TEXT,                        -- SQLite's claim on a group's head
 	lease_until     BIGINT,
 	sent_at         BIGINT,
-	message_id      TEXT,                        -- okiba's id, once sent
+	message_id      TEXT,                        -- okiba's id once sent: a message id, or a record's "partition/offset"
 	failed_at       BIGINT                       -- set when okiba refused the message for good
 )`, table, d.AutoIncrement(), d.Blob()),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[1]s_pending ON %[1]s (outbox, group_key, id) WHERE sent_at IS NULL AND failed_at IS NULL`, table),
@@ -194,6 +203,17 @@ func (o *Outbox) Channel() string { return o.table }
 // DedupID returns the dedup id the relay publishes the row with id under.
 func (o *Outbox) DedupID(id int64) string { return fmt.Sprintf("%s/%d", o.name, id) }
 
+// topicPrefix marks a topic destination in the table's queue column: "topic:<name>".
+// okiba's names (queues' and topics' alike) have no ':', so no queue name reads as one,
+// and the table needs no column of its own for the kind — an existing outbox table
+// takes topic rows as it is.
+const topicPrefix = "topic:"
+
+// topicOf returns the topic a destination names, if it names one.
+func topicOf(dest string) (string, bool) {
+	return strings.CutPrefix(dest, topicPrefix)
+}
+
 // Add writes m, for queue, into the outbox inside tx, the caller's business transaction,
 // and returns its row id. It is published only if tx commits. On PostgreSQL it also
 // notifies the outbox's channel, which a listening relay wakes up on when tx commits.
@@ -201,6 +221,31 @@ func (o *Outbox) Add(ctx context.Context, tx Tx, queue string, m Message) (int64
 	if queue == "" {
 		return 0, errors.New("outbox: Add needs a queue")
 	}
+	if _, ok := topicOf(queue); ok {
+		return 0, fmt.Errorf("outbox: %q names a topic, not a queue: use AddToTopic", queue)
+	}
+	return o.add(ctx, tx, queue, m)
+}
+
+// AddToTopic writes m, for a topic, into the outbox inside tx, as Add does for a queue.
+// The relay publishes it as one record (its Publisher must be a TopicPublisher, as
+// *client.Client is) with the same dedup id and event id as a queue row, and with
+// m.Group as the record's key: the topic places all of a group's records in one
+// partition, where the relay's group order makes them appear in row order. Subscribers
+// then get it through the topic's subscriptions, so one row reaches every consumer. A
+// record has no delay: m.Delay must be 0 (give the subscribed queue a delay instead).
+// The relay keeps the row in the queue column as "topic:<name>".
+func (o *Outbox) AddToTopic(ctx context.Context, tx Tx, topic string, m Message) (int64, error) {
+	if topic == "" {
+		return 0, errors.New("outbox: AddToTopic needs a topic")
+	}
+	if m.Delay != 0 {
+		return 0, fmt.Errorf("outbox: a topic record has no delay (got %v); delay the subscribed queue instead", m.Delay)
+	}
+	return o.add(ctx, tx, topicPrefix+topic, m)
+}
+
+func (o *Outbox) add(ctx context.Context, tx Tx, dest string, m Message) (int64, error) {
 	if m.Delay < 0 {
 		return 0, fmt.Errorf("outbox: negative delay %v", m.Delay)
 	}
@@ -221,7 +266,7 @@ func (o *Outbox) Add(ctx context.Context, tx Tx, queue string, m Message) (int64
 		body = []byte{}
 	}
 	var id int64
-	if err := tx.QueryRowContext(ctx, o.qAdd, o.name, queue, m.Group, body, headers, delay, o.now().UnixMilli()).Scan(&id); err != nil {
+	if err := tx.QueryRowContext(ctx, o.qAdd, o.name, dest, m.Group, body, headers, delay, o.now().UnixMilli()).Scan(&id); err != nil {
 		return 0, fmt.Errorf("outbox: add: %w", err)
 	}
 	if o.qNotify != "" {

@@ -25,6 +25,20 @@ type Publisher interface {
 	SendBatch(ctx context.Context, queue string, msgs []client.Message) ([]client.SendResult, error)
 }
 
+// TopicPublisher publishes records to okiba topics; *client.Client is one. A relay
+// publishes rows added with AddToTopic through it, so its Publisher must also be a
+// TopicPublisher. The interface is separate, and checked when a topic row comes up, so
+// that a Publisher written for queues only keeps compiling and working: if it meets a
+// topic row it cannot publish, the row is retried with backoff and logged, never
+// dropped, until a relay with a publisher that can takes it.
+type TopicPublisher interface {
+	PublishRecords(ctx context.Context, topic string, recs []client.Record) ([]client.Published, error)
+}
+
+// errNoTopicPublisher is the retryable error of a topic row whose relay cannot publish
+// to topics.
+var errNoTopicPublisher = errors.New("outbox: the relay's Publisher is not a TopicPublisher: it cannot publish to a topic")
+
 // RelayOptions configure a Relay. The zero value means the defaults.
 type RelayOptions struct {
 	// ID names this relay in the rows it leases (SQLite). Defaults to a random id.
@@ -505,75 +519,88 @@ func mergeByID(a, b []row) []row {
 // Limits of one publish request.
 const (
 	maxRequestMessages = api.MaxBatch
+	maxRequestRecords  = api.MaxPublishBatch
 	maxRequestBytes    = 4 << 20
 )
 
-// publish sends rows (in id order) queue by queue, in requests that keep each group's
-// rows in order. Once a row of a group fails for a reason that may pass, the group's
-// later rows are not sent this round, so the group is retried from that row.
+// sendResult is the broker's answer for one row: the id it recorded (a queue's message
+// id, or a topic record's "partition/offset"), whether it was a duplicate, or the row's
+// own error.
+type sendResult struct {
+	id  string
+	dup bool
+	err error
+}
+
+// publish sends rows (in id order) destination by destination, in requests that keep
+// each group's rows in order. Once a row of a group fails for a reason that may pass,
+// the group's later rows are not sent this round, so the group is retried from that row.
 func (r *Relay) publish(ctx context.Context, rows []row) []outcome {
 	outs := make([]outcome, len(rows))
 	broken := map[string]bool{}
-	var queues []string
-	byQueue := map[string][]int{}
+	var dests []string
+	byDest := map[string][]int{}
 	for i, x := range rows {
-		if _, ok := byQueue[x.queue]; !ok {
-			queues = append(queues, x.queue)
+		if _, ok := byDest[x.queue]; !ok {
+			dests = append(dests, x.queue)
 		}
-		byQueue[x.queue] = append(byQueue[x.queue], i)
+		byDest[x.queue] = append(byDest[x.queue], i)
 	}
-	for _, q := range queues {
-		pending := byQueue[q]
+	for _, dest := range dests {
+		topic, isTopic := topicOf(dest)
+		limit := maxRequestMessages
+		if isTopic {
+			limit = maxRequestRecords
+		}
+		pending := byDest[dest]
 		for len(pending) > 0 {
 			var chunk []int
-			var msgs []client.Message
 			bytes := 0
-			for len(pending) > 0 && len(chunk) < maxRequestMessages {
+			for len(pending) > 0 && len(chunk) < limit {
 				i := pending[0]
 				x := &rows[i]
 				if x.group != "" && broken[x.group] {
 					pending = pending[1:]
 					continue // untouched
 				}
-				m, err := r.message(x)
-				if err != nil {
-					pending = pending[1:]
-					outs[i] = outcome{kind: failed, err: err}
-					continue
-				}
-				size := len(x.body) + len(x.headers) + 256
+				size := len(x.body) + len(x.headers) + len(x.group) + 256
 				if len(chunk) > 0 && bytes+size > maxRequestBytes {
 					break
 				}
 				pending = pending[1:]
 				bytes += size
 				chunk = append(chunk, i)
-				msgs = append(msgs, m)
 			}
 			if len(chunk) == 0 {
 				continue
 			}
-			results, err := r.pub.SendBatch(ctx, q, msgs)
-			if err == nil && len(results) != len(chunk) {
-				err = fmt.Errorf("publisher answered %d results for %d messages", len(results), len(chunk))
+			var results []sendResult
+			var err error
+			if isTopic {
+				results, err = r.publishRecords(ctx, topic, rows, chunk, outs)
+			} else {
+				results, err = r.sendMessages(ctx, dest, rows, chunk, outs)
 			}
 			for k, i := range chunk {
+				if outs[i].kind == failed {
+					continue // could not be encoded: never sent
+				}
 				x := &rows[i]
 				e := err
 				if e == nil {
-					e = results[k].Err
+					e = results[k].err
 				}
 				switch {
 				case x.group != "" && broken[x.group]:
 					// An earlier row of the group failed in this very request.
 					if e == nil {
-						outs[i] = outcome{kind: sent, id: results[k].ID, dup: results[k].Duplicate}
+						outs[i] = outcome{kind: sent, id: results[k].id, dup: results[k].dup}
 						r.reordered.Add(1)
 						r.opts.Logger.Error("outbox: a row was accepted after an earlier row of its group was refused; their order is lost",
-							"outbox", r.o.name, "row", x.id, "group", x.group, "queue", q)
+							"outbox", r.o.name, "row", x.id, "group", x.group, "destination", dest)
 					}
 				case e == nil:
-					outs[i] = outcome{kind: sent, id: results[k].ID, dup: results[k].Duplicate}
+					outs[i] = outcome{kind: sent, id: results[k].id, dup: results[k].dup}
 				case permanent(e):
 					outs[i] = outcome{kind: failed, err: e}
 				default:
@@ -588,24 +615,116 @@ func (r *Relay) publish(ctx context.Context, rows []row) []outcome {
 	return outs
 }
 
-// message turns a row into the message to send.
-func (r *Relay) message(x *row) (client.Message, error) {
-	dedup := r.o.DedupID(x.id)
+// sendMessages sends the chunk's rows to a queue. A row that cannot be made into a
+// message is marked failed in outs and left out of the request; results has one entry
+// per chunk row (none for those) unless err is set.
+func (r *Relay) sendMessages(ctx context.Context, queue string, rows []row, chunk []int, outs []outcome) ([]sendResult, error) {
+	var msgs []client.Message
+	var sentIdx []int
+	for k, i := range chunk {
+		m, err := r.message(&rows[i])
+		if err != nil {
+			outs[i] = outcome{kind: failed, err: err}
+			continue
+		}
+		msgs = append(msgs, m)
+		sentIdx = append(sentIdx, k)
+	}
+	results := make([]sendResult, len(chunk))
+	if len(msgs) == 0 {
+		return results, nil
+	}
+	res, err := r.pub.SendBatch(ctx, queue, msgs)
+	if err == nil && len(res) != len(msgs) {
+		err = fmt.Errorf("publisher answered %d results for %d messages", len(res), len(msgs))
+	}
+	if err != nil {
+		return nil, err
+	}
+	for j, k := range sentIdx {
+		results[k] = sendResult{id: res[j].ID, dup: res[j].Duplicate, err: res[j].Err}
+	}
+	return results, nil
+}
+
+// publishRecords publishes the chunk's rows to a topic, as sendMessages does for a
+// queue.
+func (r *Relay) publishRecords(ctx context.Context, topic string, rows []row, chunk []int, outs []outcome) ([]sendResult, error) {
+	tp, ok := r.pub.(TopicPublisher)
+	if !ok {
+		return nil, errNoTopicPublisher
+	}
+	var recs []client.Record
+	var sentIdx []int
+	for k, i := range chunk {
+		rec, err := r.topicRecord(&rows[i])
+		if err != nil {
+			outs[i] = outcome{kind: failed, err: err}
+			continue
+		}
+		recs = append(recs, rec)
+		sentIdx = append(sentIdx, k)
+	}
+	results := make([]sendResult, len(chunk))
+	if len(recs) == 0 {
+		return results, nil
+	}
+	res, err := tp.PublishRecords(ctx, topic, recs)
+	if err == nil && len(res) != len(recs) {
+		err = fmt.Errorf("publisher answered %d results for %d records", len(res), len(recs))
+	}
+	if err != nil {
+		return nil, err
+	}
+	for j, k := range sentIdx {
+		p := res[j]
+		results[k] = sendResult{id: fmt.Sprintf("%d/%d", p.Partition, p.Offset), dup: p.Duplicate, err: p.Err}
+	}
+	return results, nil
+}
+
+// headersOf decodes a row's headers and adds the event id, unless the row has one.
+func (r *Relay) headersOf(x *row) (map[string]string, error) {
 	h := map[string]string{}
 	if x.headers != "" {
 		if err := json.Unmarshal([]byte(x.headers), &h); err != nil {
-			return client.Message{}, fmt.Errorf("headers are not a JSON object of strings: %w", err)
+			return nil, fmt.Errorf("headers are not a JSON object of strings: %w", err)
 		}
 	}
 	if h[EventIDHeader] == "" {
-		h[EventIDHeader] = dedup
+		h[EventIDHeader] = r.o.DedupID(x.id)
 	}
-	m := client.Message{Body: x.body, Group: x.group, DedupID: dedup, Headers: h}
+	return h, nil
+}
+
+// message turns a row into the message to send.
+func (r *Relay) message(x *row) (client.Message, error) {
+	h, err := r.headersOf(x)
+	if err != nil {
+		return client.Message{}, err
+	}
+	m := client.Message{Body: x.body, Group: x.group, DedupID: r.o.DedupID(x.id), Headers: h}
 	if x.delayMS >= 0 {
 		d := time.Duration(x.delayMS) * time.Millisecond
 		m.Delay = &d
 	}
 	return m, nil
+}
+
+// topicRecord turns a row into the record to publish: its group is the record's key, so
+// that a group's rows land in one partition, in row order; its dedup id is the row's, so
+// a relay that publishes a row again within the topic's dedup window gets the first
+// record's place back instead of a second record.
+func (r *Relay) topicRecord(x *row) (client.Record, error) {
+	h, err := r.headersOf(x)
+	if err != nil {
+		return client.Record{}, err
+	}
+	rec := client.Record{Body: x.body, Headers: h, DedupID: r.o.DedupID(x.id)}
+	if x.group != "" {
+		rec.Key, rec.HasKey = []byte(x.group), true
+	}
+	return rec, nil
 }
 
 // permanent reports whether the broker refused a message in a way no retry changes.
@@ -615,7 +734,8 @@ func permanent(err error) bool {
 		return false
 	}
 	switch e.Code {
-	case api.CodeMessageTooLarge, api.CodeInvalidMessage, api.CodeInvalidBody, api.CodeInvalidDelay, api.CodeInvalidName:
+	case api.CodeMessageTooLarge, api.CodeInvalidMessage, api.CodeInvalidBody, api.CodeInvalidDelay, api.CodeInvalidName,
+		api.CodeRecordTooLarge:
 		return true
 	}
 	return false
@@ -633,12 +753,12 @@ func (r *Relay) record(ctx context.Context, tx *sql.Tx, rows []row, outs []outco
 		case retry:
 			wait := r.backoff(o.attempts)
 			_, err = tx.ExecContext(ctx, r.qRetry, now.Add(wait).UnixMilli(), truncate(o.err.Error()), x.id)
-			r.opts.Logger.Warn("outbox: publish failed; will retry", "outbox", r.o.name, "row", x.id, "queue", x.queue,
+			r.opts.Logger.Warn("outbox: publish failed; will retry", "outbox", r.o.name, "row", x.id, "destination", x.queue,
 				"attempts", o.attempts, "retry_in", wait, "error", o.err)
 		case failed:
 			_, err = tx.ExecContext(ctx, r.qFail, now.UnixMilli(), truncate(o.err.Error()), x.id)
 			r.opts.Logger.Error("outbox: the broker refused a row for good; it is marked failed and its group moves on",
-				"outbox", r.o.name, "row", x.id, "queue", x.queue, "error", o.err)
+				"outbox", r.o.name, "row", x.id, "destination", x.queue, "error", o.err)
 		}
 		if err != nil {
 			return fmt.Errorf("outbox: mark row %d: %w", x.id, err)

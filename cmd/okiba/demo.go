@@ -15,8 +15,11 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL for --postgres
 	_ "modernc.org/sqlite"             // SQLite, the default
 
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/dialect"
 	"github.com/okiba/okiba/examples/campuscafe"
+	"github.com/okiba/okiba/okibatest/chaos"
 	"github.com/okiba/okiba/reconcile"
 )
 
@@ -26,7 +29,7 @@ Usage: okiba demo DEMO [flags]
 
 Runs a demonstration system in one process.`,
 		subs: []entry{
-			{"campuscafe", "the effectively-once walkthrough: outbox, inboxes, chaos, reconciliation", func(a *app, n string) command { return &campusCafeCmd{app: a, name: n} }},
+			{"campuscafe", "the effectively-once walkthrough: outbox, topic, inboxes, chaos, reconciliation, replay", func(a *app, n string) command { return &campusCafeCmd{app: a, name: n} }},
 		}}
 }
 
@@ -34,14 +37,17 @@ const campusCafeUsage = `
 Usage: okiba demo campuscafe [flags]
        okiba demo campuscafe --orders N --check [chaos flags]
        okiba demo campuscafe reconcile [--data DIR | --db FILE | --postgres URL] [--dry-run]
+       okiba demo campuscafe rebuild [--data DIR | --db FILE | --postgres URL] [--server URL] [--check]
 
 CampusCafe is a café ordering system built on okiba's effectively-once toolkit. Its
 orders API writes each order and, in the same transaction, its events to an outbox;
-relays publish them; consumers with inboxes keep an inventory projection, a points
-ledger (one award per paid order) and notifications (through a gateway, with
-idempotency keys); naive consumers without an inbox keep the same projections beside
-them, so the difference shows in numbers. Everything runs in this process, on an
-embedded broker (or on --server), with the database in SQLite (or --postgres).
+relays publish each event once to the topic campuscafe-orders; subscriptions fan the
+events out into a queue per consumer, filtered by event type; consumers with inboxes
+keep an inventory projection, a points ledger (one award per paid order) and
+notifications (through a gateway, with idempotency keys); naive consumers without an
+inbox keep the same projections beside them, so the difference shows in numbers.
+Everything runs in this process, on an embedded broker (or on --server), with the
+database in SQLite (or --postgres).
 
 Without --orders it prints where the orders API and the broker are and runs until
 Ctrl-C; examples/campuscafe/README.md walks through it with curl.
@@ -59,14 +65,25 @@ message and the delivery, so a seed replays the same decisions:
 
 'reconcile' rebuilds the projections of a CampusCafe database from its orders and shows
 the drift before and after (stop the demo first, or let its queues drain: an event still
-in flight would land on top of the rebuilt rows).`
+in flight would land on top of the rebuilt rows).
+
+'rebuild' rebuilds the inventory projection from the topic alone: it reads every
+partition of campuscafe-orders from offset 0, adds up each OrderPlaced once per event
+id (the duplicates the log holds count once, as the inventory consumer's inbox counts
+them), and writes the result into the table inventory_rebuild, leaving the live
+inventory table to its consumer. The topic is read from the embedded broker's data in
+DIR/broker (stop the demo first: the broker's directory is locked while it runs), or
+from --server. With --check it then compares the rebuilt rows with what reconciliation
+computes from the orders table, prints every difference, and exits non-zero if they
+disagree.`
 
 const campusCafeExamples = `
 okiba demo campuscafe
 okiba demo campuscafe --orders 500 --ack-fail-rate 0.8 --crash-rate 0.05 --duplicate-rate 0.2 --check
 okiba demo campuscafe --orders 200 --restart-every 3s --postgres postgres://localhost/cafe --check
 okiba demo campuscafe reconcile --dry-run
-okiba demo campuscafe reconcile`
+okiba demo campuscafe reconcile
+okiba demo campuscafe rebuild --check`
 
 type campusCafeCmd struct {
 	app  *app
@@ -91,19 +108,25 @@ func (c *campusCafeCmd) Run(ctx context.Context, args []string) error {
 	lease := f.Duration("lease", time.Second, "the consumers' lease (visibility timeout): a lost ack brings the message back after it")
 	relays := f.Int("relays", 2, "number of outbox relays running at once")
 	orders := f.Int("orders", 0, "place `N` orders, wait until everything settles, and print a summary")
-	check := f.Bool("check", false, "with --orders: exit after the summary, non-zero if an invariant fails")
+	check := f.Bool("check", false, "with --orders: exit after the summary, non-zero if an invariant fails; with rebuild: compare the rebuilt inventory with the orders")
 	timeout := f.Duration("timeout", 5*time.Minute, "with --orders: how long everything may take to settle")
 	verbose := f.Bool("verbose", false, "log the consumer runtime's warnings (many under chaos) to stderr")
 	dryRun := f.Bool("dry-run", false, "reconcile: report drift, change nothing")
-	pos, err := f.parseArgs(args, 0, 1, "[reconcile] [flags]")
+	pos, err := f.parseArgs(args, 0, 1, "[reconcile | rebuild] [flags]")
 	if err != nil {
 		return err
 	}
 	if len(pos) == 1 {
-		if pos[0] != "reconcile" {
-			return f.fail("unknown subcommand %q (the one there is: reconcile)", pos[0])
+		switch pos[0] {
+		case "reconcile":
+			return c.reconcile(ctx, *data, *dbPath, *pgURL, *dryRun)
+		case "rebuild":
+			if *dryRun {
+				return f.fail("--dry-run belongs to 'okiba demo campuscafe reconcile': rebuild writes only its own table")
+			}
+			return c.rebuild(ctx, *data, *dbPath, *pgURL, a.pick(cf.server, "OKIBA_SERVER", ""), a.pick(cf.token, "OKIBA_TOKEN", ""), *check)
 		}
-		return c.reconcile(ctx, *data, *dbPath, *pgURL, *dryRun)
+		return f.fail("unknown subcommand %q (there are: reconcile, rebuild)", pos[0])
 	}
 	for name, v := range map[string]float64{"ack-fail-rate": *ackFail, "crash-rate": *crash, "duplicate-rate": *dup} {
 		if v < 0 || v > 1 {
@@ -265,25 +288,36 @@ func openCafeDB(dir, dbPath, pgURL string) (*sql.DB, string, error) {
 	return db, dbPath + " (SQLite)", nil
 }
 
+// openCafeStore opens the database of an earlier demo run for reconcile and rebuild:
+// data defaults to the demo's own default, and a SQLite database must exist there.
+func openCafeStore(ctx context.Context, data, dbPath, pgURL string) (*sql.DB, *campuscafe.Store, string, error) {
+	if pgURL == "" && dbPath == "" {
+		if _, err := os.Stat(filepath.Join(data, "campuscafe.db")); err != nil {
+			return nil, nil, "", fmt.Errorf("no CampusCafe database in %s (run 'okiba demo campuscafe' first, or give --data, --db or --postgres)", data)
+		}
+	}
+	db, where, err := openCafeDB(data, dbPath, pgURL)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	store, err := campuscafe.OpenStore(ctx, db)
+	if err != nil {
+		db.Close()
+		return nil, nil, "", err
+	}
+	return db, store, where, nil
+}
+
 // reconcile rebuilds (or, dry, checks) the café's projections from its orders.
 func (c *campusCafeCmd) reconcile(ctx context.Context, data, dbPath, pgURL string, dry bool) error {
 	if data == "" {
 		data = "campuscafe-data"
 	}
-	if pgURL == "" && dbPath == "" {
-		if _, err := os.Stat(filepath.Join(data, "campuscafe.db")); err != nil {
-			return fmt.Errorf("no CampusCafe database in %s (run 'okiba demo campuscafe' first, or give --data, --db or --postgres)", data)
-		}
-	}
-	db, where, err := openCafeDB(data, dbPath, pgURL)
+	db, store, where, err := openCafeStore(ctx, data, dbPath, pgURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	store, err := campuscafe.OpenStore(ctx, db)
-	if err != nil {
-		return err
-	}
 	w := c.app.Stdout
 	fmt.Fprintf(w, "Reconciling the CampusCafe projections in %s against its orders.\n\n", where)
 	failed := false
@@ -306,5 +340,59 @@ func (c *campusCafeCmd) reconcile(ctx context.Context, data, dbPath, pgURL strin
 	if failed {
 		return errors.New("drift remains after the rebuild")
 	}
+	return nil
+}
+
+// rebuild replays the café's topic into the rebuild table and, with check, compares the
+// result with the orders. Without a server it opens the embedded broker's data
+// directory itself, on a free loopback port, for as long as the replay takes.
+func (c *campusCafeCmd) rebuild(ctx context.Context, data, dbPath, pgURL, server, token string, check bool) error {
+	if data == "" {
+		data = "campuscafe-data"
+	}
+	db, store, where, err := openCafeStore(ctx, data, dbPath, pgURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	url, from := server, server
+	if server == "" {
+		dir := filepath.Join(data, "broker")
+		if _, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("no broker data in %s: the demo's embedded broker keeps the topic there (give --data DIR of the demo run, or --server URL of the broker it used)", dir)
+		}
+		logger := slog.New(slog.NewTextHandler(c.app.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		b, err := chaos.StartBroker(broker.Config{Dir: dir, Logger: logger}, "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("cannot open the broker in %s (is the demo still running? stop it first, or give --server URL): %w", dir, err)
+		}
+		defer b.Close()
+		url, from = b.URL, dir+" (embedded, opened for the rebuild)"
+	}
+	cl, err := client.New(url, client.Options{Token: token})
+	if err != nil {
+		return err
+	}
+	w := c.app.Stdout
+	fmt.Fprintf(w, "Rebuilding the CampusCafe inventory in %s from topic %s, broker %s.\n\n", where, campuscafe.Topic, from)
+	rep, err := store.RebuildInventory(ctx, cl)
+	if err != nil {
+		return err
+	}
+	rep.Write(w)
+	if !check {
+		return nil
+	}
+	d, err := store.CheckRebuild(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nchecked against the orders (reconciliation's expected inventory):\n")
+	reconcile.WriteDrift(w, d, -1)
+	if !d.None() {
+		fmt.Fprintf(w, "the rebuilt inventory and the orders DISAGREE in %d of %d rows\n", d.Total(), d.Rows)
+		return &exitError{code: 1}
+	}
+	fmt.Fprintln(w, "the rebuilt inventory agrees with the orders")
 	return nil
 }

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/okiba/okiba/dialect"
 	"github.com/okiba/okiba/internal/testkit"
 )
 
@@ -37,17 +40,51 @@ func TestDemoCampusCafeCheckAndReconcile(t *testing.T) {
 		t.Fatalf("drift remains after reconcile:\n%s", out)
 	}
 
+	// The topic, replayed from offset 0 with the run's duplicates in it, rebuilds the
+	// inventory the orders say; once an order disagrees with its events, the check fails
+	// and names the row.
+	out = h.ok("demo", "campuscafe", "rebuild", "--data", dir, "--check")
+	contains(t, "rebuild", out, "from offset 0 into table inventory_rebuild", "40 OrderPlaced applied",
+		"inventory_rebuild: 0 missing, 0 extra, 0 different", "the rebuilt inventory agrees with the orders")
+	corruptOrder(t, filepath.Join(dir, "campuscafe.db"))
+	r := h.fails(1, "demo", "campuscafe", "rebuild", "--data", dir, "--check")
+	contains(t, "rebuild --check after an order changed", r.out, "inventory_rebuild: 0 missing, 0 extra, 1 different", "DISAGREE")
+	matches(t, "rebuild --check after an order changed", r.out, `different +\w+: want \d+, got \d+`)
+
 	// Against a running server instead of the embedded broker (OKIBA_SERVER).
 	srv := newHarness(t)
-	out = srv.ok("demo", "campuscafe", "--orders", "15", "--check", "--data", t.TempDir(),
+	sdir := t.TempDir()
+	out = srv.ok("demo", "campuscafe", "--orders", "15", "--check", "--data", sdir,
 		"--ack-fail-rate", "0.3", "--duplicate-rate", "0.3", "--lease", "150ms")
 	contains(t, "summary with --server", out, "broker "+srv.srv.URL, "result: every invariant holds")
+	out = srv.ok("demo", "campuscafe", "rebuild", "--data", sdir, "--check")
+	contains(t, "rebuild with --server", out, "broker "+srv.srv.URL, "15 OrderPlaced applied", "the rebuilt inventory agrees with the orders")
 	srv.fails(2, "demo", "campuscafe", "--restart-every", "1s")
 
-	r := h.fails(2, "demo", "campuscafe", "--check")
+	r = h.fails(2, "demo", "campuscafe", "--check")
 	contains(t, "stderr", r.err, "--check needs --orders N")
 	r = h.fails(1, "demo", "campuscafe", "reconcile", "--data", t.TempDir())
 	contains(t, "stderr", r.err, "no CampusCafe database")
+	r = h.fails(1, "demo", "campuscafe", "rebuild", "--db", filepath.Join(dir, "campuscafe.db"), "--data", t.TempDir())
+	contains(t, "stderr", r.err, "no broker data in")
+}
+
+// corruptOrder changes the quantity of one order in a CampusCafe SQLite database, so
+// that the orders and the events in the topic disagree.
+func corruptOrder(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", dialect.SQLiteDSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Exec(`UPDATE orders SET qty = qty + 1 WHERE id = (SELECT MIN(id) FROM orders)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("changed %d orders, want 1", n)
+	}
 }
 
 // The interactive demo serves its orders API until interrupted.

@@ -3,9 +3,11 @@ package campuscafe
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,7 +43,8 @@ type Options struct {
 	// DuplicateRate is the probability that the producer sends an event twice (with a
 	// different dedup id, the same event id), beyond what the broker's dedup can catch.
 	DuplicateRate float64
-	// RestartEvery restarts the embedded broker this often (0: never).
+	// RestartEvery restarts the embedded broker this often (0: never), counted from the
+	// end of the previous restart, so the broker always serves this long in between.
 	RestartEvery time.Duration
 
 	// Lease is the consumers' lease (visibility timeout). Defaults to 1s.
@@ -128,7 +131,7 @@ func Start(ctx context.Context, db *sql.DB, opts Options) (*App, error) {
 		a.closeBroker()
 		return nil, err
 	}
-	if err := a.createQueues(ctx); err != nil {
+	if err := a.createTopology(ctx); err != nil {
 		a.closeBroker()
 		return nil, err
 	}
@@ -170,7 +173,39 @@ func (a *App) goRun(fn func()) {
 // Queues lists the café's queues.
 var Queues = []string{QueueInventory, QueueInventoryNaive, QueuePoints, QueuePointsNaive, QueueNotifications}
 
-func (a *App) createQueues(ctx context.Context) error {
+// Subscription is one of the topic's subscriptions: it feeds Queue with the events whose
+// type is one of Types (every event when Types is empty).
+type Subscription struct {
+	Name  string
+	Queue string
+	Types []string
+}
+
+// Subscriptions feed each consumer's queue with the events it acts on — the inventory
+// consumers reserve stock on OrderPlaced, the points consumers award points on
+// OrderPaid, the notifications consumer writes to the customer on both — so that a
+// consumer is not handed events only to skip them.
+var Subscriptions = []Subscription{
+	{"inventory", QueueInventory, []string{OrderPlaced}},
+	{"inventory-naive", QueueInventoryNaive, []string{OrderPlaced}},
+	{"points", QueuePoints, []string{OrderPaid}},
+	{"points-naive", QueuePointsNaive, []string{OrderPaid}},
+	{"notifications", QueueNotifications, nil},
+}
+
+// Filter is the subscription's filter policy (docs/filters.md) on the event-type
+// header, or nil for every event.
+func (s Subscription) Filter() json.RawMessage {
+	if len(s.Types) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(map[string][]string{EventTypeHeader: s.Types}) // cannot fail
+	return b
+}
+
+// createTopology creates the queues, the topic and its subscriptions, or leaves them
+// as they are where they exist.
+func (a *App) createTopology(ctx context.Context) error {
 	unlimited := 0
 	for _, q := range Queues {
 		_, err := a.client.PutQueue(ctx, q, api.QueueConfig{VisibilityTimeout: api.Ptr(a.opts.Lease), MaxDeliveries: &unlimited})
@@ -178,7 +213,83 @@ func (a *App) createQueues(ctx context.Context) error {
 			return fmt.Errorf("campuscafe: create queue %s: %w", q, err)
 		}
 	}
+	return a.createTopic(ctx)
+}
+
+// createTopic creates the topic, kept for ever so that a projection can be rebuilt from
+// its first record, and subscribes the queues to it from its first record: a
+// subscription created after the relays published something (an app that crashed
+// between the two, a subscription added later) still gets every event. An existing
+// subscription keeps its place.
+func (a *App) createTopic(ctx context.Context) error {
+	partitions := TopicPartitions
+	err := whileRestarting(ctx, func() error {
+		_, err := a.client.PutTopic(ctx, Topic, api.TopicConfig{Partitions: &partitions, Retention: &api.Retention{Forever: true}})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("campuscafe: create topic %s: %w", Topic, err)
+	}
+	for _, s := range Subscriptions {
+		err := whileRestarting(ctx, func() error {
+			_, err := a.client.Subscribe(ctx, Topic, s.Name, api.SubscriptionRequest{Queue: s.Queue, Filter: s.Filter(), Start: "first"})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("campuscafe: subscribe %s to %s: %w", s.Queue, Topic, err)
+		}
+	}
 	return nil
+}
+
+// resetTopic deletes the topic, with its subscriptions, and creates them again empty,
+// if it has records: those were published for another database (an earlier run
+// against the same --server broker), and a rebuild from the topic would count them.
+func (a *App) resetTopic(ctx context.Context) error {
+	var t *api.Topic
+	err := whileRestarting(ctx, func() (err error) {
+		t, err = a.client.Topic(ctx, Topic)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("campuscafe: topic %s: %w", Topic, err)
+	}
+	if t.Stats.Published == 0 {
+		return nil
+	}
+	err = whileRestarting(ctx, func() error { return a.client.DeleteTopic(ctx, Topic, true) })
+	if err != nil && !isCode(err, api.CodeTopicNotFound) {
+		return fmt.Errorf("campuscafe: delete topic %s: %w", Topic, err)
+	}
+	return a.createTopic(ctx)
+}
+
+// whileRestarting calls fn again, for up to a minute, while it gets the embedded
+// broker's answer during a restart (503 unavailable, given before the request reaches
+// any broker, so nothing was done). The consumers and relays ride through restarts on
+// their own; the café's own calls to the broker — setting up, the summary, a rebuild —
+// must too, with RestartEvery restarting it all along.
+func whileRestarting(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := fn()
+		if err == nil || !isCode(err, api.CodeUnavailable) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// isCode reports whether err is okiba's error with that code.
+func isCode(err error, code string) bool {
+	var e *api.Error
+	return errors.As(err, &e) && e.Code == code
 }
 
 // URL returns the broker's address.
@@ -216,9 +327,11 @@ func (a *App) RelayStats() outbox.RelayStats {
 // Injected counts duplicates the producer sent on purpose (DuplicateRate).
 func (a *App) Injected() int64 { return a.pub.injected.Load() }
 
-// restartLoop restarts the broker RestartEvery after it came back from the last restart,
-// not on a fixed beat: on a busy machine a restart can take a good part of the period,
-// and the café must get its RestartEvery of service between two.
+// restartLoop restarts the broker and then lets it serve for RestartEvery before the
+// next restart. It counts the interval from the end of a restart, not on a ticker: a
+// reopen can take longer than the interval (seconds, on a busy machine under the race
+// detector), and a ticker would then restart the broker again at once, so that it
+// hardly ever served and nothing settled.
 func (a *App) restartLoop(ctx context.Context) {
 	t := time.NewTimer(a.opts.RestartEvery)
 	defer t.Stop()
@@ -236,14 +349,36 @@ func (a *App) restartLoop(ctx context.Context) {
 	}
 }
 
-// Drained reports whether everything has settled: no outbox row waits to be published
-// and every queue is empty (nothing ready, delayed or in flight — a message whose ack was
-// lost is still in flight until its lease ends).
+// Drained reports whether everything has settled: no outbox row waits to be published,
+// no subscription is behind the topic, and every queue is empty (nothing ready, delayed
+// or in flight — a message whose ack was lost is still in flight until its lease ends).
 func (a *App) Drained(ctx context.Context) (bool, error) {
 	n, err := a.Store.Outbox.Pending(ctx)
 	if err != nil || n > 0 {
 		return false, err
 	}
+	// The queues first: while the café is busy one of them is not empty, and the answer
+	// costs a request or two. The scenario asks every 50 ms, beside consumers that
+	// compete for the same broker.
+	if empty, err := a.queuesEmpty(ctx); err != nil || !empty {
+		return false, err
+	}
+	// A subscription behind the topic has events still to copy into its queue. Once none
+	// is, the queues are looked at again: a copy may have landed after the first look.
+	subs, err := a.client.Subscriptions(ctx, Topic)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range subs {
+		if s.Lag > 0 {
+			return false, nil
+		}
+	}
+	return a.queuesEmpty(ctx)
+}
+
+// queuesEmpty reports whether every queue is empty: nothing ready, delayed or in flight.
+func (a *App) queuesEmpty(ctx context.Context) (bool, error) {
 	for _, q := range Queues {
 		x, err := a.client.Queue(ctx, q)
 		if err != nil {
@@ -274,10 +409,16 @@ func (a *App) closeBroker() error {
 	return a.Broker.Close()
 }
 
+// DuplicateHeader marks the copy of an event the duplicate injector publishes, for the
+// dice only (faultKey): a consumer's inbox, and a rebuild, must and do recognise the
+// copy by its event id alone.
+const DuplicateHeader = "campuscafe-duplicate"
+
 // dupPublisher publishes through the client and, with the duplicate rate, sends some
 // messages a second time under another dedup id but with the same event id — a
 // producer-side duplicate that the broker's dedup window cannot recognise, which only the
-// consumers' inboxes catch.
+// consumers' inboxes catch. For the topic, the copy is a second record, which every
+// subscription fans out like the first.
 type dupPublisher struct {
 	c        *client.Client
 	dice     chaos.Dice
@@ -300,6 +441,33 @@ func (p *dupPublisher) SendBatch(ctx context.Context, queue string, msgs []clien
 	}
 	if len(dups) > 0 {
 		if r2, err := p.c.SendBatch(ctx, queue, dups); err == nil {
+			for _, r := range r2 {
+				if r.Err == nil && !r.Duplicate {
+					p.injected.Add(1)
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+func (p *dupPublisher) PublishRecords(ctx context.Context, topic string, recs []client.Record) ([]client.Published, error) {
+	res, err := p.c.PublishRecords(ctx, topic, recs)
+	if err != nil || len(res) != len(recs) {
+		return res, err
+	}
+	var dups []client.Record
+	for i, r := range recs {
+		if res[i].Err == nil && !res[i].Duplicate && p.dice.Hit(p.rate.Get(), "duplicate", r.DedupID, 0) {
+			d := r
+			d.DedupID = r.DedupID + "/dup"
+			d.Headers = maps.Clone(r.Headers)
+			d.Headers[DuplicateHeader] = "true"
+			dups = append(dups, d)
+		}
+	}
+	if len(dups) > 0 {
+		if r2, err := p.c.PublishRecords(ctx, topic, dups); err == nil {
 			for _, r := range r2 {
 				if r.Err == nil && !r.Duplicate {
 					p.injected.Add(1)

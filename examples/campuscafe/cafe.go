@@ -2,8 +2,10 @@
 // a small café ordering system that lives in the at-least-once world and stays correct.
 //
 // The orders API writes each order to its database and, in the same transaction, an
-// OrderPlaced (and later OrderPaid) event to the transactional outbox; relays publish the
-// events to okiba; consumers maintain
+// OrderPlaced (and later OrderPaid) event to the transactional outbox; relays publish
+// each event once, to the topic campuscafe-orders, keyed by order; the topic's
+// subscriptions fan the events out into one queue per consumer, filtered on the event
+// type, and the consumers maintain
 //
 //   - an inventory projection of quantity reserved per item (with an inbox),
 //   - a points ledger with exactly one award per paid order (with an inbox),
@@ -11,7 +13,9 @@
 //     derived from the message (with an inbox),
 //
 // and, beside the first two, naive consumers without an inbox that keep the same
-// projections in their own tables, so that the difference is visible in numbers.
+// projections in their own tables, so that the difference is visible in numbers. The
+// topic keeps every event for ever, so the inventory projection can also be rebuilt by
+// replaying it from offset 0 (RebuildInventory), and checked against the orders.
 //
 // Chaos knobs inject the faults of the at-least-once world, each decided by a hash of a
 // seed, the message and the delivery (package okibatest/chaos): lost acks, consumer
@@ -32,8 +36,19 @@ import (
 	"github.com/okiba/okiba/outbox"
 )
 
-// Queues, one per consumer (okiba has no topics yet, so the outbox writes one row per
-// destination).
+// Topic is where every order event is published, once: keyed by order id, so that one
+// order's events are in one partition, in order; kept for ever, so that a projection can
+// be rebuilt from it.
+const Topic = "campuscafe-orders"
+
+// TopicPartitions is the topic's partition count (fixed at its creation).
+const TopicPartitions = 4
+
+// EventTypeHeader carries an event's type on its record, for the subscriptions'
+// filters.
+const EventTypeHeader = "event-type"
+
+// Queues, one per consumer, each fed by a subscription of Topic (Subscriptions).
 const (
 	QueueInventory      = "cafe-inventory"
 	QueueInventoryNaive = "cafe-inventory-naive"
@@ -104,6 +119,7 @@ func schema(d dialect.Dialect) []string {
 		)`,
 		`CREATE TABLE IF NOT EXISTS inventory (item TEXT PRIMARY KEY, reserved INTEGER NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS inventory_naive (item TEXT PRIMARY KEY, reserved INTEGER NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + RebuildTable + ` (item TEXT PRIMARY KEY, reserved INTEGER NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS points_ledger (
 			id       ` + d.AutoIncrement() + `,
 			order_id TEXT   NOT NULL,
@@ -165,25 +181,22 @@ func OpenStore(ctx context.Context, db *sql.DB) (*Store, error) {
 
 func (s *Store) q(query string) string { return s.Dialect.Rebind(query) }
 
-// publish writes ev into the outbox, once for each queue, inside tx.
-func (s *Store) publish(ctx context.Context, tx *sql.Tx, ev Event, queues ...string) error {
+// publish writes ev into the outbox, inside tx, as one row for the topic: the
+// subscriptions, not the producer, decide which consumers get it. The order id is the
+// row's group, and so the record's key.
+func (s *Store) publish(ctx context.Context, tx *sql.Tx, ev Event) error {
 	body, err := json.Marshal(ev)
 	if err != nil {
-		return err
+		return fmt.Errorf("campuscafe: encode %s: %w", ev.Type, err)
 	}
-	for _, q := range queues {
-		_, err := s.Outbox.Add(ctx, tx, q, outbox.Message{
-			Body: body, Group: ev.OrderID,
-			Headers: map[string]string{"content-type": "application/json", "event-type": ev.Type},
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err = s.Outbox.AddToTopic(ctx, tx, Topic, outbox.Message{
+		Body: body, Group: ev.OrderID,
+		Headers: map[string]string{"content-type": "application/json", EventTypeHeader: ev.Type},
+	})
+	return err
 }
 
-// PlaceOrder records an order and its OrderPlaced events in one transaction.
+// PlaceOrder records an order and its OrderPlaced event in one transaction.
 func (s *Store) PlaceOrder(ctx context.Context, id, customer, item string, qty int) (Order, error) {
 	price, ok := Menu[item]
 	if !ok {
@@ -207,13 +220,13 @@ func (s *Store) PlaceOrder(ctx context.Context, id, customer, item string, qty i
 		return Order{}, fmt.Errorf("insert order: %w", err)
 	}
 	ev := Event{Type: OrderPlaced, OrderID: o.ID, Customer: o.Customer, Item: o.Item, Qty: o.Qty, AmountCents: o.AmountCents, At: now}
-	if err := s.publish(ctx, tx, ev, QueueInventory, QueueInventoryNaive, QueueNotifications); err != nil {
+	if err := s.publish(ctx, tx, ev); err != nil {
 		return Order{}, err
 	}
 	return o, tx.Commit()
 }
 
-// PayOrder marks an order paid and records its OrderPaid events, in one transaction.
+// PayOrder marks an order paid and records its OrderPaid event, in one transaction.
 // Paying twice is harmless: the update is conditional (status must be placed), so the
 // second payment changes nothing and emits nothing (paid reports false).
 func (s *Store) PayOrder(ctx context.Context, id string) (o Order, paid bool, err error) {
@@ -233,7 +246,7 @@ func (s *Store) PayOrder(ctx context.Context, id string) (o Order, paid bool, er
 	}
 	if changed {
 		ev := Event{Type: OrderPaid, OrderID: o.ID, Customer: o.Customer, Item: o.Item, Qty: o.Qty, AmountCents: o.AmountCents, At: now}
-		if err := s.publish(ctx, tx, ev, QueuePoints, QueuePointsNaive, QueueNotifications); err != nil {
+		if err := s.publish(ctx, tx, ev); err != nil {
 			return Order{}, false, err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/inbox"
 	"github.com/okiba/okiba/okibatest/chaos"
+	"github.com/okiba/okiba/outbox"
 )
 
 // Consumer is one of the café's consumers, run under chaos: a crash ends its current
@@ -170,10 +171,17 @@ func (c *Consumer) handler(inc *incarnation) client.Handler {
 	}
 }
 
-// faultKey identifies a message for the dice: its dedup id, which the outbox assigns
-// from the row id (and the duplicate injector extends), so a seed replays the same faults
-// for the same rows; the message id where there is none.
+// faultKey identifies a message for the dice: its event id, which the outbox assigns
+// from the row id, marked for the duplicate injector's copy, so that a seed replays the
+// same faults for the same rows — whatever partition and offset the relays' interleaving
+// gave their records; else its dedup id, else its message id.
 func faultKey(d *client.Delivery) string {
+	if id := d.Headers[outbox.EventIDHeader]; id != "" {
+		if d.Headers[DuplicateHeader] != "" {
+			return id + "/dup"
+		}
+		return id
+	}
 	if d.DedupID != "" {
 		return d.DedupID
 	}

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/outbox"
 	"github.com/okiba/okiba/reconcile"
 )
@@ -35,7 +36,11 @@ type Summary struct {
 	Relays       int
 	Injected     int64
 	Restarts     int64
-	Consumers    []ConsumerStats
+	// Records is how many records the topic holds (duplicates injected included), and
+	// Subscriptions what each subscription did with them.
+	Records       uint64
+	Subscriptions []api.Subscription
+	Consumers     []ConsumerStats
 	// Drift of each projection, reconciled against the orders table.
 	Drift []reconcile.Drift
 	// Points: paid orders with exactly one award, and awards to unpaid orders, for the
@@ -74,10 +79,14 @@ func (a *App) RunScenario(ctx context.Context, opts ScenarioOptions) (*Summary, 
 	if existing > 0 {
 		return nil, fmt.Errorf("campuscafe: the scenario needs a fresh database, and this one has %d orders", existing)
 	}
-	// Messages left in the café's queues by an earlier run (on a --server broker) belong
-	// to another database: they would be applied to this one's projections.
+	// Messages left in the café's queues, and records in its topic, by an earlier run (on
+	// a --server broker) belong to another database: they would be applied to this one's
+	// projections.
+	if err := a.resetTopic(ctx); err != nil {
+		return nil, err
+	}
 	for _, q := range Queues {
-		if _, err := a.client.Purge(ctx, q); err != nil {
+		if err := whileRestarting(ctx, func() error { _, err := a.client.Purge(ctx, q); return err }); err != nil {
 			return nil, fmt.Errorf("campuscafe: purge %s: %w", q, err)
 		}
 	}
@@ -144,6 +153,22 @@ func (a *App) summarise(ctx context.Context, s *Summary) error {
 	if a.Broker != nil {
 		s.Restarts = a.Broker.Restarts()
 	}
+	var t *api.Topic
+	err := whileRestarting(ctx, func() (err error) {
+		t, err = a.client.Topic(ctx, Topic)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("campuscafe: topic %s: %w", Topic, err)
+	}
+	s.Records = t.Stats.Published
+	err = whileRestarting(ctx, func() (err error) {
+		s.Subscriptions, err = a.client.Subscriptions(ctx, Topic)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("campuscafe: subscriptions of %s: %w", Topic, err)
+	}
 	for _, c := range a.consumers {
 		st := c.Stats()
 		if c.ib != nil {
@@ -165,7 +190,6 @@ func (a *App) summarise(ctx context.Context, s *Summary) error {
 			s.Failures = append(s.Failures, fmt.Sprintf("%s drifted: %s", d.Projection, d))
 		}
 	}
-	var err error
 	if s.PaidOrders, s.ExactlyOne, s.UnpaidAwards, err = a.Store.Awards(ctx, false); err != nil {
 		return err
 	}
@@ -209,12 +233,22 @@ func (s *Summary) Write(w io.Writer) {
 	fmt.Fprintf(w, "chaos: ack-fail-rate %.2f, crash-rate %.2f, duplicate-rate %.2f, broker restarts %s\n\n",
 		o.AckFailRate, o.CrashRate, o.DuplicateRate, restarts)
 	fmt.Fprintf(w, "orders     %d placed, %d paid → %d events written to the outbox with their orders\n", s.Orders, s.Paid, s.Events)
-	fmt.Fprintf(w, "relays     %d relays published them, each order's events in order; %d re-sends absorbed by the broker's dedup, %d publish attempts retried\n",
-		s.Relays, s.Relay.Duplicates, s.Relay.Retried)
+	fmt.Fprintf(w, "relays     %d relays published each event once to topic %s, keyed by order; %d re-sends absorbed by the topic's dedup, %d publish attempts retried\n",
+		s.Relays, Topic, s.Relay.Duplicates, s.Relay.Retried)
 	fmt.Fprintf(w, "producer   %d duplicate events injected (new dedup id, same event id)\n", s.Injected)
+	fmt.Fprintf(w, "topic      %d records; its subscriptions fanned them out:\n", s.Records)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, sub := range s.Subscriptions {
+		filter := "every event"
+		if len(sub.Filter) > 0 {
+			filter = string(sub.Filter)
+		}
+		fmt.Fprintf(tw, "  %s\t→ %s\t%s\t%d delivered, %d filtered out\n", sub.Name, sub.Queue, filter, sub.Delivered, sub.Filtered)
+	}
+	tw.Flush()
 	fmt.Fprintf(w, "took       %v\n\n", s.Took.Round(100*time.Millisecond))
 
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "consumer\tinbox\tdeliveries\tapplied\tduplicates skipped\tacks lost\tcrashes\t")
 	for _, c := range s.Consumers {
 		ib, skipped := "yes", fmt.Sprint(c.Skipped)
@@ -280,6 +314,15 @@ func (a *App) unsettled(ctx context.Context) string {
 	var parts []string
 	if n, err := a.Store.Outbox.Pending(ctx); err != nil || n > 0 {
 		parts = append(parts, fmt.Sprintf("%d outbox rows unsent (%v)", n, err))
+	}
+	subs, err := a.client.Subscriptions(ctx, Topic)
+	if err != nil {
+		parts = append(parts, fmt.Sprintf("subscriptions of %s: %v", Topic, err))
+	}
+	for _, s := range subs {
+		if s.Lag > 0 {
+			parts = append(parts, fmt.Sprintf("subscription %s: %d records behind (paused %v)", s.Name, s.Lag, s.Paused))
+		}
 	}
 	for _, q := range Queues {
 		x, err := a.client.Queue(ctx, q)
