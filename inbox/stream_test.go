@@ -60,7 +60,9 @@ func TestConsumeTransformProduceOnce(t *testing.T) {
 
 		rctx, stopRelay := context.WithCancel(ctx)
 		relayDone := make(chan error, 1)
-		go func() { relayDone <- ob.Relay(srv.Client, outbox.RelayOptions{PollInterval: 20 * time.Millisecond}).Run(rctx) }()
+		go func() {
+			relayDone <- ob.Relay(srv.Client, outbox.RelayOptions{PollInterval: 20 * time.Millisecond}).Run(rctx)
+		}()
 		defer func() { stopRelay(); <-relayDone }()
 
 		var handled atomic.Int64
