@@ -87,7 +87,12 @@ var errCrashed = errors.New("campuscafe: consumer crashed (simulated)")
 func (c *Consumer) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		ictx, stop := context.WithCancel(ctx)
-		inc := &incarnation{c: c, tr: chaos.NewTransport(nil), hard: make(chan struct{}), stop: stop}
+		// The incarnation's connections are its own, and closed when it ends, as a dead
+		// process's would be: left open, every crash would leave a pool of them behind,
+		// and a connection dialled but never used holds the broker's Close (an HTTP
+		// server's Shutdown waits 5 s for such a connection's first request).
+		conns := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
+		inc := &incarnation{c: c, tr: chaos.NewTransport(conns), hard: make(chan struct{}), stop: stop}
 		cl, err := client.New(c.app.url, client.Options{Token: c.app.opts.Token, HTTPClient: &http.Client{Transport: inc.tr}})
 		if err != nil {
 			stop()
@@ -99,6 +104,7 @@ func (c *Consumer) run(ctx context.Context) {
 			HardStop: inc.hard, DrainTimeout: 5 * time.Second, Logger: c.app.opts.ClientLogger,
 		})
 		stop()
+		conns.CloseIdleConnections()
 		if err != nil && ctx.Err() == nil {
 			c.app.log.Warn("campuscafe: consumer stopped; restarting", "consumer", c.Name, "error", err)
 			t := time.NewTimer(200 * time.Millisecond)
