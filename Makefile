@@ -46,9 +46,10 @@ unit: $(REPORT)
 	@$(call tier,unit,315) -json -- $(GO) test -json -race -short -count=1 ./...
 
 ## storage: crash at every file-system operation of a workload, torn writes, bit flips,
-## failed fsyncs (seeds printed; OKIBA_CRASH_SEED replays one).
+## failed fsyncs (seeds printed; OKIBA_CRASH_SEED replays one). Topics' crash test made it
+## 20-30 s longer.
 storage: $(REPORT)
-	@$(call tier,storage,120) -json -show '^ *--- |seed|crash points|flips' -- \
+	@$(call tier,storage,150) -json -show '^ *--- |seed|crash points|flips' -- \
 		$(GO) test -json -race -count=1 -run 'CrashAt|BitFlips|FsyncFailureAtEvery' ./broker
 
 ## binary: the real binary end to end: serve started, used and stopped by signal, and
