@@ -83,7 +83,7 @@ okiba subscription create orders big --queue big --filter '{"total":[{"numeric":
 	if *asJSON {
 		return printJSONIndent(c.app.Stdout, s)
 	}
-	fmt.Fprintf(c.app.Stdout, "subscription %s/%s feeds queue %s (%d records behind)\n", s.Topic, s.Name, s.Queue, s.Lag)
+	fmt.Fprintf(c.app.Stdout, "subscription %s/%s feeds queue %s (%s behind)\n", s.Topic, s.Name, s.Queue, recordCount(s.Lag))
 	return nil
 }
 
@@ -133,9 +133,9 @@ func printSubscription(out io.Writer, s *api.Subscription) {
 	state := "caught up"
 	switch {
 	case s.Lag > 0 && s.Paused:
-		state = fmt.Sprintf("paused: %d records behind, its queue is full", s.Lag)
+		state = fmt.Sprintf("paused: %s behind, its queue is full", recordCount(s.Lag))
 	case s.Lag > 0:
-		state = fmt.Sprintf("copying: %d records behind", s.Lag)
+		state = fmt.Sprintf("copying: %s behind", recordCount(s.Lag))
 	}
 	fmt.Fprintf(w, "State\t%s\n", state)
 	fmt.Fprintf(w, "Cursors\t%v\n", s.Cursors)
@@ -210,4 +210,12 @@ okiba subscription delete orders points`)
 	}
 	fmt.Fprintf(c.app.Stdout, "deleted subscription %s/%s\n", pos[0], pos[1])
 	return nil
+}
+
+// recordCount says n records, in the singular for one.
+func recordCount(n uint64) string {
+	if n == 1 {
+		return "1 record"
+	}
+	return fmt.Sprintf("%d records", n)
 }
