@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -424,4 +425,23 @@ func isTerminal(f *os.File) bool {
 // interrupted reports whether err is the cancellation caused by Ctrl-C or SIGTERM.
 func interrupted(ctx context.Context, err error) bool {
 	return ctx.Err() != nil && errors.Is(err, context.Canceled)
+}
+
+// printList is what the list commands print: the API's JSON (wire) with --json; else
+// none on stderr when there is nothing; else a table of header and one row per item,
+// aligned as align says (tabwriter's flags).
+func printList[T any](a *app, asJSON bool, wire any, items []T, none string, align uint, header string, row func(T) string) error {
+	if asJSON {
+		return printJSONIndent(a.Stdout, wire)
+	}
+	if len(items) == 0 {
+		fmt.Fprintln(a.Stderr, none)
+		return nil
+	}
+	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', align)
+	fmt.Fprintln(w, header)
+	for _, it := range items {
+		fmt.Fprintln(w, row(it))
+	}
+	return w.Flush()
 }

@@ -263,20 +263,11 @@ okiba group list orders --json`)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return printJSONIndent(c.app.Stdout, api.GroupList{Groups: gs})
-	}
-	if len(gs) == 0 {
-		fmt.Fprintf(c.app.Stderr, "topic %s has no consumer groups\n", pos[0])
-		return nil
-	}
-	w := tabwriter.NewWriter(c.app.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tMEMBERS\tLAG\tLAG TIME\tLOST\tON FAILURE")
-	for _, g := range gs {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\n", g.Name, len(g.Members), g.LagRecords, lagTime(g.LagSeconds), g.LostToRetention,
-			deref(g.Config.OnFailure))
-	}
-	return w.Flush()
+	return printList(c.app, *asJSON, api.GroupList{Groups: gs}, gs, fmt.Sprintf("topic %s has no consumer groups", pos[0]), 0,
+		"NAME\tMEMBERS\tLAG\tLAG TIME\tLOST\tON FAILURE", func(g api.Group) string {
+			return fmt.Sprintf("%s\t%d\t%d\t%s\t%d\t%s", g.Name, len(g.Members), g.LagRecords, lagTime(g.LagSeconds), g.LostToRetention,
+				deref(g.Config.OnFailure))
+		})
 }
 
 // ---------------------------------------------------------------------------------------

@@ -393,23 +393,14 @@ okiba queue list --prefix orders --json`)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return printJSONIndent(c.app.Stdout, api.QueueList{Queues: qs})
-	}
-	if len(qs) == 0 {
-		fmt.Fprintln(c.app.Stderr, "no queues")
-		return nil
-	}
-	w := tabwriter.NewWriter(c.app.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "NAME\tREADY\tDELAYED\tIN FLIGHT\tDEAD LETTERS\tOLDEST\t")
-	for _, q := range qs {
-		dl := strconv.FormatInt(q.Stats.DeadLetters, 10)
-		if deref(q.Config.DeadLetterQueue) == "none" {
-			dl = "-"
-		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\t\n", q.Name, q.Stats.Ready, q.Stats.Delayed, q.Stats.InFlight, dl, oldest(q.Stats.OldestReadyAgeMS))
-	}
-	return w.Flush()
+	return printList(c.app, *asJSON, api.QueueList{Queues: qs}, qs, "no queues", tabwriter.AlignRight,
+		"NAME\tREADY\tDELAYED\tIN FLIGHT\tDEAD LETTERS\tOLDEST\t", func(q api.Queue) string {
+			dl := strconv.FormatInt(q.Stats.DeadLetters, 10)
+			if deref(q.Config.DeadLetterQueue) == "none" {
+				dl = "-"
+			}
+			return fmt.Sprintf("%s\t%d\t%d\t%d\t%s\t%s\t", q.Name, q.Stats.Ready, q.Stats.Delayed, q.Stats.InFlight, dl, oldest(q.Stats.OldestReadyAgeMS))
+		})
 }
 
 // ---------------------------------------------------------------------------------------

@@ -167,23 +167,14 @@ okiba subscription list orders`)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return printJSONIndent(c.app.Stdout, api.SubscriptionList{Subscriptions: subs})
-	}
-	if len(subs) == 0 {
-		fmt.Fprintf(c.app.Stderr, "topic %s has no subscriptions\n", pos[0])
-		return nil
-	}
-	w := tabwriter.NewWriter(c.app.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "NAME\tQUEUE\tLAG\tPAUSED\tDELIVERED\tFILTERED\tLOST\tFILTER\n")
-	for _, s := range subs {
-		filter := "-"
-		if len(s.Filter) > 0 {
-			filter = string(s.Filter)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%d\t%d\t%d\t%s\n", s.Name, s.Queue, s.Lag, s.Paused, s.Delivered, s.Filtered, s.LostToRetention, filter)
-	}
-	return w.Flush()
+	return printList(c.app, *asJSON, api.SubscriptionList{Subscriptions: subs}, subs, fmt.Sprintf("topic %s has no subscriptions", pos[0]), 0,
+		"NAME\tQUEUE\tLAG\tPAUSED\tDELIVERED\tFILTERED\tLOST\tFILTER", func(s api.Subscription) string {
+			filter := "-"
+			if len(s.Filter) > 0 {
+				filter = string(s.Filter)
+			}
+			return fmt.Sprintf("%s\t%s\t%d\t%v\t%d\t%d\t%d\t%s", s.Name, s.Queue, s.Lag, s.Paused, s.Delivered, s.Filtered, s.LostToRetention, filter)
+		})
 }
 
 type subDeleteCmd struct {

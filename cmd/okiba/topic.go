@@ -384,31 +384,22 @@ okiba topic list --prefix orders --json`)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return printJSONIndent(c.app.Stdout, api.TopicList{Topics: ts})
-	}
-	if len(ts) == 0 {
-		fmt.Fprintln(c.app.Stderr, "no topics")
-		return nil
-	}
-	w := tabwriter.NewWriter(c.app.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "NAME\tPARTITIONS\tRECORDS\tBYTES\tPUBLISHED\tRETENTION\tNEWEST\t")
 	now := time.Now()
-	for _, t := range ts {
-		newest := "-"
-		var last time.Time
-		for _, p := range t.Partitions {
-			if p.LastTime != nil && p.LastTime.After(last) {
-				last = *p.LastTime
+	return printList(c.app, *asJSON, api.TopicList{Topics: ts}, ts, "no topics", tabwriter.AlignRight,
+		"NAME\tPARTITIONS\tRECORDS\tBYTES\tPUBLISHED\tRETENTION\tNEWEST\t", func(t api.Topic) string {
+			newest := "-"
+			var last time.Time
+			for _, p := range t.Partitions {
+				if p.LastTime != nil && p.LastTime.After(last) {
+					last = *p.LastTime
+				}
 			}
-		}
-		if !last.IsZero() {
-			newest = age(now.Sub(last))
-		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", t.Name, len(t.Partitions), t.Stats.Records, t.Stats.Bytes,
-			t.Stats.Published, retentionString(deref(t.Config.Retention)), newest)
-	}
-	return w.Flush()
+			if !last.IsZero() {
+				newest = age(now.Sub(last))
+			}
+			return fmt.Sprintf("%s\t%d\t%d\t%d\t%d\t%s\t%s\t", t.Name, len(t.Partitions), t.Stats.Records, t.Stats.Bytes,
+				t.Stats.Published, retentionString(deref(t.Config.Retention)), newest)
+		})
 }
 
 // ---------------------------------------------------------------------------------------
