@@ -82,8 +82,9 @@ type PullResult struct {
 
 // Pull joins the group (m.Session empty) or renews m's lease, lets go of the partitions
 // being revoked from it, and hands it records of the partitions it holds from where the
-// last pull left off. A partition marked Revoking moves at the next pull or heartbeat:
-// commit what was handled of it first.
+// last pull left off. A partition marked Revoking hands out no more records and moves
+// once what was handed of it is committed (at that commit), or a member lease after
+// the revocation began.
 func (c *Client) Pull(ctx context.Context, topic, group string, m Member, opts PullOptions) (*PullResult, error) {
 	req := api.PullRequest{Member: m.Name, Session: m.Session, Max: opts.Max, MaxBytes: opts.MaxBytes}
 	if opts.Wait > 0 {
