@@ -45,7 +45,7 @@ const (
 	CodeStorageFailed   = "storage_failed"       // a write or fsync failed; restart the broker
 	CodeUnavailable     = "unavailable"          // shutting down
 	CodeUnauthorized    = "unauthorized"         // missing or wrong bearer token
-	CodeForbidden       = "forbidden"            // a browser request from another origin, or an unknown Host name
+	CodeForbidden       = "forbidden"            // a permission the principal lacks; a browser request from another origin, or an unknown Host name
 	CodeInternal        = "internal"             //
 
 	CodeTopicNotFound        = "topic_not_found"        //
@@ -65,6 +65,10 @@ const (
 	CodeSubscriptionNotFound = "subscription_not_found" //
 	CodeInvalidFilter        = "invalid_filter"         // a subscription's filter policy that does not parse
 	CodeTooManySubscriptions = "too_many_subscriptions" // the topic's max_subscriptions is reached
+
+	CodePrincipalNotFound = "principal_not_found" //
+	CodePrincipalExists   = "principal_exists"    // create of a principal whose name is taken (or declared in the configuration)
+	CodeTooManyPrincipals = "too_many_principals" // the broker holds its maximum of principals
 )
 
 // Status maps each code to its HTTP status.
@@ -82,6 +86,7 @@ var Status = map[string]int{
 	CodeGroupNotFound: 404, CodeGroupDeleted: 410, CodeMemberUnknown: 409, CodeEpochStale: 409,
 	CodeOffsetRegressed: 409, CodeTooManyGroups: 409, CodeTooManyMembers: 409,
 	CodeTopicInUse: 409, CodeSubscriptionNotFound: 404, CodeInvalidFilter: 400, CodeTooManySubscriptions: 409,
+	CodePrincipalNotFound: 404, CodePrincipalExists: 409, CodeTooManyPrincipals: 409,
 }
 
 // Error is the error object of every failed request and every failed batch item:

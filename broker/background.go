@@ -213,7 +213,7 @@ func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 	section, usage := b.store.Section(func(add func(queue.Ref, int64)) { semantic = b.m.Snapshot(add) })
 	topics, topicSection := b.t.AppendSnapshot(nil), b.store.TopicSection()
 	encoded := time.Since(locked)
-	pieces := checkpointPieces(semantic, topics, section, topicSection)
+	pieces := checkpointPieces(semantic, topics, b.a.AppendSnapshot(nil), section, topicSection)
 	size := 0
 	for _, c := range pieces {
 		size += len(c)

@@ -35,6 +35,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"crypto/hmac"
+	"crypto/sha256"
+
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/payload"
 	"github.com/okiba/okiba/internal/receipt"
@@ -219,6 +223,7 @@ type Broker struct {
 	fs       vfs.FS
 	log      *wal.Log
 	receipts *receipt.Codec
+	secret   []byte // the data directory's secret (DeriveKey)
 	dirLock  io.Closer
 	clock    clock.Clock
 	logger   *slog.Logger
@@ -226,9 +231,11 @@ type Broker struct {
 	mu    sync.Mutex
 	m     *queue.Machine
 	t     *topic.Machine
+	a     *access.Machine
 	store *payload.Store
 	sink  sink
 	tsink topicSink
+	asink accessSink
 	// readers are channels of long-polling topic readers, closed at the topic's next
 	// publish (or its deletion), by topic id.
 	readers map[uint64]chan struct{}
@@ -254,18 +261,19 @@ type Broker struct {
 
 	ckptMu sync.Mutex
 
-	nextTick    atomic.Int64 // when the ticker will next run (Unix ms); MaxInt64 if idle
-	diskLow     atomic.Int64 // free bytes when below the high-water mark, else 0
-	kickTick    chan struct{}
-	kickRedrive chan struct{}
-	kickCkpt    chan struct{}
-	kickMove    chan struct{}
-	kickCopy    chan struct{}
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
-	rates       *rates
-	recovery    Recovery
-	reads       bodyReads
+	principalChanges atomic.Uint64 // PrincipalChanges
+	nextTick         atomic.Int64  // when the ticker will next run (Unix ms); MaxInt64 if idle
+	diskLow          atomic.Int64  // free bytes when below the high-water mark, else 0
+	kickTick         chan struct{}
+	kickRedrive      chan struct{}
+	kickCkpt         chan struct{}
+	kickMove         chan struct{}
+	kickCopy         chan struct{}
+	cancel           context.CancelFunc
+	wg               sync.WaitGroup
+	rates            *rates
+	recovery         Recovery
+	reads            bodyReads
 }
 
 // Volatile counts events that leave no record (so they restart from zero): dedup hits
@@ -324,6 +332,20 @@ func (s topicSink) Emit(r topic.Record) {
 	s.emit(r)
 }
 
+// accessSink is the sink as the access machine sees it.
+type accessSink struct {
+	*sink
+	changes *atomic.Uint64
+}
+
+// Emit appends one record of the access machine. The change count moves before the
+// machine applies it, under the broker's lock, so that whoever sees the new count and
+// then reads the principals (taking the lock) reads them changed.
+func (s accessSink) Emit(r access.Record) {
+	s.changes.Add(1)
+	s.emit(r)
+}
+
 func (s *sink) emit(r encoder) {
 	s.scratch = r.AppendTo(s.scratch[:0])
 	pos, t, err := s.log.Append(s.scratch)
@@ -379,6 +401,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b.sink.store = b.store
 	b.tsink = topicSink{&b.sink}
+	b.asink = accessSink{&b.sink, &b.principalChanges}
 	if err := b.open(start); err != nil {
 		if b.log != nil {
 			b.log.Close()
@@ -407,6 +430,7 @@ func (b *Broker) open(start time.Time) error {
 	if err != nil {
 		return err
 	}
+	b.secret = secret
 	if b.receipts, err = receipt.New(secret); err != nil {
 		return err
 	}
@@ -419,13 +443,13 @@ func (b *Broker) open(start time.Time) error {
 		return fmt.Errorf("load checkpoint: %w", err)
 	}
 	if ok {
-		if b.m, b.t, err = b.restore(ckpt); err != nil {
+		if b.m, b.t, b.a, err = b.restore(ckpt); err != nil {
 			return fmt.Errorf("restore checkpoint at %v: %w", pos, err)
 		}
 		b.ckptPos, b.ckptSize, b.ckptMsgs = pos, int64(len(ckpt)), b.m.MessageCount()
 		b.recovery.Checkpoint = true
 	} else {
-		b.m, b.t = queue.New(), topic.New()
+		b.m, b.t, b.a = queue.New(), topic.New(), access.New()
 	}
 	b.m.SetBodies(b.store)
 	b.t.SetBodies(b.store)
@@ -551,6 +575,16 @@ func (b *Broker) loadSecret() ([]byte, error) {
 		return nil, fmt.Errorf("write receipt secret: %w", err)
 	}
 	return secret, nil
+}
+
+// DeriveKey returns a 32-byte key for one purpose, derived from the data directory's
+// secret (a random 32 bytes kept 0600 beside the log, which receipts are signed with):
+// the node seals principals' secrets and signs console sessions with keys derived here,
+// so that every key lives and dies with the data it protects.
+func (b *Broker) DeriveKey(purpose string) []byte {
+	mac := hmac.New(sha256.New, b.secret)
+	mac.Write([]byte("okiba key\x00" + purpose))
+	return mac.Sum(nil)
 }
 
 // Close stops the background work, takes a final checkpoint (so the next start is quick)

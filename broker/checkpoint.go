@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/internal/payload"
 	"github.com/okiba/okiba/queue"
 	"github.com/okiba/okiba/topic"
@@ -16,16 +17,17 @@ import (
 // store's sections, this node's own (where each message's body and each topic record
 // lies):
 //
-//	"OKBC" | u8 version (2) | u64 length | queue snapshot | u64 length | topic snapshot |
-//	       u64 length | store section | store topic section
+//	"OKBC" | u8 version (3) | u64 length | queue snapshot | u64 length | topic snapshot |
+//	       u64 length | access snapshot | u64 length | store section | store topic section
 //
 // Lengths are fixed-width so that a header can be written before its part, which is
-// written as the pieces it was built in. Version 1 (before topics) had the queue snapshot
+// written as the pieces it was built in. Version 2 (before principals) had no access
+// snapshot; version 1 (before topics) had the queue snapshot
 // and the store section only; okiba before the payload store wrote the queue snapshot
 // alone ("OKQS"), with each message's log position inside. Restore reads all three.
 const (
 	checkpointMagic   = "OKBC"
-	checkpointVersion = 2
+	checkpointVersion = 3
 	checkpointHeader  = len(checkpointMagic) + 1 + 8
 )
 
@@ -38,7 +40,7 @@ func size(pieces [][]byte) uint64 {
 }
 
 // checkpointPieces returns the pieces of a checkpoint payload.
-func checkpointPieces(semantic [][]byte, topics []byte, section [][]byte, topicSection []byte) [][]byte {
+func checkpointPieces(semantic [][]byte, topics, principals []byte, section [][]byte, topicSection []byte) [][]byte {
 	h := make([]byte, 0, checkpointHeader)
 	h = append(h, checkpointMagic...)
 	h = append(h, checkpointVersion)
@@ -47,29 +49,30 @@ func checkpointPieces(semantic [][]byte, topics []byte, section [][]byte, topicS
 	out = append(out, h)
 	out = append(out, semantic...)
 	out = append(out, binary.LittleEndian.AppendUint64(nil, uint64(len(topics))), topics)
+	out = append(out, binary.LittleEndian.AppendUint64(nil, uint64(len(principals))), principals)
 	out = append(out, binary.LittleEndian.AppendUint64(nil, size(section)))
 	out = append(out, section...)
 	return append(out, topicSection)
 }
 
 // restore rebuilds the machines and the payload store from a checkpoint payload.
-func (b *Broker) restore(ckpt []byte) (*queue.Machine, *topic.Machine, error) {
+func (b *Broker) restore(ckpt []byte) (*queue.Machine, *topic.Machine, *access.Machine, error) {
 	if len(ckpt) >= 4 && string(ckpt[:4]) == "OKQS" {
 		// Before the payload store: the snapshot held each message's log position.
 		m, err := queue.Restore(ckpt, func(ref queue.Ref, size int64, pos uint64) {
 			b.store.Move(ref, wal.Pos(pos), size)
 		})
-		return m, topic.New(), err
+		return m, topic.New(), access.New(), err
 	}
 	if len(ckpt) < checkpointHeader || string(ckpt[:len(checkpointMagic)]) != checkpointMagic {
-		return nil, nil, errors.New("not an okiba checkpoint (bad magic)")
+		return nil, nil, nil, errors.New("not an okiba checkpoint (bad magic)")
 	}
 	v := ckpt[len(checkpointMagic)]
 	if v > checkpointVersion {
-		return nil, nil, fmt.Errorf("%w: checkpoint version %d; this okiba reads %d", ErrNewerFormat, v, checkpointVersion)
+		return nil, nil, nil, fmt.Errorf("%w: checkpoint version %d; this okiba reads %d", ErrNewerFormat, v, checkpointVersion)
 	}
 	if v < 1 {
-		return nil, nil, fmt.Errorf("unknown checkpoint version %d", v)
+		return nil, nil, nil, fmt.Errorf("unknown checkpoint version %d", v)
 	}
 	rest := ckpt[len(checkpointMagic)+1:]
 	part := func(what string) ([]byte, error) {
@@ -87,37 +90,46 @@ func (b *Broker) restore(ckpt []byte) (*queue.Machine, *topic.Machine, error) {
 	}
 	qsnap, err := part("queue snapshot")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	var tsnap, section, topicSection []byte
+	var tsnap, asnap, section, topicSection []byte
 	if v == 1 {
 		section = rest
 	} else {
 		if tsnap, err = part("topic snapshot"); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
+		}
+		if v >= 3 {
+			if asnap, err = part("access snapshot"); err != nil {
+				return nil, nil, nil, err
+			}
 		}
 		if section, err = part("store section"); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		topicSection = rest
 	}
 	m, err := queue.Restore(qsnap, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := b.store.Restore(section, m.EachMessage); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	t := topic.New()
 	if v >= 2 {
 		if t, err = topic.Restore(tsnap); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if err := b.store.RestoreTopics(topicSection); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return m, t, nil
+	a, err := access.Restore(asnap)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return m, t, a, nil
 }
 
 // replay applies one record of the log met at start-up: the payload store's frames go to
@@ -125,6 +137,17 @@ func (b *Broker) restore(ckpt []byte) (*queue.Machine, *topic.Machine, error) {
 func (b *Broker) replay(p wal.Pos, raw []byte) error {
 	if payload.IsFrame(raw) {
 		return b.store.ApplyFrame(p, raw)
+	}
+	if access.IsRecord(raw) {
+		r, err := access.DecodeRecord(raw)
+		if err != nil {
+			return fmt.Errorf("record at %v: %w", p, err)
+		}
+		b.store.At(p, true)
+		if err := b.a.Apply(r); err != nil {
+			return fmt.Errorf("record at %v (%s): %w", p, r.Kind(), err)
+		}
+		return nil
 	}
 	if len(raw) > 0 && raw[0] >= byte(topic.MinKind) {
 		r, err := topic.DecodeRecordShared(raw)

@@ -43,16 +43,26 @@ type Options struct {
 	Dir string
 	// Broker overrides broker settings (Dir and Clock are filled in).
 	Broker broker.Config
-	// Token enables bearer-token authentication.
+	// Token enables authentication: it is the secret of the principal "admin", allowed
+	// everything, which Server.Client uses. At least 22 characters.
 	Token string
+	// Principals are more principals, declared as okiba serve's configuration file
+	// declares them; with any, authentication is on.
+	Principals []Principal
 	// CORSOrigins and AllowedHosts are okiba serve's --cors-origins and --allowed-hosts:
 	// browser applications let in, and host names a tokenless server answers to.
 	CORSOrigins, AllowedHosts []string
 	// SQS configures the SQS-compatible API, which the server always serves: its Region,
-	// AccountID, BaseURL and Credentials are used. With a Token and no SQS.Credentials,
-	// SQS clients sign with access key id "okiba" and the token as the secret key (as
-	// okiba serve does).
+	// AccountID and BaseURL are used. With authentication on, SQS clients sign with a
+	// principal's name as the access key id and its secret ("admin" and the Token).
 	SQS sqs.Options
+}
+
+// Principal declares one principal: its name (also its SQS access key id), its secret
+// (at least 22 characters) and its grants, such as "send queue:orders-*" or "admin".
+type Principal struct {
+	Name, Secret string
+	Grants       []string
 }
 
 // Server is a running test broker.
@@ -107,9 +117,11 @@ func Start(opts Options) (*Server, error) {
 		CORSOrigins: opts.CORSOrigins, AllowedHosts: opts.AllowedHosts,
 		SQS: node.SQSConfig{
 			Region: opts.SQS.Region, AccountID: opts.SQS.AccountID, BaseURL: opts.SQS.BaseURL,
-			Credentials: opts.SQS.Credentials,
 		},
 		Console: node.ConsoleConfig{Disabled: true},
+	}
+	for _, p := range opts.Principals {
+		cfg.Principals = append(cfg.Principals, node.PrincipalConfig{Name: p.Name, Secret: p.Secret, Grants: p.Grants})
 	}
 	n, err := node.Open(context.Background(), cfg, rt)
 	if err != nil {

@@ -289,17 +289,17 @@ func TestServerUnreachable(t *testing.T) {
 
 func TestTokenFromFlagOrEnvironment(t *testing.T) {
 	t.Parallel()
-	srv := okibatest.New(t, okibatest.Options{Token: "s3cret"})
+	srv := okibatest.New(t, okibatest.Options{Token: "s3cret-s3cret-s3cret-s3cret"})
 	h := &harness{t: t, srv: srv, env: map[string]string{"OKIBA_SERVER": srv.URL}}
 	r := h.fails(1, "queue", "list")
 	contains(t, "stderr", r.err, "okiba queue list: unauthorized:", "--token or OKIBA_TOKEN")
-	h.ok("queue", "create", "q", "--token", "s3cret")
-	h.env["OKIBA_TOKEN"] = "s3cret"
+	h.ok("queue", "create", "q", "--token", "s3cret-s3cret-s3cret-s3cret")
+	h.env["OKIBA_TOKEN"] = "s3cret-s3cret-s3cret-s3cret"
 	contains(t, "list", h.ok("queue", "list"), "q")
 	h.env["OKIBA_TOKEN"] = "wrong"
 	h.fails(1, "queue", "list")
-	contains(t, "list", h.ok("queue", "list", "--token", "s3cret"), "q") // the flag wins
+	contains(t, "list", h.ok("queue", "list", "--token", "s3cret-s3cret-s3cret-s3cret"), "q") // the flag wins
 	// The server flag wins over the environment too.
 	h.env["OKIBA_SERVER"] = "http://127.0.0.1:1"
-	contains(t, "list", h.ok("queue", "list", "--token", "s3cret", "--server", srv.URL), "q")
+	contains(t, "list", h.ok("queue", "list", "--token", "s3cret-s3cret-s3cret-s3cret", "--server", srv.URL), "q")
 }

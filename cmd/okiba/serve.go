@@ -63,7 +63,7 @@ exits at once; nothing acknowledged is lost either way.`
 const serveExamples = `
 okiba serve
 okiba serve --addr 127.0.0.1:8080 --data /var/lib/okiba --log-level debug
-OKIBA_AUTH_TOKEN=s3cret okiba serve --addr 0.0.0.0:7070
+OKIBA_AUTH_TOKEN=$(okiba token) okiba serve --addr 0.0.0.0:7070
 okiba serve --addr 0.0.0.0:7070 --auth-token-file /etc/okiba/token
 okiba serve --addr 10.0.0.5:7070 --insecure   # no authentication: a trusted network only
 okiba serve --auth-token-file /etc/okiba/token --sqs-credentials-file /etc/okiba/sqs-keys

@@ -185,14 +185,14 @@ func TestServeInProcess(t *testing.T) {
 	// Restart on the same directory with a token from a file: the queue is still there and
 	// /v1 needs the token.
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte("s3cret-s3cret-s3cret-s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	url, log, stop = serveInProcess(t, map[string]string{"OKIBA_DATA": dir}, "--addr", "0.0.0.0:0", "--auth-token-file", tokenFile)
 	h.env["OKIBA_SERVER"] = url
 	r := h.fails(1, "queue", "list")
 	contains(t, "stderr", r.err, "unauthorized")
-	h.env["OKIBA_TOKEN"] = "s3cret"
+	h.env["OKIBA_TOKEN"] = "s3cret-s3cret-s3cret-s3cret"
 	if q := h.queue("q"); q.Stats.Ready != 1 {
 		t.Errorf("after restart: %+v", q.Stats)
 	}
@@ -207,7 +207,7 @@ func TestServeInProcess(t *testing.T) {
 		resp.Body.Close()
 	}
 	req, _ = http.NewRequest("GET", url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Authorization", "Bearer s3cret-s3cret-s3cret-s3cret")
 	if resp, err := http.DefaultClient.Do(req); err != nil {
 		t.Error(err)
 	} else {

@@ -46,20 +46,20 @@ func TestServeSQS(t *testing.T) {
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
 	keys := filepath.Join(dir, "keys")
-	os.WriteFile(token, []byte("s3cret\n"), 0o600)
-	os.WriteFile(keys, []byte("# SQS keys\nAKIDAPP appsecret\n\nAKIDOPS:opssecret\n"), 0o600)
+	os.WriteFile(token, []byte("s3cret-s3cret-s3cret-s3cret\n"), 0o600)
+	os.WriteFile(keys, []byte("# SQS keys\nAKIDAPP appsecret-appsecret-appsecret\n\nAKIDOPS:opssecret-opssecret-opssecret\n"), 0o600)
 	url, _, stop = serveInProcess(t, map[string]string{"OKIBA_DATA": t.TempDir()}, "--addr", "127.0.0.1:0",
 		"--auth-token-file", token, "--sqs-credentials-file", keys)
 	defer stop()
-	for _, k := range [][2]string{{"AKIDAPP", "appsecret"}, {"AKIDOPS", "opssecret"}} {
+	for _, k := range [][2]string{{"AKIDAPP", "appsecret-appsecret-appsecret"}, {"AKIDOPS", "opssecret-opssecret-opssecret"}, {"admin", "s3cret-s3cret-s3cret-s3cret"}} {
 		if _, err := sqsClient(url, k[0], k[1]).ListQueues(ctx, &awssqs.ListQueuesInput{}); err != nil {
 			t.Errorf("key %s: %v", k[0], err)
 		}
 	}
-	_, err = sqsClient(url, "okiba", "s3cret").ListQueues(ctx, &awssqs.ListQueuesInput{})
+	_, err = sqsClient(url, "okiba", "s3cret-s3cret-s3cret-s3cret").ListQueues(ctx, &awssqs.ListQueuesInput{})
 	var ae smithy.APIError
 	if !errors.As(err, &ae) || ae.ErrorCode() != "InvalidClientTokenId" {
-		t.Errorf("the token's key with a credentials file: %v", err)
+		t.Errorf("an access key id that names no principal: %v", err)
 	}
 	h.env["OKIBA_DATA"] = filepath.Join(dir, "data")
 	r := h.fails(1, "serve", "--addr", "127.0.0.1:0", "--sqs-credentials-file", filepath.Join(dir, "missing"))

@@ -1,15 +1,18 @@
-// Package auth says who is calling: the principal a request proved itself to be, by a
-// bearer token, a console session or an SQS signature. The node's router runs the one
-// authentication step (internal/node) and leaves the principal in the request's
-// context; what a principal may do is decided per action, by the service that runs it
-// (an SQS request names its queue inside its body).
+// Package auth says who is calling and what it may do: the principal a request proved
+// itself to be, by a bearer token, a console session or an SQS signature (the Keyring
+// finds it from the secret), with its grants (package access). The node's router runs
+// the one authentication step (internal/node) and leaves the principal in the request's
+// context; each interface asks Require before it acts, per action — its route table
+// says which permission on which resource (an SQS request names its queue inside its
+// body; a subscription needs a second permission on its queue).
 package auth
 
 import (
 	"context"
-	"crypto/subtle"
 	"net/http"
 	"strings"
+
+	"github.com/okiba/okiba/access"
 )
 
 // Method is how a caller proved who it is.
@@ -38,13 +41,49 @@ func (m Method) String() string {
 	return "anonymous"
 }
 
-// Principal is who a request comes from. Today every authenticated principal may do
-// everything; permissions per principal come with the security work.
+// Principal is who a request comes from and what it may do.
 type Principal struct {
-	// Name identifies the principal: "admin" for the node's token and its sessions, the
-	// access key id for a signed SQS request, "" when anonymous.
+	// Name identifies the principal, which is also its SQS access key id: "admin" for
+	// the node's --auth-token; "" when anonymous.
 	Name   string
 	Method Method
+	Grants access.Grants
+	// SecretID is the secret it proved itself with (console sessions end with it).
+	SecretID uint64
+}
+
+// AdminGrants allow everything: the node's --auth-token, and every request of a node
+// that requires no authentication.
+var AdminGrants = access.Grants{{Permission: access.Admin, On: access.Pattern{Kind: access.AnyKind, Glob: "*"}}}
+
+// Allows reports whether the principal may do perm on r.
+func (p Principal) Allows(perm access.Permission, r access.Resource) bool {
+	return p.Grants.Allows(perm, r)
+}
+
+// Check returns nil if the principal may do perm on r, else an *access.DeniedError
+// naming what is missing.
+func (p Principal) Check(perm access.Permission, r access.Resource) error {
+	if p.Allows(perm, r) {
+		return nil
+	}
+	return &access.DeniedError{Principal: p.Name, Permission: perm, Resource: r}
+}
+
+// Require checks that the principal in ctx may do perm on r. A context without a
+// principal is a call from inside the process (the node's router puts one into every
+// request it serves) and may do anything.
+func Require(ctx context.Context, perm access.Permission, r access.Resource) error {
+	p, ok := From(ctx)
+	if !ok {
+		return nil
+	}
+	return p.Check(perm, r)
+}
+
+// Allowed reports whether Require would pass.
+func Allowed(ctx context.Context, perm access.Permission, r access.Resource) bool {
+	return Require(ctx, perm, r) == nil
 }
 
 type ctxKey struct{}
@@ -60,18 +99,21 @@ func From(ctx context.Context) (Principal, bool) {
 	return p, ok
 }
 
-// Bearer reports whether r carries the bearer token (compared in constant time).
-func Bearer(r *http.Request, token string) bool {
+// Bearer returns the bearer token r carries, if any.
+func Bearer(r *http.Request) (string, bool) {
 	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	return ok && strings.EqualFold(scheme, "Bearer") && token != "" &&
-		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	got = strings.TrimSpace(got)
+	return got, got != ""
 }
 
 // Browsers is how the console signs in web browsers, which cannot send a bearer token
-// (package web implements it).
+// (package console implements it).
 type Browsers interface {
-	// SignedIn reports whether r carries a valid session.
-	SignedIn(r *http.Request) bool
+	// SignedIn returns the principal of r's valid session, if it has one.
+	SignedIn(r *http.Request) (Principal, bool)
 	// Public reports whether r may be served without authentication (the sign-in page
 	// and the console's assets).
 	Public(r *http.Request) bool
@@ -80,10 +122,11 @@ type Browsers interface {
 }
 
 // Step is the authentication step of every request but an SQS one (whose signature its
-// front checks over the body): the bearer token, or a console session; /healthz and the
-// console's public pages pass. Without a Token every request passes, anonymous.
+// front checks over the body): a bearer token, or a console session; /healthz and the
+// console's public pages pass. Without Keys every request passes, anonymous, with
+// AdminGrants.
 type Step struct {
-	Token    string
+	Keys     *Keyring // nil: no authentication
 	Browsers Browsers // nil: no console
 	// Refuse answers a refused request (status, the native error body); it gets the
 	// status and the message.
@@ -99,23 +142,29 @@ var sessionOrigin = http.NewCrossOriginProtection()
 // with a WWW-Authenticate challenge, or, for a browser asking for a console page without
 // a session, a redirect to the sign-in page.
 func (s *Step) Authenticate(w http.ResponseWriter, r *http.Request) (Principal, bool) {
-	if s.Token == "" {
-		return Principal{Method: Anonymous}, true
+	if s.Keys == nil {
+		return Principal{Method: Anonymous, Grants: AdminGrants}, true
 	}
-	if Bearer(r, s.Token) {
-		return Principal{Name: "admin", Method: Token}, true
+	token, hasToken := Bearer(r)
+	if hasToken {
+		if p, ok := s.Keys.ByToken(token); ok {
+			return p, true
+		}
 	}
 	if r.URL.Path == "/healthz" {
 		return Principal{Method: Anonymous}, true
 	}
 	b := s.Browsers
-	switch {
-	case b != nil && b.SignedIn(r):
-		if err := sessionOrigin.Check(r); err != nil {
-			s.Refuse(w, http.StatusUnauthorized, "cross-origin request refused: the console session is good only on its own pages")
-			return Principal{}, false
+	if b != nil && !hasToken {
+		if p, ok := b.SignedIn(r); ok {
+			if err := sessionOrigin.Check(r); err != nil {
+				s.Refuse(w, http.StatusUnauthorized, "cross-origin request refused: the console session is good only on its own pages")
+				return Principal{}, false
+			}
+			return p, true
 		}
-		return Principal{Name: "admin", Method: Session}, true
+	}
+	switch {
 	case b != nil && b.Public(r):
 		return Principal{Method: Anonymous}, true
 	case b != nil && r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html"):
@@ -123,6 +172,10 @@ func (s *Step) Authenticate(w http.ResponseWriter, r *http.Request) (Principal, 
 		return Principal{}, false
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="okiba"`)
-	s.Refuse(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>")
+	msg := "missing bearer token: send Authorization: Bearer <secret>"
+	if hasToken {
+		msg = "wrong bearer token: it is no principal's valid secret"
+	}
+	s.Refuse(w, http.StatusUnauthorized, msg)
 	return Principal{}, false
 }

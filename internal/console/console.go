@@ -24,6 +24,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -37,6 +38,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/reply"
 )
 
@@ -65,11 +67,24 @@ type Service interface {
 
 // Options configure a Console. The zero value means the defaults.
 type Options struct {
-	// AuthToken is the server's bearer token. When set, browsers sign in with it and get
-	// a session cookie; when empty, the console is open like the rest of the API.
-	AuthToken string
-	// SessionTTL is how long a session lasts. Defaults to 12 hours.
+	// Keys are the node's principals (its auth.Keyring). When set, browsers sign in with
+	// a principal's secret and get a session cookie as that principal; when nil, the
+	// console is open like the rest of the API.
+	Keys *auth.Keyring
+	// SessionKey signs session cookies (32 random bytes the node keeps). Required with
+	// Keys.
+	SessionKey []byte
+	// SessionTTL is how long a session lasts after sign-in, whatever its cookie says.
+	// Defaults to 12 hours.
 	SessionTTL time.Duration
+	// SecureCookies marks session cookies Secure even on a plain connection (the node
+	// behind a proxy that ends TLS).
+	SecureCookies bool
+	// Refused, when set, is told about every failed sign-in (the node's audit log and
+	// throttle).
+	Refused func(*http.Request)
+	// Now tells the time of sessions. Defaults to time.Now.
+	Now func() time.Time
 	// Logger receives sign-ins and playground runs. Defaults to discarding them.
 	Logger *slog.Logger
 	// SampleInterval is how often queue depths and rates are sampled for the charts.
@@ -94,6 +109,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 12 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -136,6 +154,9 @@ type Console struct {
 // New returns a console that reads okiba through svc, and starts its history sampler.
 func New(svc Service, opts Options) (*Console, error) {
 	opts = opts.withDefaults()
+	if opts.Keys != nil && len(opts.SessionKey) < 32 {
+		return nil, errors.New("console: sign-in needs a session key of 32 bytes")
+	}
 	c := &Console{svc: svc, opts: opts, log: opts.Logger}
 	var err error
 	if c.static, err = loadStatic(); err != nil {
@@ -248,9 +269,11 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title str
 	c.write(w, status, name, d)
 }
 
+func (c *Console) now() time.Time { return c.opts.Now() }
+
 // write renders the template name with d and sends it with the pages' headers.
 func (c *Console) write(w http.ResponseWriter, status int, name string, d pageData) {
-	d.Auth = c.opts.AuthToken != ""
+	d.Auth = c.opts.Keys != nil
 	var buf bytes.Buffer
 	if err := c.pages.ExecuteTemplate(&buf, name+".html", d); err != nil {
 		c.log.Error("console: render page", "page", name, "error", err)

@@ -27,7 +27,7 @@ import (
 	"github.com/okiba/okiba/internal/testkit"
 )
 
-const testToken = "console-test-token"
+const testToken = "console-test-token-long-enough"
 
 type env struct {
 	b     *broker.Broker

@@ -24,7 +24,7 @@ const module = "github.com/okiba/okiba"
 
 // domain are the packages whose exported errors the fronts may meet, by directory
 // relative to this one.
-var domain = []string{"../../queue", "../../topic", "../../broker", "../receipt", "../crossorigin", "../filter"}
+var domain = []string{"../../access", "../../queue", "../../topic", "../../broker", "../receipt", "../crossorigin", "../filter"}
 
 // exported is what the source of one package exports of errors.
 type exported struct {

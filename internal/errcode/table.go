@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/crossorigin"
@@ -88,10 +89,17 @@ var table = []Row{
 	{match: errs(is(broker.ErrClosed), is(context.Canceled), is(context.DeadlineExceeded)), Code: api.CodeUnavailable, SQS: "ServiceUnavailable",
 		SQSMessage: "the server is shutting down or the request was cancelled; retry"},
 
+	// Principals and permissions. A refusal names the permission that was missing.
+	{match: errs(as[*access.DeniedError](), is(access.ErrDenied)), Code: api.CodeForbidden, SQS: "AccessDenied"},
+	{match: errs(as[*access.InvalidError]()), Code: api.CodeInvalidRequest, SQS: "InvalidParameterValue"},
+	{match: errs(is(access.ErrNotFound)), Code: api.CodePrincipalNotFound, SQS: "InvalidParameterValue"},
+	{match: errs(is(access.ErrExists)), Code: api.CodePrincipalExists, SQS: "InvalidParameterValue"},
+	{match: errs(is(access.ErrTooMany)), Code: api.CodeTooManyPrincipals, SQS: "OverLimit"},
+
 	// A browser request from elsewhere (the SQS front answers these through Forbid).
 	{match: errs(as[*crossorigin.Error](), is(crossorigin.ErrCrossOrigin), is(crossorigin.ErrHost)), Code: api.CodeForbidden, SQS: "AccessDenied"},
 
 	// Errors of opening a data directory, which no request meets: should one reach a
 	// front it is a bug, logged and answered as internal.
-	{match: errs(is(broker.ErrNewerFormat), is(broker.ErrLocked), is(queue.ErrSnapshotVersion), is(topic.ErrSnapshotVersion)), Code: api.CodeInternal, SQS: "InternalError"},
+	{match: errs(is(broker.ErrNewerFormat), is(broker.ErrLocked), is(queue.ErrSnapshotVersion), is(topic.ErrSnapshotVersion), is(access.ErrSnapshotNewer)), Code: api.CodeInternal, SQS: "InternalError"},
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/okiba/okiba/internal/vfs"
 )
 
-const token = "metrics-test-token"
+const token = "metrics-test-token-long-enough"
 
 type env struct {
 	b   *broker.Broker

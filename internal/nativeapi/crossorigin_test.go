@@ -180,7 +180,7 @@ func TestUnknownHostNameIsRefusedWithoutAToken(t *testing.T) {
 
 	// With a token the page has no credential to send: any name passes (proxies,
 	// containers, cluster forwarding).
-	a := newEnv(t, okibatest.Options{Token: "s3cret"})
+	a := newEnv(t, okibatest.Options{Token: "s3cret-s3cret-s3cret-s3cret"})
 	a.putQueue("orders", `{}`)
 	if r := a.withHost(rebound+port(t, a.base), "GET", "/v1/queues/orders", nil); r.Status != 200 {
 		t.Fatalf("Host %s with a token: %v", rebound, r)

@@ -356,7 +356,7 @@ func TestEveryErrorCode(t *testing.T) {
 			return ce.do("POST", "/v1/queues/q/messages", `{"body":"x"}`)
 		}},
 		api.CodeUnauthorized: {[]string{"Authorization: Bearer"}, func(t *testing.T) *response {
-			ae := newEnv(t, okibatest.Options{Token: "s3cret"})
+			ae := newEnv(t, okibatest.Options{Token: "s3cret-s3cret-s3cret-s3cret"})
 			r := ae.do("GET", "/v1/queues", nil, "Authorization", "")
 			if !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
 				t.Errorf("WWW-Authenticate %q", r.Header.Get("WWW-Authenticate"))
@@ -512,7 +512,7 @@ func TestRequestLevelChecksComeFirst(t *testing.T) {
 // TestAuthentication: a token protects /v1, never /healthz.
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, okibatest.Options{Token: "s3cret"})
+	e := newEnv(t, okibatest.Options{Token: "s3cret-s3cret-s3cret-s3cret"})
 	e.putQueue("q", `{}`)
 	for _, h := range []string{"", "Bearer wrong", "Bearer s3cret2", "Basic czNjcmV0", "s3cret", "Bearer "} {
 		r := e.do("GET", "/v1/queues/q", nil, "Authorization", h)

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/okiba/okiba/access"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/wal"
 )
@@ -34,11 +38,17 @@ type Config struct {
 	Addr string `json:"addr,omitempty"`
 	// Data is the data directory, created if missing. Defaults to ./okiba-data.
 	Data string `json:"data,omitempty"`
-	// AuthToken is the bearer token every request but /healthz must carry. A token in a
-	// file (AuthTokenFile) is better: a flag's value is visible in the process list.
+	// AuthToken is the secret of the principal "admin", allowed everything: with it (or
+	// Principals) every request but /healthz must authenticate. At least 22 characters
+	// (auth.MinSecretLength). A token in a file (AuthTokenFile) is better: a flag's
+	// value is visible in the process list.
 	AuthToken string `json:"auth_token,omitempty"`
 	// AuthTokenFile holds the token (surrounding whitespace ignored). Not with AuthToken.
 	AuthTokenFile string `json:"auth_token_file,omitempty"`
+	// Principals are declared here rather than made with `okiba principal create`; they
+	// live in the configuration, not in the log, and hide a logged principal of the same
+	// name. With any, authentication is on.
+	Principals []PrincipalConfig `json:"principals,omitempty"`
 	// Insecure allows a non-loopback Addr without authentication.
 	Insecure bool `json:"insecure,omitempty"`
 	// LogLevel is debug, info, warn or error. Defaults to info.
@@ -60,14 +70,26 @@ type Config struct {
 	Limits LimitsConfig `json:"limits,omitzero"`
 }
 
+// PrincipalConfig declares one principal.
+type PrincipalConfig struct {
+	// Name is the principal's name and SQS access key id.
+	Name string `json:"name"`
+	// Secret is its bearer token and SQS secret access key, at least 22 characters;
+	// SecretFile holds it instead (surrounding whitespace ignored).
+	Secret     string `json:"secret,omitempty"`
+	SecretFile string `json:"secret_file,omitempty"`
+	// Grants are "PERMISSION PATTERN" strings: "send queue:orders-*", "admin".
+	Grants []string `json:"grants"`
+}
+
 // SQSConfig configures the SQS-compatible API.
 type SQSConfig struct {
 	// Disabled turns the SQS API off.
 	Disabled bool `json:"disabled,omitempty"`
-	// CredentialsFile holds access keys, one "ACCESS_KEY_ID SECRET" per line; requests
-	// must then be signed by one of them. Without it (or Credentials), with a token, the
-	// access key id is "okiba" and the token the secret; without a token, any credentials
-	// are accepted.
+	// CredentialsFile holds access keys, one "ACCESS_KEY_ID SECRET" per line: each is a
+	// principal allowed everything (as Principals with the grant "admin"), and
+	// authentication is on. Every principal signs SQS requests with its name as the
+	// access key id and its secret; without any, any credentials are accepted.
 	CredentialsFile string `json:"credentials_file,omitempty"`
 	// Credentials are access keys given inline (access key id → secret), beside or
 	// instead of CredentialsFile.
@@ -139,10 +161,18 @@ func LoadFile(path string) (Config, error) {
 // resolved is a Config with its defaults filled in and its files read.
 type resolved struct {
 	Config
-	token    string
-	sqsKeys  map[string]string
+	token string
+	// static are the principals of the configuration: "admin" for the token, the
+	// declared ones, the SQS access keys. Authentication is on when there are any.
+	static   []auth.Static
 	loopback bool
 }
+
+// authOn reports whether requests must authenticate.
+func (r resolved) authOn() bool { return len(r.static) > 0 }
+
+// AdminName is the name of the --auth-token's principal.
+const AdminName = "admin"
 
 func (c Config) resolve() (resolved, error) {
 	r := resolved{Config: c}
@@ -173,8 +203,22 @@ func (c Config) resolve() (resolved, error) {
 	default:
 		r.token = c.AuthToken
 	}
-	if r.token == "" && !r.loopback && !c.Insecure {
-		return r, &ExposedError{Addr: r.Addr}
+	if r.token != "" {
+		if err := auth.CheckSecret(r.token); err != nil {
+			field := "auth_token"
+			if c.AuthTokenFile != "" {
+				field = "auth_token_file"
+			}
+			return r, fieldError(field, "the token "+err.Error())
+		}
+		r.static = append(r.static, auth.Static{Name: AdminName, Secret: r.token, Grants: auth.AdminGrants})
+	}
+	for i, pc := range c.Principals {
+		st, err := pc.resolve()
+		if err != nil {
+			return r, fieldError(fmt.Sprintf("principals[%d]", i), err.Error())
+		}
+		r.static = append(r.static, st)
 	}
 	for _, o := range c.CORSOrigins {
 		if _, err := crossorigin.ParseOrigin(o); err != nil {
@@ -187,9 +231,9 @@ func (c Config) resolve() (resolved, error) {
 		}
 	}
 	if !c.SQS.Disabled {
-		r.sqsKeys = map[string]string{}
+		keys := map[string]string{}
 		if c.SQS.CredentialsFile != "" {
-			if r.sqsKeys, err = readSQSCredentials(c.SQS.CredentialsFile); err != nil {
+			if keys, err = readSQSCredentials(c.SQS.CredentialsFile); err != nil {
 				return r, &ConfigError{Field: "sqs.credentials_file", Reason: err.Error(), Err: err}
 			}
 		}
@@ -197,11 +241,28 @@ func (c Config) resolve() (resolved, error) {
 			if k == "" || v == "" {
 				return r, fieldError("sqs.credentials", "an access key id and its secret must not be empty")
 			}
-			r.sqsKeys[k] = v
+			keys[k] = v
 		}
-		if len(r.sqsKeys) == 0 && r.token != "" {
-			r.sqsKeys["okiba"] = r.token
+		ids := slices.Sorted(maps.Keys(keys))
+		for _, k := range ids {
+			if err := access.CheckName(k); err != nil {
+				return r, fieldError("sqs.credentials", fmt.Sprintf("access key id %q: %v", k, err))
+			}
+			if err := auth.CheckSecret(keys[k]); err != nil {
+				return r, fieldError("sqs.credentials", fmt.Sprintf("the secret of access key id %q %v", k, err))
+			}
+			r.static = append(r.static, auth.Static{Name: k, Secret: keys[k], Grants: auth.AdminGrants})
 		}
+	}
+	seen := map[string]bool{}
+	for _, st := range r.static {
+		if seen[st.Name] {
+			return r, fieldError("principals", fmt.Sprintf("principal %q is declared twice (the token's principal is %q; SQS access keys are principals too)", st.Name, AdminName))
+		}
+		seen[st.Name] = true
+	}
+	if !r.authOn() && !r.loopback && !c.Insecure {
+		return r, &ExposedError{Addr: r.Addr}
 	}
 	if s := c.Storage.SegmentSize; s != 0 && (s < 2<<20 || s > wal.MaxSegmentSize) {
 		return r, fieldError("storage.segment_size", fmt.Sprintf("must be between 2MiB and %s, got %s", Size(wal.MaxSegmentSize), s))
@@ -210,6 +271,39 @@ func (c Config) resolve() (resolved, error) {
 		return r, fieldError("limits", "max_queues and max_in_flight must not be negative")
 	}
 	return r, nil
+}
+
+func (pc PrincipalConfig) resolve() (auth.Static, error) {
+	st := auth.Static{Name: pc.Name}
+	if err := access.CheckName(pc.Name); err != nil {
+		return st, err
+	}
+	switch {
+	case pc.Secret != "" && pc.SecretFile != "":
+		return st, errors.New("give secret or secret_file, not both")
+	case pc.SecretFile != "":
+		b, err := os.ReadFile(pc.SecretFile)
+		if err != nil {
+			return st, err
+		}
+		st.Secret = strings.TrimSpace(string(b))
+	default:
+		st.Secret = pc.Secret
+	}
+	if st.Secret == "" {
+		return st, fmt.Errorf("principal %q has no secret: give secret or secret_file", pc.Name)
+	}
+	if err := auth.CheckSecret(st.Secret); err != nil {
+		return st, fmt.Errorf("principal %q: the secret %v", pc.Name, err)
+	}
+	for _, g := range pc.Grants {
+		gr, err := access.ParseGrant(g)
+		if err != nil {
+			return st, fmt.Errorf("principal %q: %w", pc.Name, err)
+		}
+		st.Grants = append(st.Grants, gr)
+	}
+	return st, nil
 }
 
 // ExposedError refuses to serve a non-loopback address without authentication.

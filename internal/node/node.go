@@ -80,7 +80,11 @@ type Node struct {
 	self    *client.Client // the console's playground's client of this node; nil without a console or URL
 	metrics *metrics.Metrics
 	guard   *crossorigin.Guard
+	keys    *auth.Keyring
 	step    auth.Step
+	// selfToken is the secret of the console's own client (consolePrincipal), made at
+	// start and known to this process only; "" without authentication.
+	selfToken string
 	mux     *http.ServeMux // the console, /metrics, and the native API behind them
 
 	http     *http.Server
@@ -117,8 +121,8 @@ func Open(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
 func (n *Node) open(ctx context.Context) error {
 	c, log := n.cfg, n.log
 	switch {
-	case c.token != "":
-		log.Info("authentication on: every path but /healthz requires the bearer token (or a console session)")
+	case c.authOn():
+		log.Info("authentication on: every path but /healthz requires a principal's secret (or a console session)")
 	case !c.loopback:
 		log.Warn("authentication off on a non-loopback address (--insecure): anyone who can reach it can read, send and delete messages", "addr", c.Addr)
 		log.Info("without a token, clients must address the server by an IP address, localhost, this machine's name or a name in --allowed-hosts",
@@ -143,6 +147,20 @@ func (n *Node) open(ctx context.Context) error {
 	}
 	n.broker = b
 	n.metrics.Watch(b)
+	static := c.static
+	if c.authOn() && !c.Console.Disabled {
+		// The playground's lessons drive the node through its API like any program: they
+		// need a credential, which lives in this process only.
+		n.selfToken = auth.NewSecret()
+		static = append(static[:len(static):len(static)], auth.Static{Name: consolePrincipal, Secret: n.selfToken, Grants: auth.AdminGrants})
+	}
+	now := time.Now
+	if n.rt.Clock != nil {
+		now = n.rt.Clock.Now
+	}
+	if n.keys, err = auth.NewKeyring(b.DeriveKey("principal secrets"), b, static, now, log); err != nil {
+		return err
+	}
 
 	ln := n.rt.Listener
 	if ln == nil && !n.rt.External {
@@ -162,32 +180,40 @@ func (n *Node) open(ctx context.Context) error {
 
 	n.native = nativeapi.New(b, nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest})
 	if !c.SQS.Disabled {
-		n.sqs = sqs.New(b, sqs.Options{
-			Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL,
-			Credentials: c.sqsKeys, Clock: n.rt.Clock, Logger: log,
-		})
+		opts := sqs.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL, Clock: n.rt.Clock, Logger: log}
+		if c.authOn() {
+			opts.Keys = n.keys
+		}
+		n.sqs = sqs.New(b, opts)
 	}
 	n.mux = http.NewServeMux()
 	if !c.Console.Disabled {
 		if ln != nil {
 			// The playground's lessons drive this node as a user's program would: through
 			// the native API, at the address just bound, with the node's token.
-			if n.self, err = client.New(dialURL(ln.Addr()), client.Options{Token: c.token}); err != nil {
+			if n.self, err = client.New(dialURL(ln.Addr()), client.Options{Token: n.selfToken}); err != nil {
 				closeLn()
 				return err
 			}
 		}
 		// The console reads through the operations the native API runs (a service holds
 		// no state of its own, so the console's and the server's are alike).
-		if n.console, err = console.New(service.New(b, service.Options{Logger: log}), console.Options{AuthToken: c.token, Logger: log, Client: n.self}); err != nil {
+		copts := console.Options{Logger: log, Client: n.self}
+		if c.authOn() {
+			copts.Keys, copts.SessionKey, copts.Now = n.keys, b.DeriveKey("console sessions"), now
+		}
+		if n.console, err = console.New(service.New(b, service.Options{Logger: log}), copts); err != nil {
 			closeLn()
 			return err
 		}
 		n.console.Register(n.mux)
 	}
-	n.step = auth.Step{Token: c.token, Refuse: func(w http.ResponseWriter, _ int, msg string) {
+	n.step = auth.Step{Refuse: func(w http.ResponseWriter, _ int, msg string) {
 		reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: msg})
 	}}
+	if c.authOn() {
+		n.step.Keys = n.keys
+	}
 	if n.console != nil {
 		n.step.Browsers = n.console
 	}
@@ -196,7 +222,7 @@ func (n *Node) open(ctx context.Context) error {
 
 	hosts := append(c.AllowedHosts[:len(c.AllowedHosts):len(c.AllowedHosts)], addrName(c.Addr)...)
 	if n.guard, err = crossorigin.New(crossorigin.Config{
-		Origins: c.CORSOrigins, Hosts: hosts, Authenticated: c.token != "",
+		Origins: c.CORSOrigins, Hosts: hosts, Authenticated: c.authOn(),
 		Exempt: n.openToBrowsers, Refuse: n.refuseBrowser,
 	}); err != nil {
 		closeLn()
@@ -226,11 +252,11 @@ func (n *Node) open(ctx context.Context) error {
 		log.Info("SQS API on the same address (JSON protocol)", "endpoint_url", n.url,
 			"signatures_verified", n.sqs.Authenticates(), "region", n.sqs.Region(), "account_id", n.sqs.AccountID())
 	}
-	log.Info("metrics for Prometheus", "url", n.url+"/metrics", "bearer_token", c.token != "")
+	log.Info("metrics for Prometheus", "url", n.url+"/metrics", "bearer_token", c.authOn())
 	if n.console != nil {
 		signIn := "open"
-		if c.token != "" {
-			signIn = "sign in with the token"
+		if c.authOn() {
+			signIn = "sign in with a principal's secret"
 		}
 		log.Info("console", "url", n.url+"/", "access", signIn)
 	}
@@ -288,8 +314,14 @@ func (n *Node) Broker() *broker.Broker { return n.broker }
 // SQS is the node's SQS front (nil when off).
 func (n *Node) SQS() *sqs.Front { return n.sqs }
 
-// Token is the bearer token the node requires ("" when none).
+// Token is the secret of the principal "admin" ("" when none).
 func (n *Node) Token() string { return n.cfg.token }
+
+// Keys is the node's keyring: its principals' secrets, for lookups and sealing.
+func (n *Node) Keys() *auth.Keyring { return n.keys }
+
+// consolePrincipal is the name of the console's own client's principal.
+const consolePrincipal = "okiba-console"
 
 // Stopped is closed when the node's HTTP server has stopped: after Close, or by itself
 // when its listener failed (ServeErr says why).
@@ -399,8 +431,8 @@ func (n *Node) dispatch(w http.ResponseWriter, r *http.Request) string {
 		return "cross-origin"
 	}
 	if n.sqs != nil && n.sqs.Match(r) {
-		if n.cfg.token != "" && !n.sqs.Authenticates() {
-			reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and has no SQS access keys configured"})
+		if n.cfg.authOn() && !n.sqs.Authenticates() { // never open by mistake
+			reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and its front verifies no signatures"})
 			return "unauthorized"
 		}
 		r, ok := n.sqs.Authenticate(w, r)

@@ -92,7 +92,7 @@ func TestEndLongPollsOnShutdown(t *testing.T) {
 // token's key, so the front is swapped here for one without.)
 func TestNodeRefusesUnverifiedSQS(t *testing.T) {
 	t.Parallel()
-	n, err := Open(context.Background(), Config{Addr: "127.0.0.1:0", Data: t.TempDir(), AuthToken: "t",
+	n, err := Open(context.Background(), Config{Addr: "127.0.0.1:0", Data: t.TempDir(), AuthToken: "t-t-t-t-t-t-t-t-t-t-t-t-t",
 		Console: ConsoleConfig{Disabled: true}}, Runtime{NoGCPace: true})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestLoadFile(t *testing.T) {
 // metrics. (The console holds no broker to do them in-process.)
 func TestPlaygroundLessonsAreAPITraffic(t *testing.T) {
 	t.Parallel()
-	const token = "lesson-token"
+	const token = "lesson-token-long-enough-yes"
 	n, err := Open(context.Background(), Config{Addr: "127.0.0.1:0", Data: t.TempDir(), AuthToken: token},
 		Runtime{NoGCPace: true, Metrics: metrics.New(metrics.Options{NoRuntime: true})})
 	if err != nil {

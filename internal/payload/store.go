@@ -47,13 +47,13 @@ import (
 //
 //	| 0x81 | uvarint message id | uvarint former position | payload (queue.AppendPayload) |
 //
-// Bytes from 0x80 up are the store's; the machines' record kinds stay below (queue.MaxKind,
-// topic.MaxKind).
+// Bytes 0x80..0xBF are the store's; the queue and topic machines' record kinds stay below
+// (queue.MaxKind, topic.MaxKind), the access machine's above (access.MinKind).
 const FrameRelocate byte = 0x81
 
 // IsFrame reports whether a log record is one of the store's frames rather than a
 // record of the machine.
-func IsFrame(rec []byte) bool { return len(rec) > 0 && rec[0] >= 0x80 }
+func IsFrame(rec []byte) bool { return len(rec) > 0 && rec[0] >= 0x80 && rec[0] < 0xC0 }
 
 // DefaultCacheBytes is the cache budget when Config.CacheBytes is zero.
 const DefaultCacheBytes = 256 << 20

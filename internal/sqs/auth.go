@@ -11,16 +11,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/okiba/okiba/internal/auth"
 )
 
 // AWS Signature Version 4, verified on the server side.
 //
-// With Options.Credentials empty the front accepts every request, signed or not, with any
-// access key: the SDKs need some credentials to sign with and any will do. With
-// credentials configured, every request must carry an Authorization header
+// Without Options.Keys the front accepts every request, signed or not, with any access
+// key: the SDKs need some credentials to sign with and any will do. With keys, every
+// request must carry an Authorization header
 // "AWS4-HMAC-SHA256 Credential=<key id>/<date>/<region>/sqs/aws4_request,
-// SignedHeaders=…, Signature=…" whose signature matches the one computed with that key's
-// secret over the canonical request (method, path, query, the signed headers, and the
+// SignedHeaders=…, Signature=…" whose signature matches the one computed with one of
+// that key's secrets (a principal's, two during a rotation) over the canonical request (method, path, query, the signed headers, and the
 // SHA-256 of the body), and whose X-Amz-Date is within maxSkew of the server's clock.
 // Any region in the credential scope is accepted. Presigned URLs (the signature in the
 // query string) are not supported.
@@ -71,49 +73,54 @@ func parseAuthorization(h string) (sigV4, *apiError) {
 	return s, nil
 }
 
-// authenticate verifies r (whose body has been read into body) and returns the access
-// key id it was signed with ("" for an unsigned request when no credentials are
-// configured).
-func (f *Front) authenticate(r *http.Request, body []byte, now time.Time) (string, *apiError) {
+// authenticate verifies r (whose body has been read into body) and returns the
+// principal it was signed by (anonymous, allowed everything, when the front has no
+// keys).
+func (f *Front) authenticate(r *http.Request, body []byte, now time.Time) (auth.Principal, *apiError) {
 	h := r.Header.Get("Authorization")
-	if len(f.opts.Credentials) == 0 {
+	if f.opts.Keys == nil {
+		p := auth.Principal{Method: auth.Anonymous, Grants: auth.AdminGrants}
 		if s, err := parseAuthorization(h); err == nil {
-			return s.keyID, nil
+			p.Name = s.keyID
 		}
-		return "", nil
+		return p, nil
 	}
+	var none auth.Principal
 	if h == "" {
-		return "", newErr(kMissingAuth, "Request is missing Authentication Token: sign it with AWS Signature Version 4 using one of the server's configured access keys")
+		return none, newErr(kMissingAuth, "Request is missing Authentication Token: sign it with AWS Signature Version 4 using a principal's name as the access key id and its secret")
 	}
 	s, e := parseAuthorization(h)
 	if e != nil {
-		return "", e
+		return none, e
 	}
-	secret, ok := f.opts.Credentials[s.keyID]
+	p, secrets, ok := f.opts.Keys.SigningSecrets(s.keyID)
 	if !ok {
-		return "", newErr(kInvalidClientTokenID, "The security token included in the request is invalid: unknown access key id %q", s.keyID)
+		return none, newErr(kInvalidClientTokenID, "The security token included in the request is invalid: unknown access key id %q", s.keyID)
 	}
 	date := r.Header.Get("X-Amz-Date")
 	t, err := time.Parse(amzDate, date)
 	if err != nil {
-		return "", newErr(kIncompleteSignature, "X-Amz-Date must be given as yyyymmddThhmmssZ, got %q", date)
+		return none, newErr(kIncompleteSignature, "X-Amz-Date must be given as yyyymmddThhmmssZ, got %q", date)
 	}
 	if d := now.Sub(t); d > maxSkew || d < -maxSkew {
-		return "", newErr(kRequestExpired, "Signature expired: %s is more than %v away from the server's time %s", date, maxSkew, now.UTC().Format(amzDate))
+		return none, newErr(kRequestExpired, "Signature expired: %s is more than %v away from the server's time %s", date, maxSkew, now.UTC().Format(amzDate))
 	}
 	if s.date != date[:8] {
-		return "", newErr(kSignatureDoesNotMatch, "Credential date %s does not match X-Amz-Date %s", s.date, date)
+		return none, newErr(kSignatureDoesNotMatch, "Credential date %s does not match X-Amz-Date %s", s.date, date)
 	}
 	sum := sha256.Sum256(body)
 	payloadHash := hex.EncodeToString(sum[:])
 	if given := r.Header.Get("X-Amz-Content-Sha256"); given != "" && given != payloadHash {
-		return "", newErr(kSignatureDoesNotMatch, "X-Amz-Content-Sha256 does not match the request body")
+		return none, newErr(kSignatureDoesNotMatch, "X-Amz-Content-Sha256 does not match the request body")
 	}
-	want := signature(secret, s, date, canonicalRequest(r, s.signedHeaders, payloadHash))
-	if subtle.ConstantTimeCompare([]byte(want), []byte(s.signature)) != 1 {
-		return "", newErr(kSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
+	canonical := canonicalRequest(r, s.signedHeaders, payloadHash)
+	for _, secret := range secrets {
+		want := signature(secret, s, date, canonical)
+		if subtle.ConstantTimeCompare([]byte(want), []byte(s.signature)) == 1 {
+			return p, nil
+		}
 	}
-	return s.keyID, nil
+	return none, newErr(kSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
 }
 
 func hmacSHA256(key []byte, data string) []byte {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/okiba/okiba/internal/auth"
 )
 
 // signed builds a request signed by the AWS SDK's own SigV4 signer, as a server sees it.
@@ -31,7 +32,11 @@ func signed(t *testing.T, key, secret, target, path string, body []byte, at time
 
 func TestSigV4(t *testing.T) {
 	t.Parallel()
-	f := New(nil, Options{Credentials: map[string]string{"AKIDOKIBA": "s3cret"}})
+	keys, err := auth.NewKeyring(make([]byte, 32), nil, []auth.Static{{Name: "AKIDOKIBA", Secret: "s3cret", Grants: auth.AdminGrants}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New(nil, Options{Keys: keys})
 	now := time.Now()
 	body := []byte(`{"QueueName":"orders"}`)
 	cases := []struct {
@@ -69,8 +74,8 @@ func TestSigV4(t *testing.T) {
 	for _, c := range cases {
 		if key, e := open.authenticate(c.req, c.body, now); e != nil {
 			t.Errorf("without credentials %s: %v", c.name, e)
-		} else if c.name == "good" && key != "AKIDOKIBA" {
-			t.Errorf("without credentials: key id %q", key)
+		} else if c.name == "good" && key.Name != "AKIDOKIBA" {
+			t.Errorf("without credentials: key id %q", key.Name)
 		}
 	}
 }

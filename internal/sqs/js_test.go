@@ -27,7 +27,7 @@ func TestJavaScriptSDK(t *testing.T) {
 	}
 	// With a token, the SQS front verifies the SDK's SigV4 signatures (key "okiba",
 	// the token as secret).
-	srv := okibatest.New(t, okibatest.Options{Token: "js-t0ken"})
+	srv := okibatest.New(t, okibatest.Options{Token: "js-t0ken-js-t0ken-js-t0ken"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "test.mjs")

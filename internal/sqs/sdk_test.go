@@ -808,7 +808,7 @@ func TestNativeAndSQSShareQueues(t *testing.T) {
 
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, okibatest.Options{Token: "tok3n"})
+	e := newEnv(t, okibatest.Options{Token: "tok3n-tok3n-tok3n-tok3n-tok3n"})
 	ctx := ctxT(t)
 	good := e.client("okiba", "tok3n", 1)
 	if _, err := good.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("secure")}); err != nil {

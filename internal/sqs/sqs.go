@@ -52,10 +52,10 @@ type Options struct {
 	// BaseURL, when set, is the scheme and host used in queue URLs
 	// ("https://sqs.example.com"). Defaults to the scheme and Host of each request.
 	BaseURL string
-	// Credentials maps access key ids to secret access keys. When it is not empty every
-	// request must be signed with AWS Signature Version 4 by one of these keys; when it
-	// is empty, any credentials (or none) are accepted.
-	Credentials map[string]string
+	// Keys finds the principal an access key id names and its secrets (the node's
+	// auth.Keyring). When set, every request must be signed with AWS Signature Version 4
+	// by one of them; when nil, any credentials (or none) are accepted.
+	Keys Keys
 	// Clock times purges and ReceiveRequestAttemptId memory. Defaults to clock.Real;
 	// give the broker's clock so that tests on a fake clock can move past the limits.
 	Clock clock.Clock
@@ -89,8 +89,14 @@ func New(b *broker.Broker, opts Options) *Front {
 	return &Front{b: b, opts: opts, attempts: newAttempts(), purges: newPurges()}
 }
 
-// Authenticates reports whether the front verifies signatures (Credentials are set).
-func (f *Front) Authenticates() bool { return len(f.opts.Credentials) > 0 }
+// Keys is where the front finds access keys: the principal an access key id names, and
+// its valid secrets.
+type Keys interface {
+	SigningSecrets(keyID string) (auth.Principal, []string, bool)
+}
+
+// Authenticates reports whether the front verifies signatures (Keys are set).
+func (f *Front) Authenticates() bool { return f.opts.Keys != nil }
 
 // Region is the region queue ARNs name.
 func (f *Front) Region() string { return f.opts.Region }
@@ -161,20 +167,16 @@ func init() {
 // reports false.
 func (f *Front) Authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	body, e := f.readRequest(w, r)
-	var key string
+	var p auth.Principal
 	if e == nil {
 		// Signatures are dated by the wall clock, not Options.Clock: the signer's clock is a
 		// real one even when the broker runs on a fake clock in tests.
-		key, e = f.authenticate(r, body, time.Now())
+		p, e = f.authenticate(r, body, time.Now())
 	}
 	if e != nil {
 		w.Header().Set("X-Amzn-RequestId", requestID())
 		f.writeError(w, e)
 		return nil, false
-	}
-	p := auth.Principal{Name: key, Method: auth.Anonymous}
-	if f.Authenticates() {
-		p.Method = auth.Signature
 	}
 	r = r.WithContext(context.WithValue(auth.With(r.Context(), p), bodyKey{}, body))
 	return r, true

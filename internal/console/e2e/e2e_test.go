@@ -32,7 +32,7 @@ import (
 	"github.com/okiba/okiba/internal/testkit"
 )
 
-const token = "e2e-console-token"
+const token = "e2e-console-token-long-enough"
 
 func TestBrowser(t *testing.T) {
 	if testing.Short() {
