@@ -85,7 +85,7 @@ type Node struct {
 	// selfToken is the secret of the console's own client (consolePrincipal), made at
 	// start and known to this process only; "" without authentication.
 	selfToken string
-	mux     *http.ServeMux // the console, /metrics, and the native API behind them
+	mux       *http.ServeMux // the console, /metrics, and the native API behind them
 
 	http     *http.Server
 	served   chan struct{} // closed when the HTTP server has stopped
