@@ -73,17 +73,23 @@ func (p Principal) Check(perm access.Permission, r access.Resource) error {
 // Require checks that the principal in ctx may do perm on r. A context without a
 // principal is a call from inside the process (the node's router puts one into every
 // request it serves) and may do anything.
+//
+// The decision is recorded for the node's audit log when ctx has a Recorder.
 func Require(ctx context.Context, perm access.Permission, r access.Resource) error {
 	p, ok := From(ctx)
 	if !ok {
 		return nil
 	}
-	return p.Check(perm, r)
+	err := p.Check(perm, r)
+	record(ctx, Decision{Permission: perm, Resource: r, Allowed: err == nil})
+	return err
 }
 
-// Allowed reports whether Require would pass.
+// Allowed reports whether the principal in ctx may do perm on r, without recording a
+// decision: for filtering lists and for offering actions, which refuse nothing.
 func Allowed(ctx context.Context, perm access.Permission, r access.Resource) bool {
-	return Require(ctx, perm, r) == nil
+	p, ok := From(ctx)
+	return !ok || p.Allows(perm, r)
 }
 
 type ctxKey struct{}

@@ -21,8 +21,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/reply"
 	"github.com/okiba/okiba/internal/service"
 )
@@ -36,6 +38,10 @@ type Options struct {
 	// answered (plain HTTP and stream frames alike): the route it matched (its pattern),
 	// its method, status and duration. Package metrics records them.
 	Observe func(route, method string, status int, d time.Duration)
+	// Audit, when set, is told about every request of the native API once it is
+	// answered (plain HTTP and stream frames alike) with the permission checks it made
+	// (the node's audit log).
+	Audit func(r *http.Request, status int, decisions []auth.Decision)
 	// StreamIdleTimeout closes a stream (docs/api.md) on which no frame has arrived for
 	// this long and no request is in flight, as HTTP servers close idle keep-alive
 	// connections. Default 5 minutes; the Go client closes its own idle streams sooner.
@@ -76,9 +82,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) { s.observed(
 
 // observed serves r with serve, which returns the route, and tells Observe about it.
 func (s *Server) observed(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request) string) {
-	if s.opts.Observe == nil {
+	if s.opts.Observe == nil && s.opts.Audit == nil {
 		serve(w, r)
 		return
+	}
+	var rec *auth.Recorder
+	if s.opts.Audit != nil {
+		var ctx context.Context
+		ctx, rec = auth.WithRecorder(r.Context())
+		r = r.WithContext(ctx)
 	}
 	start := time.Now()
 	sw := &reply.Recorder{ResponseWriter: w}
@@ -86,7 +98,12 @@ func (s *Server) observed(w http.ResponseWriter, r *http.Request, serve func(htt
 	if sw.Status == 0 {
 		sw.Status = http.StatusOK
 	}
-	s.opts.Observe(route, r.Method, sw.Status, time.Since(start))
+	if s.opts.Observe != nil {
+		s.opts.Observe(route, r.Method, sw.Status, time.Since(start))
+	}
+	if rec != nil {
+		s.opts.Audit(r, sw.Status, rec.Decisions())
+	}
 }
 
 // route serves a request of the native API and returns its route.
@@ -112,40 +129,117 @@ func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reply.Error(w, &api.Error{Code: api.CodeMethod, Message: fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
 }
 
+// Route is one method and path pattern of the native API with what it requires of its
+// caller (auth.Rule). The table is the one list of the API's routes: the mux is built
+// from it, every handler runs behind its rule's check, and the permission matrix test
+// walks it.
+type Route struct {
+	Method, Pattern string
+	Rule            auth.Rule
+	h               http.HandlerFunc
+}
+
+var (
+	open = auth.Rule{Open: true}
+	// on returns the rule of perm on the resource of kind named by the path parameter
+	// param ("" when the handler finds the resource itself, as a redrive task's queue).
+	on = func(perm access.Permission, kind access.Kind, param string) auth.Rule {
+		return auth.Rule{Permission: perm, Kind: kind, Param: param}
+	}
+	listing = func(perm access.Permission, kind access.Kind) auth.Rule {
+		return auth.Rule{Permission: perm, Kind: kind, Filtered: true}
+	}
+	also = func(r auth.Rule, what string) auth.Rule { r.Also = what; return r }
+)
+
+const (
+	send, receive, browse, manage, admin = access.Send, access.Receive, access.Browse, access.Manage, access.Admin
+	queue, topic                         = access.Queue, access.Topic
+)
+
+// Routes returns the native API's route table.
+func (s *Server) Routes() []Route {
+	settle := s.settle
+	return []Route{
+		{"GET", "/healthz", open, s.health},
+		{"GET", "/v1/queues", listing(browse, queue), s.listQueues},
+		{"PUT", "/v1/queues/{name}", also(on(manage, queue, "name"), "send on a dead_letter_queue it names (not on its own default <name>-dlq)"), s.putQueue},
+		{"GET", "/v1/queues/{name}", on(browse, queue, "name"), s.getQueue},
+		{"DELETE", "/v1/queues/{name}", on(manage, queue, "name"), s.deleteQueue},
+		{"POST", "/v1/queues/{name}/messages", on(send, queue, "name"), s.send},
+		{"GET", "/v1/queues/{name}/messages", on(browse, queue, "name"), s.peek},
+		{"GET", "/v1/queues/{name}/messages/{id}", on(browse, queue, "name"), s.getMessage},
+		{"DELETE", "/v1/queues/{name}/messages/{id}", on(manage, queue, "name"), s.deleteMessage},
+		{"POST", "/v1/queues/{name}/receive", on(receive, queue, "name"), s.receive},
+		{"POST", "/v1/queues/{name}/ack", on(receive, queue, "name"), settle((*service.Service).Ack)},
+		{"POST", "/v1/queues/{name}/nack", on(receive, queue, "name"), settle((*service.Service).Nack)},
+		{"POST", "/v1/queues/{name}/extend", on(receive, queue, "name"), settle((*service.Service).Extend)},
+		{"POST", "/v1/queues/{name}/deadletter", on(receive, queue, "name"), settle((*service.Service).DeadLetter)},
+		{"POST", "/v1/queues/{name}/purge", on(manage, queue, "name"), s.purge},
+		{"POST", "/v1/queues/{name}/redrive", also(on(manage, queue, "name"), "send on every queue it moves messages to"), s.redrive},
+		{"GET", "/v1/redrives", listing(browse, queue), s.listRedrives},
+		{"GET", "/v1/redrives/{id}", also(on(browse, queue, ""), "on the task's dead-letter queue"), s.getRedrive},
+		{"DELETE", "/v1/redrives/{id}", also(on(manage, queue, ""), "on the task's dead-letter queue"), s.cancelRedrive},
+		{"GET", "/v1/stats", listing(browse, queue), s.listQueues},
+		{"GET", "/v1/topics", listing(browse, topic), s.listTopics},
+		{"PUT", "/v1/topics/{name}", on(manage, topic, "name"), s.putTopic},
+		{"GET", "/v1/topics/{name}", on(browse, topic, "name"), s.getTopic},
+		{"DELETE", "/v1/topics/{name}", on(manage, topic, "name"), s.deleteTopic},
+		{"POST", "/v1/topics/{name}/records", on(send, topic, "name"), s.publish},
+		{"GET", "/v1/topics/{name}/partitions/{partition}/records", on(browse, topic, "name"), s.read},
+		{"GET", "/v1/topics/{name}/subscriptions", on(browse, topic, "name"), s.listSubscriptions},
+		{"PUT", "/v1/topics/{name}/subscriptions/{sub}", also(on(manage, topic, "name"), "send on the queue it delivers to"), s.putSubscription},
+		{"GET", "/v1/topics/{name}/subscriptions/{sub}", on(browse, topic, "name"), s.getSubscription},
+		{"DELETE", "/v1/topics/{name}/subscriptions/{sub}", on(manage, topic, "name"), s.deleteSubscription},
+		{"GET", "/v1/topics/{name}/groups", on(browse, topic, "name"), s.listGroups},
+		{"PUT", "/v1/topics/{name}/groups/{group}", on(receive, topic, "name"), s.putGroup},
+		{"GET", "/v1/topics/{name}/groups/{group}", on(browse, topic, "name"), s.getGroup},
+		{"DELETE", "/v1/topics/{name}/groups/{group}", on(manage, topic, "name"), s.deleteGroup},
+		{"POST", "/v1/topics/{name}/groups/{group}/pull", on(receive, topic, "name"), s.pull},
+		{"POST", "/v1/topics/{name}/groups/{group}/heartbeat", on(receive, topic, "name"), s.heartbeat},
+		{"POST", "/v1/topics/{name}/groups/{group}/commit", on(receive, topic, "name"), s.commit},
+		{"POST", "/v1/topics/{name}/groups/{group}/seek", on(receive, topic, "name"), s.seek},
+		{"POST", "/v1/topics/{name}/groups/{group}/leave", on(receive, topic, "name"), s.leave},
+		{"POST", "/v1/topics/{name}/groups/{group}/deadletter", on(receive, topic, "name"), s.groupDeadLetter},
+		{"GET", api.StreamPath, also(open, "each request of the stream is checked as its own route"), s.stream},
+	}
+}
+
 func (s *Server) routes() {
-	s.mux.Handle("/healthz", methods{"GET": s.health})
-	s.mux.Handle("/v1/queues", methods{"GET": s.listQueues})
-	s.mux.Handle("/v1/queues/{name}", methods{"PUT": s.putQueue, "GET": s.getQueue, "DELETE": s.deleteQueue})
-	s.mux.Handle("/v1/queues/{name}/messages", methods{"POST": s.send, "GET": s.peek})
-	s.mux.Handle("/v1/queues/{name}/messages/{id}", methods{"GET": s.getMessage, "DELETE": s.deleteMessage})
-	s.mux.Handle("/v1/queues/{name}/receive", methods{"POST": s.receive})
-	s.mux.Handle("/v1/queues/{name}/ack", methods{"POST": s.settle((*service.Service).Ack)})
-	s.mux.Handle("/v1/queues/{name}/nack", methods{"POST": s.settle((*service.Service).Nack)})
-	s.mux.Handle("/v1/queues/{name}/extend", methods{"POST": s.settle((*service.Service).Extend)})
-	s.mux.Handle("/v1/queues/{name}/deadletter", methods{"POST": s.settle((*service.Service).DeadLetter)})
-	s.mux.Handle("/v1/queues/{name}/purge", methods{"POST": s.purge})
-	s.mux.Handle("/v1/queues/{name}/redrive", methods{"POST": s.redrive})
-	s.mux.Handle("/v1/redrives", methods{"GET": s.listRedrives})
-	s.mux.Handle("/v1/redrives/{id}", methods{"GET": s.getRedrive, "DELETE": s.cancelRedrive})
-	s.mux.Handle("/v1/stats", methods{"GET": s.listQueues})
-	s.mux.Handle("/v1/topics", methods{"GET": s.listTopics})
-	s.mux.Handle("/v1/topics/{name}", methods{"PUT": s.putTopic, "GET": s.getTopic, "DELETE": s.deleteTopic})
-	s.mux.Handle("/v1/topics/{name}/records", methods{"POST": s.publish})
-	s.mux.Handle("/v1/topics/{name}/partitions/{partition}/records", methods{"GET": s.read})
-	s.mux.Handle("/v1/topics/{name}/subscriptions", methods{"GET": s.listSubscriptions})
-	s.mux.Handle("/v1/topics/{name}/subscriptions/{sub}", methods{"PUT": s.putSubscription, "GET": s.getSubscription, "DELETE": s.deleteSubscription})
-	s.mux.Handle("/v1/topics/{name}/groups", methods{"GET": s.listGroups})
-	s.mux.Handle("/v1/topics/{name}/groups/{group}", methods{"PUT": s.putGroup, "GET": s.getGroup, "DELETE": s.deleteGroup})
-	s.mux.Handle("/v1/topics/{name}/groups/{group}/pull", methods{"POST": s.pull})
-	s.mux.Handle("/v1/topics/{name}/groups/{group}/heartbeat", methods{"POST": s.heartbeat})
-	s.mux.Handle("/v1/topics/{name}/groups/{group}/commit", methods{"POST": s.commit})
-	s.mux.Handle("/v1/topics/{name}/groups/{group}/seek", methods{"POST": s.seek})
-	s.mux.Handle("/v1/topics/{name}/groups/{group}/leave", methods{"POST": s.leave})
-	s.mux.Handle("/v1/topics/{name}/groups/{group}/deadletter", methods{"POST": s.groupDeadLetter})
-	s.mux.Handle(api.StreamPath, methods{"GET": s.stream})
+	byPattern := map[string]methods{}
+	var patterns []string
+	for _, rt := range s.Routes() {
+		if !rt.Rule.Open && rt.Rule.Permission == 0 {
+			panic("nativeapi: route " + rt.Method + " " + rt.Pattern + " has no rule") // a bug: every route says what it needs
+		}
+		if byPattern[rt.Pattern] == nil {
+			byPattern[rt.Pattern] = methods{}
+			patterns = append(patterns, rt.Pattern)
+		}
+		byPattern[rt.Pattern][rt.Method] = s.checked(rt.Rule, rt.h)
+	}
+	for _, p := range patterns {
+		s.mux.Handle(p, byPattern[p])
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply.Error(w, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no route for %s %s; see docs/api.md", r.Method, r.URL.Path)})
 	})
+}
+
+// checked runs h once the caller holds the rule's permission on the resource the path
+// names; a rule whose resource the path does not name (a listing, a redrive task) is
+// the handler's to check.
+func (s *Server) checked(rule auth.Rule, h http.HandlerFunc) http.HandlerFunc {
+	if rule.Open || rule.Filtered || rule.Kind != access.AnyKind && rule.Param == "" {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := auth.Require(r.Context(), rule.Permission, rule.Resource(r.PathValue(rule.Param))); err != nil {
+			reply.Error(w, service.ErrorOf(s.log, err))
+			return
+		}
+		h(w, r)
+	}
 }
 
 // LongPoll reports whether a request of the native API may wait for messages to arrive
