@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -272,4 +273,14 @@ func (k *Keyring) Session(name string, secretID uint64) (Principal, bool) {
 func (k *Keyring) Empty() bool {
 	_, byName := k.current()
 	return len(byName) == 0
+}
+
+// DeclaredPrincipals returns the static principals, without their secrets, by order of
+// declaration.
+func (k *Keyring) DeclaredPrincipals() []access.Principal {
+	out := make([]access.Principal, 0, len(k.static))
+	for _, s := range k.static {
+		out = append(out, access.Principal{Name: s.Name, Grants: slices.Clone(s.Grants)})
+	}
+	return out
 }
