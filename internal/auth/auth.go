@@ -137,6 +137,10 @@ type Step struct {
 	// Refuse answers a refused request (status, the native error body); it gets the
 	// status and the message.
 	Refuse func(w http.ResponseWriter, status int, message string)
+	// Throttle, when set, delays the answer to a request whose credential is wrong
+	// (per source address, Sources.Of).
+	Throttle *Throttle
+	Sources  Sources
 }
 
 // sessionOrigin keeps a console session to its own pages even for an origin the node's
@@ -181,6 +185,9 @@ func (s *Step) Authenticate(w http.ResponseWriter, r *http.Request) (Principal, 
 	msg := "missing bearer token: send Authorization: Bearer <secret>"
 	if hasToken {
 		msg = "wrong bearer token: it is no principal's valid secret"
+		if s.Throttle != nil {
+			s.Throttle.Wait(r.Context(), s.Sources.Of(r))
+		}
 	}
 	s.Refuse(w, http.StatusUnauthorized, msg)
 	return Principal{}, false

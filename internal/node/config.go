@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -60,6 +61,14 @@ type Config struct {
 	// AllowedHosts are more host names a tokenless node answers to (the DNS-rebinding
 	// guard); "*.example.com" allows the names under one.
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+	// AuditLog is a file that also receives the audit log (management actions and
+	// refusals, docs/security.md) as JSON lines; it is created 0600 and appended to. The
+	// node's log always receives it.
+	AuditLog string `json:"audit_log,omitempty"`
+	// TrustedProxies are the addresses or CIDR prefixes of reverse proxies whose
+	// X-Forwarded-For names the client, for the audit log and the throttling of failed
+	// authentication. Others' X-Forwarded-For is ignored.
+	TrustedProxies []string `json:"trusted_proxies,omitempty"`
 	// SQS configures the SQS-compatible front.
 	SQS SQSConfig `json:"sqs,omitzero"`
 	// Console configures the web console.
@@ -165,6 +174,7 @@ type resolved struct {
 	// static are the principals of the configuration: "admin" for the token, the
 	// declared ones, the SQS access keys. Authentication is on when there are any.
 	static   []auth.Static
+	proxies  []netip.Prefix
 	loopback bool
 }
 
@@ -224,6 +234,9 @@ func (c Config) resolve() (resolved, error) {
 		if _, err := crossorigin.ParseOrigin(o); err != nil {
 			return r, fieldError("cors_origins", err.Error())
 		}
+	}
+	if r.proxies, err = auth.ParseProxies(c.TrustedProxies); err != nil {
+		return r, fieldError("trusted_proxies", fmt.Sprintf("want addresses or CIDR prefixes such as 10.0.0.0/8: %v", err))
 	}
 	for _, h := range c.AllowedHosts {
 		if _, err := crossorigin.ParseHost(h); err != nil {

@@ -18,15 +18,18 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/audit"
 	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/console"
 	"github.com/okiba/okiba/internal/crossorigin"
@@ -81,7 +84,12 @@ type Node struct {
 	metrics *metrics.Metrics
 	guard   *crossorigin.Guard
 	keys    *auth.Keyring
-	step    auth.Step
+	audit   *audit.Log
+	auditTo *os.File // the audit log's file, when configured
+	// throttle delays answers to failed authentication, per source address.
+	throttle *auth.Throttle
+	sources  auth.Sources
+	step     auth.Step
 	// selfToken is the secret of the console's own client (consolePrincipal), made at
 	// start and known to this process only; "" without authentication.
 	selfToken string
@@ -161,6 +169,16 @@ func (n *Node) open(ctx context.Context) error {
 	if n.keys, err = auth.NewKeyring(b.DeriveKey("principal secrets"), b, static, now, log); err != nil {
 		return err
 	}
+	n.sources = auth.Sources{Trusted: c.proxies}
+	n.throttle = &auth.Throttle{Clock: n.rt.Clock}
+	acfg := audit.Config{Logger: log, Clock: n.rt.Clock}
+	if c.AuditLog != "" {
+		if n.auditTo, err = os.OpenFile(c.AuditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+			return fmt.Errorf("cannot open the audit log: %w", err)
+		}
+		acfg.File = n.auditTo
+	}
+	n.audit = audit.New(acfg)
 
 	ln := n.rt.Listener
 	if ln == nil && !n.rt.External {
@@ -178,7 +196,7 @@ func (n *Node) open(ctx context.Context) error {
 		n.url = "http://" + ln.Addr().String()
 	}
 
-	n.native = nativeapi.New(b, nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest})
+	n.native = nativeapi.New(b, nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest, Audit: n.audited})
 	if !c.SQS.Disabled {
 		opts := sqs.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL, Clock: n.rt.Clock, Logger: log}
 		if c.authOn() {
@@ -201,6 +219,10 @@ func (n *Node) open(ctx context.Context) error {
 		copts := console.Options{Logger: log, Client: n.self}
 		if c.authOn() {
 			copts.Keys, copts.SessionKey, copts.Now = n.keys, b.DeriveKey("console sessions"), now
+			copts.Refused = func(r *http.Request) {
+				n.throttle.Wait(r.Context(), n.sources.Of(r))
+				n.audit.Refused(audit.Event{Source: n.sources.Of(r), Action: "console sign-in", Status: http.StatusUnauthorized, Outcome: "unauthenticated"})
+			}
 		}
 		if n.console, err = console.New(service.New(b, service.Options{Logger: log}), copts); err != nil {
 			closeLn()
@@ -212,12 +234,12 @@ func (n *Node) open(ctx context.Context) error {
 		reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: msg})
 	}}
 	if c.authOn() {
-		n.step.Keys = n.keys
+		n.step.Keys, n.step.Throttle, n.step.Sources = n.keys, n.throttle, n.sources
 	}
 	if n.console != nil {
 		n.step.Browsers = n.console
 	}
-	n.mux.Handle("/metrics", n.metrics.Handler())
+	n.mux.Handle("/metrics", scrapers(n.metrics.Handler(), n.log))
 	n.mux.Handle("/", n.native.Handler())
 
 	hosts := append(c.AllowedHosts[:len(c.AllowedHosts):len(c.AllowedHosts)], addrName(c.Addr)...)
@@ -236,6 +258,7 @@ func (n *Node) open(ctx context.Context) error {
 		// twice it (internal/gcpace). Off when GOGC is set.
 		n.bg.Go(func() { gcpace.Run(bg, gcpace.Config{MinHeadroom: int64(c.Storage.GCHeadroom)}) })
 	}
+	n.bg.Go(func() { n.audit.Run(bg) })
 
 	if ln != nil {
 		n.http = nativeapi.HTTPServer(n, log)
@@ -268,6 +291,9 @@ func (n *Node) abort() {
 	if n.stopBg != nil {
 		n.stopBg()
 		n.bg.Wait()
+	}
+	if n.auditTo != nil {
+		n.auditTo.Close()
 	}
 	if n.console != nil {
 		n.console.Close()
@@ -377,7 +403,10 @@ func (n *Node) close(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	n.stopBg()
-	n.bg.Wait()
+	n.bg.Wait() // the audit log's last summaries are written
+	if n.auditTo != nil {
+		n.auditTo.Close()
+	}
 	if err := n.broker.Close(); err != nil {
 		n.log.Error("closing the broker failed", "error", err)
 		errs = append(errs, err)
@@ -425,25 +454,32 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // dispatch serves r and returns its route for metrics ("" when the native API, which
-// counts its own routes and its stream's frames, served it).
-func (n *Node) dispatch(w http.ResponseWriter, r *http.Request) string {
+// counts and audits its own routes and its stream's frames, served it).
+func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 	if n.guard.Serve(w, r) { // before credentials: preflights carry none
 		return "cross-origin"
 	}
 	if n.sqs != nil && n.sqs.Match(r) {
+		action := "sqs:" + strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")
 		if n.cfg.authOn() && !n.sqs.Authenticates() { // never open by mistake
 			reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and its front verifies no signatures"})
 			return "unauthorized"
 		}
-		r, ok := n.sqs.Authenticate(w, r)
+		ctx, rec := auth.WithRecorder(r.Context())
+		r = r.WithContext(ctx)
+		// A failed signature is answered only once the source's turn comes.
+		authed, ok := n.sqs.Authenticate(&throttled{ResponseWriter: w, wait: func() { n.throttle.Wait(r.Context(), n.sources.Of(r)) }}, r)
 		if !ok {
+			n.auditAs(r, w.Status, nil, action)
 			return "unauthorized"
 		}
-		n.sqs.ServeHTTP(w, r)
+		n.sqs.ServeHTTP(w, authed)
+		n.auditAs(authed, w.Status, rec.Decisions(), action)
 		return "sqs"
 	}
 	p, ok := n.step.Authenticate(w, r)
 	if !ok {
+		n.auditAs(r, w.Status, nil, r.Method+" "+r.URL.Path)
 		return "unauthorized"
 	}
 	r = r.WithContext(auth.With(r.Context(), p))
@@ -451,8 +487,90 @@ func (n *Node) dispatch(w http.ResponseWriter, r *http.Request) string {
 		n.native.Handler().ServeHTTP(w, r)
 		return ""
 	}
+	ctx, rec := auth.WithRecorder(r.Context())
+	r = r.WithContext(ctx)
 	n.mux.ServeHTTP(w, r) // sets r.Pattern and the path's values
+	n.auditAs(r, w.Status, rec.Decisions(), r.Method+" "+r.URL.Path)
 	return r.Pattern
+}
+
+// throttled is a ResponseWriter that waits before its answer goes out: the SQS front
+// writes its own refusals.
+type throttled struct {
+	http.ResponseWriter
+	wait func()
+	once sync.Once
+}
+
+func (t *throttled) WriteHeader(status int) {
+	t.once.Do(t.wait)
+	t.ResponseWriter.WriteHeader(status)
+}
+
+func (t *throttled) Write(b []byte) (int, error) {
+	t.once.Do(t.wait)
+	return t.ResponseWriter.Write(b)
+}
+
+// scrapers lets through to /metrics only principals that may scrape it: the metrics
+// permission, or browse on everything.
+func scrapers(h http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := auth.Require(r.Context(), access.Metrics, access.Resource{}); err != nil {
+			reply.Error(w, service.ErrorOf(log, err))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// audited is the native API's audit hook (nativeapi.Options.Audit).
+func (n *Node) audited(r *http.Request, status int, decisions []auth.Decision) {
+	n.auditAs(r, status, decisions, r.Method+" "+r.URL.Path)
+}
+
+// auditAs writes a request to the audit log if it was refused or was a management
+// action (a check of manage or admin that passed).
+func (n *Node) auditAs(r *http.Request, status int, decisions []auth.Decision, action string) {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	var refused, done *auth.Decision
+	for i := range decisions {
+		d := &decisions[i]
+		switch {
+		case !d.Allowed && refused == nil:
+			refused = d
+		case d.Allowed && done == nil && (d.Permission == access.Manage || d.Permission == access.Admin):
+			done = d
+		}
+	}
+	unauthenticated := status == http.StatusUnauthorized || status == http.StatusForbidden && len(decisions) == 0
+	if refused == nil && done == nil && !unauthenticated {
+		return // the common case: nothing to write, and nothing computed
+	}
+	p, _ := auth.From(r.Context())
+	e := audit.Event{Principal: p.Name, Source: n.sources.Of(r), Action: action, Status: status}
+	if p.Name != "" {
+		e.Method = p.Method.String()
+	}
+	switch {
+	case refused != nil:
+		e.Permission, e.Resource, e.Outcome = refused.Permission.String(), refused.Resource.String(), "forbidden"
+		n.audit.Refused(e)
+	case unauthenticated:
+		e.Outcome = "unauthenticated"
+		if status == http.StatusForbidden {
+			e.Outcome = "forbidden"
+		}
+		n.audit.Refused(e)
+	default:
+		e.Permission, e.Resource, e.Outcome = done.Permission.String(), done.Resource.String(), "ok"
+		if status >= 400 {
+			e.Outcome = "failed"
+		}
+		n.audit.Action(e)
+	}
 }
 
 // openToBrowsers reports the requests that any page may make by any name, as they reveal
@@ -470,6 +588,7 @@ func (n *Node) openToBrowsers(r *http.Request) bool {
 // was addressed to.
 func (n *Node) refuseBrowser(w http.ResponseWriter, r *http.Request, err error) {
 	n.log.Debug("browser request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
+	n.audit.Refused(audit.Event{Source: n.sources.Of(r), Action: r.Method + " " + r.URL.Path, Resource: "browser: " + err.Error(), Status: http.StatusForbidden, Outcome: "forbidden"})
 	if n.sqs != nil && n.sqs.Match(r) {
 		n.sqs.Forbid(w, err.Error())
 		return
