@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/internal/gcpace"
 	"github.com/okiba/okiba/internal/node"
@@ -24,26 +25,35 @@ Usage: okiba serve [--config FILE] [--addr HOST:PORT] [--data DIR] [flags]
 Settings come from a JSON configuration file (--config FILE, or OKIBA_CONFIG; every flag
 has a key, docs/operations.md), then the environment (OKIBA_ADDR, OKIBA_DATA,
 OKIBA_AUTH_TOKEN, OKIBA_LOG_LEVEL, OKIBA_SQS_REGION, OKIBA_SQS_ACCOUNT_ID,
-OKIBA_CORS_ORIGINS, OKIBA_ALLOWED_HOSTS), then flags: a flag wins over the environment,
+OKIBA_CORS_ORIGINS, OKIBA_ALLOWED_HOSTS, OKIBA_AUDIT_LOG, OKIBA_TRUSTED_PROXIES), then flags: a flag wins over the environment,
 and the environment over the file.
 
 Runs a broker on a data directory and serves the native HTTP API on --addr, and on the
 same address the Amazon SQS-compatible API (JSON protocol; docs/sqs.md), unless --sqs=false,
 Prometheus metrics at /metrics, and the web console at / (docs/console.md), unless
---console=false. With a token, /metrics needs it like the API, and browsers sign in to
-the console with it (a session cookie).
+--console=false.
+
+Authentication is on when the server has a principal in its configuration: the
+--auth-token is the secret of the principal "admin", which may do everything; the
+configuration file declares more ("principals"), and "okiba principal create" makes them
+in the log (docs/security.md). Each principal's secret is a bearer token for the native
+API and the stream, its name and secret an SQS access key, and it signs in to the
+console; its grants say what it may do (send, receive, browse, manage on queue:… and
+topic:… patterns; admin; metrics, which /metrics needs). Secrets are at least 22
+characters. Failed sign-ins are answered more slowly per source address, and every
+management action and refusal goes to the audit log (the log, and --audit-log FILE).
 
 The data directory is locked: a second okiba on the same directory fails with "in use".
 At start-up okiba recovers from the latest checkpoint and the log after it, then logs one
 line with the recovery summary and the listening URL. Logs go to stderr.
 
 Without authentication okiba listens only on loopback. To bind any other address give a
-bearer token (--auth-token-file FILE, env OKIBA_AUTH_TOKEN, or --auth-token TOKEN, which
-other users of the machine can see in the process list) or say --insecure explicitly.
-SQS clients sign their requests (SigV4) instead of sending the token: with a token, they
-must sign with an access key from --sqs-credentials-file (lines "ACCESS_KEY_ID SECRET"),
-or, without that file, with access key id "okiba" and the token as the secret key.
-Without a token, the SQS API accepts any credentials.
+token (--auth-token-file FILE, env OKIBA_AUTH_TOKEN, or --auth-token TOKEN, which other
+users of the machine can see in the process list), declare principals, or say --insecure
+explicitly. SQS clients sign their requests (SigV4) with a principal's name as the access
+key id ("admin" with the token) and its secret; --sqs-credentials-file (lines
+"ACCESS_KEY_ID SECRET") declares more, each allowed everything. Without authentication the
+SQS API accepts any credentials.
 
 Any web page the user visits can send requests to the broker, so okiba refuses those that
 a browser marks as coming from a page of another origin (Sec-Fetch-Site, Origin), on
@@ -79,7 +89,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	configFile := f.String("config", "", "read settings from the JSON `FILE` first (env OKIBA_CONFIG); the environment and flags override it")
 	addr := f.String("addr", "", "listen on `HOST:PORT` (default 127.0.0.1:7070; env OKIBA_ADDR); port 0 picks a free port")
 	data := f.String("data", "", "data directory `DIR`, created if missing (default ./okiba-data; env OKIBA_DATA)")
-	token := f.String("auth-token", "", "require this bearer `TOKEN` on /v1 (env OKIBA_AUTH_TOKEN)")
+	token := f.String("auth-token", "", "turn authentication on, with this `TOKEN` as the secret of the principal admin (at least 22 characters; `okiba token` makes one; env OKIBA_AUTH_TOKEN)")
 	tokenFile := f.String("auth-token-file", "", "read the bearer token from `FILE` (surrounding whitespace is ignored)")
 	insecure := f.Bool("insecure", false, "allow a non-loopback --addr without authentication")
 	level := f.String("log-level", "", "log `LEVEL`: debug, info, warn or error (default info; env OKIBA_LOG_LEVEL)")
@@ -91,6 +101,8 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	sqsAccount := f.String("sqs-account-id", "", "account `ID` in SQS queue URLs and ARNs (default 000000000000; env OKIBA_SQS_ACCOUNT_ID)")
 	sqsBase := f.String("sqs-base-url", "", "scheme and host of SQS queue `URL`s, e.g. https://sqs.example.com (default: those each request came in with)")
 	corsOrigins := f.String("cors-origins", "", "comma-separated `ORIGINS` (scheme://host[:port]) of browser applications that may call the API; other pages' requests are refused (env OKIBA_CORS_ORIGINS)")
+	auditLog := f.String("audit-log", "", "also write the audit log (management actions, refusals) as JSON lines to `FILE`, created 0600 (env OKIBA_AUDIT_LOG)")
+	proxies := f.String("trusted-proxies", "", "comma-separated `ADDRESSES` or CIDR prefixes of reverse proxies whose X-Forwarded-For names the client, for the audit log and the throttling of failed sign-ins (env OKIBA_TRUSTED_PROXIES)")
 	allowedHosts := f.String("allowed-hosts", "", "comma-separated host `NAMES` that requests may address without a token, besides localhost, this machine's name and the --addr host; *.example.com stands for every name under it (env OKIBA_ALLOWED_HOSTS)")
 	var segment, ckpt, cache byteSize
 	f.Var(&segment, "segment-size", fmt.Sprintf("log segment file `SIZE` (default %s, at least %s)", sizeString(wal.DefaultSegmentSize), sizeString(broker.MinSegmentSize)))
@@ -123,6 +135,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	env("OKIBA_LOG_LEVEL", &cfg.LogLevel)
 	env("OKIBA_SQS_REGION", &cfg.SQS.Region)
 	env("OKIBA_SQS_ACCOUNT_ID", &cfg.SQS.AccountID)
+	env("OKIBA_AUDIT_LOG", &cfg.AuditLog)
 	if v := a.env("OKIBA_AUTH_TOKEN"); v != "" {
 		cfg.AuthToken, cfg.AuthTokenFile = v, ""
 	}
@@ -135,6 +148,10 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	}{
 		{"cors-origins", "OKIBA_CORS_ORIGINS", *corsOrigins, &cfg.CORSOrigins, crossorigin.ParseOrigin},
 		{"allowed-hosts", "OKIBA_ALLOWED_HOSTS", *allowedHosts, &cfg.AllowedHosts, crossorigin.ParseHost},
+		{"trusted-proxies", "OKIBA_TRUSTED_PROXIES", *proxies, &cfg.TrustedProxies, func(v string) (string, error) {
+			_, err := auth.ParseProxies([]string{v})
+			return v, err
+		}},
 	} {
 		v := a.pick(l.val, l.env, "")
 		if v == "" {
@@ -156,6 +173,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		"auth-token":           func() { cfg.AuthToken, cfg.AuthTokenFile = *token, "" },
 		"auth-token-file":      func() { cfg.AuthTokenFile, cfg.AuthToken = *tokenFile, "" },
 		"insecure":             func() { cfg.Insecure = *insecure },
+		"audit-log":            func() { cfg.AuditLog = *auditLog },
 		"log-level":            func() { cfg.LogLevel = *level },
 		"shutdown-grace":       func() { cfg.ShutdownGrace = node.Duration(*grace) },
 		"sqs":                  func() { cfg.SQS.Disabled = !*sqsOn },
@@ -239,6 +257,9 @@ func commaList(v string, parse func(string) (string, error)) ([]string, error) {
 // flagOf names the flag of a configuration key: "storage.segment_size" is
 // --segment-size, "sqs.credentials_file" --sqs-credentials-file.
 func flagOf(key string) string {
+	if strings.HasPrefix(key, "principals") {
+		return "the configuration file's " + key // no flag: principals are declared in the file
+	}
 	section, name, nested := strings.Cut(key, ".")
 	switch {
 	case !nested:
