@@ -373,7 +373,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	start := time.Now()
 	fs := cfg.FS
-	if err := fs.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := fs.MkdirAll(cfg.Dir, vfs.DirMode); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	lock, err := fs.Lock(filepath.Join(cfg.Dir, "LOCK"))
@@ -382,6 +382,12 @@ func Open(cfg Config) (*Broker, error) {
 			return nil, fmt.Errorf("%w: %s", ErrLocked, cfg.Dir)
 		}
 		return nil, fmt.Errorf("lock data directory: %w", err)
+	}
+	// Every message body is in here: only the owner may read it, including in a
+	// directory an older okiba made readable to all.
+	if err := vfs.Tighten(fs, cfg.Dir); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("make the data directory private: %w", err)
 	}
 	b := &Broker{
 		cfg: cfg, fs: fs, dirLock: lock, clock: cfg.Clock, logger: cfg.Logger,
@@ -435,7 +441,7 @@ func (b *Broker) open(start time.Time) error {
 		return err
 	}
 	ckptDir := filepath.Join(b.cfg.Dir, "checkpoints")
-	if err := b.fs.MkdirAll(ckptDir, 0o755); err != nil {
+	if err := b.fs.MkdirAll(ckptDir, vfs.DirMode); err != nil {
 		return fmt.Errorf("create checkpoint directory: %w", err)
 	}
 	pos, ckpt, ok, err := wal.LoadCheckpoint(b.fs, ckptDir)
@@ -535,7 +541,7 @@ func (b *Broker) checkFormat() error {
 	path := filepath.Join(b.cfg.Dir, formatFile)
 	data, err := vfs.ReadFile(b.fs, path)
 	if errors.Is(err, os.ErrNotExist) {
-		return vfs.WriteFile(b.fs, path, 0o644, []byte(fmt.Sprintf("okiba data directory format %d\n", FormatVersion)))
+		return vfs.WriteFile(b.fs, path, vfs.FileMode, []byte(fmt.Sprintf("okiba data directory format %d\n", FormatVersion)))
 	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
@@ -553,7 +559,7 @@ func (b *Broker) checkFormat() error {
 	}
 	if v < FormatVersion {
 		b.logger.Info("data directory upgraded", "from_format", v, "to_format", FormatVersion)
-		return vfs.WriteFile(b.fs, path, 0o644, []byte(fmt.Sprintf("okiba data directory format %d\n", FormatVersion)))
+		return vfs.WriteFile(b.fs, path, vfs.FileMode, []byte(fmt.Sprintf("okiba data directory format %d\n", FormatVersion)))
 	}
 	return nil
 }
@@ -571,7 +577,7 @@ func (b *Broker) loadSecret() ([]byte, error) {
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	if err := vfs.WriteFile(b.fs, path, 0o600, secret); err != nil {
+	if err := vfs.WriteFile(b.fs, path, vfs.FileMode, secret); err != nil {
 		return nil, fmt.Errorf("write receipt secret: %w", err)
 	}
 	return secret, nil

@@ -76,10 +76,10 @@ func SaveCheckpoint(fsys vfs.FS, dir string, pos Pos, payload ...[]byte) error {
 	binary.LittleEndian.PutUint32(header[32:], sum)
 	binary.LittleEndian.PutUint32(header[36:], crc32.Checksum(header[:36], castagnoli))
 
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := fsys.MkdirAll(dir, vfs.DirMode); err != nil {
 		return fmt.Errorf("wal: save checkpoint: %w", err)
 	}
-	if err := vfs.WriteFile(fsys, path, 0o644, append([][]byte{header}, payload...)...); err != nil {
+	if err := vfs.WriteFile(fsys, path, vfs.FileMode, append([][]byte{header}, payload...)...); err != nil {
 		return fmt.Errorf("wal: save checkpoint %s: %w", path, err)
 	}
 

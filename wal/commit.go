@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/okiba/okiba/internal/vfs"
 )
 
 // flushLoop is the background committer. Each cycle takes everything
@@ -266,7 +268,7 @@ func (l *Log) startPrepare(idx uint32) {
 func (l *Log) createSegment(idx uint32) (*segment, error) {
 	path := segmentPath(l.dir, idx)
 	tmp := path + tmpExt
-	f, err := l.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := l.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, vfs.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", tmp, err)
 	}

@@ -234,7 +234,7 @@ func Open(opts Options, start Pos, replay func(pos Pos, payload []byte) error) (
 	if err != nil {
 		return nil, err
 	}
-	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := o.FS.MkdirAll(o.Dir, vfs.DirMode); err != nil {
 		return nil, fmt.Errorf("wal: create %s: %w", o.Dir, err)
 	}
 	lock, err := o.FS.Lock(filepath.Join(o.Dir, lockName))

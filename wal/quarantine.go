@@ -36,7 +36,7 @@ const (
 // that no copy is ever overwritten with something else.
 func quarantine(fsys vfs.FS, dir string, d *tailDamage, now time.Time, why int) (string, error) {
 	qdir := filepath.Join(dir, quarantineDir)
-	if err := fsys.MkdirAll(qdir, 0o755); err != nil {
+	if err := fsys.MkdirAll(qdir, vfs.DirMode); err != nil {
 		return "", fmt.Errorf("quarantine: %w", err)
 	}
 	if err := fsys.SyncDir(dir); err != nil { // the new directory's entry
@@ -55,7 +55,7 @@ func quarantine(fsys vfs.FS, dir string, d *tailDamage, now time.Time, why int) 
 		base = fmt.Sprintf("%s-%d.%d", filepath.Base(d.seg.path), d.from, n)
 	}
 	bin := filepath.Join(qdir, base+".bin")
-	if err := vfs.WriteFile(fsys, bin, 0o644, data); err != nil {
+	if err := vfs.WriteFile(fsys, bin, vfs.FileMode, data); err != nil {
 		return "", fmt.Errorf("quarantine: %w", err)
 	}
 	frames, records := d.frames()
@@ -74,7 +74,7 @@ func quarantine(fsys vfs.FS, dir string, d *tailDamage, now time.Time, why int) 
 		fmt.Fprintf(&note, "status:  %s: Salvage zeroed these bytes in the segment; this copy is all that is left of them.\n",
 			now.UTC().Format(time.RFC3339))
 	}
-	if err := vfs.WriteFile(fsys, filepath.Join(qdir, base+".txt"), 0o644, []byte(note.String())); err != nil {
+	if err := vfs.WriteFile(fsys, filepath.Join(qdir, base+".txt"), vfs.FileMode, []byte(note.String())); err != nil {
 		return "", fmt.Errorf("quarantine: %w", err)
 	}
 	return bin, nil

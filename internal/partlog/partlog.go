@@ -101,7 +101,7 @@ func segName(base uint64, ext string) string { return fmt.Sprintf("%020d%s", bas
 
 // Open opens (creating if needed) the partition's directory and checks its files.
 func Open(fsys vfs.FS, dir string) (*Partition, error) {
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := fsys.MkdirAll(dir, vfs.DirMode); err != nil {
 		return nil, fmt.Errorf("partlog: create %s: %w", dir, err)
 	}
 	names, err := fsys.ReadDir(dir)
@@ -153,11 +153,11 @@ func Open(fsys vfs.FS, dir string) (*Partition, error) {
 // to their size, their last record found through the index.
 func (p *Partition) openSegment(base uint64, newest bool) (*segment, error) {
 	lp, ip := filepath.Join(p.dir, segName(base, logExt)), filepath.Join(p.dir, segName(base, idxExt))
-	f, err := p.fs.OpenFile(lp, os.O_RDWR, 0o644)
+	f, err := p.fs.OpenFile(lp, os.O_RDWR, vfs.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("partlog: open %s: %w", lp, err)
 	}
-	idx, err := p.fs.OpenFile(ip, os.O_RDWR|os.O_CREATE, 0o644)
+	idx, err := p.fs.OpenFile(ip, os.O_RDWR|os.O_CREATE, vfs.FileMode)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("partlog: open %s: %w", ip, err)
@@ -363,11 +363,11 @@ func (p *Partition) Append(offset uint64, newSegment bool, rec []byte) error {
 
 func (p *Partition) createSegment(base uint64) (*segment, error) {
 	lp, ip := filepath.Join(p.dir, segName(base, logExt)), filepath.Join(p.dir, segName(base, idxExt))
-	f, err := p.fs.OpenFile(lp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := p.fs.OpenFile(lp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, vfs.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("partlog: create %s: %w", lp, err)
 	}
-	idx, err := p.fs.OpenFile(ip, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	idx, err := p.fs.OpenFile(ip, os.O_RDWR|os.O_CREATE|os.O_TRUNC, vfs.FileMode)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("partlog: create %s: %w", ip, err)

@@ -3,7 +3,9 @@ package vfs
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // osFS implements FS with package os. It holds no state.
@@ -51,7 +53,7 @@ func (osFS) SyncDir(dir string) error {
 }
 
 func (osFS) Lock(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, FileMode)
 	if err != nil {
 		return nil, err
 	}
@@ -94,4 +96,47 @@ func (f *osFile) Preallocate(size int64) error {
 		return nil
 	}
 	return preallocate(f.f, cur, size)
+}
+
+// Chmod changes a file's or directory's permissions (Tighten).
+func (osFS) Chmod(name string, mode os.FileMode) error { return os.Chmod(name, mode) }
+
+// Private modes of okiba's files: a data directory holds every message body, so only
+// its owner may read it (the umask may take more away, never add).
+const (
+	DirMode  os.FileMode = 0o700
+	FileMode os.FileMode = 0o600
+)
+
+// Tighten makes dir and everything under it private (DirMode, FileMode) on a file
+// system that has permissions (the real one): data directories made by okiba before
+// it created them private are fixed when they are next opened. It does nothing on
+// others.
+func Tighten(fsys FS, dir string) error {
+	ch, ok := fsys.(interface {
+		Chmod(name string, mode os.FileMode) error
+	})
+	if !ok {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil // not followed, not changed: a link points outside okiba's files
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := FileMode
+		if d.IsDir() {
+			want = DirMode
+		}
+		if info.Mode().Perm()&^want != 0 {
+			return ch.Chmod(path, info.Mode().Perm()&want)
+		}
+		return nil
+	})
 }
