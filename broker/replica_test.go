@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/okiba/okiba/access"
+
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
@@ -75,6 +77,7 @@ func TestBrokersWithDifferentLogsAgree(t *testing.T) {
 			"group commit": h.groupCommit,
 			"drain fan":    h.drainFan,
 			"publish":      h.publish,
+			"principal":    h.principal,
 			"read":         h.read,
 			"move":         h.move,
 			"send":         h.send,
@@ -335,7 +338,7 @@ func (h *pair) restart(t *rapid.T) {
 // check compares the two semantic snapshots, after bringing every queue of both to now
 // (the transitions time alone makes happen lazily, and a restart makes at once).
 func (h *pair) check(t *rapid.T) {
-	var snaps, tsnaps [2][]byte
+	var snaps, tsnaps, asnaps [2][]byte
 	for i, n := range h.nodes {
 		n.b.mu.Lock()
 		n.b.m.AdvanceAll(n.b.nowLocked(), &n.b.sink)
@@ -343,6 +346,7 @@ func (h *pair) check(t *rapid.T) {
 		n.b.lastTicket = n.b.sink.last
 		snaps[i] = n.b.m.AppendSnapshot(nil)
 		tsnaps[i] = n.b.t.AppendSnapshot(nil)
+		asnaps[i] = n.b.a.AppendSnapshot(nil)
 		ticket := n.b.lastTicket
 		n.b.mu.Unlock()
 		// What advancing wrote (a dead-lettering, an expiry) is made durable, as a
@@ -357,6 +361,31 @@ func (h *pair) check(t *rapid.T) {
 	if !bytes.Equal(tsnaps[0], tsnaps[1]) {
 		t.Fatalf("topic snapshots differ (%d and %d bytes)\n%x\n%x", len(tsnaps[0]), len(tsnaps[1]), tsnaps[0], tsnaps[1])
 	}
+	if !bytes.Equal(asnaps[0], asnaps[1]) {
+		t.Fatalf("access snapshots differ (%d and %d bytes)\n%x\n%x", len(asnaps[0]), len(asnaps[1]), asnaps[0], asnaps[1])
+	}
+}
+
+// principal changes a principal the same way on both nodes.
+func (h *pair) principal(t *rapid.T) {
+	name := rapid.SampledFrom([]string{"p1", "p2"}).Draw(t, "principal")
+	g, _ := access.ParseGrant(rapid.SampledFrom([]string{"send queue:q*", "manage topic:*", "admin", "browse *"}).Draw(t, "grant"))
+	sealed := []byte(rapid.SampledFrom([]string{"s1", "s2"}).Draw(t, "sealed"))
+	keep := time.Duration(rapid.SampledFrom([]int{0, 1000, 5000}).Draw(t, "keep")) * time.Millisecond
+	op := rapid.IntRange(0, 4).Draw(t, "op")
+	both(h, "principal", func(n *node) (access.Principal, error) {
+		switch op {
+		case 0:
+			return n.b.CreatePrincipal(ctx, name, []access.Grant{g}, sealed)
+		case 1:
+			return n.b.GrantPrincipal(ctx, name, []access.Grant{g})
+		case 2:
+			return n.b.RevokePrincipal(ctx, name, []access.Grant{g})
+		case 3:
+			return n.b.RotatePrincipal(ctx, name, sealed, keep)
+		}
+		return access.Principal{}, n.b.DeletePrincipal(ctx, name)
+	}, func(p access.Principal) string { return fmt.Sprintf("%+v", p) })
 }
 
 func (h *pair) publish(t *rapid.T) {
