@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -110,6 +111,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	f.Var(&cache, "cache-bytes", fmt.Sprintf("`SIZE` of message bodies kept in memory; the rest are read from the log (default %s)", sizeString(payload.DefaultCacheBytes)))
 	maxQueues := f.Int("max-queues", 0, fmt.Sprintf("most queues the broker holds (default %d)", queue.DefaultMaxQueues))
 	maxInFlight := f.Int("max-in-flight", 0, fmt.Sprintf("most leased messages per queue (default %d, as SQS)", queue.DefaultMaxInFlight))
+	printConfig := f.Bool("print-config", false, "print the effective configuration as JSON, secrets redacted, and exit")
 	var minFree, gcHeadroom byteSize
 	f.Var(&gcHeadroom, "gc-headroom", fmt.Sprintf("let the heap grow by this `SIZE` between garbage collections, or by half of what is live once that is more (default %s; \"off\" keeps Go's default, as does setting GOGC)", sizeString(gcpace.DefaultMinHeadroom)))
 	f.Var(&minFree, "min-free-disk", "refuse sends while the data directory's disk has less free `SIZE` (default twice --segment-size; \"off\" turns the check off)")
@@ -196,6 +198,12 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	}
 	if a.env("GOGC") != "" {
 		cfg.Storage.GCHeadroom = node.SizeOff // GOGC set: the operator chose the pace
+	}
+	if *printConfig {
+		enc := json.NewEncoder(a.Stdout)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		return enc.Encode(cfg.Effective().Redacted()) // keys left out have their defaults
 	}
 
 	var lv slog.Level

@@ -462,3 +462,22 @@ func TestServeConfigPrecedence(t *testing.T) {
 	write(`{"addr": "127.0.0.1:0", "storage": {"segment_size": "1KiB"}}`)
 	contains(t, "stderr", h.fails(2, "serve", "--config", file).err, "--segment-size", "2MiB")
 }
+
+// --print-config shows what the file, the environment and the flags add up to, with the
+// secrets redacted and the files holding them named.
+func TestServePrintConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "okiba.json")
+	os.WriteFile(file, []byte(`{"principals": [{"name": "w", "secret": "worker-secret-worker-secret", "grants": ["send queue:*"]},
+		{"name": "v", "secret_file": "/etc/okiba/v", "grants": ["browse *"]}], "sqs": {"credentials": {"AKID": "sqs-secret-sqs-secret-sqs"}}}`), 0o600)
+	h := &harness{t: t, env: map[string]string{"OKIBA_AUTH_TOKEN": "env-token-env-token-env-token"}}
+	out := h.ok("serve", "--config", file, "--print-config", "--audit-log", "/var/log/okiba.audit")
+	contains(t, "print-config", out, `"auth_token": "<redacted>"`, `"secret": "<redacted>"`, `"secret_file": "/etc/okiba/v"`,
+		`"AKID": "<redacted>"`, `"audit_log": "/var/log/okiba.audit"`, `"addr": "127.0.0.1:7070"`)
+	for _, secret := range []string{"env-token", "worker-secret", "sqs-secret"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("--print-config shows a secret (%s):\n%s", secret, out)
+		}
+	}
+}

@@ -167,6 +167,47 @@ func LoadFile(path string) (Config, error) {
 	return c, nil
 }
 
+// Redacted is the configuration with its secrets replaced by "<redacted>", for showing
+// (okiba serve --print-config); file names stay, their contents are not read.
+func (c Config) Redacted() Config {
+	const r = "<redacted>"
+	if c.AuthToken != "" {
+		c.AuthToken = r
+	}
+	c.Principals = slices.Clone(c.Principals)
+	for i := range c.Principals {
+		if c.Principals[i].Secret != "" {
+			c.Principals[i].Secret = r
+		}
+	}
+	if len(c.SQS.Credentials) > 0 {
+		creds := make(map[string]string, len(c.SQS.Credentials))
+		for k := range c.SQS.Credentials {
+			creds[k] = r
+		}
+		c.SQS.Credentials = creds
+	}
+	return c
+}
+
+// Effective is the configuration with its defaults filled in, as the node would run it
+// (files named are not read).
+func (c Config) Effective() Config {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.Data == "" {
+		c.Data = DefaultData
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = Duration(DefaultShutdownGrace)
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	return c
+}
+
 // resolved is a Config with its defaults filled in and its files read.
 type resolved struct {
 	Config
