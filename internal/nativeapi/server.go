@@ -252,6 +252,9 @@ func LongPoll(method, path string) bool {
 		method == http.MethodPost && strings.HasPrefix(path, "/v1/topics/") && strings.HasSuffix(path, "/pull")
 }
 
+// MaxHeaderBytes is the most a request's line and headers may take: more is answered 431.
+const MaxHeaderBytes = 64 << 10
+
 // HTTPServer returns an *http.Server with okiba's timeouts against slow clients; long
 // polls (up to 60s) fit inside the write timeout.
 func HTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
@@ -264,8 +267,10 @@ func HTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      90 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// net/http reads up to MaxHeaderBytes plus 4 KiB of buffer slack: this makes the
+		// limit the documented 64 KiB, request line included.
+		MaxHeaderBytes: MaxHeaderBytes - 4<<10,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 }
 

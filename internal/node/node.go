@@ -459,6 +459,9 @@ func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 	if n.guard.Serve(w, r) { // before credentials: preflights carry none
 		return "cross-origin"
 	}
+	if tooLarge(w, r) {
+		return "too-large"
+	}
 	if n.sqs != nil && n.sqs.Match(r) {
 		action := "sqs:" + strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")
 		if n.cfg.authOn() && !n.sqs.Authenticates() { // never open by mistake
@@ -492,6 +495,18 @@ func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 	n.mux.ServeHTTP(w, r) // sets r.Pattern and the path's values
 	n.auditAs(r, w.Status, rec.Decisions(), r.Method+" "+r.URL.Path)
 	return r.Pattern
+}
+
+// tooLarge answers 413 to a request whose declared body is over what any interface
+// reads, before anything reads it: net/http would otherwise answer "100 Continue" to a
+// client that sent "Expect: 100-continue" and take in the whole body first.
+func tooLarge(w http.ResponseWriter, r *http.Request) bool {
+	if r.ContentLength <= api.MaxRequestBody {
+		return false
+	}
+	w.Header().Set("Connection", "close")
+	reply.Error(w, &api.Error{Code: api.CodeRequestTooLarge, Message: fmt.Sprintf("request body of %d bytes is larger than %d bytes", r.ContentLength, api.MaxRequestBody)})
+	return true
 }
 
 // throttled is a ResponseWriter that waits before its answer goes out: the SQS front

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -193,5 +195,48 @@ func TestWrongTokensAreThrottled(t *testing.T) {
 	fc.Advance(time.Second)
 	if st := testkit.Recv(t, (<-chan int)(answered), 5*time.Second, "the delayed answer"); st != 401 {
 		t.Fatalf("the delayed answer: %d", st)
+	}
+}
+
+// Headers are bounded at the documented 64 KiB, and a declared body over the limit is
+// refused before it is read, even when the client waits for "100 Continue".
+func TestHeaderAndBodyLimits(t *testing.T) {
+	t.Parallel()
+	n := open(t, Config{Console: ConsoleConfig{Disabled: true}}, Runtime{})
+	headers := func(size int) int {
+		conn, err := net.Dial("tcp", n.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		req := "GET /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + strings.Repeat("a", size) + "\r\n\r\n"
+		go conn.Write([]byte(req))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := headers(62 << 10); st != 200 {
+		t.Errorf("62 KiB of headers: %d", st)
+	}
+	if st := headers(65 << 10); st != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("65 KiB of headers: %d, want 431", st)
+	}
+
+	conn, err := net.Dial("tcp", n.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/queues/q/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", api.MaxRequestBody+1)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversize body with Expect: 100-continue: %d, want 413 at once", resp.StatusCode)
 	}
 }
