@@ -25,11 +25,13 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/wal"
@@ -42,6 +44,13 @@ type Options struct {
 	MaxReasons int
 	// NoRuntime leaves out the Go runtime and process collectors (go_*, process_*).
 	NoRuntime bool
+	// ScrapeCache is how long one scrape's result answers the next scrapes: the
+	// per-queue series visit every queue under the broker's lock, so scrapers in a loop
+	// must not make it more often than this. Defaults to one second; negative turns it
+	// off.
+	ScrapeCache time.Duration
+	// Now is the cache's clock. Defaults to time.Now.
+	Now func() time.Time
 }
 
 // OtherReason labels the dead letters of reasons beyond Options.MaxReasons.
@@ -61,6 +70,35 @@ type Metrics struct {
 
 	queues *queueCollector
 	topics *topicCollector
+	cache  *cachedGatherer
+}
+
+// cachedGatherer answers every Gather within ttl of the last one with its result: N
+// scrapers cost one visit of the broker a second, not N.
+type cachedGatherer struct {
+	g   prometheus.Gatherer
+	ttl time.Duration
+	now func() time.Time
+
+	mu   sync.Mutex // held while gathering: concurrent scrapes wait for one result
+	at   time.Time
+	fams []*dto.MetricFamily
+	err  error
+}
+
+func (c *cachedGatherer) Gather() ([]*dto.MetricFamily, error) {
+	if c.ttl < 0 {
+		return c.g.Gather()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if c.fams != nil && now.Sub(c.at) < c.ttl && !now.Before(c.at) {
+		return c.fams, c.err // the families are only read by the encoders
+	}
+	c.fams, c.err = c.g.Gather()
+	c.at = now
+	return c.fams, c.err
 }
 
 var _ broker.Observer = (*Metrics)(nil)
@@ -71,6 +109,13 @@ func New(opts Options) *Metrics {
 		opts.MaxReasons = 10
 	}
 	m := &Metrics{reg: prometheus.NewRegistry()}
+	if opts.ScrapeCache == 0 {
+		opts.ScrapeCache = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	m.cache = &cachedGatherer{g: m.reg, ttl: opts.ScrapeCache, now: opts.Now}
 	hist := func(name, help string, buckets []float64) prometheus.Histogram {
 		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
 		m.reg.MustRegister(h)
@@ -115,7 +160,7 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Handler serves the registry in the Prometheus exposition formats.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return promhttp.HandlerFor(m.cache, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
 // Committed records one group commit of the log (wal.Observer).

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,6 +41,9 @@ func start(t *testing.T, opts metrics.Options) *env { return startWith(t, opts, 
 // startWith starts a node on data whose broker's configuration edit changes.
 func startWith(t *testing.T, opts metrics.Options, data string, edit func(*broker.Config)) *env {
 	t.Helper()
+	if opts.ScrapeCache == 0 {
+		opts.ScrapeCache = -1 // these tests scrape right after what they change
+	}
 	m := metrics.New(opts)
 	n, err := node.Open(context.Background(), node.Config{
 		Addr: "127.0.0.1:0", Data: data, AuthToken: token,
@@ -646,5 +650,39 @@ func TestTopicGroupAndSubscriptionMetrics(t *testing.T) {
 	}
 	if got := value(t, fams, "okiba_topics"); got != 0 {
 		t.Errorf("okiba_topics = %v after the delete", got)
+	}
+}
+
+// Scrapers in a loop cost the broker one visit of its queues per ScrapeCache: a scrape
+// within it answers with the last one's series, and the next one after it sees changes.
+func TestScrapesAreCachedForASecond(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clk := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e := start(t, metrics.Options{NoRuntime: true, ScrapeCache: time.Second, Now: clk})
+	must(e.c.PutQueue(context.Background(), "first", api.QueueConfig{}))
+	has := func(q string) bool {
+		for _, m := range e.scrape(t)["okiba_queue_messages"].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "queue" && l.GetValue() == q {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !has("first") {
+		t.Fatal("the first scrape misses the queue")
+	}
+	must(e.c.PutQueue(context.Background(), "second", api.QueueConfig{}))
+	if has("second") {
+		t.Fatal("a scrape within the second visited the broker again")
+	}
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	if !has("second") {
+		t.Fatal("a scrape after the second answered from the cache")
 	}
 }
