@@ -44,8 +44,8 @@ const MaxRequestBody = 8 << 20
 
 // Options configure a Front. The zero value means the defaults.
 type Options struct {
-	// Region appears in queue ARNs. Defaults to "us-east-1". Requests are accepted with
-	// any region.
+	// Region appears in queue ARNs and is the region signatures must be scoped to (with
+	// Keys; without, any is accepted). Defaults to "us-east-1".
 	Region string
 	// AccountID appears in queue URLs and ARNs. Defaults to "000000000000".
 	AccountID string
