@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,8 +49,10 @@ func TestServeSQS(t *testing.T) {
 	keys := filepath.Join(dir, "keys")
 	os.WriteFile(token, []byte("s3cret-s3cret-s3cret-s3cret\n"), 0o600)
 	os.WriteFile(keys, []byte("# SQS keys\nAKIDAPP appsecret-appsecret-appsecret\n\nAKIDOPS:opssecret-opssecret-opssecret\n"), 0o600)
+	// With authentication, signatures must be scoped to the server's region, which the
+	// clients here are configured with.
 	url, _, stop = serveInProcess(t, map[string]string{"OKIBA_DATA": t.TempDir()}, "--addr", "127.0.0.1:0",
-		"--auth-token-file", token, "--sqs-credentials-file", keys)
+		"--auth-token-file", token, "--sqs-credentials-file", keys, "--sqs-region", "eu-central-1")
 	defer stop()
 	for _, k := range [][2]string{{"AKIDAPP", "appsecret-appsecret-appsecret"}, {"AKIDOPS", "opssecret-opssecret-opssecret"}, {"admin", "s3cret-s3cret-s3cret-s3cret"}} {
 		if _, err := sqsClient(url, k[0], k[1]).ListQueues(ctx, &awssqs.ListQueuesInput{}); err != nil {
@@ -60,6 +63,11 @@ func TestServeSQS(t *testing.T) {
 	var ae smithy.APIError
 	if !errors.As(err, &ae) || ae.ErrorCode() != "InvalidClientTokenId" {
 		t.Errorf("an access key id that names no principal: %v", err)
+	}
+	_, err = sqsClient(url, "AKIDAPP", "appsecret-appsecret-appsecret").ListQueues(ctx, &awssqs.ListQueuesInput{},
+		func(o *awssqs.Options) { o.Region = "us-east-1" })
+	if !errors.As(err, &ae) || ae.ErrorCode() != "SignatureDoesNotMatch" || !strings.Contains(ae.ErrorMessage(), `"eu-central-1"`) {
+		t.Errorf("a client signing for another region is not told the server's: %v", err)
 	}
 	h.env["OKIBA_DATA"] = filepath.Join(dir, "data")
 	r := h.fails(1, "serve", "--addr", "127.0.0.1:0", "--sqs-credentials-file", filepath.Join(dir, "missing"))

@@ -18,15 +18,28 @@ import (
 // AWS Signature Version 4, verified on the server side.
 //
 // Without Options.Keys the front accepts every request, signed or not, with any access
-// key: the SDKs need some credentials to sign with and any will do. With keys, every
-// request must carry an Authorization header
+// key and any credential scope: the SDKs need some credentials to sign with and any
+// will do. With keys, every request must carry an Authorization header
 // "AWS4-HMAC-SHA256 Credential=<key id>/<date>/<region>/sqs/aws4_request,
 // SignedHeaders=…, Signature=…" whose signature matches the one computed with one of
-// that key's secrets (a principal's, two during a rotation) over the canonical request (method, path, query, the signed headers, and the
-// SHA-256 of the body), and whose X-Amz-Date is within maxSkew of the server's clock.
-// Any region in the credential scope is accepted. Presigned URLs (the signature in the
-// query string) are not supported.
-
+// that key's secrets (a principal's, two during a rotation) over the canonical request
+// (method, path, query, the signed headers, and the SHA-256 of the body), and whose
+// X-Amz-Date is within maxSkew of the server's clock. Presigned URLs (the signature in
+// the query string) are not supported.
+//
+// What the signature covers is what the front trusts, so it must cover everything the
+// front reads to decide what a request does (signedRequired): the body (always: its
+// hash is part of the canonical request), host, x-amz-date, and x-amz-target and
+// content-type when the request has them — x-amz-target names the action, so a
+// signature that left it out would let anyone who saw one request replay its body as
+// another action. (The older query protocol, which the front refuses anyway, names its
+// action in the body, which the hash covers.) The AWS SDKs and CLI sign every header
+// they send.
+//
+// The credential scope must be this front's: service "sqs" and Options.Region. AWS
+// refuses a scope whose region is not the endpoint's, and the SDKs sign with the region
+// they are configured with, so a client configured for another region is told which
+// one to use rather than served under a scope that names somewhere else.
 const (
 	sigAlgorithm = "AWS4-HMAC-SHA256"
 	maxSkew      = 15 * time.Minute
@@ -67,10 +80,30 @@ func parseAuthorization(h string) (sigV4, *apiError) {
 	if s.keyID == "" || len(s.signedHeaders) == 0 || s.signature == "" {
 		return s, newErr(kIncompleteSignature, "Authorization header must include Credential, SignedHeaders and Signature")
 	}
-	if !slices.Contains(s.signedHeaders, "host") {
-		return s, newErr(kIncompleteSignature, "SignedHeaders must include host")
-	}
 	return s, nil
+}
+
+// signedRequired returns the first header r has (host and x-amz-date it must have) that
+// the signature must cover and does not.
+func signedRequired(r *http.Request, signed []string) (string, bool) {
+	for _, h := range []string{"host", "x-amz-date", "x-amz-target", "content-type"} {
+		present := h == "host" || h == "x-amz-date" || len(r.Header.Values(h)) > 0
+		if present && !slices.Contains(signed, h) {
+			return h, true
+		}
+	}
+	return "", false
+}
+
+// checkScope refuses a credential scope that is not this front's.
+func (f *Front) checkScope(s sigV4) *apiError {
+	if s.service != "sqs" {
+		return newErr(kSignatureDoesNotMatch, "Credential should be scoped to correct service: 'sqs', not %q: sign the request for the SQS service", s.service)
+	}
+	if s.region != f.opts.Region {
+		return newErr(kSignatureDoesNotMatch, "Credential should be scoped to a valid region: this server serves region %q, not %q: configure the client with region %q (or the server with sqs.region / --sqs-region)", f.opts.Region, s.region, f.opts.Region)
+	}
+	return nil
 }
 
 // authenticate verifies r (whose body has been read into body) and returns the
@@ -91,6 +124,12 @@ func (f *Front) authenticate(r *http.Request, body []byte, now time.Time) (auth.
 	}
 	s, e := parseAuthorization(h)
 	if e != nil {
+		return none, e
+	}
+	if missing, ok := signedRequired(r, s.signedHeaders); ok {
+		return none, newErr(kIncompleteSignature, "SignedHeaders must include %s: a signature must cover the headers that say what the request does (host, x-amz-date, x-amz-target, content-type)", missing)
+	}
+	if e := f.checkScope(s); e != nil {
 		return none, e
 	}
 	p, secrets, ok := f.opts.Keys.SigningSecrets(s.keyID)

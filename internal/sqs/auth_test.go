@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,15 +19,39 @@ import (
 // signed builds a request signed by the AWS SDK's own SigV4 signer, as a server sees it.
 func signed(t *testing.T, key, secret, target, path string, body []byte, at time.Time) *http.Request {
 	t.Helper()
+	return signedFor(t, "sqs", "eu-west-3", key, secret, target, path, body, at)
+}
+
+// signedFor is signed with the credential scope's service and region.
+func signedFor(t *testing.T, service, region, key, secret, target, path string, body []byte, at time.Time) *http.Request {
+	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, "http://localhost:7070"+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
 	req.Header.Set("X-Amz-Target", target)
 	req.Header.Set("X-Extra", "  two   spaces ")
 	sum := sha256.Sum256(body)
 	creds := aws.Credentials{AccessKeyID: key, SecretAccessKey: secret}
-	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), "sqs", "eu-west-3", at); err != nil {
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), service, region, at); err != nil {
 		t.Fatal(err)
 	}
+	return req
+}
+
+// signedOnly builds a request whose signature covers only the given headers (as a
+// client that signs less than the SDKs do, or an attacker replaying a signature,
+// would send it), correct for those.
+func signedOnly(t *testing.T, key, secret, target string, headers []string, body []byte, at time.Time) *http.Request {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "http://localhost:7070/", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("X-Amz-Target", target)
+	date := at.UTC().Format(amzDate)
+	req.Header.Set("X-Amz-Date", date)
+	sum := sha256.Sum256(body)
+	s := sigV4{keyID: key, date: date[:8], region: "eu-west-3", service: "sqs", signedHeaders: headers}
+	sig := signature(secret, s, date, canonicalRequest(req, headers, hex.EncodeToString(sum[:])))
+	req.Header.Set("Authorization", sigAlgorithm+" Credential="+key+"/"+date[:8]+"/eu-west-3/sqs/aws4_request, SignedHeaders="+
+		strings.Join(headers, ";")+", Signature="+sig)
 	return req
 }
 
@@ -36,7 +61,7 @@ func TestSigV4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := New(nil, Options{Keys: keys})
+	f := New(nil, Options{Keys: keys, Region: "eu-west-3"})
 	now := time.Now()
 	body := []byte(`{"QueueName":"orders"}`)
 	cases := []struct {
@@ -53,6 +78,16 @@ func TestSigV4(t *testing.T) {
 		{"body changed", signed(t, "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now), []byte(`{"QueueName":"other"}`), now, "SignatureDoesNotMatch"},
 		{"too old", signed(t, "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now.Add(-20*time.Minute)), body, now, "RequestExpired"},
 		{"unsigned", httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body)), body, now, "MissingAuthenticationToken"},
+		// A signature must cover what says what the request does: these were accepted
+		// when only host had to be signed, so that the action of a request seen once could
+		// be swapped (GetQueueUrl into PurgeQueue or DeleteQueue).
+		{"only host signed", signedOnly(t, "AKIDOKIBA", "s3cret", "AmazonSQS.PurgeQueue", []string{"host"}, body, now), body, now, "IncompleteSignature"},
+		{"target not signed", signedOnly(t, "AKIDOKIBA", "s3cret", "AmazonSQS.DeleteQueue", []string{"content-type", "host", "x-amz-date"}, body, now), body, now, "IncompleteSignature"},
+		{"content type not signed", signedOnly(t, "AKIDOKIBA", "s3cret", "AmazonSQS.DeleteQueue", []string{"host", "x-amz-date", "x-amz-target"}, body, now), body, now, "IncompleteSignature"},
+		{"all required signed", signedOnly(t, "AKIDOKIBA", "s3cret", "AmazonSQS.DeleteQueue", []string{"content-type", "host", "x-amz-date", "x-amz-target"}, body, now), body, now, ""},
+		// The credential scope is this front's: service sqs, its region.
+		{"scoped to s3", signedFor(t, "s3", "eu-west-3", "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now), body, now, "SignatureDoesNotMatch"},
+		{"scoped to another region", signedFor(t, "sqs", "us-east-1", "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now), body, now, "SignatureDoesNotMatch"},
 	}
 	for _, c := range cases {
 		_, e := f.authenticate(c.req, c.body, now)
@@ -62,6 +97,10 @@ func TestSigV4(t *testing.T) {
 		case c.wantErr != "" && (e == nil || e.Code != c.wantErr):
 			t.Errorf("%s: got %v, want %s", c.name, e, c.wantErr)
 		}
+	}
+	_, e := f.authenticate(signedFor(t, "sqs", "us-east-1", "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now), body, now)
+	if e == nil || !strings.Contains(e.Message, `serves region "eu-west-3", not "us-east-1"`) {
+		t.Errorf("a signature for another region is not told which one to use: %v", e)
 	}
 	// A target header changed after signing breaks the signature too.
 	req := signed(t, "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now)

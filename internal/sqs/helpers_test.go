@@ -2,13 +2,18 @@ package sqs_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
@@ -174,4 +179,39 @@ func wantTyped[T error](t *testing.T, err error) T {
 		t.Fatalf("got %T %v, want %T", err, err, target)
 	}
 	return target
+}
+
+// rawSQS posts one SQS request signed by the AWS SDK's own signer as principal key with
+// secret (scoped to us-east-1, the test servers' region), and returns the status and
+// the error code of the answer ("" for a success). The headers in before are set
+// before signing, so the signature covers them; those in after are set after, as an
+// attacker replaying a signature would.
+func rawSQS(t *testing.T, url, key, secret string, body string, before, after map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range before {
+		req.Header.Set(k, v)
+	}
+	sum := sha256.Sum256([]byte(body))
+	creds := aws.Credentials{AccessKeyID: key, SecretAccessKey: secret}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), "sqs", "us-east-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range after {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e struct {
+		Type string `json:"__type"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	_, code, _ := strings.Cut(e.Type, "#")
+	return resp.StatusCode, code
 }

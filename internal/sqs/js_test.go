@@ -25,14 +25,16 @@ func TestJavaScriptSDK(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("jstest", "node_modules", "@aws-sdk", "client-sqs")); err != nil {
 		testkit.Missing(t, suite, "internal/sqs/jstest/node_modules is not installed", "npm ci --prefix internal/sqs/jstest (or make deps)")
 	}
-	// With a token, the SQS front verifies the SDK's SigV4 signatures (key "okiba",
-	// the token as secret).
-	srv := okibatest.New(t, okibatest.Options{Token: "js-t0ken-js-t0ken-js-t0ken"})
+	// With a token, the SQS front verifies the SDK's SigV4 signatures (key "admin",
+	// the token as secret): those of the JavaScript SDK cover every header the front
+	// requires signed.
+	const token = "js-t0ken-js-t0ken-js-t0ken"
+	srv := okibatest.New(t, okibatest.Options{Token: token})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "test.mjs")
 	cmd.Dir = "jstest"
-	cmd.Env = append(os.Environ(), "OKIBA_URL="+srv.URL, "OKIBA_ACCESS_KEY_ID=okiba", "OKIBA_SECRET_ACCESS_KEY=js-t0ken")
+	cmd.Env = append(os.Environ(), "OKIBA_URL="+srv.URL, "OKIBA_ACCESS_KEY_ID=admin", "OKIBA_SECRET_ACCESS_KEY="+token)
 	out, err := cmd.CombinedOutput()
 	t.Logf("node test.mjs:\n%s", out)
 	if err != nil {

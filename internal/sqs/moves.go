@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/queue"
 )
 
@@ -18,18 +19,20 @@ func taskHandle(t queue.Task) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(handlePrefix + strconv.FormatUint(t.ID, 10) + ":" + t.SourceName))
 }
 
-func parseTaskHandle(h string) (uint64, bool) {
+// parseTaskHandle returns the task id a handle names and the source queue it claims
+// (which only the task itself can vouch for).
+func parseTaskHandle(h string) (uint64, string, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(h)
 	if err != nil {
-		return 0, false
+		return 0, "", false
 	}
 	rest, ok := strings.CutPrefix(string(b), handlePrefix)
 	if !ok {
-		return 0, false
+		return 0, "", false
 	}
-	idStr, _, _ := strings.Cut(rest, ":")
+	idStr, source, _ := strings.Cut(rest, ":")
 	id, err := strconv.ParseUint(idStr, 10, 64)
-	return id, err == nil
+	return id, source, err == nil
 }
 
 func taskStatus(s queue.TaskState) string {
@@ -44,8 +47,8 @@ func taskStatus(s queue.TaskState) string {
 	return "FAILED"
 }
 
-// arnQueue resolves an ARN parameter to an existing queue's name.
-func (f *Front) arnQueue(param string, arn *string) (string, *apiError) {
+// arnName reads an ARN parameter as a queue name, without looking the queue up.
+func arnName(param string, arn *string) (string, *apiError) {
 	if deref(arn) == "" {
 		return "", missingParam(param)
 	}
@@ -53,10 +56,24 @@ func (f *Front) arnQueue(param string, arn *string) (string, *apiError) {
 	if !ok {
 		return "", invalidParam("Value %q for parameter %s is invalid. Reason: not an SQS queue ARN (arn:aws:sqs:<region>:<account-id>:<queue-name>).", *arn, param)
 	}
-	if _, err := f.b.QueueConfig(name); err != nil {
-		return "", newErr(kResourceNotFound, "The resource that you specified for the %s parameter doesn't exist: queue %s.", param, name)
-	}
 	return name, nil
+}
+
+// queueExists answers for an ARN parameter naming a queue that does not exist.
+func (f *Front) queueExists(param, name string) *apiError {
+	if _, err := f.b.QueueConfig(name); err != nil {
+		return newErr(kResourceNotFound, "The resource that you specified for the %s parameter doesn't exist: queue %s.", param, name)
+	}
+	return nil
+}
+
+// arnQueue resolves an ARN parameter to an existing queue's name.
+func (f *Front) arnQueue(param string, arn *string) (string, *apiError) {
+	name, e := arnName(param, arn)
+	if e != nil {
+		return "", e
+	}
+	return name, f.queueExists(param, name)
 }
 
 func (f *Front) startMoveTask(q *request) (any, *apiError) {
@@ -70,7 +87,15 @@ func (f *Front) startMoveTask(q *request) (any, *apiError) {
 	}
 	spec := queue.RedriveSpec{Source: src}
 	if deref(in.DestinationARN) != "" {
-		if spec.Target, e = f.arnQueue("DestinationArn", in.DestinationARN); e != nil {
+		if spec.Target, e = arnName("DestinationArn", in.DestinationARN); e != nil {
+			return nil, e
+		}
+		// The move sends to the destination: refused before the caller learns whether
+		// it exists.
+		if e := f.require(q, access.Send, spec.Target); e != nil {
+			return nil, e
+		}
+		if e := f.queueExists("DestinationArn", spec.Target); e != nil {
 			return nil, e
 		}
 	}
@@ -87,6 +112,11 @@ func (f *Front) startMoveTask(q *request) (any, *apiError) {
 	}
 	if len(qi.DeadLetterSources) == 0 {
 		return nil, invalidParam("Source queue %s must be configured as a dead-letter queue of another queue.", src)
+	}
+	if spec.Target == "" {
+		if e := f.mayRedriveHome(q, src, qi.DeadLetterSources); e != nil {
+			return nil, e
+		}
 	}
 	for _, t := range f.b.Tasks() {
 		if t.SourceName == src && t.State == queue.TaskRunning {
@@ -158,7 +188,7 @@ func (f *Front) cancelMoveTask(q *request) (any, *apiError) {
 	if deref(in.TaskHandle) == "" {
 		return nil, missingParam("TaskHandle")
 	}
-	id, ok := parseTaskHandle(*in.TaskHandle)
+	id, _, ok := parseTaskHandle(*in.TaskHandle)
 	if !ok {
 		return nil, newErr(kResourceNotFound, "Task handle %q does not name a message move task.", *in.TaskHandle)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/names"
 	"github.com/okiba/okiba/queue"
@@ -80,7 +81,7 @@ func (f *Front) createQueue(q *request) (any, *apiError) {
 	if e := f.checkTags(in.Tags); e != nil {
 		return nil, e
 	}
-	if e := f.checkRedriveTarget(name, target); e != nil {
+	if e := f.checkRedriveTarget(q, name, target); e != nil {
 		return nil, e
 	}
 	var mismatch bool
@@ -112,11 +113,18 @@ func (f *Front) createQueue(q *request) (any, *apiError) {
 	return queueURLOut{QueueURL: f.queueURL(q.r, name)}, nil
 }
 
-// checkRedriveTarget checks that a RedrivePolicy's dead-letter queue exists and that
-// its RedriveAllowPolicy lets source use it, as SQS does.
-func (f *Front) checkRedriveTarget(source string, t *redriveTarget) *apiError {
+// checkRedriveTarget checks that the caller may send to a RedrivePolicy's dead-letter
+// queue (a source sends its dead letters there), unless it is source's own default
+// <name>-dlq, which manage on source covers; then that the queue exists and that its
+// RedriveAllowPolicy lets source use it, as SQS does.
+func (f *Front) checkRedriveTarget(q *request, source string, t *redriveTarget) *apiError {
 	if t == nil {
 		return nil
+	}
+	if t.name != names.DeadLetterName(source) {
+		if e := f.require(q, access.Send, t.name); e != nil {
+			return e
+		}
 	}
 	dlq, err := f.b.QueueConfig(t.name)
 	if err != nil {
@@ -209,7 +217,8 @@ func (f *Front) listQueues(q *request) (any, *apiError) {
 		names[i] = qi.Name
 	}
 	slices.Sort(names)
-	sel, next, e := page(names, in.NextToken, in.MaxResults)
+	// Only what the caller may browse, before paging, so that pages are full.
+	sel, next, e := page(mayBrowse(q, names), in.NextToken, in.MaxResults)
 	if e != nil {
 		return nil, e
 	}
@@ -277,7 +286,7 @@ func (f *Front) setQueueAttributes(q *request) (any, *apiError) {
 	if _, err := f.b.QueueConfig(name); err != nil {
 		return nil, f.errorOf(err, name)
 	}
-	if e := f.checkRedriveTarget(name, target); e != nil {
+	if e := f.checkRedriveTarget(q, name, target); e != nil {
 		return nil, e
 	}
 	if err := f.editQueue(q, name, func(c *queue.Config) error {
@@ -402,7 +411,7 @@ func (f *Front) listDeadLetterSources(q *request) (any, *apiError) {
 		return nil, e
 	}
 	names := slices.Sorted(slices.Values(qi.DeadLetterSources))
-	sel, next, e := page(names, in.NextToken, in.MaxResults)
+	sel, next, e := page(mayBrowse(q, names), in.NextToken, in.MaxResults)
 	if e != nil {
 		return nil, e
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -808,16 +809,23 @@ func TestNativeAndSQSShareQueues(t *testing.T) {
 
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, okibatest.Options{Token: "tok3n-tok3n-tok3n-tok3n-tok3n"})
+	const token = "tok3n-tok3n-tok3n-tok3n-tok3n"
+	e := newEnv(t, okibatest.Options{Token: token})
 	ctx := ctxT(t)
-	good := e.client("okiba", "tok3n", 1)
+	// The token is the secret of the principal "admin", whose name is its access key id.
+	good := e.client("admin", token, 1)
 	if _, err := good.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("secure")}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.client("okiba", "wrong", 1).ListQueues(ctx, &awssqs.ListQueuesInput{})
+	_, err := e.client("admin", "wrong-wrong-wrong-wrong-wrong", 1).ListQueues(ctx, &awssqs.ListQueuesInput{})
 	wantAPIError(t, err, "SignatureDoesNotMatch")
-	_, err = e.client("someone", "tok3n", 1).ListQueues(ctx, &awssqs.ListQueuesInput{})
-	wantAPIError(t, err, "InvalidClientTokenId")
+	_, err = e.client("okiba", token, 1).ListQueues(ctx, &awssqs.ListQueuesInput{})
+	wantAPIError(t, err, "InvalidClientTokenId") // the former access key id of the token
+	_, err = good.ListQueues(ctx, &awssqs.ListQueuesInput{}, func(o *awssqs.Options) { o.Region = "eu-west-1" })
+	wantAPIError(t, err, "SignatureDoesNotMatch")
+	if !strings.Contains(err.Error(), `"us-east-1"`) {
+		t.Errorf("a signature for another region is not told the server's: %v", err)
+	}
 	// The native API still wants its bearer token.
 	if _, err := e.srv.Client.Queue(ctx, "secure"); err != nil {
 		t.Fatalf("native with token: %v", err)
@@ -825,6 +833,35 @@ func TestAuthentication(t *testing.T) {
 	anon, _ := client.New(e.srv.URL, client.Options{})
 	if _, err := anon.Queue(ctx, "secure"); err == nil {
 		t.Fatal("native API without the token answered")
+	}
+}
+
+// A signature covers the action: one made over a request's body and host alone (as a
+// GetQueueUrl seen on the wire would be replayed) is refused whatever action it is sent
+// as, and the queue it names is left as it was. The front once accepted it, and purged
+// and deleted the queue.
+func TestSignatureCoversTheAction(t *testing.T) {
+	t.Parallel()
+	const token = "tok3n-tok3n-tok3n-tok3n-tok3n"
+	e := newEnv(t, okibatest.Options{Token: token})
+	e.c = e.client("admin", token, 1)
+	url := e.createQueue(t, "victim", nil)
+	e.send(t, url, "keep me")
+	body := `{"QueueName":"victim","QueueUrl":"` + url + `"}`
+	for _, action := range []string{"GetQueueUrl", "PurgeQueue", "DeleteQueue"} {
+		status, code := rawSQS(t, e.srv.URL, "admin", token, body, nil, map[string]string{
+			"X-Amz-Target": "AmazonSQS." + action, "Content-Type": "application/x-amz-json-1.0"})
+		if status != http.StatusBadRequest || code != "IncompleteSignature" {
+			t.Errorf("%s signed without its target: %d %s, want 400 IncompleteSignature", action, status, code)
+		}
+	}
+	if n := e.attrs(t, url)["ApproximateNumberOfMessages"]; n != "1" {
+		t.Fatalf("the queue holds %s messages after the replays, want 1", n)
+	}
+	// Signed as the SDKs sign, the same request is served.
+	if status, code := rawSQS(t, e.srv.URL, "admin", token, body, map[string]string{
+		"X-Amz-Target": "AmazonSQS.GetQueueUrl", "Content-Type": "application/x-amz-json-1.0"}, nil); status != http.StatusOK {
+		t.Fatalf("a request signed over its target: %d %s", status, code)
 	}
 }
 

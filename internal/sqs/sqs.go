@@ -8,6 +8,10 @@
 // created through SQS is an okiba queue and the other way round. docs/sqs.md lists the
 // actions and attributes and every known difference from SQS.
 //
+// With Options.Keys, every request is signed by a principal (auth.go) and may do what
+// its grants allow: each action needs a permission on the queue the request names,
+// checked before the action runs (Actions, permissions.go).
+//
 // The front keeps two things of its own, in memory: FIFO receive answers by
 // ReceiveRequestAttemptId (five minutes, bounded) and the time of each queue's last
 // purge (one purge per queue per 60 s). Neither survives a restart.
@@ -24,9 +28,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/auth"
@@ -44,8 +50,8 @@ const MaxRequestBody = 8 << 20
 
 // Options configure a Front. The zero value means the defaults.
 type Options struct {
-	// Region appears in queue ARNs. Defaults to "us-east-1". Requests are accepted with
-	// any region.
+	// Region appears in queue ARNs and is the region signatures must be scoped to (with
+	// Keys; without, any is accepted). Defaults to "us-east-1".
 	Region string
 	// AccountID appears in queue URLs and ARNs. Defaults to "000000000000".
 	AccountID string
@@ -54,7 +60,8 @@ type Options struct {
 	BaseURL string
 	// Keys finds the principal an access key id names and its secrets (the node's
 	// auth.Keyring). When set, every request must be signed with AWS Signature Version 4
-	// by one of them; when nil, any credentials (or none) are accepted.
+	// by one of them, and may do what that principal's grants allow; when nil, any
+	// credentials (or none) are accepted, and every request may do everything.
 	Keys Keys
 	// Clock times purges and ReceiveRequestAttemptId memory. Defaults to clock.Real;
 	// give the broker's clock so that tests on a fake clock can move past the limits.
@@ -129,36 +136,83 @@ type request struct {
 
 type handler func(f *Front, q *request) (any, *apiError)
 
-// actions maps X-Amz-Target actions to their handlers.
-var actions map[string]handler
+// Action is one action of the SQS API with what it requires of its caller. The table
+// (Actions) is the front's one list of its actions: requests are dispatched from it,
+// each is checked against its action's rule before the handler runs, and the
+// permission matrix test and docs/sqs.md walk it, so that an action cannot be added
+// without saying what it needs.
+type Action struct {
+	// Name is the action, as X-Amz-Target names it after "AmazonSQS.".
+	Name string
+	// Rule is the permission the caller must hold on the queue the request names in
+	// its Param member (QueueUrl, QueueName, SourceArn, or the TaskHandle's task); Also
+	// says what the handler checks besides, on the other queues the request names.
+	Rule auth.Rule
+	h    handler
+}
+
+const (
+	send, receive, browse, manage = access.Send, access.Receive, access.Browse, access.Manage
+)
+
+// on is the rule of perm on the queue that the request member param names.
+func on(perm access.Permission, param string) auth.Rule {
+	return auth.Rule{Permission: perm, Kind: access.Queue, Param: param}
+}
+
+func also(r auth.Rule, what string) auth.Rule { r.Also = what; return r }
+
+// redriveAlso is what CreateQueue and SetQueueAttributes check besides manage on the
+// queue: a dead-letter queue is a queue its source sends to.
+const redriveAlso = "send on the dead-letter queue a RedrivePolicy names, unless it is the queue's own <name>-dlq"
+
+// actionTable is the table Actions returns: sends need send; receives, and what
+// settles or extends a receipt, need receive (receipts are capabilities, as SQS treats
+// them); reads that take nothing need browse; the rest, unsupported actions included,
+// need manage.
+var actionTable = []Action{
+	{"CreateQueue", also(on(manage, "QueueName"), redriveAlso), (*Front).createQueue},
+	{"GetQueueUrl", on(browse, "QueueName"), (*Front).getQueueURL},
+	{"ListQueues", auth.Rule{Permission: browse, Kind: access.Queue, Filtered: true}, (*Front).listQueues},
+	{"DeleteQueue", on(manage, "QueueUrl"), (*Front).deleteQueue},
+	{"GetQueueAttributes", on(browse, "QueueUrl"), (*Front).getQueueAttributes},
+	{"SetQueueAttributes", also(on(manage, "QueueUrl"), redriveAlso), (*Front).setQueueAttributes},
+	{"PurgeQueue", on(manage, "QueueUrl"), (*Front).purgeQueue},
+	{"SendMessage", on(send, "QueueUrl"), (*Front).sendMessage},
+	{"SendMessageBatch", on(send, "QueueUrl"), (*Front).sendMessageBatch},
+	{"ReceiveMessage", on(receive, "QueueUrl"), (*Front).receiveMessage},
+	{"DeleteMessage", on(receive, "QueueUrl"), (*Front).deleteMessage},
+	{"DeleteMessageBatch", on(receive, "QueueUrl"), (*Front).deleteMessageBatch},
+	{"ChangeMessageVisibility", on(receive, "QueueUrl"), (*Front).changeVisibility},
+	{"ChangeMessageVisibilityBatch", on(receive, "QueueUrl"), (*Front).changeVisibilityBatch},
+	{"TagQueue", on(manage, "QueueUrl"), (*Front).tagQueue},
+	{"UntagQueue", on(manage, "QueueUrl"), (*Front).untagQueue},
+	{"ListQueueTags", on(browse, "QueueUrl"), (*Front).listQueueTags},
+	{"ListDeadLetterSourceQueues", also(on(browse, "QueueUrl"), "lists only the sources the caller may browse"), (*Front).listDeadLetterSources},
+	{"StartMessageMoveTask", also(on(manage, "SourceArn"), "send on the DestinationArn queue; without one, on every queue the messages go back to"), (*Front).startMoveTask},
+	{"ListMessageMoveTasks", on(browse, "SourceArn"), (*Front).listMoveTasks},
+	{"CancelMessageMoveTask", also(on(manage, "TaskHandle"), "on the task's source, the dead-letter queue"), (*Front).cancelMoveTask},
+	{"AddPermission", on(manage, "QueueUrl"), (*Front).unsupported},
+	{"RemovePermission", on(manage, "QueueUrl"), (*Front).unsupported},
+}
+
+// actions indexes actionTable by name.
+var actions map[string]*Action
 
 func init() {
-	actions = map[string]handler{
-		"CreateQueue":                  (*Front).createQueue,
-		"GetQueueUrl":                  (*Front).getQueueURL,
-		"ListQueues":                   (*Front).listQueues,
-		"DeleteQueue":                  (*Front).deleteQueue,
-		"GetQueueAttributes":           (*Front).getQueueAttributes,
-		"SetQueueAttributes":           (*Front).setQueueAttributes,
-		"PurgeQueue":                   (*Front).purgeQueue,
-		"SendMessage":                  (*Front).sendMessage,
-		"SendMessageBatch":             (*Front).sendMessageBatch,
-		"ReceiveMessage":               (*Front).receiveMessage,
-		"DeleteMessage":                (*Front).deleteMessage,
-		"DeleteMessageBatch":           (*Front).deleteMessageBatch,
-		"ChangeMessageVisibility":      (*Front).changeVisibility,
-		"ChangeMessageVisibilityBatch": (*Front).changeVisibilityBatch,
-		"TagQueue":                     (*Front).tagQueue,
-		"UntagQueue":                   (*Front).untagQueue,
-		"ListQueueTags":                (*Front).listQueueTags,
-		"ListDeadLetterSourceQueues":   (*Front).listDeadLetterSources,
-		"StartMessageMoveTask":         (*Front).startMoveTask,
-		"ListMessageMoveTasks":         (*Front).listMoveTasks,
-		"CancelMessageMoveTask":        (*Front).cancelMoveTask,
-		"AddPermission":                (*Front).unsupported,
-		"RemovePermission":             (*Front).unsupported,
+	actions = make(map[string]*Action, len(actionTable))
+	for i := range actionTable {
+		a := &actionTable[i]
+		if a.Rule.Permission == 0 || a.Rule.Kind != access.Queue || a.Rule.Param == "" && !a.Rule.Filtered {
+			panic("sqs: action " + a.Name + " has no rule") // a bug: every action says what it needs
+		}
+		actions[a.Name] = a
 	}
 }
+
+// Actions returns the front's actions with their rules, in the order docs/sqs.md lists
+// them.
+func Actions() []Action { return slices.Clone(actionTable) }
 
 // Authenticate is the front's part of the node's authentication step: it reads the
 // request (an SQS request is signed over its body), checks its signature against the
@@ -235,13 +289,16 @@ func (f *Front) readRequest(w http.ResponseWriter, r *http.Request) ([]byte, *ap
 
 func (f *Front) serve(q *request) (any, *apiError) {
 	target := q.r.Header.Get("X-Amz-Target")
-	action, ok := strings.CutPrefix(target, "AmazonSQS.")
-	h := actions[action]
-	if !ok || h == nil {
+	name, ok := strings.CutPrefix(target, "AmazonSQS.")
+	a := actions[name]
+	if !ok || a == nil {
 		return nil, newErr(kUnknownOperation, "unknown operation %q: X-Amz-Target must be AmazonSQS.<Action>, see docs/sqs.md for the supported actions", target)
 	}
-	q.action = action
-	return h(f, q)
+	q.action = name
+	if e := f.check(q, a.Rule); e != nil {
+		return nil, e
+	}
+	return a.h(f, q)
 }
 
 // decode reads the request body into v. An empty body is an empty object.
