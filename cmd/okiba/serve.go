@@ -98,7 +98,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	sqsOn := f.Bool("sqs", true, "serve the SQS-compatible API on the same address")
 	consoleOn := f.Bool("console", true, "serve the web console at / (docs/console.md)")
 	sqsKeys := f.String("sqs-credentials-file", "", "SQS access keys, one \"ACCESS_KEY_ID SECRET\" per line, from `FILE`; requests must then be signed by one of them")
-	sqsRegion := f.String("sqs-region", "", "`REGION` in SQS queue ARNs (default us-east-1; env OKIBA_SQS_REGION)")
+	sqsRegion := f.String("sqs-region", "", "`REGION` in SQS queue ARNs, and the region signatures must name (default us-east-1; env OKIBA_SQS_REGION)")
 	sqsAccount := f.String("sqs-account-id", "", "account `ID` in SQS queue URLs and ARNs (default 000000000000; env OKIBA_SQS_ACCOUNT_ID)")
 	sqsBase := f.String("sqs-base-url", "", "scheme and host of SQS queue `URL`s, e.g. https://sqs.example.com (default: those each request came in with)")
 	corsOrigins := f.String("cors-origins", "", "comma-separated `ORIGINS` (scheme://host[:port]) of browser applications that may call the API; other pages' requests are refused (env OKIBA_CORS_ORIGINS)")
