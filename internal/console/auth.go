@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -107,10 +108,29 @@ func safeNext(v string) string {
 	return v
 }
 
+// sessionLife says a session's lifetime for the sign-in page: "12 hours".
+func sessionLife(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return plural(int(d/time.Hour), "hour")
+	case d%time.Minute == 0:
+		return plural(int(d/time.Minute), "minute")
+	}
+	return fmtDur(d)
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.Itoa(n) + " " + unit + "s"
+}
+
 type loginData struct {
 	pageData
 	Next  string
 	Error string
+	TTL   string // how long a session lasts, in words
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +147,7 @@ func (c *Console) renderLogin(w http.ResponseWriter, status int, next, msg strin
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	d := loginData{pageData: pageData{Title: "Sign in", Page: "login"}, Next: next, Error: msg}
+	d := loginData{pageData: pageData{Title: "Sign in", Page: "login"}, Next: next, Error: msg, TTL: sessionLife(c.opts.SessionTTL)}
 	if err := c.pages.ExecuteTemplate(w, "login.html", d); err != nil {
 		c.log.Error("console: render page", "page", "login", "error", err)
 	}

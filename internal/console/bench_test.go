@@ -55,7 +55,7 @@ func BenchmarkOverview(b *testing.B) {
 	defer c.Close()
 	start := time.Now()
 	for i := range 30 {
-		c.hist.sample(svc.Queues(""), nil, start.Add(time.Duration(i)*5*time.Second))
+		c.hist.sample(svc.Queues(ctx, ""), nil, start.Add(time.Duration(i)*5*time.Second))
 	}
 	_, seq := c.hist.depths(0, 1)
 
@@ -98,13 +98,13 @@ func BenchmarkOverview(b *testing.B) {
 	b.Run("service-queues", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			svc.Queues("")
+			svc.Queues(ctx, "")
 		}
 	})
 	b.Run("history-sample", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			c.hist.sample(svc.Queues(""), nil, time.Now())
+			c.hist.sample(svc.Queues(ctx, ""), nil, time.Now())
 		}
 	})
 }

@@ -13,9 +13,13 @@
 // that they show what GET /v1/queues shows; the playground's lessons act through a Go
 // client of the node's own API (Options.Client).
 //
-// Authentication: with a bearer token configured, a browser signs in on /login with the
-// token and gets a session cookie (HttpOnly, SameSite=Strict, 12 hours) that the server
-// accepts in place of the bearer header (auth.Browsers); see docs/console.md.
+// Authentication: with authentication on, a browser signs in on /login with a
+// principal's secret and gets a session cookie as that principal (HttpOnly,
+// SameSite=Strict, Secure over TLS, 12 hours at most, ended with its secret) that the
+// server accepts in place of the bearer header (auth.Browsers). The console then shows
+// what that principal may see and offers only what it may do: every route has a rule
+// (Routes) checked before its handler, lists are filtered, and pages leave out the
+// actions the principal's grants do not allow; see docs/console.md.
 package console
 
 import (
@@ -36,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/internal/auth"
@@ -46,23 +51,28 @@ import (
 var assets embed.FS
 
 // Service is what the console reads okiba through: the native API's operations, in its
-// wire types, with errors as the API answers them. internal/service implements it.
+// wire types, with errors as the API answers them. internal/service implements it. Each
+// read takes the request's context, which carries its principal (auth.From), so that the
+// service's own checks and filters apply to the console's reads as to the API's; the
+// console also checks its routes' rules before its handlers and filters its lists
+// itself (auth.Allowed), so that what a page shows never depends on a read it did not
+// make. The history sampler reads with a context without a principal: everything.
 type Service interface {
 	// Queues lists the queues whose name starts with prefix, sorted by name.
-	Queues(prefix string) []api.Queue
+	Queues(ctx context.Context, prefix string) []api.Queue
 	// Queue returns one queue.
-	Queue(name string) (api.Queue, *api.Error)
+	Queue(ctx context.Context, name string) (api.Queue, *api.Error)
 	// Peek lists up to limit messages of a queue after sequence after, without leasing
 	// them, in the given states (all when none).
 	Peek(ctx context.Context, name string, after uint64, limit int, states []string) (api.PeekResponse, *api.Error)
 	// Topics lists the topics whose name starts with prefix, sorted by name.
-	Topics(prefix string) []api.Topic
+	Topics(ctx context.Context, prefix string) []api.Topic
 	// Topic returns one topic with its partitions.
-	Topic(name string) (api.Topic, *api.Error)
+	Topic(ctx context.Context, name string) (api.Topic, *api.Error)
 	// Subscriptions lists a topic's subscriptions with their progress.
-	Subscriptions(topic string) ([]api.Subscription, *api.Error)
+	Subscriptions(ctx context.Context, topic string) ([]api.Subscription, *api.Error)
 	// Groups lists a topic's consumer groups with their partitions, members and lag.
-	Groups(topic string) ([]api.Group, *api.Error)
+	Groups(ctx context.Context, topic string) ([]api.Group, *api.Error)
 }
 
 // Options configure a Console. The zero value means the defaults.
@@ -199,10 +209,35 @@ type Handler interface {
 	Handle(pattern string, h http.Handler)
 }
 
-// Register mounts the console's pages and endpoints on mux. They use the paths /,
-// /queues/…, /topics, /topics/…, /dead-letters, /playground, /login, /logout,
-// /favicon.ico and /ui/….
-func (c *Console) Register(mux Handler) {
+// Route is one method and path of the console with what it requires of its caller
+// (auth.Rule), like the native API's routes: Register mounts the table, every route
+// behind the check of its rule, and the permission matrix test walks it, so that a
+// route without a rule fails it. The pages' actions are the native API's own routes
+// (/v1), which check theirs.
+type Route struct {
+	Method, Pattern string
+	Rule            auth.Rule
+	// Page: the route answers HTML, and so does its refusal (else the native API's
+	// error body).
+	Page bool
+	// on are the resources the rule's permission is needed on when the path names none
+	// (the playground's names).
+	on []access.Resource
+	h  http.Handler
+}
+
+// playgroundNames are what a principal needs manage on to start or drive a playground
+// run. Its lessons create, fill and delete queues and topics named
+// playground-<run>-… through the console's own client (an admin of the node), so the
+// console asks on the lessons' behalf what making and deleting those names would need:
+// manage on queue:playground-* and topic:playground-*. Sending to and receiving from its
+// own queues is the lesson.
+var playgroundNames = []access.Resource{access.QueueNamed(PlaygroundPrefix + "*"), access.TopicNamed(PlaygroundPrefix + "*")}
+
+const playgroundAlso = "on queue:playground-* and topic:playground-*: a lesson creates and deletes queues and topics named playground-<run>-…"
+
+// Routes returns the console's route table.
+func (c *Console) Routes() []Route {
 	page := func(name, title string) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.render(w, r, name, title) })
 	}
@@ -215,24 +250,100 @@ func (c *Console) Register(mux Handler) {
 			f(w, r)
 		})
 	}
-	mux.Handle("GET /{$}", page("overview", "Queues"))
-	mux.Handle("GET /queues/{name}", page("queue", ""))
-	mux.Handle("GET /topics", hf(c.topicsList))
-	mux.Handle("GET /topics/{name}", hf(c.topicPage))
-	mux.Handle("GET /dead-letters", page("deadletters", "Dead letters"))
-	mux.Handle("GET /playground", page("playground", "Playground"))
-	mux.Handle("GET /login", hf(c.loginPage))
-	mux.Handle("POST /login", hf(c.login))
-	mux.Handle("POST /logout", hf(c.logout))
-	mux.Handle("GET /favicon.ico", hf(func(w http.ResponseWriter, r *http.Request) { c.serveStatic(w, r, "icon.svg") }))
-	mux.Handle("GET /ui/static/{file...}", hf(func(w http.ResponseWriter, r *http.Request) { c.serveStatic(w, r, r.PathValue("file")) }))
-	mux.Handle("GET /ui/api/overview", data(c.overview))
-	mux.Handle("GET /ui/api/queues/{name}/history", data(c.queueHistory))
-	mux.Handle("GET /ui/api/dead-letters/{name}", data(c.deadLetters))
-	mux.Handle("POST /ui/api/playground/{lesson}", data(c.play.start))
-	mux.Handle("GET /ui/api/playground/runs/{id}", data(c.play.get))
-	mux.Handle("POST /ui/api/playground/runs/{id}", data(c.play.control))
-	mux.Handle("DELETE /ui/api/playground/runs/{id}", data(c.play.stop))
+	const browse, manage, queue, topic = access.Browse, access.Manage, access.Queue, access.Topic
+	open := auth.Rule{Open: true}
+	named := func(perm access.Permission, kind access.Kind) auth.Rule {
+		return auth.Rule{Permission: perm, Kind: kind, Param: "name"}
+	}
+	listing := func(kind access.Kind) auth.Rule { return auth.Rule{Permission: browse, Kind: kind, Filtered: true} }
+	play := auth.Rule{Permission: manage, Kind: queue, Also: playgroundAlso}
+	runs := play
+	runs.Also += "; a run answers only the principal that started it"
+	return []Route{
+		{Method: "GET", Pattern: "/{$}", Rule: listing(queue), Page: true, h: page("overview", "Queues")},
+		{Method: "GET", Pattern: "/queues/{name}", Rule: named(browse, queue), Page: true, h: page("queue", "")},
+		{Method: "GET", Pattern: "/topics", Rule: listing(topic), Page: true, h: hf(c.topicsList)},
+		{Method: "GET", Pattern: "/topics/{name}", Rule: named(browse, topic), Page: true, h: hf(c.topicPage)},
+		{Method: "GET", Pattern: "/dead-letters", Rule: listing(queue), Page: true, h: page("deadletters", "Dead letters")},
+		// The page is anyone's; its lessons start only for a principal that may play.
+		{Method: "GET", Pattern: "/playground", Rule: open, Page: true, h: page("playground", "Playground")},
+		{Method: "GET", Pattern: "/login", Rule: open, Page: true, h: hf(c.loginPage)},
+		{Method: "POST", Pattern: "/login", Rule: open, Page: true, h: hf(c.login)},
+		{Method: "POST", Pattern: "/logout", Rule: open, Page: true, h: hf(c.logout)},
+		{Method: "GET", Pattern: "/favicon.ico", Rule: open, h: hf(func(w http.ResponseWriter, r *http.Request) { c.serveStatic(w, r, "icon.svg") })},
+		{Method: "GET", Pattern: "/ui/static/{file...}", Rule: open, h: hf(func(w http.ResponseWriter, r *http.Request) { c.serveStatic(w, r, r.PathValue("file")) })},
+		{Method: "GET", Pattern: "/ui/api/overview", Rule: listing(queue), h: data(c.overview)},
+		{Method: "GET", Pattern: "/ui/api/queues/{name}/history", Rule: named(browse, queue), h: data(c.queueHistory)},
+		{Method: "GET", Pattern: "/ui/api/dead-letters/{name}", Rule: named(browse, queue), h: data(c.deadLetters)},
+		{Method: "POST", Pattern: "/ui/api/playground/{lesson}", Rule: play, on: playgroundNames, h: data(c.play.start)},
+		{Method: "GET", Pattern: "/ui/api/playground/runs/{id}", Rule: runs, on: playgroundNames, h: data(c.play.get)},
+		{Method: "POST", Pattern: "/ui/api/playground/runs/{id}", Rule: runs, on: playgroundNames, h: data(c.play.control)},
+		{Method: "DELETE", Pattern: "/ui/api/playground/runs/{id}", Rule: runs, on: playgroundNames, h: data(c.play.stop)},
+	}
+}
+
+// Register mounts the console's pages and endpoints on mux (Routes). They use the paths
+// /, /queues/…, /topics, /topics/…, /dead-letters, /playground, /login, /logout,
+// /favicon.ico and /ui/….
+func (c *Console) Register(mux Handler) {
+	for _, rt := range c.Routes() {
+		mux.Handle(rt.Method+" "+rt.Pattern, c.checked(rt))
+	}
+}
+
+// checked runs rt's handler once the request's principal holds its rule's permission on
+// the resource the path names (or on the route's own resources). A listing refuses
+// nothing: its handler shows what the principal may browse.
+func (c *Console) checked(rt Route) http.Handler {
+	rule := rt.Rule
+	if rule.Open || rule.Filtered {
+		return rt.h
+	}
+	if rule.Permission == 0 || rule.Param == "" && rule.Kind != access.AnyKind && len(rt.on) == 0 {
+		panic("console: route " + rt.Method + " " + rt.Pattern + " has no rule") // a bug: every route says what it needs
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res := rt.on
+		if rule.Param != "" || rule.Kind == access.AnyKind {
+			res = []access.Resource{rule.Resource(r.PathValue(rule.Param))}
+		}
+		for _, x := range res {
+			if err := auth.Require(r.Context(), rule.Permission, x); err != nil {
+				c.refuse(w, r, rt.Page, forbidden(err))
+				return
+			}
+		}
+		rt.h.ServeHTTP(w, r)
+	})
+}
+
+// forbidden is the wire error of a refusal: the row of internal/errcode's table for an
+// *access.DeniedError (403 forbidden, naming the missing permission), which the console
+// cannot reach (errcode is built on the broker). TestRefusalsAnswerAsTheAPIDoes keeps the
+// two alike.
+func forbidden(err error) *api.Error {
+	return &api.Error{Code: api.CodeForbidden, Message: err.Error()}
+}
+
+// refuse answers a refused request in the console's shape: a page for a page, else the
+// native API's error body.
+func (c *Console) refuse(w http.ResponseWriter, r *http.Request, page bool, e *api.Error) {
+	if page {
+		c.write(w, r, http.StatusForbidden, "forbidden", pageData{Title: "Not allowed", Page: "forbidden", Data: e.Message})
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	reply.Error(w, e)
+}
+
+// mayPlay reports whether the request's principal may start playground runs.
+func mayPlay(ctx context.Context) bool {
+	for _, x := range playgroundNames {
+		if !auth.Allowed(ctx, access.Manage, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // pageData is what the templates see.
@@ -241,7 +352,15 @@ type pageData struct {
 	Page  string
 	Queue string
 	Topic string
-	Auth  bool
+	// Auth: the console signs browsers in; Principal is the one signed in.
+	Auth      bool
+	Principal string
+	// What the page offers, as the principal's grants allow it on the page's queue or
+	// topic (auth.Allowed): the native API refuses the rest anyway, and the page does not
+	// offer what would be refused.
+	CanSend, CanReceive, CanManage bool
+	// CanPlay: the principal may start playground runs (playgroundNames).
+	CanPlay bool
 	// Data is what a page rendered on the server shows (the topic pages).
 	Data any
 }
@@ -256,24 +375,42 @@ func securityHeaders(w http.ResponseWriter) {
 	h.Set("X-Frame-Options", "DENY")
 }
 
+// offers sets what a page offers on res to the request's principal.
+func (d *pageData) offers(ctx context.Context, res access.Resource) {
+	d.CanSend = auth.Allowed(ctx, access.Send, res)
+	d.CanReceive = auth.Allowed(ctx, access.Receive, res)
+	d.CanManage = auth.Allowed(ctx, access.Manage, res)
+}
+
 func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title string) {
 	d := pageData{Title: title, Page: name}
 	status := http.StatusOK
-	if name == "queue" {
+	switch name {
+	case "queue":
 		d.Queue = r.PathValue("name")
 		d.Title = d.Queue
-		if _, e := c.svc.Queue(d.Queue); e != nil {
+		if _, e := c.svc.Queue(r.Context(), d.Queue); e != nil {
+			if e.Code == api.CodeForbidden {
+				c.refuse(w, r, true, e)
+				return
+			}
 			status, d.Title, name, d.Page = http.StatusNotFound, "No such queue", "notfound", "notfound"
 		}
+		d.offers(r.Context(), access.QueueNamed(d.Queue))
+	case "playground":
+		d.CanPlay = mayPlay(r.Context())
 	}
-	c.write(w, status, name, d)
+	c.write(w, r, status, name, d)
 }
 
 func (c *Console) now() time.Time { return c.opts.Now() }
 
-// write renders the template name with d and sends it with the pages' headers.
-func (c *Console) write(w http.ResponseWriter, status int, name string, d pageData) {
+// write renders the template name with d for r and sends it with the pages' headers.
+func (c *Console) write(w http.ResponseWriter, r *http.Request, status int, name string, d pageData) {
 	d.Auth = c.opts.Keys != nil
+	if p, ok := auth.From(r.Context()); ok && d.Auth {
+		d.Principal = p.Name
+	}
 	var buf bytes.Buffer
 	if err := c.pages.ExecuteTemplate(&buf, name+".html", d); err != nil {
 		c.log.Error("console: render page", "page", name, "error", err)

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,9 +33,30 @@ const testToken = "console-test-token-long-enough"
 type env struct {
 	b     *broker.Broker
 	c     *Console
+	keys  *auth.Keyring // nil without a token
+	clock *testClock    // the sessions' and the keyring's time
 	url   string
 	token string
 	api   *client.Client // with the bearer token
+}
+
+// testClock is the wall clock moved on by the test: sessions and the keyring's secret
+// expiries read it, the broker (which stamps the expiries) the wall clock.
+type testClock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.off += d
+	c.mu.Unlock()
 }
 
 func start(t testing.TB, token string, opts Options) *env {
@@ -54,7 +76,25 @@ func startOn(t testing.TB, ln net.Listener, token string, opts Options) *env {
 	return startOnBroker(t, ln, token, opts, broker.Config{Dir: t.TempDir()})
 }
 
-// startOnBroker is startOn with a broker of the given configuration.
+// keyring returns the node's keyring as internal/node makes it: the broker's
+// principals, and token as the secret of the static principal admin (none when token
+// is empty).
+func keyring(t testing.TB, b *broker.Broker, token string, now func() time.Time) *auth.Keyring {
+	t.Helper()
+	var static []auth.Static
+	if token != "" {
+		static = append(static, auth.Static{Name: "admin", Secret: token, Grants: auth.AdminGrants})
+	}
+	k, err := auth.NewKeyring(b.DeriveKey("principal secrets"), b, static, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// startOnBroker is startOn with a broker of the given configuration. With a token,
+// authentication is on: the token is the secret of the principal admin, and browsers
+// sign in with a principal's secret.
 func startOnBroker(t testing.TB, ln net.Listener, token string, opts Options, cfg broker.Config) *env {
 	t.Helper()
 	b, err := broker.Open(cfg)
@@ -70,7 +110,15 @@ func startOnBroker(t testing.TB, ln net.Listener, token string, opts Options, cf
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.AuthToken = token
+	clock := &testClock{}
+	var keys *auth.Keyring
+	if token != "" {
+		keys = keyring(t, b, token, clock.now)
+		opts.Keys, opts.SessionKey = keys, b.DeriveKey("console sessions")
+		if opts.Now == nil {
+			opts.Now = clock.now
+		}
+	}
 	if opts.Client == nil {
 		opts.Client = cl
 	}
@@ -78,7 +126,7 @@ func startOnBroker(t testing.TB, ln net.Listener, token string, opts Options, cf
 	if err != nil {
 		t.Fatal(err)
 	}
-	h = routed(t, b, c, token, nil)
+	h = routed(t, b, c, keys, nil)
 	hs.Start()
 	t.Cleanup(func() {
 		c.Close() // its runs delete their queues through the API
@@ -86,31 +134,32 @@ func startOnBroker(t testing.TB, ln net.Listener, token string, opts Options, cf
 		hs.Close()
 		b.Close()
 	})
-	return &env{b: b, c: c, url: url, token: token, api: cl}
+	return &env{b: b, c: c, keys: keys, clock: clock, url: url, token: token, api: cl}
 }
 
 // routed serves the console as the node does (internal/node, which this package's tests
 // cannot import: it imports this package): the same browser guard and authentication
-// step in front of the console's routes, with the native API beside them.
-func routed(t testing.TB, b *broker.Broker, c *Console, token string, origins []string) http.Handler {
+// step in front of the console's routes, with the native API beside them, and the
+// request's principal in its context.
+func routed(t testing.TB, b *broker.Broker, c *Console, keys *auth.Keyring, origins []string) http.Handler {
 	t.Helper()
 	mux := http.NewServeMux()
 	c.Register(mux)
 	mux.Handle("/", nativeapi.New(b, nativeapi.Options{}).Handler())
-	guard, err := crossorigin.New(crossorigin.Config{Origins: origins, Authenticated: token != "",
+	guard, err := crossorigin.New(crossorigin.Config{Origins: origins, Authenticated: keys != nil,
 		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" || c.Public(r) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := auth.Step{Token: token, Browsers: c, Refuse: func(w http.ResponseWriter, _ int, msg string) {
+	step := auth.Step{Keys: keys, Browsers: c, Refuse: func(w http.ResponseWriter, _ int, msg string) {
 		reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: msg})
 	}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if guard.Serve(w, r) {
 			return
 		}
-		if _, ok := step.Authenticate(w, r); ok {
-			mux.ServeHTTP(w, r)
+		if p, ok := step.Authenticate(w, r); ok {
+			mux.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
 		}
 	})
 }
@@ -213,7 +262,7 @@ func TestSignInWithTheToken(t *testing.T) {
 	// A forged or tampered cookie is worth nothing; the bearer token still works.
 	// One character inside the MAC changes (not the last, whose low bits base64 may
 	// ignore, and never to the character it already was).
-	tampered := []byte(e.c.newSession(time.Now().Add(time.Hour)))
+	tampered := []byte(session.Value)
 	if i := len(tampered) - 5; tampered[i] == 'A' {
 		tampered[i] = 'B'
 	} else {
@@ -222,9 +271,10 @@ func TestSignInWithTheToken(t *testing.T) {
 	if r := do(t, "GET", e.url+"/v1/queues", nil, "Cookie", sessionCookie+"="+string(tampered)); r.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("tampered cookie: %s", r.Status)
 	}
-	other := &Console{opts: Options{AuthToken: "another token"}}
-	if r := do(t, "GET", e.url+"/v1/queues", nil, "Cookie", sessionCookie+"="+other.newSession(time.Now().Add(time.Hour))); r.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("cookie made with another token: %s", r.Status)
+	admin, _ := e.keys.ByToken(testToken)
+	other := &Console{opts: Options{SessionKey: bytes.Repeat([]byte{7}, 32)}}
+	if r := do(t, "GET", e.url+"/v1/queues", nil, "Cookie", sessionCookie+"="+other.newSession(admin, e.clock.now())); r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("cookie made with another key: %s", r.Status)
 	}
 	if r := do(t, "GET", e.url+"/v1/queues", nil, "Authorization", "Bearer "+testToken); r.StatusCode != 200 {
 		t.Fatalf("bearer token: %s", r.Status)
@@ -246,11 +296,12 @@ func TestSessionIsGoodOnlyOnTheConsolesPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(service.New(b, service.Options{}), Options{AuthToken: testToken})
+	keys := keyring(t, b, testToken, nil)
+	c, err := New(service.New(b, service.Options{}), Options{Keys: keys, SessionKey: b.DeriveKey("console sessions")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(routed(t, b, c, testToken, []string{app}))
+	hs := httptest.NewServer(routed(t, b, c, keys, []string{app}))
 	t.Cleanup(func() {
 		hs.Close()
 		c.Close()
@@ -259,7 +310,8 @@ func TestSessionIsGoodOnlyOnTheConsolesPages(t *testing.T) {
 	if r := do(t, "PUT", hs.URL+"/v1/queues/orders", nil, "Authorization", "Bearer "+testToken); r.StatusCode != 201 {
 		t.Fatalf("create: %s", r.Status)
 	}
-	cookie := sessionCookie + "=" + c.newSession(time.Now().Add(time.Hour))
+	admin, _ := keys.ByToken(testToken)
+	cookie := sessionCookie + "=" + c.newSession(admin, time.Now())
 	if r := do(t, "POST", hs.URL+"/v1/queues/orders/purge", nil, "Cookie", cookie, "Origin", app, "Sec-Fetch-Site", "same-site"); r.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("purge from the listed origin with the session: %s", r.Status)
 	}
@@ -276,19 +328,28 @@ func TestSessionIsGoodOnlyOnTheConsolesPages(t *testing.T) {
 	}
 }
 
+// TestSessionsExpire: a session lasts SessionTTL from its sign-in, whatever else, and a
+// cookie that is not one the server made is none.
 func TestSessionsExpire(t *testing.T) {
 	t.Parallel()
-	c := &Console{opts: Options{AuthToken: testToken}}
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	keys := keyring(t, b, testToken, nil)
+	c := &Console{opts: Options{Keys: keys, SessionKey: b.DeriveKey("console sessions"), SessionTTL: time.Minute}}
+	admin, _ := keys.ByToken(testToken)
 	now := time.Now()
-	v := c.newSession(now.Add(time.Minute))
-	if !c.validSession(v, now) {
-		t.Fatal("fresh session refused")
+	v := c.newSession(admin, now)
+	if p, ok := c.session(v, now); !ok || p.Name != "admin" || p.Method != auth.Session {
+		t.Fatalf("fresh session: %+v %v", p, ok)
 	}
-	if c.validSession(v, now.Add(2*time.Minute)) {
-		t.Fatal("expired session accepted")
+	if _, ok := c.session(v, now.Add(time.Minute)); ok {
+		t.Fatal("a session past SessionTTL accepted")
 	}
-	for _, bad := range []string{"", "x", strings.Repeat("A", 54), v + "A"} {
-		if c.validSession(bad, now) {
+	for _, bad := range []string{"", "x", strings.Repeat("A", 54), v + "A", v[:len(v)-1]} {
+		if _, ok := c.session(bad, now); ok {
 			t.Fatalf("session %q accepted", bad)
 		}
 	}
@@ -299,6 +360,9 @@ func TestSafeNext(t *testing.T) {
 	for in, want := range map[string]string{
 		"/queues/a?x=1": "/queues/a?x=1", "": "/", "https://evil.example/": "/", "//evil.example": "/",
 		"/\\evil.example": "/", "javascript:alert(1)": "/", "/ok\r\nSet-Cookie: x": "/",
+		// Browsers drop TAB, CR and LF from a URL and read a backslash as a slash, anywhere.
+		"/\t/attacker.example/": "/", "/\n/attacker.example": "/", "/\r/attacker.example": "/", "/.\\/evil": "/",
+		"/x\x00": "/", "/x\x7f": "/", "/queues/a%09b": "/queues/a%09b",
 	} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/reply"
 )
 
@@ -26,6 +28,11 @@ type deadLetterAnswer struct {
 	Complete bool          `json:"complete"` // false: more than deadLetterScan messages
 	Reasons  []reasonCount `json:"reasons"`
 	Messages []api.Message `json:"messages"` // those matching the filter, oldest first
+	// What the page offers the principal: deleting and redriving need manage on the
+	// dead-letter queue, and a redrive send on each queue it moves messages back to
+	// (RedriveTo, by source queue of the messages scanned).
+	CanManage bool            `json:"can_manage"`
+	RedriveTo map[string]bool `json:"can_redrive_to"`
 }
 
 // deadLetters summarises a dead-letter queue by source and reason and lists the
@@ -38,11 +45,13 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 	if v, err := strconv.Atoi(q.Get("limit")); err == nil && v > 0 && v <= api.MaxBatch {
 		limit = v
 	}
-	out := deadLetterAnswer{Queue: name, Complete: true, Reasons: []reasonCount{}, Messages: []api.Message{}}
+	ctx := r.Context()
+	out := deadLetterAnswer{Queue: name, Complete: true, Reasons: []reasonCount{}, Messages: []api.Message{},
+		CanManage: auth.Allowed(ctx, access.Manage, access.QueueNamed(name)), RedriveTo: map[string]bool{}}
 	counts := map[[2]string]int{}
 	var after uint64
 	for {
-		page, e := c.svc.Peek(r.Context(), name, after, api.MaxBatch, nil)
+		page, e := c.svc.Peek(ctx, name, after, api.MaxBatch, nil)
 		if e != nil {
 			if out.Scanned == 0 {
 				reply.Error(w, e)
@@ -74,6 +83,9 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 	}
 	for k, n := range counts {
 		out.Reasons = append(out.Reasons, reasonCount{Source: k[0], Reason: k[1], Count: n})
+		if k[0] != "" {
+			out.RedriveTo[k[0]] = out.CanManage && auth.Allowed(ctx, access.Send, access.QueueNamed(k[0]))
+		}
 	}
 	slices.SortFunc(out.Reasons, func(a, b reasonCount) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Reason, b.Reason))

@@ -54,7 +54,7 @@ func newHistory(interval, span time.Duration) *history {
 func (h *history) run(ctx context.Context, svc Service) {
 	for {
 		start := time.Now()
-		h.sample(svc.Queues(""), svc.Topics(""), start)
+		h.sample(svc.Queues(ctx, ""), svc.Topics(ctx, ""), start) // ctx has no principal: everything
 		wait := max(h.interval, 50*time.Since(start))
 		t := time.NewTimer(wait)
 		select {
@@ -236,8 +236,8 @@ func (c *Console) queueHistory(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	hs, ok := c.hist.of(name)
 	if !ok {
-		if _, e := c.svc.Queue(name); e != nil {
-			apiError(w, http.StatusNotFound, api.CodeQueueNotFound, "queue %q does not exist", name)
+		if _, e := c.svc.Queue(r.Context(), name); e != nil {
+			reply.Error(w, e)
 			return
 		}
 		// Created since the last sample: no history yet.

@@ -3,15 +3,19 @@ package console
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"hash/fnv"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/auth"
 )
 
 // The overview page asks for /ui/api/overview every two seconds. The answer lists every
@@ -96,9 +100,15 @@ func encodeOverview(a *overviewAnswer, gz bool) (body []byte, etag string, zippe
 	return zb.Bytes(), etag, true
 }
 
+// browsable keeps the queues the request's principal may browse. The service filters its
+// lists by the same rule; the console does not rely on it.
+func browsable(ctx context.Context, qs []api.Queue) []api.Queue {
+	return slices.DeleteFunc(qs, func(q api.Queue) bool { return !auth.Allowed(ctx, access.Browse, access.QueueNamed(q.Name)) })
+}
+
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	since, _ := strconv.ParseUint(r.URL.Query().Get("since"), 10, 64)
-	qs := c.svc.Queues(r.URL.Query().Get("prefix"))
+	qs := browsable(r.Context(), c.svc.Queues(r.Context(), r.URL.Query().Get("prefix")))
 	spark, seq := c.hist.depths(since, sparkPoints)
 	a := buildOverview(qs, spark, seq, c.opts.SampleInterval)
 	body, etag, zipped := encodeOverview(&a, strings.Contains(r.Header.Get("Accept-Encoding"), "gzip"))

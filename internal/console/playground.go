@@ -16,6 +16,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/reply"
 )
 
@@ -31,6 +32,11 @@ import (
 // create and delete queues and topics, send, receive, ack and nack, publish and
 // subscribe, pull and commit over HTTP. Their traffic is the node's like anyone's:
 // authenticated, counted in its metrics, and logged.
+//
+// That client is the node's own admin (the principal okiba-console), so who may play is
+// the console's to decide: starting or driving a run needs manage on queue:playground-*
+// and topic:playground-* (playgroundNames, the routes' rules), and a run answers only
+// the principal that started it.
 
 // PlaygroundPrefix starts the names of the playground's temporary queues and topics.
 const PlaygroundPrefix = "playground-"
@@ -76,6 +82,7 @@ func newPlayground(c *client.Client, opts Options, log *slog.Logger) *playground
 // run is one lesson being played.
 type run struct {
 	id, lesson, prefix string
+	owner              string // the principal that started it, the only one it answers
 	c                  *client.Client
 	l                  lesson
 	started            time.Time
@@ -212,7 +219,7 @@ func (p *playground) start(w http.ResponseWriter, r *http.Request) {
 	}
 	id := newRunID()
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &run{id: id, lesson: name, prefix: PlaygroundPrefix + id + "-", c: p.c, l: l, started: time.Now(), ctx: ctx, cancel: cancel}
+	rn := &run{id: id, lesson: name, prefix: PlaygroundPrefix + id + "-", owner: principalName(r.Context()), c: p.c, l: l, started: time.Now(), ctx: ctx, cancel: cancel}
 	rn.seen.Store(time.Now().UnixMilli())
 	p.runs[id] = rn
 	p.mu.Unlock()
@@ -221,7 +228,7 @@ func (p *playground) start(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusServiceUnavailable, "unavailable", "cannot start the lesson: %v", err)
 		return
 	}
-	p.log.Info("playground run started", "run", id, "lesson", name)
+	p.log.Info("playground run started", "run", id, "lesson", name, "principal", rn.owner)
 	reply.JSON(w, http.StatusCreated, p.snapshot(rn))
 }
 
@@ -246,12 +253,18 @@ func (p *playground) lookup(w http.ResponseWriter, r *http.Request) *run {
 	p.mu.Lock()
 	rn := p.runs[r.PathValue("id")]
 	p.mu.Unlock()
-	if rn == nil {
+	if rn == nil || rn.owner != principalName(r.Context()) { // another's run is none of its business
 		apiError(w, http.StatusNotFound, "not_found", "no playground run %q: it ended (runs end when their page stops asking, and after a few minutes)", r.PathValue("id"))
 		return nil
 	}
 	rn.seen.Store(time.Now().UnixMilli())
 	return rn
+}
+
+// principalName is the name of the request's principal ("" when the console is open).
+func principalName(ctx context.Context) string {
+	p, _ := auth.From(ctx)
+	return p.Name
 }
 
 func (p *playground) get(w http.ResponseWriter, r *http.Request) {

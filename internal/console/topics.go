@@ -14,8 +14,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/auth"
 )
 
 // The topic pages are rendered on the server, where the queue pages draw themselves from
@@ -29,7 +31,9 @@ import (
 // as the queue pages' numbers are. The record view reads the partition through the
 // console's client (Options.Client), since reading records is a call of the native API
 // that Service does not offer in types the console can name; without a client it says
-// so and the rest of the page stands.
+// so and the rest of the page stands. That client is the node's admin, so the page reads
+// records only after its route's rule, browse on the topic, which is what reading records
+// by offset needs in the native API too.
 
 const (
 	recordsShown    = 20      // records the record view shows unless asked for more
@@ -112,36 +116,46 @@ func (c *Console) row(t api.Topic) topicRow {
 func (c *Console) topicsList(w http.ResponseWriter, r *http.Request) {
 	show := r.URL.Query().Get("playground") == "show"
 	page := topicsPage{ShowPlayground: show, Topics: []topicRow{}}
-	for _, t := range c.svc.Topics("") {
+	for _, t := range c.svc.Topics(r.Context(), "") {
+		if !auth.Allowed(r.Context(), access.Browse, access.TopicNamed(t.Name)) {
+			continue // the service filters by the same rule; the console does not rely on it
+		}
 		if !show && strings.HasPrefix(t.Name, PlaygroundPrefix) {
 			page.Hidden++
 			continue
 		}
 		page.Topics = append(page.Topics, c.row(t))
 	}
-	c.write(w, http.StatusOK, "topics", pageData{Title: "Topics", Page: "topics", Data: page})
+	c.write(w, r, http.StatusOK, "topics", pageData{Title: "Topics", Page: "topics", Data: page})
 }
 
 // topicPage serves /topics/{name}.
 func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	t, e := c.svc.Topic(name)
+	ctx := r.Context()
+	t, e := c.svc.Topic(ctx, name)
 	if e != nil {
-		c.write(w, http.StatusNotFound, "notfound", pageData{Title: "No such topic", Page: "notfound", Topic: name})
+		if e.Code == api.CodeForbidden {
+			c.refuse(w, r, true, e)
+			return
+		}
+		c.write(w, r, http.StatusNotFound, "notfound", pageData{Title: "No such topic", Page: "notfound", Topic: name})
 		return
 	}
 	page := topicPage{topicRow: c.row(t), Config: topicConfig(t)}
 	var err *api.Error
-	if page.Subscriptions, err = c.svc.Subscriptions(name); err != nil {
+	if page.Subscriptions, err = c.svc.Subscriptions(ctx, name); err != nil {
 		page.Problems = append(page.Problems, "subscriptions: "+err.Message)
 	}
-	if page.Groups, err = c.svc.Groups(name); err != nil {
+	if page.Groups, err = c.svc.Groups(ctx, name); err != nil {
 		page.Problems = append(page.Problems, "consumer groups: "+err.Message)
 	}
 	if r.URL.Query().Get("live") == "" {
 		page.Read = c.readRecords(r.Context(), t, r.URL.Query())
 	}
-	c.write(w, http.StatusOK, "topic", pageData{Title: name, Page: "topic", Topic: name, Data: page})
+	d := pageData{Title: name, Page: "topic", Topic: name, Data: page}
+	d.offers(ctx, access.TopicNamed(name)) // seeking a group is receive's
+	c.write(w, r, http.StatusOK, "topic", d)
 }
 
 // readRecords reads the records the query asks for: ?partition= (default 0), ?offset=

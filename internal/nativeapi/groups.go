@@ -21,7 +21,7 @@ func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
-	gs, e := s.svc.Groups(r.PathValue("name"))
+	gs, e := s.svc.Groups(r.Context(), r.PathValue("name"))
 	get(w, api.GroupList{Groups: gs}, e)
 }
 

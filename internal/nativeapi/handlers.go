@@ -32,12 +32,12 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
-	q, e := s.svc.Queue(r.PathValue("name"))
+	q, e := s.svc.Queue(r.Context(), r.PathValue("name"))
 	get(w, q, e)
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
-	reply.JSON(w, http.StatusOK, api.QueueList{Queues: s.svc.Queues(r.URL.Query().Get("prefix"))})
+	reply.JSON(w, http.StatusOK, api.QueueList{Queues: s.svc.Queues(r.Context(), r.URL.Query().Get("prefix"))})
 }
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {

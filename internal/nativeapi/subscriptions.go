@@ -20,7 +20,7 @@ func (s *Server) getSubscription(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) {
-	subs, e := s.svc.Subscriptions(r.PathValue("name"))
+	subs, e := s.svc.Subscriptions(r.Context(), r.PathValue("name"))
 	get(w, api.SubscriptionList{Subscriptions: subs}, e)
 }
 

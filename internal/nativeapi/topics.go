@@ -19,12 +19,12 @@ func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getTopic(w http.ResponseWriter, r *http.Request) {
-	t, e := s.svc.Topic(r.PathValue("name"))
+	t, e := s.svc.Topic(r.Context(), r.PathValue("name"))
 	get(w, t, e)
 }
 
 func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) {
-	reply.JSON(w, http.StatusOK, api.TopicList{Topics: s.svc.Topics(r.URL.Query().Get("prefix"))})
+	reply.JSON(w, http.StatusOK, api.TopicList{Topics: s.svc.Topics(r.Context(), r.URL.Query().Get("prefix"))})
 }
 
 func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) {

@@ -78,7 +78,7 @@ func (s *Service) Group(topicName, name string) (api.Group, *api.Error) {
 }
 
 // Groups lists a topic's consumer groups.
-func (s *Service) Groups(topicName string) ([]api.Group, *api.Error) {
+func (s *Service) Groups(ctx context.Context, topicName string) ([]api.Group, *api.Error) {
 	gis, err := s.b.Groups(topicName)
 	if err != nil {
 		return nil, s.errorOf(err)

@@ -11,7 +11,7 @@ import (
 
 // Queues lists the queues whose name starts with prefix, sorted by name, with their
 // statistics.
-func (s *Service) Queues(prefix string) []api.Queue {
+func (s *Service) Queues(ctx context.Context, prefix string) []api.Queue {
 	qs := s.b.Queues(prefix)
 	out := make([]api.Queue, len(qs))
 	for i, qi := range qs {
@@ -21,7 +21,7 @@ func (s *Service) Queues(prefix string) []api.Queue {
 }
 
 // Queue returns one queue with its statistics.
-func (s *Service) Queue(name string) (api.Queue, *api.Error) {
+func (s *Service) Queue(ctx context.Context, name string) (api.Queue, *api.Error) {
 	qi, err := s.b.Queue(name)
 	if err != nil {
 		return api.Queue{}, s.errorOf(err)
@@ -38,7 +38,7 @@ func (s *Service) PutQueue(ctx context.Context, name string, in api.QueueConfig)
 	if err != nil {
 		return api.Queue{}, false, s.errorOf(err)
 	}
-	q, e := s.Queue(info.Name)
+	q, e := s.Queue(ctx, info.Name)
 	return q, created, e
 }
 

@@ -30,7 +30,7 @@ func TestOldestReadyAtIsTheSendTimeAndNotOnTheWire(t *testing.T) {
 	if _, _, e := svc.PutQueue(ctx, "orders", api.QueueConfig{}); e != nil {
 		t.Fatal(e)
 	}
-	if q, e := svc.Queue("orders"); e != nil || !q.Stats.OldestReadyAt.IsZero() {
+	if q, e := svc.Queue(ctx, "orders"); e != nil || !q.Stats.OldestReadyAt.IsZero() {
 		t.Fatalf("empty queue: oldest ready at %v, %v", q.Stats.OldestReadyAt, e)
 	}
 	body := "first"
@@ -38,7 +38,7 @@ func TestOldestReadyAtIsTheSendTimeAndNotOnTheWire(t *testing.T) {
 		t.Fatal(e)
 	}
 	clk.Advance(90 * time.Second)
-	q, e := svc.Queue("orders")
+	q, e := svc.Queue(ctx, "orders")
 	if e != nil {
 		t.Fatal(e)
 	}

@@ -73,7 +73,7 @@ func (s *Service) Subscription(topicName, name string) (api.Subscription, *api.E
 }
 
 // Subscriptions lists a topic's subscriptions.
-func (s *Service) Subscriptions(topicName string) ([]api.Subscription, *api.Error) {
+func (s *Service) Subscriptions(ctx context.Context, topicName string) ([]api.Subscription, *api.Error) {
 	sis, err := s.b.Subscriptions(topicName)
 	if err != nil {
 		return nil, s.errorOf(err)

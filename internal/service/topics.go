@@ -15,7 +15,7 @@ import (
 )
 
 // Topics lists the topics whose name starts with prefix, by name.
-func (s *Service) Topics(prefix string) []api.Topic {
+func (s *Service) Topics(ctx context.Context, prefix string) []api.Topic {
 	ts := s.b.Topics(prefix)
 	out := make([]api.Topic, len(ts))
 	for i, ti := range ts {
@@ -25,7 +25,7 @@ func (s *Service) Topics(prefix string) []api.Topic {
 }
 
 // Topic returns one topic with its partitions.
-func (s *Service) Topic(name string) (api.Topic, *api.Error) {
+func (s *Service) Topic(ctx context.Context, name string) (api.Topic, *api.Error) {
 	ti, err := s.b.Topic(name)
 	if err != nil {
 		return api.Topic{}, s.errorOf(err)

@@ -1,12 +1,14 @@
 // Browser test of okiba's console, in real headless Chromium. e2e_test.go starts a real
-// okiba (with a token), seeds it, and runs this script with OKIBA_URL, OKIBA_TOKEN,
-// ARTIFACTS (where screenshots go) and CHROMIUM set. Any failed expectation throws, and
+// okiba (with a token, and a read-only principal declared in its configuration), seeds
+// it, and runs this script with OKIBA_URL, OKIBA_TOKEN, OKIBA_VIEWER_SECRET, ARTIFACTS
+// (where screenshots go) and CHROMIUM set. Any failed expectation throws, and
 // the script exits non-zero; progress goes to stdout, one line a step.
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 
 const base = process.env.OKIBA_URL;
 const token = process.env.OKIBA_TOKEN;
+const viewerSecret = process.env.OKIBA_VIEWER_SECRET;
 const artifacts = process.env.ARTIFACTS;
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
 mkdirSync(artifacts, { recursive: true });
@@ -25,6 +27,7 @@ let failed = false;
 try {
   await light();
   await dark();
+  await viewer();
 } catch (e) {
   failed = true;
   console.log('FAIL: ' + e.stack);
@@ -65,15 +68,17 @@ async function cell(page, q, col) {
   return (await page.locator(`#queues tr[data-queue="${q}"] td`).nth(col).innerText()).trim();
 }
 
-async function signIn(page) {
+async function signIn(page, secret = token, name = 'admin') {
   await page.goto(base + '/');
   expect(new URL(page.url()).pathname === '/login', 'a page without a session redirects to /login, got ' + page.url());
-  await page.getByLabel('Access token').fill('not the token');
+  await page.getByLabel('Secret').fill('not the token');
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.waitForSelector('#login-error');
-  await page.getByLabel('Access token').fill(token);
+  await page.getByLabel('Secret').fill(secret);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.waitForURL(base + '/');
+  const who = (await page.locator('#principal').innerText()).trim();
+  expect(who === 'Signed in as ' + name, `the top bar names the principal ${name}, got ${who}`);
 }
 
 async function light() {
@@ -83,6 +88,11 @@ async function light() {
   await page.goto(base + '/login');
   await shot(page, '01-login');
   await signIn(page);
+
+  step('signed in, a next that a browser would read as another site leads home');
+  // The browser drops the TAB: "/\t/attacker.example/" would be "//attacker.example/".
+  await page.goto(base + '/login?next=/%09/attacker.example/');
+  expect(page.url() === base + '/', 'still on the console, got ' + page.url());
 
   step('overview shows the seeded queues with their numbers');
   await page.waitForSelector('#queues tr[data-queue="orders"]', { timeout: T });
@@ -344,6 +354,43 @@ async function dark() {
   await page.goto(base + '/topics/events');
   await page.waitForSelector('#group-projector');
   await shot(page, '20-topic-dark');
+  await ctx.close();
+}
+
+// viewer signs in as a principal that may browse queues and topics, and nothing more: the
+// pages show it all and offer none of the actions.
+async function viewer() {
+  const { ctx, page } = await newPage('light');
+  step('a read-only principal: the pages show, and offer no action');
+  await signIn(page, viewerSecret, 'viewer');
+  await page.waitForSelector('#queues tr[data-queue="orders"]', { timeout: T });
+  await page.goto(base + '/queues/orders');
+  await page.waitForFunction(() => document.querySelector('#stat-ready .value'), null, { timeout: T });
+  await page.waitForFunction(() => document.querySelectorAll('#browse > tbody > tr').length > 0, null, { timeout: T });
+  for (const sel of ['#send-form', '#recv-form', '#purge-open', '#browse button']) {
+    expect(await page.locator(sel).count() === 0, `no ${sel} for a read-only principal`);
+  }
+  await shot(page, '21-queue-read-only');
+  // A dead letter to look at (the admin's pages redrove the others), made through the API.
+  const v1 = async (path, body) => {
+    const r = await fetch(base + path, { method: 'POST', headers: { Authorization: 'Bearer ' + token, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    expect(r.ok, `POST ${path}: ${r.status}`);
+    return r.json();
+  };
+  await v1('/v1/queues/scratch/messages', { body: 'for the viewer' });
+  const got = await v1('/v1/queues/scratch/receive', { max: 1, wait: '0s' });
+  await v1('/v1/queues/scratch/deadletter', { receipts: [got.messages[0].receipt], reason: 'viewer-only' });
+  await page.goto(base + '/dead-letters?queue=scratch-dlq');
+  await page.waitForSelector('#reasons tr[data-reason="viewer-only"]', { timeout: T });
+  expect(await page.locator('#read-only').isVisible(), 'the dead letters say they are read-only');
+  expect(await page.getByRole('button', { name: /Redrive|Delete/ }).count() === 0, 'no redrive or delete button');
+  await page.goto(base + '/topics/events');
+  expect(await page.locator('form[data-seek]').count() === 0, 'no seek form');
+  await page.goto(base + '/playground');
+  expect(await page.locator('#no-play').isVisible() && await page.locator('[data-run]').count() === 0, 'no lesson to start');
+  await shot(page, '22-playground-read-only');
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.waitForURL((u) => u.pathname === '/login');
   await ctx.close();
 }
 

@@ -1,8 +1,9 @@
 // Package e2e tests okiba's console in a real browser: it builds okiba, starts it on
-// loopback with a token, seeds queues and a topic through the Go client, and runs console.mjs
-// (Playwright's playwright-core driving Debian's headless Chromium), which signs in,
-// checks every page and plays every lesson, saving screenshots in artifacts/. Then it
-// checks through the API what the pages did.
+// loopback with a token and a read-only principal, seeds queues and a topic through the Go
+// client, and runs console.mjs (Playwright's playwright-core driving Debian's headless
+// Chromium), which signs in, checks every page and plays every lesson, then signs in as
+// the read-only principal and checks that no page offers it an action, saving
+// screenshots in artifacts/. Then it checks through the API what the pages did.
 //
 // It needs /usr/bin/chromium (apt-get install chromium), node, and
 // `npm ci --prefix internal/console/e2e`; .ci/run installs them. Without them it is skipped with a
@@ -32,7 +33,12 @@ import (
 	"github.com/okiba/okiba/internal/testkit"
 )
 
-const token = "e2e-console-token-long-enough"
+const (
+	token = "e2e-console-token-long-enough"
+	// viewerSecret is the secret of viewer, a principal of the configuration that may
+	// browse queues and topics and do nothing else.
+	viewerSecret = "e2e-console-viewer-secret-long-enough"
+)
 
 func TestBrowser(t *testing.T) {
 	if testing.Short() {
@@ -64,7 +70,11 @@ func TestBrowser(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := startOkiba(t, bin, "serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
+	config := filepath.Join(dir, "okiba.json")
+	if err := os.WriteFile(config, []byte(`{"principals": [{"name": "viewer", "secret": "`+viewerSecret+`", "grants": ["browse queue:*", "browse topic:*"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := startOkiba(t, bin, "serve", "--config", config, "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
 		"--auth-token-file", tokenFile, "--log-level", "debug")
 	c, err := client.New(base, client.Options{Token: token})
 	if err != nil {
@@ -79,7 +89,7 @@ func TestBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "console.mjs")
-	cmd.Env = append(os.Environ(), "OKIBA_URL="+base, "OKIBA_TOKEN="+token, "ARTIFACTS="+artifacts, "CHROMIUM="+chromium)
+	cmd.Env = append(os.Environ(), "OKIBA_URL="+base, "OKIBA_TOKEN="+token, "OKIBA_VIEWER_SECRET="+viewerSecret, "ARTIFACTS="+artifacts, "CHROMIUM="+chromium)
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
@@ -102,7 +112,7 @@ func TestBrowser(t *testing.T) {
 	if q.Stats.Ready != 4 || q.Stats.DeadLetters != 0 || q.Stats.RedrivenIn != 3 {
 		t.Errorf("payments after the redrives: ready %d, dead letters %d, redriven in %d; want 4, 0, 3", q.Stats.Ready, q.Stats.DeadLetters, q.Stats.RedrivenIn)
 	}
-	if q, err := c.Queue(bg, "scratch"); err != nil || q.Stats.Ready != 0 || q.Stats.Purged != 3 {
+	if q, err := c.Queue(bg, "scratch"); err != nil || q.Stats.Ready != 0 || q.Stats.Purged != 3 || q.Stats.DeadLetters != 1 {
 		t.Errorf("scratch after the purge: %+v, %v", q, err)
 	}
 	if q, err := c.Queue(bg, "orders"); err != nil || q.Stats.Acked != 1 || q.Stats.Sent != 9 {

@@ -1,5 +1,7 @@
 // Dead letters: browse a dead-letter queue by source and reason, see each message's
-// history, redrive (selected, by reason, all) with progress, delete.
+// history, redrive (selected, by reason, all) with progress, delete. The summary says what
+// the signed-in principal may do (can_manage, can_redrive_to): the buttons it may not use
+// are not shown.
 'use strict';
 (() => {
   const { api, el, num, time, toast, qpath, messageDetails } = okiba;
@@ -11,6 +13,8 @@
   const redriveSel = document.getElementById('redrive-selected');
   const deleteSel = document.getElementById('delete-selected');
   let filter = { reason: '', source: '' };
+  let may = { manage: false, to: {} }; // what the last summary said the principal may do
+  const redriveAll = document.getElementById('redrive-all');
   const params = new URLSearchParams(location.search);
 
   async function loadQueues() {
@@ -27,9 +31,15 @@
   function selectedIDs() {
     return [...tbody.querySelectorAll('input[type=checkbox]:checked')].map((c) => c.value);
   }
+  // sourcesOf returns the source queues of the ticked messages.
+  function sourcesOf(ids) {
+    return ids.map((id) => tbody.querySelector(`tr[data-message="${CSS.escape(id)}"]`)?.dataset.source || '');
+  }
   function updateButtons() {
-    const n = selectedIDs().length;
-    redriveSel.disabled = deleteSel.disabled = n === 0;
+    const ids = selectedIDs();
+    const n = ids.length;
+    deleteSel.disabled = n === 0;
+    redriveSel.disabled = n === 0 || !sourcesOf(ids).every((s) => may.to[s]);
     redriveSel.textContent = n ? `Redrive ${n} selected` : 'Redrive selected';
     deleteSel.textContent = n ? `Delete ${n} selected` : 'Delete selected';
   }
@@ -41,18 +51,22 @@
     if (filter.reason) qs.set('reason', filter.reason);
     if (filter.source) qs.set('source', filter.source);
     const d = await api('GET', '/ui/api/dead-letters/' + encodeURIComponent(q) + '?' + qs);
+    may = { manage: d.can_manage, to: d.can_redrive_to || {} };
+    redriveSel.hidden = deleteSel.hidden = selAll.hidden = !may.manage;
+    redriveAll.hidden = !may.manage || !d.reasons.every((r) => may.to[r.source]);
+    document.getElementById('read-only').hidden = may.manage;
     reasons.replaceChildren(...d.reasons.map((r) => el('tr', { dataset: { reason: r.reason, source: r.source } },
       el('td', {}, r.source ? el('a', { href: '/queues/' + encodeURIComponent(r.source) }, r.source) : '–'),
       el('td', {}, el('span', { class: 'badge bad' }, r.reason || '(none)')),
       el('td', { class: 'num' }, num(r.count)),
       el('td', {}, el('div', { class: 'row' },
         el('button', { type: 'button', onclick: () => { filter = { reason: r.reason, source: r.source }; load(); } }, 'Show'),
-        el('button', { type: 'button', class: 'primary', onclick: () => redrive({ reason: r.reason, from: r.source }, `${num(r.count)} ${r.reason} from ${r.source}`) }, 'Redrive these'))))));
+        may.to[r.source] ? el('button', { type: 'button', class: 'primary', onclick: () => redrive({ reason: r.reason, from: r.source }, `${num(r.count)} ${r.reason} from ${r.source}`) }, 'Redrive these') : null)))));
     if (!d.reasons.length) reasons.append(el('tr', {}, el('td', { colspan: 4, class: 'muted' }, 'No dead letters here. All good.')));
     tbody.replaceChildren(...d.messages.map((m) => {
       const dl = m.dead_letter || {};
-      const cb = el('input', { type: 'checkbox', value: m.id, 'aria-label': 'Select ' + m.id, onchange: updateButtons });
-      return el('tr', { dataset: { message: m.id } },
+      const cb = may.manage ? el('input', { type: 'checkbox', value: m.id, 'aria-label': 'Select ' + m.id, onchange: updateButtons }) : null;
+      return el('tr', { dataset: { message: m.id, source: dl.source || '' } },
         el('td', {}, cb),
         el('td', { class: 'mono' }, m.id),
         el('td', {}, dl.source || '–'),
@@ -102,7 +116,7 @@
     await load();
   }
 
-  document.getElementById('redrive-all').addEventListener('click', () => redrive({}, 'all dead letters'));
+  redriveAll.addEventListener('click', () => redrive({}, 'all dead letters'));
   redriveSel.addEventListener('click', () => {
     const ids = selectedIDs();
     redrive({ ids }, `${ids.length} selected`);

@@ -30,6 +30,9 @@
   const initial = tabs.find((t) => t.id === 'tab-' + location.hash.slice(1));
   if (initial) selectTab(initial);
 
+  // A principal that may not play is offered no lesson to start: nothing more to do.
+  if (!document.querySelector('[data-run]')) return;
+
   // ---- Runs ---------------------------------------------------------------------------
   const runs = {}; // lesson → {id, timer}
 

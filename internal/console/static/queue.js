@@ -1,9 +1,13 @@
 // Queue page: live numbers and charts, configuration, message browser, send, receive
-// and settle by hand, purge.
+// and settle by hand, purge. The server leaves out the forms the signed-in principal may
+// not use (sending, receiving, purging); deleting a message is offered with manage
+// (data-can-manage).
 'use strict';
 (() => {
   const { api, el, num, rate, dur, goDur, time, toast, qpath, messageDetails, parseHeaders } = okiba;
-  const name = document.getElementById('app').dataset.queue;
+  const app = document.getElementById('app');
+  const name = app.dataset.queue;
+  const canManage = 'canManage' in app.dataset;
   let queue = null;
 
   // ---- Live numbers -------------------------------------------------------------------
@@ -71,7 +75,7 @@
   }
 
   // ---- Send ---------------------------------------------------------------------------
-  document.getElementById('send-form').addEventListener('submit', async (ev) => {
+  document.getElementById('send-form')?.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const out = document.getElementById('send-result');
     const msg = { body: document.getElementById('send-body').value };
@@ -96,7 +100,7 @@
 
   // ---- Receive and settle -------------------------------------------------------------
   const leased = document.getElementById('leased');
-  document.getElementById('recv-form').addEventListener('submit', async (ev) => {
+  document.getElementById('recv-form')?.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const max = Number(document.getElementById('recv-max').value) || 1;
     const visibility = document.getElementById('recv-vis').value.trim() || '60s';
@@ -159,7 +163,7 @@
       el('td', { class: 'num' }, num(m.deliveries)),
       el('td', { title: m.first_delivered_at ? 'first delivered ' + time(m.first_delivered_at) : 'never delivered' }, time(m.enqueued_at)),
       el('td', {}, messageDetails(m)),
-      el('td', {}, el('button', { type: 'button', class: 'link', 'aria-label': 'Delete message ' + m.id, onclick: () => del(m.id) }, 'Delete'))));
+      el('td', {}, canManage ? el('button', { type: 'button', class: 'link', 'aria-label': 'Delete message ' + m.id, onclick: () => del(m.id) }, 'Delete') : null)));
     if (reset) btbody.replaceChildren(...trs); else btbody.append(...trs);
     shown += trs.length;
     next = r.next || '';
@@ -185,14 +189,14 @@
   const dialog = document.getElementById('purge-dialog');
   const confirmInput = document.getElementById('purge-confirm');
   const go = document.getElementById('purge-go');
-  document.getElementById('purge-open').addEventListener('click', () => {
+  if (dialog) document.getElementById('purge-open').addEventListener('click', () => {
     confirmInput.value = '';
     go.disabled = true;
     dialog.showModal();
     confirmInput.focus();
   });
-  confirmInput.addEventListener('input', () => { go.disabled = confirmInput.value !== name; });
-  dialog.addEventListener('close', async () => {
+  confirmInput?.addEventListener('input', () => { go.disabled = confirmInput.value !== name; });
+  dialog?.addEventListener('close', async () => {
     if (dialog.returnValue !== 'purge' || confirmInput.value !== name) return;
     try {
       const r = await api('POST', qpath(name, 'purge'));
