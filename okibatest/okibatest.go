@@ -31,6 +31,7 @@ import (
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/clock"
+	"github.com/okiba/okiba/internal/metrics"
 	"github.com/okiba/okiba/internal/node"
 	"github.com/okiba/okiba/internal/sqs"
 )
@@ -100,7 +101,8 @@ func Start(opts Options) (*Server, error) {
 		return nil, errors.New("okibatest: Start needs Options.Dir")
 	}
 	s := &Server{Dir: opts.Dir}
-	rt := node.Runtime{NoGCPace: true, Broker: func(c *broker.Config) {
+	// A test scrapes right after what it changes: no scrape cache.
+	rt := node.Runtime{NoGCPace: true, Metrics: metrics.New(metrics.Options{ScrapeCache: -1}), Broker: func(c *broker.Config) {
 		o := opts.Broker
 		o.Dir, o.Clock, o.Observer = c.Dir, c.Clock, c.Observer
 		if o.Logger == nil {

@@ -544,7 +544,7 @@ func TestAuthentication(t *testing.T) {
 	}
 
 	t.Run("scheme is case-insensitive", func(t *testing.T) {
-		r := e.do("GET", "/v1/queues/q", nil, "Authorization", "bearer s3cret")
+		r := e.do("GET", "/v1/queues/q", nil, "Authorization", "bearer s3cret-s3cret-s3cret-s3cret")
 		// RFC 9110 §11.1: the authentication scheme is case-insensitive. server/server.go
 		// serveHTTP compares the prefix "Bearer " exactly.
 		regression(t, r.Status == 200, `"Authorization: bearer <token>" is refused: %v`, r)
