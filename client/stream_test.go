@@ -119,8 +119,8 @@ func exchange(t *testing.T, c *client.Client, queue string, n int) {
 // once, with the token checked when it opens.
 func TestClientCallsTravelOnStreams(t *testing.T) {
 	t.Parallel()
-	s := newStreamServer(t, "tok", false)
-	c := newClient(t, s.url, "tok")
+	s := newStreamServer(t, "tok-tok-tok-tok-tok-tok-tok", false)
+	c := newClient(t, s.url, "tok-tok-tok-tok-tok-tok-tok")
 	exchange(t, c, "jobs", 200)
 	if got, up := s.requests.Load(), s.upgrades.Load(); got != up || up < 1 || up > client.StreamConns {
 		t.Fatalf("%d HTTP requests, %d of them upgrades; want only upgrades, 1 to %d", got, up, client.StreamConns)
