@@ -895,8 +895,27 @@ func (b *Broker) Purge(ctx context.Context, name string) (int64, error) {
 // Besides the machine's rule (only between queues of the same kind), it applies the
 // fronts': a redrive between two queues stays among FIFO or among standard ones.
 func (b *Broker) StartRedrive(ctx context.Context, spec queue.RedriveSpec) (queue.Task, error) {
+	return b.StartRedriveChecked(ctx, spec, nil)
+}
+
+// StartRedriveChecked is StartRedrive that first hands allow every queue the task would
+// move messages into (queue.Machine.RedriveTargets: the target, or the queues its dead
+// letters came from). It runs under the lock the start takes, so no dead letter that
+// arrives in between escapes it; an error from allow refuses the redrive before anything
+// changes, and is returned as is. The fronts check there that their caller may send to
+// each queue.
+func (b *Broker) StartRedriveChecked(ctx context.Context, spec queue.RedriveSpec, allow func(targets []string) error) (queue.Task, error) {
 	var t queue.Task
 	err := b.do(ctx, func(now int64) error {
+		if allow != nil {
+			targets, err := b.m.RedriveTargets(now, spec)
+			if err != nil {
+				return err
+			}
+			if err := allow(targets); err != nil {
+				return err
+			}
+		}
 		if err := b.checkRedriveNamesLocked(spec); err != nil {
 			return err
 		}

@@ -556,3 +556,50 @@ func TestRedriveRefusesAndSkipsCorruptDeadLetters(t *testing.T) {
 		t.Fatalf("the corrupt dead letter moved: %+v", dl)
 	}
 }
+
+// RedriveTargets names the queues a redrive would move messages into, as RedriveStep
+// picks them: the target, or each selected dead letter's source that still exists.
+func TestRedriveTargetsAreWhereMessagesWouldGo(t *testing.T) {
+	t.Parallel()
+	m, s := newMachine(t, "a", func(c *Config) { c.DeadLetterQueue = "shared" })
+	for _, q := range []string{"b", "c"} {
+		cfg := testConfig(q)
+		cfg.DeadLetterQueue = "shared"
+		if _, err := m.PutQueue(t0, s, q, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{"a", "b", "c"} {
+		sendBodies(t, m, s, t0, q, "", q+"1")
+		_, ls := receiveBodies(t, m, s, t0, q, 1, 1000)
+		if _, err := m.DeadLetter(t0, s, q, ls, "poison-"+q, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.DeleteQueue(t0, s, "c", false); err != nil {
+		t.Fatal(err)
+	}
+	before := len(s.recs)
+	for _, c := range []struct {
+		spec RedriveSpec
+		want string
+	}{
+		{RedriveSpec{Source: "shared"}, "a,b"}, // c is gone: its dead letter is skipped
+		{RedriveSpec{Source: "shared", From: "b"}, "b"},
+		{RedriveSpec{Source: "shared", Filter: RedriveFilter{Reason: "poison-a"}}, "a"},
+		{RedriveSpec{Source: "shared", Filter: RedriveFilter{Reason: "other"}}, ""},
+		{RedriveSpec{Source: "shared", Target: "elsewhere"}, "elsewhere"},
+		{RedriveSpec{Source: "a"}, ""}, // no dead letters there
+	} {
+		got, err := m.RedriveTargets(t0, c.spec)
+		if err != nil || strings.Join(got, ",") != c.want {
+			t.Errorf("RedriveTargets(%+v) = %v, %v; want %q", c.spec, got, err, c.want)
+		}
+	}
+	if _, err := m.RedriveTargets(t0, RedriveSpec{Source: "nope"}); !errors.Is(err, ErrQueueNotFound) {
+		t.Errorf("a missing source: %v", err)
+	}
+	if len(s.recs) != before {
+		t.Fatalf("RedriveTargets emitted %d records", len(s.recs)-before)
+	}
+}

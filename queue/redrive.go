@@ -83,6 +83,46 @@ func (m *Machine) StartRedrive(now int64, sink Sink, spec RedriveSpec) (Task, er
 	return m.Task(id)
 }
 
+// RedriveTargets returns the queues a redrive of spec would move messages into if it
+// started now: spec.Target when it names one; else, as each dead letter goes back to the
+// queue it came from, those of the dead letters spec selects, each once, sorted — the
+// ones that still exist (RedriveStep skips the others). A front checks that its caller
+// may send to each before it starts the task. It changes nothing, and checks no more
+// than it must to find them: StartRedrive answers for the rest.
+func (m *Machine) RedriveTargets(now int64, spec RedriveSpec) ([]string, error) {
+	if spec.Target != "" {
+		return []string{spec.Target}, nil
+	}
+	src, err := m.queue(spec.Source)
+	if err != nil {
+		return nil, err
+	}
+	if spec.From != "" {
+		from, err := m.queue(spec.From)
+		if err != nil {
+			return nil, err
+		}
+		spec.Filter.From = from.id
+	}
+	now = m.clock(now)
+	f := newFilter(spec.Filter)
+	seen := map[uint64]bool{}
+	src.msgs.each(0, func(x *message) bool {
+		if d := m.ar.dead(x); d != nil && !seen[d.Source] && f.match(&m.ar, x, now) {
+			seen[d.Source] = true
+		}
+		return true
+	})
+	var out []string
+	for id := range seen {
+		if q := m.byID[id]; q != nil && q != src {
+			out = append(out, q.name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 type filter struct {
 	RedriveFilter
 	ids map[uint64]bool
