@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/nativeapi"
 	"github.com/okiba/okiba/internal/reply"
 	"github.com/okiba/okiba/internal/service"
@@ -365,6 +367,33 @@ func TestEveryErrorCode(t *testing.T) {
 		}},
 		api.CodeForbidden: {[]string{`"http://evil.example"`, "--cors-origins"}, func(t *testing.T) *response {
 			return e.do("POST", "/v1/queues/q/purge", nil, "Origin", "http://evil.example")
+		}},
+		api.CodePrincipalNotFound: {[]string{`"ghost"`}, func(t *testing.T) *response {
+			return e.do("GET", "/v1/principals/ghost", nil)
+		}},
+		api.CodePrincipalExists: {[]string{`"twice"`}, func(t *testing.T) *response {
+			e.call("POST", "/v1/principals", `{"name":"twice"}`, 201, nil)
+			return e.do("POST", "/v1/principals", `{"name":"twice","grants":["browse queue:*"]}`)
+		}},
+		api.CodeTooManyPrincipals: {[]string{fmt.Sprint(access.MaxPrincipals)}, func(t *testing.T) *response {
+			// A thousand principals on a disk in memory, straight into the broker (sealed
+			// as the node seals, so that the keyring reads them), then one more through
+			// the API.
+			fe := newEnv(t, okibatest.Options{Dir: "/data", Broker: broker.Config{FS: vfs.NewMemFS(), NoPrecreate: true}})
+			b := fe.srv.Broker
+			keys, err := auth.NewKeyring(b.DeriveKey("principal secrets"), b, nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range access.MaxPrincipals {
+				name := fmt.Sprintf("p%d", i)
+				if _, err := b.CreatePrincipal(t.Context(), name, nil, keys.Seal(name, auth.NewSecret())); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := fe.do("POST", "/v1/principals", `{"name":"one-more"}`)
+			fe.call("GET", "/v1/principals/one-more", nil, 404, nil)
+			return r
 		}},
 		api.CodeInternal: {[]string{"server log"}, func(t *testing.T) *response {
 			// No request of the API meets an error the table does not know (a body that

@@ -224,11 +224,11 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listRedrives(w http.ResponseWriter, r *http.Request) {
-	reply.JSON(w, http.StatusOK, s.svc.Redrives())
+	reply.JSON(w, http.StatusOK, s.svc.Redrives(r.Context()))
 }
 
 func (s *Server) getRedrive(w http.ResponseWriter, r *http.Request) {
-	t, e := s.svc.RedriveTask(r.PathValue("id"))
+	t, e := s.svc.RedriveTask(r.Context(), r.PathValue("id"))
 	if e != nil {
 		reply.Error(w, e)
 		return

@@ -42,6 +42,10 @@ type Options struct {
 	// answered (plain HTTP and stream frames alike) with the permission checks it made
 	// (the node's audit log).
 	Audit func(r *http.Request, status int, decisions []auth.Decision)
+	// Keys are the node's principals' secrets (its auth.Keyring), which the principals'
+	// API needs to seal the secrets it makes and to tell the declared principals. Without
+	// them it lists the log's principals only and creates none.
+	Keys *auth.Keyring
 	// StreamIdleTimeout closes a stream (docs/api.md) on which no frame has arrived for
 	// this long and no request is in flight, as HTTP servers close idle keep-alive
 	// connections. Default 5 minutes; the Go client closes its own idle streams sooner.
@@ -69,7 +73,7 @@ func New(b *broker.Broker, opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.svc = service.New(b, service.Options{Logger: s.log})
+	s.svc = service.New(b, service.Options{Logger: s.log, Keys: opts.Keys})
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
@@ -163,7 +167,7 @@ func (s *Server) Routes() []Route {
 	return []Route{
 		{"GET", "/healthz", open, s.health},
 		{"GET", "/v1/queues", listing(browse, queue), s.listQueues},
-		{"PUT", "/v1/queues/{name}", also(on(manage, queue, "name"), "send on a dead_letter_queue it names (not on its own default <name>-dlq)"), s.putQueue},
+		{"PUT", "/v1/queues/{name}", also(on(manage, queue, "name"), "send on a dead_letter_queue it names, unless its own default <name>-dlq or none"), s.putQueue},
 		{"GET", "/v1/queues/{name}", on(browse, queue, "name"), s.getQueue},
 		{"DELETE", "/v1/queues/{name}", on(manage, queue, "name"), s.deleteQueue},
 		{"POST", "/v1/queues/{name}/messages", on(send, queue, "name"), s.send},
@@ -176,7 +180,7 @@ func (s *Server) Routes() []Route {
 		{"POST", "/v1/queues/{name}/extend", on(receive, queue, "name"), settle((*service.Service).Extend)},
 		{"POST", "/v1/queues/{name}/deadletter", on(receive, queue, "name"), settle((*service.Service).DeadLetter)},
 		{"POST", "/v1/queues/{name}/purge", on(manage, queue, "name"), s.purge},
-		{"POST", "/v1/queues/{name}/redrive", also(on(manage, queue, "name"), "send on every queue it moves messages to"), s.redrive},
+		{"POST", "/v1/queues/{name}/redrive", also(on(manage, queue, "name"), "send on every queue it moves messages into: to, or each queue its dead letters came from"), s.redrive},
 		{"GET", "/v1/redrives", listing(browse, queue), s.listRedrives},
 		{"GET", "/v1/redrives/{id}", also(on(browse, queue, ""), "on the task's dead-letter queue"), s.getRedrive},
 		{"DELETE", "/v1/redrives/{id}", also(on(manage, queue, ""), "on the task's dead-letter queue"), s.cancelRedrive},
@@ -201,6 +205,13 @@ func (s *Server) Routes() []Route {
 		{"POST", "/v1/topics/{name}/groups/{group}/seek", on(receive, topic, "name"), s.seek},
 		{"POST", "/v1/topics/{name}/groups/{group}/leave", on(receive, topic, "name"), s.leave},
 		{"POST", "/v1/topics/{name}/groups/{group}/deadletter", on(receive, topic, "name"), s.groupDeadLetter},
+		{"POST", "/v1/principals", on(admin, access.AnyKind, ""), s.createPrincipal},
+		{"GET", "/v1/principals", on(admin, access.AnyKind, ""), s.listPrincipals},
+		{"GET", "/v1/principals/{name}", on(admin, access.AnyKind, ""), s.getPrincipal},
+		{"DELETE", "/v1/principals/{name}", on(admin, access.AnyKind, ""), s.deletePrincipal},
+		{"POST", "/v1/principals/{name}/grant", on(admin, access.AnyKind, ""), s.grantPrincipal},
+		{"POST", "/v1/principals/{name}/revoke", on(admin, access.AnyKind, ""), s.revokePrincipal},
+		{"POST", "/v1/principals/{name}/rotate", on(admin, access.AnyKind, ""), s.rotatePrincipal},
 		{"GET", api.StreamPath, also(open, "each request of the stream is checked as its own route"), s.stream},
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/coalesce"
 	"github.com/okiba/okiba/internal/reply"
 )
@@ -133,6 +134,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		host:   r.Host,
 		remote: r.RemoteAddr,
 	}
+	sc.token, _ = auth.Bearer(r)
 	// The request's context ends when this handler returns; the stream's lives as long
 	// as the connection, and keeps the values (trace context of the upgrade, say).
 	sc.ctx, sc.cancel = context.WithCancel(context.WithValue(context.WithoutCancel(r.Context()), framedKey{}, true))
@@ -178,6 +180,10 @@ type streamConn struct {
 	wg           sync.WaitGroup
 	done         chan struct{}
 	host, remote string
+
+	// token is the bearer token the stream was opened with: each frame runs as the
+	// principal it proves then (current).
+	token string
 
 	mu       sync.Mutex
 	calls    map[uint64]*streamCall // in flight, by id
@@ -320,7 +326,10 @@ func pathOf(target string) string {
 func (sc *streamConn) serve(ctx context.Context, f api.Frame, call *streamCall) {
 	defer sc.wg.Done()
 	fw := newFrameWriter()
-	if r, err := sc.request(ctx, f); err != nil {
+	ctx, ok := sc.current(ctx)
+	if !ok {
+		reply.Error(fw, &api.Error{Code: api.CodeUnauthorized, Message: "the secret this stream was opened with is no longer valid (rotated, expired, or its principal deleted): open a stream with a valid one"})
+	} else if r, err := sc.request(ctx, f); err != nil {
 		reply.Error(fw, invalid("%v", err))
 	} else {
 		sc.handle(fw, r)
@@ -335,6 +344,32 @@ func (sc *streamConn) serve(ctx context.Context, f api.Frame, call *streamCall) 
 	if err != nil {
 		sc.cut()
 	}
+}
+
+// current returns ctx with the principal the stream was opened as, as it is now, or
+// false if its credential is no longer valid: a stream lives long, and a rotation, an
+// expiry or a deletion must end what it may do, and a grant or a revocation count from
+// its next frame, as they do for plain requests. Without a keyring (or for an anonymous
+// stream) the principal of the upgrade stays.
+func (sc *streamConn) current(ctx context.Context) (context.Context, bool) {
+	keys := sc.s.opts.Keys
+	p, ok := auth.From(ctx)
+	if keys == nil || !ok {
+		return ctx, true
+	}
+	var now auth.Principal
+	switch p.Method {
+	case auth.Token:
+		now, ok = keys.ByToken(sc.token)
+	case auth.Session:
+		now, ok = keys.Session(p.Name, p.SecretID)
+	default:
+		return ctx, true
+	}
+	if !ok || now.Name != p.Name {
+		return ctx, false
+	}
+	return auth.With(ctx, now), true
 }
 
 // answer sends what fw collected as the answer to request id.

@@ -256,7 +256,7 @@ func hasHeader(f api.Frame, name, value string) bool {
 func TestStreamUpgradeRules(t *testing.T) {
 	t.Parallel()
 	opts := okibatest.Options{}
-	opts.Token = "s3cret"
+	opts.Token = "s3cret-s3cret-s3cret-s3cret"
 	e := newEnv(t, opts)
 	cases := []struct {
 		name   string
@@ -266,8 +266,8 @@ func TestStreamUpgradeRules(t *testing.T) {
 	}{
 		{"no token", upgradeLines, 401, api.CodeUnauthorized},
 		{"wrong token", upgradeLines + "Authorization: Bearer nope\r\n", 401, api.CodeUnauthorized},
-		{"no upgrade", "Authorization: Bearer s3cret\r\n", 400, api.CodeInvalidRequest},
-		{"another protocol", "Connection: Upgrade\r\nUpgrade: websocket\r\nAuthorization: Bearer s3cret\r\n", 400, api.CodeInvalidRequest},
+		{"no upgrade", "Authorization: Bearer s3cret-s3cret-s3cret-s3cret\r\n", 400, api.CodeInvalidRequest},
+		{"another protocol", "Connection: Upgrade\r\nUpgrade: websocket\r\nAuthorization: Bearer s3cret-s3cret-s3cret-s3cret\r\n", 400, api.CodeInvalidRequest},
 	}
 	for _, c := range cases {
 		res, s := e.upgrade(c.lines)

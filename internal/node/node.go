@@ -196,7 +196,7 @@ func (n *Node) open(ctx context.Context) error {
 		n.url = "http://" + ln.Addr().String()
 	}
 
-	n.native = nativeapi.New(b, nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest, Audit: n.audited})
+	n.native = nativeapi.New(b, nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest, Audit: n.audited, Keys: n.keys})
 	if !c.SQS.Disabled {
 		opts := sqs.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL, Clock: n.rt.Clock, Logger: log}
 		if c.authOn() {

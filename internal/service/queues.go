@@ -4,18 +4,24 @@ import (
 	"context"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/auth"
+	"github.com/okiba/okiba/internal/names"
 	"github.com/okiba/okiba/queue"
 )
 
-// Queues lists the queues whose name starts with prefix, sorted by name, with their
-// statistics.
+// Queues lists the queues whose name starts with prefix that the caller in ctx may
+// browse (every one for a call from inside the process), sorted by name, with their
+// statistics: what GET /v1/queues and /v1/stats list.
 func (s *Service) Queues(ctx context.Context, prefix string) []api.Queue {
 	qs := s.b.Queues(prefix)
-	out := make([]api.Queue, len(qs))
-	for i, qi := range qs {
-		out[i] = wireQueue(qi)
+	out := make([]api.Queue, 0, len(qs))
+	for _, qi := range qs {
+		if auth.Allowed(ctx, access.Browse, access.QueueNamed(qi.Name)) {
+			out = append(out, wireQueue(qi))
+		}
 	}
 	return out
 }
@@ -31,7 +37,16 @@ func (s *Service) Queue(ctx context.Context, name string) (api.Queue, *api.Error
 
 // PutQueue creates the queue or changes the fields in of its configuration, and
 // returns it as it now is, and whether it was created.
+//
+// A dead_letter_queue other than the queue's own default (names.DeadLetterName) needs
+// send on it, as dead letters are sent there on the caller's behalf; the default is
+// covered by manage on the queue, and "none" needs nothing.
 func (s *Service) PutQueue(ctx context.Context, name string, in api.QueueConfig) (api.Queue, bool, *api.Error) {
+	if dlq := in.DeadLetterQueue; dlq != nil && *dlq != "" && *dlq != queue.NoDeadLetterQueue && *dlq != names.DeadLetterName(name) {
+		if err := auth.Require(ctx, access.Send, access.QueueNamed(*dlq)); err != nil {
+			return api.Queue{}, false, s.errorOf(err)
+		}
+	}
 	info, created, err := s.b.PutQueue(ctx, name, func(c *queue.Config, _ bool) error {
 		return applyConfig(c, &in)
 	})

@@ -6,12 +6,17 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/queue"
 )
 
 // Redrive starts a task that moves messages out of the queue source (usually a
-// dead-letter queue), as in says.
+// dead-letter queue), as in says. Besides manage on source (the route's), it needs send
+// on every queue the task would move messages into: in.To, or, when messages go back
+// where they came from, each queue they came from — checked with the start, under the
+// broker's lock (broker.StartRedriveChecked).
 func (s *Service) Redrive(ctx context.Context, source string, in api.RedriveRequest) (api.RedriveTask, *api.Error) {
 	spec := queue.RedriveSpec{Source: source, Target: in.To, From: in.From, Rate: in.Rate,
 		Filter: queue.RedriveFilter{Reason: in.Reason, Group: in.Group}}
@@ -34,19 +39,29 @@ func (s *Service) Redrive(ctx context.Context, source string, in api.RedriveRequ
 		}
 		spec.Filter.IDs = append(spec.Filter.IDs, id)
 	}
-	t, err := s.b.StartRedrive(ctx, spec)
+	t, err := s.b.StartRedriveChecked(ctx, spec, func(targets []string) error {
+		for _, q := range targets {
+			if err := auth.Require(ctx, access.Send, access.QueueNamed(q)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return api.RedriveTask{}, s.errorOf(err)
 	}
 	return wireTask(t), nil
 }
 
-// Redrives lists the redrive tasks, running and finished.
-func (s *Service) Redrives() api.RedriveList {
+// Redrives lists the redrive tasks, running and finished, that the caller in ctx may
+// see: those whose source queue it may browse.
+func (s *Service) Redrives(ctx context.Context) api.RedriveList {
 	ts := s.b.Tasks()
-	out := api.RedriveList{Tasks: make([]api.RedriveTask, len(ts))}
-	for i, t := range ts {
-		out.Tasks[i] = wireTask(t)
+	out := api.RedriveList{Tasks: make([]api.RedriveTask, 0, len(ts))}
+	for _, t := range ts {
+		if auth.Allowed(ctx, access.Browse, access.QueueNamed(t.SourceName)) {
+			out.Tasks = append(out.Tasks, wireTask(t))
+		}
 	}
 	return out
 }
@@ -60,26 +75,42 @@ func taskID(v string) (uint64, *api.Error) {
 	return id, nil
 }
 
-// RedriveTask returns one redrive task, by its id.
-func (s *Service) RedriveTask(id string) (api.RedriveTask, *api.Error) {
+// task returns the redrive task id once the caller in ctx holds perm on its source
+// queue. A task on a queue the caller may not see answers forbidden, as the queue
+// itself would, rather than not found.
+func (s *Service) task(ctx context.Context, id string, perm access.Permission) (queue.Task, *api.Error) {
 	n, e := taskID(id)
 	if e != nil {
-		return api.RedriveTask{}, e
+		return queue.Task{}, e
 	}
 	t, err := s.b.Task(n)
+	if err == nil {
+		err = auth.Require(ctx, perm, access.QueueNamed(t.SourceName))
+	}
 	if err != nil {
-		return api.RedriveTask{}, s.errorOf(err)
+		return queue.Task{}, s.errorOf(err)
+	}
+	return t, nil
+}
+
+// RedriveTask returns one redrive task, by its id; it needs browse on the task's source
+// queue.
+func (s *Service) RedriveTask(ctx context.Context, id string) (api.RedriveTask, *api.Error) {
+	t, e := s.task(ctx, id, access.Browse)
+	if e != nil {
+		return api.RedriveTask{}, e
 	}
 	return wireTask(t), nil
 }
 
-// CancelRedrive stops a running redrive task; what it moved stays moved.
+// CancelRedrive stops a running redrive task; what it moved stays moved. It needs
+// manage on the task's source queue.
 func (s *Service) CancelRedrive(ctx context.Context, id string) (api.RedriveTask, *api.Error) {
-	n, e := taskID(id)
+	cur, e := s.task(ctx, id, access.Manage)
 	if e != nil {
 		return api.RedriveTask{}, e
 	}
-	t, err := s.b.CancelRedrive(ctx, n)
+	t, err := s.b.CancelRedrive(ctx, cur.ID)
 	if err != nil {
 		return api.RedriveTask{}, s.errorOf(err)
 	}

@@ -10,6 +10,14 @@
 // checked here, after the transport has decoded it and before the broker is called;
 // how a request is carried (JSON or okiba's binary encoding, a plain request or a
 // stream frame) is the transport's business.
+//
+// Permissions: each interface checks the permission its route table names before it
+// calls here (internal/auth). What no route can see — the resources a request's body
+// names (a dead-letter queue, a redrive's destinations, a subscription's queue), the
+// queue of a redrive task — is checked here, with auth.Require on the caller in ctx,
+// before anything changes, so that every caller of the service gets the same checks;
+// lists are narrowed to what the caller may browse. A context
+// without a principal is a call from inside the process, which may do everything.
 package service
 
 import (
@@ -18,6 +26,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/errcode"
 )
 
@@ -26,18 +35,23 @@ type Options struct {
 	// Logger receives internal errors, whose details the answers leave out. Defaults to
 	// discarding them.
 	Logger *slog.Logger
+	// Keys are the node's principals' secrets: the principals' API seals the secrets it
+	// makes with them and tells the declared principals from the log's. Without Keys the
+	// API lists only the log's principals and cannot create or rotate any.
+	Keys *auth.Keyring
 }
 
 // Service offers the native API's operations on one broker. It holds no state of its
 // own: it is safe for concurrent use, and several may share a broker.
 type Service struct {
-	b   *broker.Broker
-	log *slog.Logger
+	b    *broker.Broker
+	log  *slog.Logger
+	keys *auth.Keyring
 }
 
 // New returns the service of b.
 func New(b *broker.Broker, opts Options) *Service {
-	s := &Service{b: b, log: opts.Logger}
+	s := &Service{b: b, log: opts.Logger, keys: opts.Keys}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

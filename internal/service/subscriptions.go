@@ -5,16 +5,23 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/filter"
 	"github.com/okiba/okiba/topic"
 )
 
-// Subscribe creates a subscription or changes its filter.
+// Subscribe creates a subscription or changes its filter. Besides manage on the topic
+// (the route's), it needs send on the queue it feeds.
 func (s *Service) Subscribe(ctx context.Context, topicName, name string, in api.SubscriptionRequest) (api.Subscription, bool, *api.Error) {
 	if in.Queue == "" {
 		return api.Subscription{}, false, Invalid("queue is required: the queue the subscription feeds")
+	}
+	// The subscription sends the topic's records into its queue on the caller's behalf.
+	if err := auth.Require(ctx, access.Send, access.QueueNamed(in.Queue)); err != nil {
+		return api.Subscription{}, false, s.errorOf(err)
 	}
 	cfg := topic.SubscriptionConfig{Queue: in.Queue}
 	switch in.FilterScope {

@@ -8,18 +8,24 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/queue"
 	"github.com/okiba/okiba/topic"
 )
 
-// Topics lists the topics whose name starts with prefix, by name.
+// Topics lists the topics whose name starts with prefix that the caller in ctx may
+// browse (every one for a call from inside the process), by name: what GET /v1/topics
+// lists.
 func (s *Service) Topics(ctx context.Context, prefix string) []api.Topic {
 	ts := s.b.Topics(prefix)
-	out := make([]api.Topic, len(ts))
-	for i, ti := range ts {
-		out[i] = wireTopic(ti)
+	out := make([]api.Topic, 0, len(ts))
+	for _, ti := range ts {
+		if auth.Allowed(ctx, access.Browse, access.TopicNamed(ti.Name)) {
+			out = append(out, wireTopic(ti))
+		}
 	}
 	return out
 }
