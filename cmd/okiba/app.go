@@ -67,6 +67,8 @@ func (a *app) commands() []entry {
 		{"topic", "create and manage topics (partitioned logs), publish and read records", func(a *app, _ string) command { return topicGroup(a) }},
 		{"subscription", "feed a topic's records into a queue, filtered", func(a *app, _ string) command { return subscriptionGroup(a) }},
 		{"group", "create, inspect, list, delete and seek a topic's consumer groups", func(a *app, _ string) command { return consumerGroupCommands(a) }},
+		{"principal", "create and manage principals: who may call the server, and what each may do", func(a *app, _ string) command { return principalGroup(a) }},
+		{"token", "print a fresh secret for --auth-token or a declared principal", func(a *app, _ string) command { return &tokenCmd{app: a} }},
 		{"demo", "run the CampusCafe walkthrough (outbox, inboxes, chaos)", func(a *app, _ string) command { return demoGroup(a) }},
 		{"torture", "kill -9 this binary under load and check no acknowledged message is lost", func(a *app, _ string) command { return &tortureCmd{app: a} }},
 		{"version", "print the version", func(a *app, _ string) command { return &versionCmd{app: a} }},

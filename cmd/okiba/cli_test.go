@@ -252,7 +252,7 @@ func TestUsageErrorsAndHelp(t *testing.T) {
 			t.Errorf("okiba %s -h has no usage:\n%s", e.name, out)
 		}
 	}
-	for _, g := range []string{"queue", "dlq", "topic", "subscription", "group"} {
+	for _, g := range []string{"queue", "dlq", "topic", "subscription", "group", "principal"} {
 		grp := h.commandsApp()
 		var subs []entry
 		for _, e := range grp.commands() {
