@@ -13,6 +13,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,13 @@ type Options struct {
 	// HTTPClient does the requests. Defaults to a client with no overall timeout (long
 	// polls last up to 60s; pass a context to bound a call).
 	HTTPClient *http.Client
+	// TLS configures the connections to an https:// server, plain requests and streams
+	// alike: RootCAs to trust a private CA, Certificates to present a client
+	// certificate to a server that asks for one. The client uses a copy (taken by New)
+	// with its own ServerName (the server address's host, unless set) and NextProtos
+	// (HTTP/1.1, which the stream's Upgrade needs). Defaults to the system's roots and no
+	// client certificate. Not used with HTTPClient: configure its transport instead.
+	TLS *tls.Config
 	// NoStream makes every call a plain HTTP/1.1 request. By default the client's calls
 	// travel as frames on a few persistent connections (the stream of docs/api.md), each
 	// carrying many at once and costs both sides less per call; the client falls back to
@@ -79,6 +87,7 @@ type Client struct {
 	base   string
 	token  string
 	hc     *http.Client
+	tls    *tls.Config // the stream's, made from Options.TLS; nil for the defaults
 	json   bool
 	prop   propagation.TextMapPropagator
 	tracer trace.Tracer
@@ -97,15 +106,21 @@ func New(base string, opts Options) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("client: server address %q must look like http://host:port", base)
 	}
+	var tc *tls.Config
+	if opts.TLS != nil {
+		tc = opts.TLS.Clone() // the caller may go on changing its own
+		tc.NextProtos = []string{"http/1.1"}
+	}
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Transport: &http.Transport{
 			Proxy:               nil,
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
+			TLSClientConfig:     tc, // the transport sets ServerName when it is empty
 		}}
 	}
-	c := &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc, json: opts.JSON, clock: opts.Clock}
+	c := &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc, tls: tc, json: opts.JSON, clock: opts.Clock}
 	if c.clock == nil {
 		c.clock = clock.Real
 	}

@@ -164,7 +164,14 @@ func (c *Client) dialStream(ctx context.Context) (*stream, error) {
 		return nil, err
 	}
 	if u.Scheme == "https" {
-		tc := tls.Client(conn, &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}})
+		cfg := &tls.Config{NextProtos: []string{"http/1.1"}} // HTTP/2 has no Upgrade
+		if c.tls != nil {
+			cfg = c.tls.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = u.Hostname()
+		}
+		tc := tls.Client(conn, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			conn.Close()
 			return nil, err

@@ -198,16 +198,21 @@ func (a *app) pick(flagValue, envName, def string) string {
 type clientFlags struct {
 	server string
 	token  string
+	// caCert, clientCert and clientKey are the TLS files (tlsflags.go).
+	caCert, clientCert, clientKey string
 }
 
 const clientHelp = `
 
 Every command that talks to a server takes --server (env OKIBA_SERVER, default
-http://127.0.0.1:7070) and --token (env OKIBA_TOKEN) for a server that requires one.`
+http://127.0.0.1:7070) and --token (env OKIBA_TOKEN) for a server that requires one.
+For an https:// server, --ca-cert FILE (env OKIBA_CA_CERT) trusts that CA instead of the
+system's, and --client-cert FILE --client-key FILE present a client certificate.`
 
 func (c *clientFlags) register(f *flags) {
 	f.StringVar(&c.server, "server", "", "okiba server `URL` (default "+client.DefaultServer+"; env OKIBA_SERVER)")
 	f.StringVar(&c.token, "token", "", "bearer `TOKEN` for a server started with an auth token (env OKIBA_TOKEN)")
+	c.registerTLS(f)
 }
 
 // serverFlags returns the flag set of a command that talks to a server: --server and
@@ -223,8 +228,12 @@ func (a *app) serverFlags(cmd, usage, examples string) *flags {
 func (f *flags) client() (*client.Client, error) {
 	a := f.app
 	server := a.pick(f.conn.server, "OKIBA_SERVER", client.DefaultServer)
+	tc, err := f.conn.tlsConfig(f)
+	if err != nil {
+		return nil, err
+	}
 	// A command makes a request or a few: opening a stream would only add a round trip.
-	cl, err := client.New(server, client.Options{Token: a.pick(f.conn.token, "OKIBA_TOKEN", ""), NoStream: true})
+	cl, err := client.New(server, client.Options{Token: a.pick(f.conn.token, "OKIBA_TOKEN", ""), NoStream: true, TLS: tc})
 	if err != nil {
 		return nil, f.fail("--server %q must look like http://host:port", server)
 	}

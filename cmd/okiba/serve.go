@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/okiba/okiba/broker"
@@ -26,8 +29,9 @@ Usage: okiba serve [--config FILE] [--addr HOST:PORT] [--data DIR] [flags]
 Settings come from a JSON configuration file (--config FILE, or OKIBA_CONFIG; every flag
 has a key, docs/operations.md), then the environment (OKIBA_ADDR, OKIBA_DATA,
 OKIBA_AUTH_TOKEN, OKIBA_LOG_LEVEL, OKIBA_SQS_REGION, OKIBA_SQS_ACCOUNT_ID,
-OKIBA_CORS_ORIGINS, OKIBA_ALLOWED_HOSTS, OKIBA_AUDIT_LOG, OKIBA_TRUSTED_PROXIES), then flags: a flag wins over the environment,
-and the environment over the file.
+OKIBA_CORS_ORIGINS, OKIBA_ALLOWED_HOSTS, OKIBA_AUDIT_LOG, OKIBA_TRUSTED_PROXIES,
+OKIBA_TLS_CERT, OKIBA_TLS_KEY, OKIBA_TLS_CLIENT_CA), then flags: a flag wins over the
+environment, and the environment over the file.
 
 Runs a broker on a data directory and serves the native HTTP API on --addr, and on the
 same address the Amazon SQS-compatible API (JSON protocol; docs/sqs.md), unless --sqs=false,
@@ -56,6 +60,15 @@ key id ("admin" with the token) and its secret; --sqs-credentials-file (lines
 "ACCESS_KEY_ID SECRET") declares more, each allowed everything. Without authentication the
 SQS API accepts any credentials.
 
+With --tls-cert FILE and --tls-key FILE the port speaks TLS 1.2 or later, and only TLS,
+for every interface (the URL is then https://…; clients of a private CA trust it with
+okiba --ca-cert FILE, or client.Options.TLS). TLS does not replace authentication: a
+non-loopback --addr still needs it. --tls-client-ca FILE also demands of every
+connection a client certificate issued by a CA in FILE; requests over it still prove a
+principal. On SIGHUP okiba reads the three files again: new connections get the new
+certificate, open ones keep theirs, and files that do not make a valid pair are logged
+and leave the previous certificate serving. Without TLS, SIGHUP ends okiba as before.
+
 Any web page the user visits can send requests to the broker, so okiba refuses those that
 a browser marks as coming from a page of another origin (Sec-Fetch-Site, Origin), on
 every path but /healthz and the console's sign-in page: 403 forbidden (AccessDenied for
@@ -80,7 +93,9 @@ okiba serve --addr 10.0.0.5:7070 --insecure   # no authentication: a trusted net
 okiba serve --auth-token-file /etc/okiba/token --sqs-credentials-file /etc/okiba/sqs-keys
 aws sqs list-queues --endpoint-url http://127.0.0.1:7070   # any credentials without a token
 okiba serve --cors-origins https://app.example.com,http://localhost:5173   # browser applications
-okiba serve --addr 10.0.0.5:7070 --insecure --allowed-hosts broker.lan,*.broker.lan`
+okiba serve --addr 10.0.0.5:7070 --insecure --allowed-hosts broker.lan,*.broker.lan
+okiba serve --addr 0.0.0.0:7070 --auth-token-file /etc/okiba/token --tls-cert /etc/okiba/tls.crt --tls-key /etc/okiba/tls.key
+kill -HUP $(pidof okiba)   # after replacing the certificate files: reload them`
 
 type serveCmd struct{ app *app }
 
@@ -111,6 +126,9 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	f.Var(&cache, "cache-bytes", fmt.Sprintf("`SIZE` of message bodies kept in memory; the rest are read from the log (default %s)", sizeString(payload.DefaultCacheBytes)))
 	maxQueues := f.Int("max-queues", 0, fmt.Sprintf("most queues the broker holds (default %d)", queue.DefaultMaxQueues))
 	maxInFlight := f.Int("max-in-flight", 0, fmt.Sprintf("most leased messages per queue (default %d, as SQS)", queue.DefaultMaxInFlight))
+	tlsCert := f.String("tls-cert", "", "serve TLS only, with the certificate chain in `FILE` (PEM, the server's first; env OKIBA_TLS_CERT); needs --tls-key; SIGHUP reloads it")
+	tlsKey := f.String("tls-key", "", "the private key of --tls-cert, in `FILE` (PEM; env OKIBA_TLS_KEY)")
+	tlsClientCA := f.String("tls-client-ca", "", "require of every connection a client certificate issued by a CA in `FILE` (PEM; env OKIBA_TLS_CLIENT_CA); requests still authenticate")
 	printConfig := f.Bool("print-config", false, "print the effective configuration as JSON, secrets redacted, and exit")
 	var minFree, gcHeadroom byteSize
 	f.Var(&gcHeadroom, "gc-headroom", fmt.Sprintf("let the heap grow by this `SIZE` between garbage collections, or by half of what is live once that is more (default %s; \"off\" keeps Go's default, as does setting GOGC)", sizeString(gcpace.DefaultMinHeadroom)))
@@ -138,6 +156,9 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	env("OKIBA_SQS_REGION", &cfg.SQS.Region)
 	env("OKIBA_SQS_ACCOUNT_ID", &cfg.SQS.AccountID)
 	env("OKIBA_AUDIT_LOG", &cfg.AuditLog)
+	env("OKIBA_TLS_CERT", &cfg.TLS.CertFile)
+	env("OKIBA_TLS_KEY", &cfg.TLS.KeyFile)
+	env("OKIBA_TLS_CLIENT_CA", &cfg.TLS.ClientCAFile)
 	if v := a.env("OKIBA_AUTH_TOKEN"); v != "" {
 		cfg.AuthToken, cfg.AuthTokenFile = v, ""
 	}
@@ -191,6 +212,9 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		"gc-headroom":          func() { cfg.Storage.GCHeadroom = node.Size(gcHeadroom) },
 		"max-queues":           func() { cfg.Limits.MaxQueues = *maxQueues },
 		"max-in-flight":        func() { cfg.Limits.MaxInFlight = *maxInFlight },
+		"tls-cert":             func() { cfg.TLS.CertFile = *tlsCert },
+		"tls-key":              func() { cfg.TLS.KeyFile = *tlsKey },
+		"tls-client-ca":        func() { cfg.TLS.ClientCAFile = *tlsClientCA },
 	} {
 		if given[name] {
 			apply()
@@ -211,6 +235,14 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		return f.fail("--log-level must be debug, info, warn or error, got %q", cfg.LogLevel)
 	}
 	logger := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: lv}))
+	var hup chan os.Signal
+	if cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != "" {
+		// Taken before the node serves, so that a SIGHUP never finds the signal's default
+		// action (the end of the process) once the start-up line is out.
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 	n, err := node.Open(ctx, cfg, node.Runtime{Logger: logger})
 	if err != nil {
 		var ce *node.ConfigError
@@ -230,9 +262,16 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	select {
-	case <-ctx.Done():
-	case <-n.Stopped():
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			running = false
+		case <-n.Stopped():
+			running = false
+		case <-hup:
+			logger.Info("SIGHUP: reading the TLS files again", "cert_file", cfg.TLS.CertFile, "key_file", cfg.TLS.KeyFile, "client_ca_file", cfg.TLS.ClientCAFile)
+			_ = n.ReloadTLS() // it logs what it did, or why the previous certificate serves on
+		}
 	}
 	grace2 := cmp.Or(time.Duration(cfg.ShutdownGrace), node.DefaultShutdownGrace)
 	logger.Info("shutting down: no new connections; finishing requests in progress", "grace", grace2)
@@ -263,7 +302,8 @@ func commaList(v string, parse func(string) (string, error)) ([]string, error) {
 }
 
 // flagOf names the flag of a configuration key: "storage.segment_size" is
-// --segment-size, "sqs.credentials_file" --sqs-credentials-file.
+// --segment-size, "sqs.credentials_file" --sqs-credentials-file, "tls.cert_file"
+// --tls-cert.
 func flagOf(key string) string {
 	if strings.HasPrefix(key, "principals") {
 		return "the configuration file's " + key // no flag: principals are declared in the file
@@ -274,6 +314,8 @@ func flagOf(key string) string {
 		name = section
 	case section == "sqs":
 		name = "sqs_" + name
+	case section == "tls":
+		name = "tls_" + strings.TrimSuffix(name, "_file")
 	}
 	return "--" + strings.ReplaceAll(name, "_", "-")
 }

@@ -32,7 +32,8 @@ import (
 //	  "cors_origins": ["https://app.example.com"],
 //	  "sqs": {"credentials_file": "/etc/okiba/sqs-keys", "region": "eu-west-1"},
 //	  "storage": {"segment_size": "64MiB", "cache_bytes": "1GiB", "min_free_disk": "off"},
-//	  "limits": {"max_queues": 20000}
+//	  "limits": {"max_queues": 20000},
+//	  "tls": {"cert_file": "/etc/okiba/tls.crt", "key_file": "/etc/okiba/tls.key"}
 //	}
 type Config struct {
 	// Addr is where to listen, HOST:PORT. Defaults to 127.0.0.1:7070; port 0 picks one.
@@ -77,6 +78,8 @@ type Config struct {
 	Storage StorageConfig `json:"storage,omitzero"`
 	// Limits bound what the broker holds (replicated configuration: logged when changed).
 	Limits LimitsConfig `json:"limits,omitzero"`
+	// TLS puts the port behind TLS (tls.go). Defaults to plain HTTP.
+	TLS TLSConfig `json:"tls,omitzero"`
 }
 
 // PrincipalConfig declares one principal.
@@ -217,6 +220,7 @@ type resolved struct {
 	static   []auth.Static
 	proxies  []netip.Prefix
 	loopback bool
+	tls      *tlsState // the TLS files as read at Open; nil without TLS
 }
 
 // authOn reports whether requests must authenticate.
@@ -323,6 +327,14 @@ func (c Config) resolve() (resolved, error) {
 	}
 	if c.Limits.MaxQueues < 0 || c.Limits.MaxInFlight < 0 {
 		return r, fieldError("limits", "max_queues and max_in_flight must not be negative")
+	}
+	if err := c.TLS.check(); err != nil {
+		return r, err
+	}
+	if c.TLS.on() {
+		if r.tls, err = loadTLS(c.TLS); err != nil {
+			return r, err
+		}
 	}
 	return r, nil
 }

@@ -1,6 +1,7 @@
 // Package node is one okiba process: it owns the broker and every interface in front of
 // it — the native API and its stream, the SQS-compatible API, the web console, metrics
-// and health — behind one router with one authentication step, and closes them in order.
+// and health — behind one router with one authentication step, on one port (over TLS
+// when configured, tls.go), and closes them in order.
 // okiba serve, okibatest and the chaos harness are thin users of it.
 //
 // The router takes each request through the same steps: the browser guard (cross-site
@@ -19,9 +20,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/okiba/okiba/access"
@@ -75,12 +76,16 @@ type Node struct {
 	log  *slog.Logger
 	url  string
 	addr net.Addr
+	// tls is the TLS files' current reading, which each accepted connection takes;
+	// ReloadTLS replaces it, under reloading. Nil without TLS.
+	tls       *atomic.Pointer[tlsState]
+	reloading sync.Mutex
 
 	broker  *broker.Broker
 	native  *nativeapi.Server
 	sqs     *sqs.Front // nil when off
 	console *console.Console
-	self    *client.Client // the console's playground's client of this node; nil without a console or URL
+	self    *client.Client // the console's playground's client of this node, on inproc; nil without a console or URL
 	metrics *metrics.Metrics
 	guard   *crossorigin.Guard
 	keys    *auth.Keyring
@@ -94,6 +99,11 @@ type Node struct {
 	// start and known to this process only; "" without authentication.
 	selfToken string
 	mux       *http.ServeMux // the console, /metrics, and the native API behind them
+
+	// inproc is the in-memory listener the console's client reaches the node on
+	// (inprocess.go); inprocDone is closed when the HTTP server stops serving it.
+	inproc     *inProcessListener
+	inprocDone chan struct{}
 
 	http     *http.Server
 	served   chan struct{} // closed when the HTTP server has stopped
@@ -128,6 +138,9 @@ func Open(ctx context.Context, cfg Config, rt Runtime) (*Node, error) {
 
 func (n *Node) open(ctx context.Context) error {
 	c, log := n.cfg, n.log
+	if c.tls != nil && n.rt.External {
+		return errors.New("TLS needs the node's own listener: with Runtime.External, the caller's server terminates TLS")
+	}
 	switch {
 	case c.authOn():
 		log.Info("authentication on: every path but /healthz requires a principal's secret (or a console session)")
@@ -194,6 +207,13 @@ func (n *Node) open(ctx context.Context) error {
 	if ln != nil {
 		n.addr = ln.Addr()
 		n.url = "http://" + ln.Addr().String()
+		if c.tls != nil {
+			n.tls = new(atomic.Pointer[tlsState])
+			n.tls.Store(c.tls)
+			ln = tlsListener{Listener: ln, current: n.tls}
+			n.url = "https://" + n.addr.String()
+			log.Info("TLS on: the port speaks TLS only (1.2 or later); SIGHUP reloads the certificates", c.tls.logAttrs(time.Now())...)
+		}
 	}
 
 	n.native = nativeapi.New(b, nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest, Audit: n.audited, Keys: n.keys})
@@ -208,8 +228,10 @@ func (n *Node) open(ctx context.Context) error {
 	if !c.Console.Disabled {
 		if ln != nil {
 			// The playground's lessons drive this node as a user's program would: through
-			// the native API, at the address just bound, with the node's token.
-			if n.self, err = client.New(dialURL(ln.Addr()), client.Options{Token: n.selfToken}); err != nil {
+			// the native API, with the node's token — on a listener of this process's
+			// own, which needs neither the port's certificate nor a client certificate.
+			n.inproc = newInProcessListener()
+			if n.self, err = newSelfClient(n.inproc, n.selfToken); err != nil {
 				closeLn()
 				return err
 			}
@@ -266,6 +288,13 @@ func (n *Node) open(ctx context.Context) error {
 			n.serveErr = n.http.Serve(ln)
 			close(n.served)
 		}()
+		if n.inproc != nil {
+			n.inprocDone = make(chan struct{})
+			go func() {
+				n.http.Serve(n.inproc) // ends with the server (Shutdown or Close)
+				close(n.inprocDone)
+			}()
+		}
 	}
 	rec := b.Recovery()
 	log.Info("okiba serving", "url", n.url, "data", c.Data,
@@ -306,15 +335,6 @@ func (n *Node) abort() {
 	}
 }
 
-// dialURL is the URL at which this process reaches the listener at addr: its own
-// address, or loopback when it listens on every address (0.0.0.0, [::]).
-func dialURL(addr net.Addr) string {
-	if a, ok := addr.(*net.TCPAddr); ok && a.IP.IsUnspecified() {
-		return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
-	}
-	return "http://" + addr.String()
-}
-
 // addrName returns the host of a listen address when it is a name (not an IP address):
 // requests may address the server by the name it was told to listen on.
 func addrName(listen string) []string {
@@ -328,7 +348,7 @@ func addrName(listen string) []string {
 	return nil
 }
 
-// URL is where the node serves, such as http://127.0.0.1:7070.
+// URL is where the node serves, such as http://127.0.0.1:7070 (https://… with TLS).
 func (n *Node) URL() string { return n.url }
 
 // Addr is the address the node listens on.
@@ -394,6 +414,9 @@ func (n *Node) close(ctx context.Context) error {
 		<-n.served
 		if err := n.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, err)
+		}
+		if n.inprocDone != nil {
+			<-n.inprocDone
 		}
 	}
 	if n.http == nil {

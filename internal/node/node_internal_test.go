@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -38,22 +37,6 @@ func TestAddrName(t *testing.T) {
 		"127.0.0.1:7070": "", "[::1]:7070": "", ":7070": "", "0.0.0.0:7070": "", "nonsense": ""} {
 		if got := strings.Join(addrName(addr), ","); got != want {
 			t.Errorf("addrName(%q) = %q, want %q", addr, got, want)
-		}
-	}
-}
-
-func TestDialURL(t *testing.T) {
-	t.Parallel()
-	for addr, want := range map[string]string{
-		"127.0.0.1:7070": "http://127.0.0.1:7070", "[::1]:7070": "http://[::1]:7070",
-		"0.0.0.0:7070": "http://127.0.0.1:7070", "[::]:7070": "http://127.0.0.1:7070",
-	} {
-		a, err := net.ResolveTCPAddr("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := dialURL(a); got != want {
-			t.Errorf("dialURL(%s) = %s, want %s", addr, got, want)
 		}
 	}
 }
@@ -184,11 +167,18 @@ func TestPlaygroundLessonsAreAPITraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close(context.Background())
+	runLesson(t, n, http.DefaultClient, token)
+}
+
+// runLesson runs the playground's delivery lesson through the console at n with hc, and
+// checks that its calls were requests of the native API and that its queues are gone.
+func runLesson(t *testing.T, n *Node, hc *http.Client, token string) {
+	t.Helper()
 	call := func(method, path string, out any) {
 		t.Helper()
 		req, _ := http.NewRequest(method, n.URL()+path, strings.NewReader(`{"loss": 0, "total": 4, "rate": 20}`))
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +208,7 @@ func TestPlaygroundLessonsAreAPITraffic(t *testing.T) {
 	var scrape strings.Builder
 	req, _ := http.NewRequest("GET", n.URL()+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,6 @@
 // Package testkit is what okiba's own tests share: how a suite says it cannot run here
-// (Missing), and how a test waits for what no signal announces (Eventually, Recv).
+// (Missing), how a test waits for what no signal announces (Eventually, Recv), and the
+// certificates of TLS tests (NewCA).
 //
 // A suite that needs something outside Go (PostgreSQL, Node.js packages, Chromium)
 // calls Missing when it is absent. Locally the test skips with a message that starts
