@@ -46,6 +46,11 @@ type Options struct {
 	// API needs to seal the secrets it makes and to tell the declared principals. Without
 	// them it lists the log's principals only and creates none.
 	Keys *auth.Keyring
+	// StreamBytes bounds the bytes of requests one stream holds in flight (their bodies
+	// and targets); a request beyond is answered 503 unavailable with Retry-After, and
+	// the stream goes on. Defaults to 64 MiB. ServerStreamBytes bounds all streams
+	// together; defaults to 512 MiB.
+	StreamBytes, ServerStreamBytes int64
 	// StreamIdleTimeout closes a stream (docs/api.md) on which no frame has arrived for
 	// this long and no request is in flight, as HTTP servers close idle keep-alive
 	// connections. Default 5 minutes; the Go client closes its own idle streams sooner.
@@ -64,12 +69,21 @@ type Server struct {
 
 	streams streams
 	busy    atomic.Int64 // stream requests in flight, all streams
+	held    atomic.Int64 // bytes of the stream requests in flight, all streams
+
+	streamBytes, serverStreamBytes int64
 }
 
 // New returns a server of the native API's operations on b (internal/service), whose
 // internal errors go to opts.Logger.
 func New(b *broker.Broker, opts Options) *Server {
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, streamBytes: opts.StreamBytes, serverStreamBytes: opts.ServerStreamBytes}
+	if s.streamBytes <= 0 {
+		s.streamBytes = defaultStreamBytes
+	}
+	if s.serverStreamBytes <= 0 {
+		s.serverStreamBytes = defaultServerStreamBytes
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

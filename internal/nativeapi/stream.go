@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/okiba/okiba/api"
@@ -37,6 +38,10 @@ const (
 	defaultStreamIdle = 5 * time.Minute
 	// streamWriteTimeout bounds one write of answers to a client that stopped reading.
 	streamWriteTimeout = 90 * time.Second
+	// defaultStreamBytes and defaultServerStreamBytes are Options.StreamBytes' and
+	// Options.ServerStreamBytes' defaults.
+	defaultStreamBytes       = 64 << 20
+	defaultServerStreamBytes = 512 << 20
 )
 
 // streams are the server's open streams, which http.Server no longer sees once the
@@ -177,6 +182,7 @@ type streamConn struct {
 	ctx          context.Context // the connection's: ends when it closes
 	cancel       context.CancelFunc
 	slots        chan struct{} // one per request in flight
+	held         atomic.Int64  // bytes of the requests in flight (admit)
 	wg           sync.WaitGroup
 	done         chan struct{}
 	host, remote string
@@ -239,6 +245,17 @@ func (sc *streamConn) run() {
 				sc.protocolError(fmt.Errorf("%w: request id 0 is reserved for errors of the connection", api.ErrBinary))
 				return
 			}
+			if e := sc.admit(f); e != nil {
+				fw := newFrameWriter()
+				reply.Error(fw, e)
+				err := sc.answer(fw, f.ID)
+				<-sc.slots
+				if err != nil {
+					sc.cut()
+					return
+				}
+				continue
+			}
 			ctx, call := sc.start(f)
 			if call == nil {
 				sc.protocolError(fmt.Errorf("%w: request id %d is already in flight", api.ErrBinary, f.ID))
@@ -255,6 +272,32 @@ func (sc *streamConn) run() {
 			return
 		}
 	}
+}
+
+// frameCost is what a request frame holds in memory while it runs.
+func frameCost(f api.Frame) int64 { return int64(len(f.Body) + len(f.Target) + 256) }
+
+// admit reserves f's bytes of the stream's and the server's budgets of requests in
+// flight, or returns the retryable error to answer it with: a stream cannot hold more
+// than StreamBytes of requests at once (1,024 padded long polls would otherwise hold
+// gigabytes), nor all streams together more than ServerStreamBytes. serve gives the
+// bytes back once the request is answered.
+func (sc *streamConn) admit(f api.Frame) *api.Error {
+	n := frameCost(f)
+	conn := sc.held.Add(n)
+	all := sc.s.held.Add(n)
+	if conn <= sc.s.streamBytes && all <= sc.s.serverStreamBytes {
+		return nil
+	}
+	sc.held.Add(-n)
+	sc.s.held.Add(-n)
+	which, held, limit := "this stream holds", conn-n, sc.s.streamBytes
+	if conn <= sc.s.streamBytes {
+		which, held, limit = "the server's streams hold", all-n, sc.s.serverStreamBytes
+	}
+	return &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
+		Message: fmt.Sprintf("%s %.1f MiB of requests in flight; this one's %.1f MiB would pass the limit of %d MiB: retry once fewer are in flight",
+			which, float64(held)/(1<<20), float64(n)/(1<<20), limit>>20)}
 }
 
 // start registers request f, which a cancel frame can then stop, and returns its
@@ -338,6 +381,9 @@ func (sc *streamConn) serve(ctx context.Context, f api.Frame, call *streamCall) 
 	delete(sc.calls, f.ID)
 	sc.mu.Unlock()
 	sc.s.busy.Add(-1)
+	n := frameCost(f)
+	sc.held.Add(-n)
+	sc.s.held.Add(-n)
 	call.cancel()
 	err := sc.answer(fw, f.ID)
 	<-sc.slots

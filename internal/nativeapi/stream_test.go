@@ -521,3 +521,49 @@ func TestStreamRequestsAreObserved(t *testing.T) {
 		t.Fatalf("observed %q for the stream", got)
 	}
 }
+
+// A stream cannot hold more than its budget of request bytes in flight, nor all streams
+// more than the server's: padded long polls used to let one connection pin 1,024 × 16
+// MiB. Beyond the budget a request is answered 503 with Retry-After, the stream goes
+// on, and the bytes come back when the requests end.
+func TestStreamBoundsTheBytesItHolds(t *testing.T) {
+	t.Parallel()
+	_, e := serverAt(t, nativeapi.Options{StreamBytes: 3 << 20, ServerStreamBytes: 4 << 20})
+	e.putQueue("q", "{}")
+	poll := `{"wait":"30s"}` + strings.Repeat(" ", 1<<20) // a long poll padded to 1 MiB
+	s := e.openStream()
+	for id := uint64(1); id <= 2; id++ {
+		s.request(id, "POST", "/v1/queues/q/receive", poll)
+	}
+	// The third fits nowhere in this stream's 3 MiB (each costs 1 MiB and a little).
+	f := s.call(3, "POST", "/v1/queues/q/receive", poll)
+	if e := frameError(t, f); f.Status != 503 || e.Code != api.CodeUnavailable || e.RetryAfter == nil || !strings.Contains(e.Message, "this stream") {
+		t.Fatalf("third padded poll: HTTP %d %s", f.Status, f.Body)
+	}
+	if f := s.call(4, "GET", "/v1/queues/q", ""); f.Status != 200 {
+		t.Fatalf("a small request beside them: HTTP %d", f.Status)
+	}
+	// Another stream meets the server's budget: 4 MiB in all.
+	s2 := e.openStream()
+	s2.request(1, "POST", "/v1/queues/q/receive", poll)
+	f = s2.call(2, "POST", "/v1/queues/q/receive", poll)
+	if e := frameError(t, f); f.Status != 503 || !strings.Contains(e.Message, "the server's streams") {
+		t.Fatalf("past the server's budget: HTTP %d %s", f.Status, f.Body)
+	}
+	// A cancelled poll gives its bytes back: the next fits.
+	s.write(api.AppendFrame(nil, &api.Frame{Kind: api.FrameCancel, ID: 1}))
+	if f := s.next(); f.ID != 1 {
+		t.Fatalf("answer to %d, want the cancelled 1", f.ID)
+	}
+	s.request(5, "POST", "/v1/queues/q/receive", poll)
+	e.send("q", "one")
+	for got := 0; got < 1; {
+		f := s.next()
+		if f.ID == 5 || f.ID == 2 || f.ID == 4 {
+			got++
+			if f.Status != 200 {
+				t.Fatalf("a poll after the budget freed: HTTP %d %s", f.Status, f.Body)
+			}
+		}
+	}
+}
