@@ -124,3 +124,35 @@ func TestServiceChecksWhatTheRequestNames(t *testing.T) {
 		t.Fatalf("an in-process call sees %d of %d queues", n, len(b.Queues("")))
 	}
 }
+
+// A queue's description names its dead-letter sources only as far as the caller may
+// browse them.
+func TestDeadLetterSourcesAreFiltered(t *testing.T) {
+	t.Parallel()
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	svc := service.New(b, service.Options{})
+	dlq := "shared-dlq"
+	for _, name := range []string{"secret-src", "open-src"} {
+		if _, _, e := svc.PutQueue(context.Background(), name, api.QueueConfig{DeadLetterQueue: &dlq}); e != nil {
+			t.Fatal(e)
+		}
+	}
+	g, _ := access.ParseGrant("browse queue:open-*")
+	g2, _ := access.ParseGrant("browse queue:shared-*")
+	ctx := auth.With(context.Background(), auth.Principal{Name: "v", Grants: access.Grants{g, g2}})
+	q, e := svc.Queue(ctx, "shared-dlq")
+	if e != nil {
+		t.Fatal(e)
+	}
+	if len(q.DeadLetterSources) != 1 || q.DeadLetterSources[0] != "open-src" {
+		t.Fatalf("dead-letter sources seen: %v", q.DeadLetterSources)
+	}
+	all, _ := svc.Queue(context.Background(), "shared-dlq")
+	if len(all.DeadLetterSources) != 2 {
+		t.Fatalf("from inside the process: %v", all.DeadLetterSources)
+	}
+}

@@ -20,7 +20,9 @@ func (s *Service) Queues(ctx context.Context, prefix string) []api.Queue {
 	out := make([]api.Queue, 0, len(qs))
 	for _, qi := range qs {
 		if auth.Allowed(ctx, access.Browse, access.QueueNamed(qi.Name)) {
-			out = append(out, wireQueue(qi))
+			q := wireQueue(qi)
+			q.DeadLetterSources = browsable(ctx, q.DeadLetterSources)
+			out = append(out, q)
 		}
 	}
 	return out
@@ -32,7 +34,24 @@ func (s *Service) Queue(ctx context.Context, name string) (api.Queue, *api.Error
 	if err != nil {
 		return api.Queue{}, s.errorOf(err)
 	}
-	return wireQueue(qi), nil
+	q := wireQueue(qi)
+	q.DeadLetterSources = browsable(ctx, q.DeadLetterSources)
+	return q, nil
+}
+
+// browsable keeps the queues the caller may browse: a queue's description names other
+// queues (its dead-letter sources), which a caller that may not see them must not learn.
+func browsable(ctx context.Context, queues []string) []string {
+	out := queues[:0:0]
+	for _, n := range queues {
+		if auth.Allowed(ctx, access.Browse, access.QueueNamed(n)) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // PutQueue creates the queue or changes the fields in of its configuration, and
