@@ -85,18 +85,54 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
+	defaults := os.Getenv("OKIBA_REPLICA_SEED") == "" && os.Getenv("OKIBA_REPLICA_SEEDS") == ""
 	for _, sz := range sizes {
 		t.Run(fmt.Sprintf("%d-nodes", sz.nodes), func(t *testing.T) {
 			t.Parallel()
+			var total simStats
 			for _, seed := range sz.seeds {
 				s := runSim(t, simConfig{nodes: sz.nodes, rounds: sz.rounds, seed: seed})
 				if t.Failed() {
 					return
 				}
 				t.Logf("seed %d: %s", seed, s.summary())
+				total.add(s.stats)
+			}
+			if defaults {
+				total.covers(t)
 			}
 		})
 	}
+}
+
+// covers fails unless the default seeds took every path the check is there for: a run
+// that changes the simulation must not quietly stop exercising one.
+func (st simStats) covers(t *testing.T) {
+	t.Helper()
+	for what, n := range map[string]int{
+		"acknowledged commands": st.acked, "indeterminate outcomes": st.indeterminate,
+		"not-leader refusals": st.refusedNotLeader, "proposals raft dropped": st.dropped,
+		"crashes": st.crashes, "partitions": st.partitions, "snapshots installed": st.installed,
+		"rebuilds": st.rebuilds,
+	} {
+		if n == 0 {
+			t.Errorf("the default seeds had no %s: the simulation no longer exercises them", what)
+		}
+	}
+}
+
+func (st *simStats) add(o simStats) {
+	st.refusedNotLeader += o.refusedNotLeader
+	st.refusedUnavailable += o.refusedUnavailable
+	st.acked += o.acked
+	st.indeterminate += o.indeterminate
+	st.lost += o.lost
+	st.crashes += o.crashes
+	st.partitions += o.partitions
+	st.snapshotsSent += o.snapshotsSent
+	st.installed += o.installed
+	st.rebuilds += o.rebuilds
+	st.dropped += o.dropped
 }
 
 // TestSimulationIsDeterministic runs one seed twice: a run is a function of its seed,
@@ -134,10 +170,12 @@ type sim struct {
 	commit   uint64            // the highest index seen committed
 	samples  map[uint64][]byte // a machine snapshot some replica held or stored at an index
 
-	stats struct {
-		refusedNotLeader, refusedUnavailable, acked, indeterminate, lost int
-		crashes, partitions, snapshotsSent, installed, rebuilds, dropped int
-	}
+	stats simStats
+}
+
+type simStats struct {
+	refusedNotLeader, refusedUnavailable, acked, indeterminate, lost int
+	crashes, partitions, snapshotsSent, installed, rebuilds, dropped int
 }
 
 type node struct {
