@@ -201,7 +201,6 @@ type logged struct {
 
 // call is one client command and what became of it.
 type call struct {
-	n         int
 	op        op
 	node      uint64
 	submitted int64
@@ -502,7 +501,7 @@ func (s *sim) submit() {
 
 // propose submits o to a node, as a client would, at the node's clock.
 func (s *sim) propose(target *node, o op) *call {
-	c := &call{n: len(s.calls), op: o, node: target.id}
+	c := &call{op: o, node: target.id}
 	s.event++
 	c.submitted = s.event
 	s.calls = append(s.calls, c)
@@ -523,6 +522,9 @@ func (s *sim) propose(target *node, o op) *call {
 	case err != nil:
 		s.fatalf("node %d: propose %s: %v", target.id, c.op, err)
 	default:
+		if st := target.r.Status(); !st.Leader || id.Node != target.id || id.Term != st.Term {
+			s.fatalf("node %d took %s as %v, but its status is %+v", target.id, c.op, id, st)
+		}
 		if s.byID[id] != nil {
 			s.fatalf("proposal id %v given twice", id)
 		}
