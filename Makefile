@@ -13,7 +13,7 @@ export TESTREPORT_DIR ?= .test-report
 REPORT := $(TESTREPORT_DIR)/testreport
 TIERS := build vet unit model storage binary bench-smoke browser
 
-.PHONY: test deps build vet unit model storage binary torture-short bench-smoke browser torture fuzz bench bench-quick bench-setup bench-go bench-topics bench-topic-memory clean
+.PHONY: test deps build vet unit model storage binary torture-short bench-smoke browser torture torture-replica fuzz bench bench-quick bench-setup bench-go bench-topics bench-topic-memory clean
 
 ## test: everything CI checks, tier by tier, then the summary (printed even when a tier fails).
 test: $(REPORT)
@@ -63,6 +63,12 @@ torture-short: binary
 torture:
 	$(GO) run ./cmd/okiba torture --cycles 1000
 
+## torture-replica: the Raft layer's simulation over many more seeds (REPLICA_SEEDS per cluster
+## size, default 2000): drops, delays, duplicates, partitions, crashes, against the reference.
+REPLICA_SEEDS ?= 2000
+torture-replica:
+	OKIBA_REPLICA_SEEDS=$(REPLICA_SEEDS) $(GO) test -count=1 -timeout 60m -run 'Sim' ./internal/replica
+
 ## model: a deeper run of the state machine against its reference model (fixed count).
 model: $(REPORT)
 	@$(call tier,model,120) -json -- $(GO) test -json -race -count=1 ./queue -run Model -rapid.checks=3000 -rapid.steps=100
@@ -83,6 +89,7 @@ fuzz:
 	$(GO) test ./internal/names -run '^$$' -fuzz '^FuzzGrammarIsWithinTheCore$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/filter -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/filter -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/replica -run '^$$' -fuzz '^FuzzDecodeEntry$$' -fuzztime $(FUZZTIME)
 
 ## browser: the console in real headless Chromium (internal/console/e2e: sign-in, overview, queue page,
 ## dead-letter redrive, every playground lesson; screenshots in internal/console/e2e/artifacts/).
