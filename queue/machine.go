@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -347,23 +348,51 @@ func (m *Machine) NextEvent() (int64, bool) {
 // Tick advances every queue whose next event is due at now. It returns the names of
 // queues that have deliverable messages after the tick, so the caller can wake waiting
 // receivers.
+//
+// The due queues are advanced in the order of their ids, round after round (a dead
+// letter makes its dead-letter queue due at once), never in the order of their
+// scheduled times: those depend on when a node last advanced a queue — a leader at
+// each command, a replica as records arrive — while the records a tick emits must
+// depend on the state alone, so that a node rebuilt from the log emits what any other
+// would.
 func (m *Machine) Tick(now int64, sink Sink) []string {
 	now = m.clock(now)
 	var woke []string
-	for x := m.events.peek(); x != nil && x.at <= now; x = m.events.peek() {
-		q := m.byID[x.seq]
-		before := q.ready.len()
-		m.advance(sink, q, now)
-		if q.ready.len() > before {
-			woke = append(woke, q.name)
-		}
-		// advance rescheduled q past now (or removed it); guard against a stuck entry.
-		if y := m.events.peek(); y == x && y.at <= now {
+	var rounds map[*queueState]int
+	for {
+		var due []*queueState
+		for x := m.events.peek(); x != nil && x.at <= now; x = m.events.peek() {
+			q := m.byID[x.seq]
 			m.events.unschedule(q)
+			due = append(due, q)
+		}
+		if len(due) == 0 {
+			return woke
+		}
+		if rounds == nil {
+			rounds = map[*queueState]int{}
+		}
+		slices.SortFunc(due, func(a, b *queueState) int { return cmp.Compare(a.id, b.id) })
+		for _, q := range due {
+			before := q.ready.len()
+			m.advance(sink, q, now)
+			if q.ready.len() > before {
+				woke = append(woke, q.name)
+			}
+			// A queue due again round after round makes no progress (a chain of
+			// dead-letter queues needs a few rounds, never this many): leave it to its
+			// next command rather than loop.
+			if rounds[q]++; rounds[q] >= maxTickRounds {
+				if t, ok := q.nextEvent(); ok && t <= now {
+					m.events.unschedule(q)
+				}
+			}
 		}
 	}
-	return woke
 }
+
+// maxTickRounds bounds how often one Tick advances one queue.
+const maxTickRounds = 64
 
 // nextEvent of one queue: the earliest timer, or the retention expiry of the oldest
 // message not yet known to be past retention.

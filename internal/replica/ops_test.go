@@ -281,23 +281,17 @@ func (o opPublish) run(now int64, m *replica.Machines, b *replica.Batch) result 
 
 // opTick is the broker's ticker as a command: time-driven work of both machines.
 //
-// It brings the queues to now with AdvanceAll, in queue-id order, not with
-// queue.Machine.Tick, which visits the due queues in the order of their next event in
-// its heap. That order depends on when this machine last settled each queue (a
-// replica's machines settle a queue when a command runs on it, or when the next record
-// comes), so a leader whose machines were rebuilt from the committed entries emits the
-// same dead letters as one that ran every command, but in another order: the
-// simulation found it (a 3-node seed, dead-letter records of two queues swapped). The
-// replicas still agree, since they all apply the leader's records, but a leader's
-// output should be a function of the committed log alone; until queue.Machine.Tick
-// orders its queues canonically (as topic.Machine.Tick orders its topics), a
-// replicated leader must tick with AdvanceAll. The answer is no list of queues woken
-// either: which queues gained ready messages is a node-local hint of the same kind.
+// queue.Machine.Tick advances the due queues in id order, whatever their scheduled
+// times, which depend on when a machine last settled each queue (at a command, or when
+// the next record came): a leader rebuilt from the committed entries emits what one
+// that ran every command emits, in the same order — the simulation found the two
+// orders apart while Tick followed its heap. Its list of queues woken is a node-local
+// hint and no part of the answer.
 type opTick struct{}
 
 func (opTick) String() string { return "tick" }
 func (opTick) run(now int64, m *replica.Machines, b *replica.Batch) result {
-	m.Queues().AdvanceAll(now, b.Queue())
+	m.Queues().Tick(now, b.Queue())
 	m.Topics().Tick(now, b.Topic())
 	return result{text: "ticked"}
 }
