@@ -214,6 +214,9 @@ type Stats struct {
 	DedupHits         uint64            `json:"dedup_hits"`
 	Refused           uint64            `json:"refused"`
 	DedupEvictedEarly uint64            `json:"dedup_evicted_early"`
+	// DedupIDs is how many dedup ids the queue remembers (the server bounds them all
+	// together: limits.max_dedup_ids).
+	DedupIDs int `json:"dedup_ids"`
 
 	// Rates per second over the last minute (RateWindowMS says how much was covered).
 	Rates Rates `json:"rates"`

@@ -114,6 +114,9 @@ type Config struct {
 	// (queue.Limits): the broker logs it when it differs from what the data directory
 	// holds, and every replay applies what was logged.
 	DedupCap int
+	// DedupTotal bounds dedup ids remembered across every queue. Defaults to
+	// queue.DefaultDedupTotal, 2,000,000; replicated configuration like DedupCap.
+	DedupTotal int
 	// MaxReceiveBytes caps the payload bytes of one receive. Defaults to 16 MiB.
 	MaxReceiveBytes int64
 	// RedriveBatch is the number of messages a redrive moves per committed step.
@@ -477,7 +480,7 @@ func (b *Broker) open(start time.Time) error {
 	b.mu.Lock()
 	b.m.AdvanceAll(b.nowLocked(), &b.sink)
 	b.t.Tick(b.nowLocked(), b.tsink)
-	_, lerr := b.m.SetLimits(b.nowLocked(), &b.sink, queue.Limits{DedupCap: b.cfg.DedupCap, MaxQueues: b.cfg.MaxQueues, MaxInFlight: b.cfg.MaxInFlight})
+	_, lerr := b.m.SetLimits(b.nowLocked(), &b.sink, queue.Limits{DedupCap: b.cfg.DedupCap, DedupTotal: b.cfg.DedupTotal, MaxQueues: b.cfg.MaxQueues, MaxInFlight: b.cfg.MaxInFlight})
 	if lerr == nil {
 		_, lerr = b.t.SetLimits(b.nowLocked(), b.tsink, topic.Limits{MaxTopics: b.cfg.MaxTopics, MaxGroups: b.cfg.MaxGroups, MaxMembers: b.cfg.MaxMembers, MaxSubscriptions: b.cfg.MaxSubscriptions})
 	}
@@ -591,6 +594,14 @@ func (b *Broker) DeriveKey(purpose string) []byte {
 	mac := hmac.New(sha256.New, b.secret)
 	mac.Write([]byte("okiba key\x00" + purpose))
 	return mac.Sum(nil)
+}
+
+// DedupIDs is how many dedup ids every queue remembers together, and the bound on them
+// (Config.DedupTotal).
+func (b *Broker) DedupIDs() (live, limit int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.m.DedupIDs()
 }
 
 // Close stops the background work, takes a final checkpoint (so the next start is quick)

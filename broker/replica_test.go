@@ -33,9 +33,9 @@ func TestBrokersWithDifferentLogsAgree(t *testing.T) {
 		seed := rapid.Uint64().Draw(rt, "seed")
 		h := &pair{t: rt, clk: clk}
 		h.nodes[0] = h.open(rt, node{name: "a", fs: vfs.NewMemFS(), rand: mrand.NewPCG(seed, 1),
-			cfg: Config{SegmentSize: 64 << 10, CacheBytes: -1, CompactRatio: 0.9, NoPrecreate: true, smallSegments: true}})
+			cfg: Config{SegmentSize: 64 << 10, CacheBytes: -1, CompactRatio: 0.9, NoPrecreate: true, smallSegments: true, DedupTotal: 3}})
 		h.nodes[1] = h.open(rt, node{name: "b", fs: vfs.NewMemFS(), rand: mrand.NewPCG(seed, 1),
-			cfg: Config{SegmentSize: 256 << 10, CacheBytes: 256 << 20, CompactRatio: 0.01, smallSegments: true}})
+			cfg: Config{SegmentSize: 256 << 10, CacheBytes: 256 << 20, CompactRatio: 0.01, smallSegments: true, DedupTotal: 3}})
 		defer func() {
 			for _, n := range h.nodes {
 				n.b.Close()

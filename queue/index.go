@@ -380,8 +380,9 @@ func (d *dedupTable) lookup(key string, now int64) (dedupEntry, bool) {
 	return e, true
 }
 
-// insert records key; it returns true if an unexpired entry had to be evicted to respect cap.
-func (d *dedupTable) insert(key string, id, seq uint64, expires int64, now int64, cap int) (evicted bool) {
+// insert records key; it returns true if an unexpired entry had to be evicted to respect
+// cap, and tells gone the expiry of each entry it evicted so.
+func (d *dedupTable) insert(key string, id, seq uint64, expires int64, now int64, cap int, gone func(expires int64)) (evicted bool) {
 	d.prune(now)
 	if d.m == nil {
 		d.m = make(map[string]dedupEntry)
@@ -398,11 +399,115 @@ func (d *dedupTable) insert(key string, id, seq uint64, expires int64, now int64
 			delete(d.m, k)
 			if e.expires > now {
 				evicted = true
+				gone(e.expires)
 			}
 		}
 	}
 	d.compact()
 	return evicted
+}
+
+// evictOldest removes the oldest entry other than keep, telling gone its expiry; false
+// if there is none.
+func (d *dedupTable) evictOldest(keep string, gone func(expires int64)) bool {
+	for i := d.head; i < len(d.order); i++ {
+		k := d.order[i]
+		e, ok := d.m[k]
+		if !ok || k == keep {
+			continue
+		}
+		delete(d.m, k)
+		if i == d.head {
+			d.order[i] = ""
+			d.head++
+		}
+		gone(e.expires)
+		d.compact()
+		return true
+	}
+	return false
+}
+
+// remove forgets key (its place in order is skipped later).
+func (d *dedupTable) remove(key string) {
+	delete(d.m, key)
+	d.compact()
+}
+
+// dedupBudget counts the dedup entries of every queue that are not expired as of the
+// last send applied, for Limits.DedupTotal. Each queue prunes its own entries only when
+// it inserts, so the maps' sizes are no measure (a quiet queue keeps its expired entries)
+// and would differ between a machine that lived and one restored from a snapshot, which
+// holds no expired entry; this count is a function of the records alone: each entry's
+// expiry sits in a heap until a send at or after it pops it, and an entry removed before
+// its expiry (evicted, its queue deleted) is marked so that its pop does not count twice.
+type dedupBudget struct {
+	exp     []int64 // a min-heap of expiries
+	removed map[int64]int
+	live    int
+	at      int64 // every expiry up to here is popped
+}
+
+func (b *dedupBudget) add(expires int64) {
+	b.exp = append(b.exp, expires)
+	for i := len(b.exp) - 1; i > 0; {
+		p := (i - 1) / 2
+		if b.exp[p] <= b.exp[i] {
+			break
+		}
+		b.exp[p], b.exp[i] = b.exp[i], b.exp[p]
+		i = p
+	}
+	b.live++
+}
+
+// expire pops the expiries up to now.
+func (b *dedupBudget) expire(now int64) {
+	if now > b.at {
+		b.at = now
+	}
+	for len(b.exp) > 0 && b.exp[0] <= b.at {
+		e := b.exp[0]
+		n := len(b.exp) - 1
+		b.exp[0] = b.exp[n]
+		b.exp = b.exp[:n]
+		for i := 0; ; {
+			l, r, m := 2*i+1, 2*i+2, i
+			if l < n && b.exp[l] < b.exp[m] {
+				m = l
+			}
+			if r < n && b.exp[r] < b.exp[m] {
+				m = r
+			}
+			if m == i {
+				break
+			}
+			b.exp[i], b.exp[m] = b.exp[m], b.exp[i]
+			i = m
+		}
+		if b.removed[e] > 0 {
+			if b.removed[e]--; b.removed[e] == 0 {
+				delete(b.removed, e)
+			}
+			continue
+		}
+		b.live--
+	}
+	if len(b.exp) == 0 {
+		b.exp = nil
+	}
+}
+
+// drop counts out an entry removed before its expiry was popped.
+func (b *dedupBudget) drop(expires int64) {
+	if expires <= b.at {
+		return // popped already
+	}
+	if b.removed == nil {
+		b.removed = map[int64]int{}
+	}
+	b.removed[expires]++
+	b.live--
 }
 
 // prune drops expired entries from the oldest end.

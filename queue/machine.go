@@ -23,6 +23,11 @@ type Limits struct {
 	// DedupCap bounds dedup entries per queue; the oldest are evicted early beyond it
 	// (counted as DedupEvictedEarly). Defaults to 1,000,000.
 	DedupCap int
+	// DedupTotal bounds dedup entries across every queue (each costs about 240 bytes of
+	// memory and of checkpoint): at the bound, a send with a dedup id evicts its own
+	// queue's oldest entry, or, when its queue holds no other, is not remembered —
+	// counted as DedupEvictedEarly either way. Defaults to 2,000,000.
+	DedupTotal int
 	// MaxTasks bounds finished redrive tasks kept for listing. Defaults to 100.
 	MaxTasks int
 	// MaxQueues bounds how many queues may be created. Dead-letter queues created when a
@@ -36,6 +41,7 @@ type Limits struct {
 // Defaults of Limits.
 const (
 	DefaultDedupCap    = 1_000_000
+	DefaultDedupTotal  = 2_000_000
 	DefaultMaxTasks    = 100
 	DefaultMaxQueues   = 10_000
 	DefaultMaxInFlight = 120_000 // SQS's in-flight limit of a standard queue
@@ -46,6 +52,9 @@ const (
 func (l Limits) WithDefaults() Limits {
 	if l.DedupCap == 0 {
 		l.DedupCap = DefaultDedupCap
+	}
+	if l.DedupTotal == 0 {
+		l.DedupTotal = DefaultDedupTotal
 	}
 	if l.MaxTasks == 0 {
 		l.MaxTasks = DefaultMaxTasks
@@ -63,7 +72,7 @@ func (l Limits) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"dedup_cap", l.DedupCap}, {"max_tasks", l.MaxTasks}, {"max_queues", l.MaxQueues}, {"max_in_flight", l.MaxInFlight}} {
+	}{{"dedup_cap", l.DedupCap}, {"dedup_total", l.DedupTotal}, {"max_tasks", l.MaxTasks}, {"max_queues", l.MaxQueues}, {"max_in_flight", l.MaxInFlight}} {
 		if f.v < 1 || f.v > maxLimit {
 			return &ConfigError{Field: f.name, Reason: fmt.Sprintf("must be between 1 and %d, got %d", maxLimit, f.v)}
 		}
@@ -92,7 +101,8 @@ type Machine struct {
 	queues  map[string]*queueState
 	byID    map[uint64]*queueState
 	tasks   map[uint64]*Task
-	events  heap // every queue's timer slot, by the time of its next event
+	events  heap        // every queue's timer slot, by the time of its next event
+	dedup   dedupBudget // dedup entries of every queue, for Limits.DedupTotal
 	now     int64
 	lastID  uint64
 	lastQID uint64

@@ -603,3 +603,109 @@ func TestRedriveTargetsAreWhereMessagesWouldGo(t *testing.T) {
 		t.Fatalf("RedriveTargets emitted %d records", len(s.recs)-before)
 	}
 }
+
+// DedupTotal bounds dedup ids across queues (three empty queues once held 300k ids, 71
+// MiB, seen nowhere): at the bound the sending queue gives up its oldest id, or, holding
+// none, does not remember the new one; expiry and deletion free room; and the count is a
+// function of the records, the same in a machine replayed or restored from a snapshot,
+// where the queues' own tables differ (a quiet queue keeps its expired entries).
+func TestDedupTotalBoundsEveryQueue(t *testing.T) {
+	t.Parallel()
+	m, s := newTestMachine()
+	if _, err := m.SetLimits(t0, s, Limits{DedupTotal: 4}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"a", "b", "c"} {
+		cfg := testConfig(q)
+		cfg.DedupWindow = time.Minute
+		if _, err := m.PutQueue(t0, s, q, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(now int64, q, id string) bool {
+		t.Helper()
+		res, err := m.Send(now, s, q, []SendInput{{Payload: Payload{Body: []byte(id), DedupID: id}, Delay: -1}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("send %s %s: %v %+v", q, id, err, res)
+		}
+		return res[0].Duplicate
+	}
+	evicted := func(q string) uint64 { i, _ := m.Queue(q); return i.Stats.DedupEvictedEarly }
+	for _, id := range []string{"a1", "a2", "a3", "a4"} {
+		send(t0, "a", id)
+	}
+	if live, limit := m.DedupIDs(); live != 4 || limit != 4 {
+		t.Fatalf("dedup ids %d of %d, want 4 of 4", live, limit)
+	}
+	// b holds none: its id is not remembered, and a keeps all of its own.
+	send(t0+1, "b", "b1")
+	if !send(t0+1, "a", "a1") || send(t0+2, "b", "b1") || evicted("b") != 2 || evicted("a") != 0 {
+		t.Fatalf("at the bound: a1 dup? b1 remembered? evicted a %d b %d", evicted("a"), evicted("b"))
+	}
+	// a pays for its own: its oldest goes.
+	send(t0+3, "a", "a5")
+	if !send(t0+3, "a", "a2") || send(t0+3, "a", "a1") || evicted("a") != 2 {
+		t.Fatalf("a's oldest kept past the bound (evicted %d)", evicted("a"))
+	}
+	if live, _ := m.DedupIDs(); live != 4 {
+		t.Fatalf("dedup ids %d, want the bound, 4", live)
+	}
+
+	snap := m.AppendSnapshot(nil)
+	// A minute on, a's ids have expired (a keeps them in its table, quiet), and c's are
+	// remembered again; deleting a frees nothing more (its ids are counted out already).
+	later := t0 + time.Minute.Milliseconds() + 10
+	send(later, "c", "c1")
+	send(later, "c", "c2")
+	if !send(later, "c", "c1") {
+		t.Fatal("c1 forgotten after a's ids expired")
+	}
+	if live, _ := m.DedupIDs(); live != 2 {
+		t.Fatalf("after expiry: %d ids, want c's 2", live)
+	}
+	if err := m.DeleteQueue(later, s, "c", true); err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := m.DedupIDs(); live != 0 {
+		t.Fatalf("after deleting c: %d ids", live)
+	}
+
+	// The same records replayed (through their encoding), and the snapshot restored then
+	// fed the records after it, agree with the live machine.
+	replayed := New()
+	for _, r := range s.recs {
+		dec, err := DecodeRecord(r.AppendTo(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := replayed.Apply(dec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restored, err := Restore(snap, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live, limit := restored.DedupIDs(); live != 4 || limit != 4 {
+		t.Fatalf("restored: %d of %d", live, limit)
+	}
+	n := 0
+	for i, r := range s.recs {
+		if r.Time() >= later && n == 0 {
+			n = i
+		}
+	}
+	for _, r := range s.recs[n:] {
+		if err := restored.Apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, other := range map[string]*Machine{"replayed": replayed, "restored": restored} {
+		if !bytes.Equal(other.AppendSnapshot(nil), m.AppendSnapshot(nil)) {
+			t.Errorf("%s machine's state differs", name)
+		}
+		if live, _ := other.DedupIDs(); live != 0 {
+			t.Errorf("%s machine counts %d ids", name, live)
+		}
+	}
+}

@@ -250,3 +250,7 @@ func (m *Machine) AllCounters() map[string]Counters {
 	}
 	return out
 }
+
+// DedupIDs is how many dedup ids every queue remembers (those not expired as of the last
+// send) and the server's bound on them (Limits.DedupTotal).
+func (m *Machine) DedupIDs() (live, limit int) { return m.dedup.live, m.limits.DedupTotal }

@@ -40,7 +40,8 @@ const (
 	KindTaskMove    Kind = 12
 	KindTaskEnd     Kind = 13
 	KindRelocate    Kind = 14 // written by okiba before the payload store; read, never written
-	KindLimits      Kind = 15
+	KindLimits      Kind = 15 // before DedupTotal: read, never written
+	KindLimits2     Kind = 16
 )
 
 // MaxKind is the highest kind this package can ever use.
@@ -67,7 +68,8 @@ var kinds = [...]struct {
 	KindTaskMove:    {"task_move", func() Record { return new(TaskMoveRecord) }},
 	KindTaskEnd:     {"task_end", func() Record { return new(TaskEndRecord) }},
 	KindRelocate:    {"relocate", func() Record { return new(RelocateRecord) }},
-	KindLimits:      {"limits", func() Record { return new(LimitsRecord) }},
+	KindLimits:      {"limits_v1", func() Record { return new(limitsV1Record) }},
+	KindLimits2:     {"limits", func() Record { return new(LimitsRecord) }},
 }
 
 func (k Kind) String() string {

@@ -48,7 +48,20 @@ func (r *SendRecord) apply(m *Machine) error {
 	m.attachGroup(q, x, p.Group)
 	m.add(q, x, r.VisibleAt, r.Now)
 	if key := q.dedupKey(p); key != "" {
-		if q.dedup.insert(key, r.MsgID, x.seq, r.Now+ms(q.cfg.DedupWindow), r.Now, m.limits.DedupCap) {
+		m.dedup.expire(r.Now)
+		evicted := q.dedup.insert(key, r.MsgID, x.seq, r.Now+ms(q.cfg.DedupWindow), r.Now, m.limits.DedupCap, m.dedup.drop)
+		m.dedup.add(r.Now + ms(q.cfg.DedupWindow))
+		// The server's bound: the queue that sends pays, with its oldest entry, or with
+		// this one when it holds no other.
+		for m.dedup.live > m.limits.DedupTotal {
+			evicted = true
+			if !q.dedup.evictOldest(key, m.dedup.drop) {
+				q.dedup.remove(key)
+				m.dedup.drop(r.Now + ms(q.cfg.DedupWindow))
+				break
+			}
+		}
+		if evicted {
 			q.stats.DedupEvictedEarly++
 		}
 	}

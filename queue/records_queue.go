@@ -194,6 +194,9 @@ func (r *QueueDeleteRecord) apply(m *Machine) error {
 		m.drop(x)
 		return true
 	})
+	for _, e := range q.dedup.m {
+		m.dedup.drop(e.expires)
+	}
 	delete(m.queues, q.name)
 	delete(m.byID, q.id)
 	m.dropQueueState(q)
@@ -215,17 +218,38 @@ type LimitsRecord struct {
 	Limits Limits
 }
 
-func (r *LimitsRecord) Kind() Kind  { return KindLimits }
+func (r *LimitsRecord) Kind() Kind  { return KindLimits2 }
 func (r *LimitsRecord) Time() int64 { return r.Now }
 
+// AppendTo writes the record as KindLimits2, which carries DedupTotal; KindLimits,
+// without it, is read (DedupTotal is then its default), never written.
 func (r *LimitsRecord) AppendTo(b []byte) []byte {
-	b = header(b, KindLimits, r.Now)
+	b = header(b, KindLimits2, r.Now)
 	return appendLimits(b, &r.Limits)
 }
 
 func (r *LimitsRecord) decode(d *decoder, now int64) {
 	r.Now = now
-	r.Limits = d.limits()
+	r.Limits = d.limits(true)
+}
+
+// limitsV1Record is a KindLimits record of an okiba before DedupTotal.
+type limitsV1Record struct{ LimitsRecord }
+
+func (r *limitsV1Record) Kind() Kind { return KindLimits }
+
+func (r *limitsV1Record) AppendTo(b []byte) []byte {
+	b = header(b, KindLimits, r.Now)
+	for _, v := range []int{r.Limits.DedupCap, r.Limits.MaxTasks, r.Limits.MaxQueues, r.Limits.MaxInFlight} {
+		b = appendUvarint(b, uint64(v))
+	}
+	return b
+}
+
+func (r *limitsV1Record) decode(d *decoder, now int64) {
+	r.Now = now
+	r.Limits = d.limits(false)
+	r.Limits.DedupTotal = DefaultDedupTotal
 }
 
 func (r *LimitsRecord) apply(m *Machine) error {
@@ -241,12 +265,19 @@ func appendLimits(b []byte, l *Limits) []byte {
 	b = appendUvarint(b, uint64(l.DedupCap))
 	b = appendUvarint(b, uint64(l.MaxTasks))
 	b = appendUvarint(b, uint64(l.MaxQueues))
-	return appendUvarint(b, uint64(l.MaxInFlight))
+	b = appendUvarint(b, uint64(l.MaxInFlight))
+	return appendUvarint(b, uint64(l.DedupTotal))
 }
 
-func (d *decoder) limits() Limits {
+// limits reads appendLimits' fields; withTotal false reads the four of the formats
+// before DedupTotal.
+func (d *decoder) limits(withTotal bool) Limits {
 	var l Limits
-	for _, p := range []*int{&l.DedupCap, &l.MaxTasks, &l.MaxQueues, &l.MaxInFlight} {
+	fields := []*int{&l.DedupCap, &l.MaxTasks, &l.MaxQueues, &l.MaxInFlight}
+	if withTotal {
+		fields = append(fields, &l.DedupTotal)
+	}
+	for _, p := range fields {
 		v := d.uvarint()
 		if v > maxLimit {
 			d.fail(fmt.Errorf("limit %d out of range", v))

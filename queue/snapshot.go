@@ -13,7 +13,7 @@ import (
 // they lie); dedup entries are (a restart never forgets them, docs/semantics.md "Dedup").
 //
 //	"OKQS" | uvarint version | varint now | uvarint last message id, queue id, task id |
-//	limits (v3: four uvarints) | uvarint queue count | queues by id | uvarint task count | tasks by id
+//	limits (v4: five uvarints; v3: four, before DedupTotal) | uvarint queue count | queues by id | uvarint task count | tasks by id
 //
 // A queue is its id, name, config, times, next sequence and counters, then its messages
 // in sequence order and its dedup entries oldest first. Each message is encoded against
@@ -22,13 +22,13 @@ import (
 // broker's lock is held and lives in memory until it is written (docs/benchmarks.md "The
 // deep backlog").
 //
-// Version 3 (this one) holds nothing of the node: no log positions, no limits taken from
-// options. Versions 1 and 2 (okiba before the payload store) carried each message's log
+// Version 4 (this one) is version 3 with DedupTotal among the limits. Version 3 holds
+// nothing of the node: no log positions, no limits taken from options. Versions 1 and 2 (okiba before the payload store) carried each message's log
 // position; Restore still reads them and hands the positions to the caller's legacy
 // function, for the payload store.
 const (
 	snapshotMagic   = "OKQS"
-	snapshotVersion = 3
+	snapshotVersion = 4
 )
 
 // Flag bits of a version-2 message entry; the low three bits hold the state.
@@ -285,7 +285,10 @@ func Restore(b []byte, legacy func(ref Ref, size int64, pos uint64)) (*Machine, 
 	m.lastQID = d.uvarint()
 	m.lastTID = d.uvarint()
 	if version >= 3 {
-		m.limits = d.limits()
+		m.limits = d.limits(version >= 4)
+		if version < 4 {
+			m.limits.DedupTotal = DefaultDedupTotal
+		}
 		if d.err == nil {
 			if err := m.limits.validate(); err != nil {
 				return nil, fmt.Errorf("restore: %w", err)
@@ -312,7 +315,11 @@ func Restore(b []byte, legacy func(ref Ref, size int64, pos uint64)) (*Machine, 
 		}
 		m.byID[q.id] = q
 		m.queues[q.name] = q
+		for _, e := range q.dedup.m {
+			m.dedup.add(e.expires)
+		}
 	}
+	m.dedup.expire(m.now) // a snapshot holds no expired entry: this pops none
 	nt := d.count()
 	for i := 0; i < nt && d.err == nil; i++ {
 		t := &Task{}

@@ -126,6 +126,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	f.Var(&cache, "cache-bytes", fmt.Sprintf("`SIZE` of message bodies kept in memory; the rest are read from the log (default %s)", sizeString(payload.DefaultCacheBytes)))
 	maxQueues := f.Int("max-queues", 0, fmt.Sprintf("most queues the broker holds (default %d)", queue.DefaultMaxQueues))
 	maxInFlight := f.Int("max-in-flight", 0, fmt.Sprintf("most leased messages per queue (default %d, as SQS)", queue.DefaultMaxInFlight))
+	maxDedup := f.Int("max-dedup-ids", 0, fmt.Sprintf("most dedup ids every queue remembers together, about 240 bytes each (default %d)", queue.DefaultDedupTotal))
 	tlsCert := f.String("tls-cert", "", "serve TLS only, with the certificate chain in `FILE` (PEM, the server's first; env OKIBA_TLS_CERT); needs --tls-key; SIGHUP reloads it")
 	tlsKey := f.String("tls-key", "", "the private key of --tls-cert, in `FILE` (PEM; env OKIBA_TLS_KEY)")
 	tlsClientCA := f.String("tls-client-ca", "", "require of every connection a client certificate issued by a CA in `FILE` (PEM; env OKIBA_TLS_CLIENT_CA); requests still authenticate")
@@ -212,6 +213,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		"gc-headroom":          func() { cfg.Storage.GCHeadroom = node.Size(gcHeadroom) },
 		"max-queues":           func() { cfg.Limits.MaxQueues = *maxQueues },
 		"max-in-flight":        func() { cfg.Limits.MaxInFlight = *maxInFlight },
+		"max-dedup-ids":        func() { cfg.Limits.MaxDedupIDs = *maxDedup },
 		"tls-cert":             func() { cfg.TLS.CertFile = *tlsCert },
 		"tls-key":              func() { cfg.TLS.KeyFile = *tlsKey },
 		"tls-client-ca":        func() { cfg.TLS.ClientCAFile = *tlsClientCA },

@@ -26,6 +26,7 @@ import (
 	"github.com/okiba/okiba/internal/node"
 	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/internal/vfs"
+	"github.com/okiba/okiba/queue"
 )
 
 const token = "metrics-test-token-long-enough"
@@ -684,5 +685,40 @@ func TestScrapesAreCachedForASecond(t *testing.T) {
 	mu.Unlock()
 	if !has("second") {
 		t.Fatal("a scrape after the second answered from the cache")
+	}
+}
+
+// Dedup ids are visible per queue and for the server, with the server's bound.
+func TestDedupIDsAreVisible(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := start(t, metrics.Options{NoRuntime: true})
+	win := api.Duration(time.Minute)
+	must(e.c.PutQueue(ctx, "d", api.QueueConfig{DedupWindow: &win}))
+	for _, id := range []string{"x", "y", "x"} {
+		must(e.c.Send(ctx, "d", client.Message{Body: []byte(id), DedupID: id}))
+	}
+	fams := e.scrape(t)
+	value := func(name string) float64 {
+		ms := fams[name].GetMetric()
+		if len(ms) != 1 {
+			t.Fatalf("%s: %d series", name, len(ms))
+		}
+		return ms[0].GetGauge().GetValue()
+	}
+	if got := value("okiba_dedup_ids"); got != 2 {
+		t.Errorf("okiba_dedup_ids = %v, want 2", got)
+	}
+	if got := value("okiba_dedup_ids_limit"); got != float64(queue.DefaultDedupTotal) {
+		t.Errorf("okiba_dedup_ids_limit = %v", got)
+	}
+	for _, m := range fams["okiba_queue_dedup_ids"].GetMetric() {
+		want := 0.0
+		if m.GetLabel()[0].GetValue() == "d" {
+			want = 2
+		}
+		if got := m.GetGauge().GetValue(); got != want {
+			t.Errorf("okiba_queue_dedup_ids%v = %v, want %v", m.GetLabel(), got, want)
+		}
 	}
 }

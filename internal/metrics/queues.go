@@ -26,6 +26,7 @@ type queueCollector struct {
 	deadLettered                                        *prometheus.Desc
 	walCommits, walSyncs, walRecords, walBytes          *prometheus.Desc
 	corruptBodies, bodyReadErrors                       *prometheus.Desc
+	dedupIDs, dedupIDsLimit, queueDedupIDs              *prometheus.Desc
 }
 
 // counterDesc is one per-queue counter and how to read it from a queue's statistics.
@@ -60,6 +61,9 @@ func newQueueCollector(maxReasons int) *queueCollector {
 		walBytes:   d("okiba_wal_bytes_total", "Bytes made durable since start."),
 		corruptBodies: d("okiba_corrupt_bodies_total",
 			"Message bodies a receive found failing their checksum since start: quarantined as dead letters of reason corrupt, or delivered empty and marked where they could not move."),
+		dedupIDs:      d("okiba_dedup_ids", "Dedup ids remembered by every queue together (each costs about 240 bytes of memory and of checkpoint)."),
+		dedupIDsLimit: d("okiba_dedup_ids_limit", "The bound on okiba_dedup_ids: at it, a send's dedup id evicts its queue's oldest, or is not remembered (limits.max_dedup_ids)."),
+		queueDedupIDs: d("okiba_queue_dedup_ids", "Dedup ids the queue remembers.", q...),
 		bodyReadErrors: d("okiba_body_read_errors_total",
 			"Reads of message bodies that failed otherwise (I/O errors) since start; the messages stayed where they were."),
 	}
@@ -94,7 +98,8 @@ func (c *queueCollector) watch(b *broker.Broker) {
 // Describe sends every descriptor.
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.queues, c.healthy, c.messages, c.bytes, c.deadLetters, c.oldest, c.wait, c.sojourn,
-		c.deadLettered, c.walCommits, c.walSyncs, c.walRecords, c.walBytes, c.corruptBodies, c.bodyReadErrors} {
+		c.deadLettered, c.walCommits, c.walSyncs, c.walRecords, c.walBytes, c.corruptBodies, c.bodyReadErrors,
+		c.dedupIDs, c.dedupIDsLimit, c.queueDedupIDs} {
 		ch <- d
 	}
 	for _, cd := range c.counters {
@@ -129,6 +134,9 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	bs := b.BodyStats()
 	count(c.corruptBodies, bs.Corrupt)
 	count(c.bodyReadErrors, bs.ReadErrors)
+	dl, dlimit := b.DedupIDs()
+	gauge(c.dedupIDs, float64(dl))
+	gauge(c.dedupIDsLimit, float64(dlimit))
 
 	qs := b.Queues("")
 	gauge(c.queues, float64(len(qs)))
@@ -142,6 +150,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.messages, float64(st.Delayed), name, "delayed")
 		gauge(c.messages, float64(st.InFlight), name, "in_flight")
 		gauge(c.bytes, float64(st.Bytes), name)
+		gauge(c.queueDedupIDs, float64(st.DedupIDs), name)
 		gauge(c.deadLetters, float64(qi.DeadLetters), name)
 		gauge(c.oldest, qi.OldestAge.Seconds(), name)
 		gauge(c.wait, qi.WaitMeasured.Seconds(), name)

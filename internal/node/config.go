@@ -142,6 +142,9 @@ type LimitsConfig struct {
 	MaxQueues int `json:"max_queues,omitempty"`
 	// MaxInFlight, leased messages per queue, defaults to 120,000 (as SQS).
 	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// MaxDedupIDs, dedup ids remembered by every queue together, defaults to 2,000,000
+	// (about 480 MiB of memory at the bound).
+	MaxDedupIDs int `json:"max_dedup_ids,omitempty"`
 }
 
 // Default values of Config.
@@ -325,8 +328,8 @@ func (c Config) resolve() (resolved, error) {
 	if s := c.Storage.SegmentSize; s != 0 && (s < 2<<20 || s > wal.MaxSegmentSize) {
 		return r, fieldError("storage.segment_size", fmt.Sprintf("must be between 2MiB and %s, got %s", Size(wal.MaxSegmentSize), s))
 	}
-	if c.Limits.MaxQueues < 0 || c.Limits.MaxInFlight < 0 {
-		return r, fieldError("limits", "max_queues and max_in_flight must not be negative")
+	if c.Limits.MaxQueues < 0 || c.Limits.MaxInFlight < 0 || c.Limits.MaxDedupIDs < 0 {
+		return r, fieldError("limits", "max_queues, max_in_flight and max_dedup_ids must not be negative")
 	}
 	if err := c.TLS.check(); err != nil {
 		return r, err

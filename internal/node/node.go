@@ -157,7 +157,7 @@ func (n *Node) open(ctx context.Context) error {
 		Dir: c.Data, FS: n.rt.FS, Clock: n.rt.Clock, Logger: log, Observer: n.metrics,
 		SegmentSize: int64(c.Storage.SegmentSize), CheckpointBytes: int64(c.Storage.CheckpointBytes),
 		CacheBytes: int64(c.Storage.CacheBytes), MinFreeBytes: int64(c.Storage.MinFreeDisk),
-		MaxQueues: c.Limits.MaxQueues, MaxInFlight: c.Limits.MaxInFlight,
+		MaxQueues: c.Limits.MaxQueues, MaxInFlight: c.Limits.MaxInFlight, DedupTotal: c.Limits.MaxDedupIDs,
 	}
 	if n.rt.Broker != nil {
 		n.rt.Broker(&bcfg)

@@ -189,7 +189,7 @@ func wireQueue(qi broker.QueueInfo) api.Queue {
 			DeadLetteredBy: st.ByReason, DeadLetteredIn: st.DeadLetteredIn, Expired: st.Expired,
 			RedrivenIn: st.RedrivenIn, RedrivenOut: st.RedrivenOut, Purged: st.Purged,
 			Deleted: st.Deleted, Overflow: st.Overflow, DedupHits: qi.Volatile.DedupHits,
-			Refused: qi.Volatile.Refused, DedupEvictedEarly: st.DedupEvictedEarly,
+			Refused: qi.Volatile.Refused, DedupEvictedEarly: st.DedupEvictedEarly, DedupIDs: st.DedupIDs,
 			Rates: api.Rates{
 				WindowMS: r.Window.Milliseconds(), Sent: r.Sent, Acked: r.Acked, Nacked: r.Nacked,
 				Delivered: r.Delivered, DeadLettered: r.DeadLettered, Expired: r.Expired,
