@@ -19,7 +19,13 @@
 // else, so no uncommitted effect is ever seen. docs/architecture.md, "Replication (in
 // progress)", says how this fits the rest.
 //
-// Status: slice 1 of the replicated cluster. Storage is in memory (Memory), membership
-// is fixed at Bootstrap, and a snapshot holds the machines but not the bodies: a node
-// does not yet serve from a replica.
+// Storage is Memory (in memory, for tests) or WALStorage (walstorage.go): the raft log
+// as records of okiba's write-ahead log, with first bytes 0xD0..0xDF — a range no
+// other okiba record uses (queue kinds < 64, topic 64..127, payload-store frames
+// 0x80..0xBF, access 0xC0..0xCF); 0xD0 entry, 0xD1 hard state, 0xD2 snapshot installed,
+// 0xD3 snapshot taken, the rest reserved. Snapshots are files beside the log.
+//
+// Status: slice 2 of the replicated cluster in progress. Membership is fixed at
+// Bootstrap, and a snapshot holds the machines but not the bodies: a node does not yet
+// serve from a replica.
 package replica
