@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/okiba/okiba/access"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/queue"
 )
 
@@ -114,8 +115,13 @@ func (f *Front) startMoveTask(q *request) (any, *apiError) {
 		return nil, invalidParam("Source queue %s must be configured as a dead-letter queue of another queue.", src)
 	}
 	if spec.Target == "" {
-		if e := f.mayRedriveHome(q, src, qi.DeadLetterSources); e != nil {
-			return nil, e
+		// Back where they came from: send on each of the queues that name src (known,
+		// checked first) and, under the lock that starts the task, on every queue its
+		// messages came from (StartRedriveChecked).
+		for _, s := range qi.DeadLetterSources {
+			if e := f.require(q, access.Send, s); e != nil {
+				return nil, e
+			}
 		}
 	}
 	for _, t := range f.b.Tasks() {
@@ -123,7 +129,15 @@ func (f *Front) startMoveTask(q *request) (any, *apiError) {
 			return nil, invalidParam("There is already a task running on %s: only one active message move task is allowed per source queue.", src)
 		}
 	}
-	t, err := f.b.StartRedrive(q.r.Context(), spec)
+	ctx := q.r.Context()
+	t, err := f.b.StartRedriveChecked(ctx, spec, func(targets []string) error {
+		for _, name := range targets {
+			if err := auth.Require(ctx, access.Send, access.QueueNamed(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, f.errorOf(err, src)
 	}
