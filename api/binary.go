@@ -6,18 +6,22 @@ import (
 	"fmt"
 )
 
-// ContentTypeBinary is okiba's compact binary encoding of the two calls that carry message
-// bodies in bulk: a send batch (request and answer) and a receive's answer. The Go client
-// uses it; JSON stays the default for everybody else. A client asks for it with this
-// Content-Type on a send, and with Accept on a receive or a send; errors are always JSON.
+// ContentTypeBinary is okiba's compact binary encoding of the calls that carry message
+// bodies in bulk: a send batch (request and answer), a receive's answer, a topic publish
+// (request and answer) and a group pull's answer. The Go client uses it; JSON stays the
+// default for everybody else. A client asks for it with this Content-Type on a send or a
+// publish, and with Accept on a receive, a send, a publish or a pull; errors are always
+// JSON.
 //
 // It exists because JSON costs more CPU than the broker's own work per message (escaping,
 // UTF-8 checks, base64 for binary bodies): with it, a batch of small messages costs about
 // one memory copy per body. Layout (integers are unsigned varints unless said; a string or
 // byte field is a varint length then the bytes):
 //
-//	batch     = "OKB1" kind count item*
+//	batch     = "OKB1" kind count item*          (kinds 1 to 5)
+//	          | "OKB1" 6 pull                     (kind 6)
 //	kind      = 1 send request | 2 send answer | 3 receive answer
+//	          | 4 publish request | 5 publish answer | 6 pull answer
 //
 //	send item (1)    = flags [group] [dedup_id] [delay_ms] [headers] body
 //	                   flags bit 0 group, 1 dedup_id, 2 delay, 3 headers
@@ -28,6 +32,15 @@ import (
 //	                   deadline_ms group dedup_id attrs body dead
 //	                   attrs = count (name type value)*
 //	                   dead  = 0 | 1 source reason description at_ms deliveries
+//	publish record (4) = flags(byte) [key] [partition] [dedup_id] [headers] body
+//	                   flags bit 0 key (an empty key is a key), 1 partition (else by
+//	                   key or round-robin), 2 dedup_id (not empty), 3 headers (at least one)
+//	publish result (5) = status partition offset      status 0 appended, 1 duplicate
+//	                   | status code message retry_ms  status 2 error
+//	pull (6)           = session expires_ms count assignment* count record*
+//	                   assignment = partition epoch revoking(byte 0|1) position committed end
+//	                   record     = partition offset time_ms flags(byte) [key] [headers] body
+//	                   flags bit 0 key, 1 headers (at least one)
 //
 // Times are Unix milliseconds (0: none).
 const ContentTypeBinary = "application/vnd.okiba.v1+binary"
@@ -217,23 +230,34 @@ func (r *reader) raw() []byte {
 
 func (r *reader) string() string { return string(r.raw()) }
 
-func (r *reader) count() int {
+func (r *reader) count() int { return r.countUpTo(maxBinaryCount) }
+
+// countUpTo reads a count of items of at least one byte each: at most limit, and no more
+// than the bytes left could hold, so that a hostile count allocates nothing.
+func (r *reader) countUpTo(limit uint64) int {
 	n := r.uvarint()
-	if r.err == nil && (n > maxBinaryCount || n > uint64(len(r.b))+1) {
-		r.fail("count %d is too large", n)
+	if r.err == nil && (n > limit || n > uint64(len(r.b))+1) {
+		r.fail("count %d is too large (at most %d, and no more than the bytes left)", n, limit)
 		return 0
 	}
 	return int(n)
 }
 
-func (r *reader) header(kind byte) int {
+// kind checks the magic and the batch kind.
+func (r *reader) kind(kind byte) {
 	if len(r.b) < len(binaryMagic)+1 || string(r.b[:len(binaryMagic)]) != binaryMagic {
 		r.fail("not an okiba binary batch (bad magic)")
-		return 0
+		return
 	}
 	r.b = r.b[len(binaryMagic):]
 	if k := r.byte(); k != kind {
 		r.fail("batch kind %d, want %d", k, kind)
+	}
+}
+
+func (r *reader) header(kind byte) int {
+	r.kind(kind)
+	if r.err != nil {
 		return 0
 	}
 	return r.count()

@@ -57,9 +57,10 @@ type Options struct {
 	// HTTP by itself when the server does not offer it. A client with its own
 	// HTTPClient, or whose server address has a path, always uses HTTP.
 	NoStream bool
-	// JSON makes sends and receives use the JSON encoding instead of okiba's compact
-	// binary one (api.ContentTypeBinary), for example to read them through a proxy. The
-	// binary encoding costs the server and the client much less per message.
+	// JSON makes sends, receives, topic publishes and group pulls use the JSON encoding
+	// instead of okiba's compact binary one (api.ContentTypeBinary), for example to read
+	// them through a proxy. The binary encoding costs the server and the client much less
+	// per message. (A partition read, ReadPartition, is JSON either way.)
 	JSON bool
 	// Propagator carries trace context in message headers: sends inject it, Consume
 	// extracts it. Defaults to W3C Trace Context (propagation.TraceContext{});

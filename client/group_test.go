@@ -241,19 +241,24 @@ func waitLagZero(t testing.TB, c *client.Client, topic, group string) {
 
 func TestConsumeGroupHandlesEveryRecordInPartitionOrderAndCommits(t *testing.T) {
 	t.Parallel()
+	forEncodings(t, testConsumeGroupHandlesEveryRecordInPartitionOrderAndCommits)
+}
+
+func testConsumeGroupHandlesEveryRecordInPartitionOrderAndCommits(t *testing.T, opts client.Options) {
 	srv := okibatest.New(t, okibatest.Options{})
-	putTopic(t, srv.Client, "t", 4, 300, "before")
-	putGroup(t, srv.Client, "t", "g", api.GroupConfig{})
+	cl := clientFor(t, srv, opts)
+	putTopic(t, cl, "t", 4, 300, "before")
+	putGroup(t, cl, "t", "g", api.GroupConfig{})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l := newHandledLog()
-	done := consumeGroup(t, ctx, srv.Client, "t", "g", l.handler("m"), client.ConsumeGroupOptions{Member: "m", MaxRecords: 64})
+	done := consumeGroup(t, ctx, cl, "t", "g", l.handler("m"), client.ConsumeGroupOptions{Member: "m", MaxRecords: 64})
 	testkit.Recv(t, l.at(300), 10*time.Second, "the records published before the consumer started")
-	publish(t, srv.Client, "t", "after", 300, 600)
+	publish(t, cl, "t", "after", 300, 600)
 	testkit.Recv(t, l.at(600), 10*time.Second, "the records published after the consumer started")
 	// Commits happen as the consumer goes, not only when it stops.
-	waitLagZero(t, srv.Client, "t", "g")
+	waitLagZero(t, cl, "t", "g")
 	cancel()
 	if err := testkit.Recv(t, done, 10*time.Second, "ConsumeGroup to return"); err != nil {
 		t.Fatalf("ConsumeGroup: %v", err)
@@ -264,7 +269,7 @@ func TestConsumeGroupHandlesEveryRecordInPartitionOrderAndCommits(t *testing.T) 
 			t.Fatalf("record %v handled %d times", k, by["m"])
 		}
 	}
-	g := getGroup(t, srv.Client, "t", "g")
+	g := getGroup(t, cl, "t", "g")
 	if g.LagRecords != 0 || len(g.Members) != 0 {
 		t.Fatalf("after the stop: lag %d, members %+v; want 0 and none (the member left)", g.LagRecords, g.Members)
 	}

@@ -90,6 +90,24 @@ func (c *Client) Pull(ctx context.Context, topic, group string, m Member, opts P
 	if opts.Wait > 0 {
 		req.Wait = api.Ptr(opts.Wait)
 	}
+	if !c.json {
+		var p *PullResult
+		err := c.doBinary(ctx, gpath(topic, group, "pull"), req, nil, func(data []byte) error {
+			bp, err := api.DecodePullAnswer(data)
+			if err != nil {
+				return err
+			}
+			p = &PullResult{Session: bp.Session, Expires: time.UnixMilli(bp.Expires).UTC(), Assignment: bp.Assignment, Records: make([]TopicRecord, len(bp.Records))}
+			for i := range bp.Records {
+				p.Records[i] = binaryTopicRecord(&bp.Records[i])
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
 	var out api.PullResponse
 	if err := c.do(ctx, "POST", gpath(topic, group, "pull"), req, &out); err != nil {
 		return nil, err

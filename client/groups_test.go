@@ -46,8 +46,12 @@ func publish(t testing.TB, c *client.Client, topic, prefix string, from, to int)
 
 func TestGroupCallsRoundTrip(t *testing.T) {
 	t.Parallel()
+	forEncodings(t, testGroupCallsRoundTrip)
+}
+
+func testGroupCallsRoundTrip(t *testing.T, opts client.Options) {
 	srv := okibatest.New(t, okibatest.Options{})
-	cl := srv.Client
+	cl := clientFor(t, srv, opts)
 	ctx := context.Background()
 	putTopic(t, cl, "events", 2, 0, "")
 	res, err := cl.PublishRecords(ctx, "events", []client.Record{

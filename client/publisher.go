@@ -147,9 +147,10 @@ func publishSplittable(err error) bool {
 	return splittable(err) || IsCode(err, api.CodePartitionOutOfRange)
 }
 
-// recordSize estimates the JSON size of r in a publish request (PublishRecords sends
-// JSON): exact for the body and key, which api.EncodeBody sends as text when they are
-// UTF-8 and in base64 otherwise, close for the rest.
+// recordSize estimates the JSON size of r in a publish request: exact for the body and
+// key, which api.EncodeBody sends as text when they are UTF-8 and in base64 otherwise,
+// close for the rest. In the binary encoding (the default) a record takes less, so a
+// batch within MaxBytes by this estimate is within it either way.
 func recordSize(r Record) int {
 	n := 48 + encodedBodyLen(r.Body) + jsonLen(r.DedupID)
 	if r.HasKey {

@@ -138,32 +138,39 @@ func TestTopicPublisherRecordTooLargeFailsAlone(t *testing.T) {
 // has) is split until that record fails alone.
 func TestTopicPublisherSplitsABatchRefusedForOneRecord(t *testing.T) {
 	t.Parallel()
+	forEncodings(t, testTopicPublisherSplitsABatchRefusedForOneRecord)
+}
+
+func testTopicPublisherSplitsABatchRefusedForOneRecord(t *testing.T, opts client.Options) {
 	srv := okibatest.New(t, okibatest.Options{})
 	srv.PutTopic(t, "t", api.TopicConfig{})
-	c, tr := countingClient(t, srv)
+	c, tr := countingClientWith(t, srv, &countingTransport{}, opts)
 	p := client.NewTopicPublisher(c, "t", client.TopicPublisherOptions{MaxBatch: 8, Linger: time.Hour})
 	defer p.Close(context.Background())
 
 	out := publishEach(p, 8, func(i int) client.Record {
 		r := client.Record{Body: fmt.Appendf(nil, "r%d", i)}
-		if i == 5 {
+		switch i {
+		case 5:
 			r.Partition = ptr(1000) // past any topic's partitions: the server refuses the request
+		case 6:
+			r.Partition = ptr(-1) // refused by the server in JSON, by the client in binary
 		}
 		return r
 	})
 	for range 8 {
 		o := testkit.Recv(t, out, 10*time.Second, "a Publish's result")
-		if o.i == 5 {
+		if o.i == 5 || o.i == 6 {
 			if !client.IsCode(o.err, api.CodePartitionOutOfRange) {
-				t.Errorf("Publish to partition 1000: %v, want partition_out_of_range", o.err)
+				t.Errorf("Publish %d to a partition out of range: %v, want partition_out_of_range", o.i, o.err)
 			}
 		} else if o.err != nil {
 			t.Errorf("Publish %d: %v", o.i, o.err)
 		}
 	}
 	t.Logf("%d publish requests", tr.count("records"))
-	if got := len(readTopic(t, srv.Client, "t")[0]); got != 7 {
-		t.Fatalf("the topic holds %d records, want 7", got)
+	if got := len(readTopic(t, srv.Client, "t")[0]); got != 6 {
+		t.Fatalf("the topic holds %d records, want 6", got)
 	}
 }
 

@@ -12,8 +12,12 @@ import (
 
 func TestTopicPublishAndReadThroughTheClient(t *testing.T) {
 	t.Parallel()
+	forEncodings(t, testTopicPublishAndReadThroughTheClient)
+}
+
+func testTopicPublishAndReadThroughTheClient(t *testing.T, opts client.Options) {
 	srv := okibatest.New(t, okibatest.Options{})
-	cl := srv.Client
+	cl := clientFor(t, srv, opts)
 	ctx := context.Background()
 	parts := 2
 	if _, err := cl.PutTopic(ctx, "events", api.TopicConfig{Partitions: &parts}); err != nil {

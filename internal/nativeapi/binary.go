@@ -12,8 +12,8 @@ import (
 	"github.com/okiba/okiba/internal/service"
 )
 
-// The binary encoding (api.ContentTypeBinary) of sends and receives: the Go client's
-// fast path. Same endpoints, same validation, same errors (JSON) as the JSON encoding.
+// The binary encoding (api.ContentTypeBinary) of sends, receives, publishes and pulls:
+// the Go client's fast path. Same endpoints, same validation, same errors (JSON) as the JSON encoding.
 
 func isBinary(r *http.Request) bool {
 	return r.Header.Get("Content-Type") == api.ContentTypeBinary
@@ -86,4 +86,44 @@ func writeBinaryReceive(w http.ResponseWriter, got service.Received) {
 	w.Header().Set("Content-Type", api.ContentTypeBinary)
 	w.WriteHeader(http.StatusOK)
 	w.Write(api.AppendReceiveAnswer(make([]byte, 0, size), out))
+}
+
+// binaryPublishRequest decodes a publish in the binary encoding.
+func binaryPublishRequest(w http.ResponseWriter, r *http.Request) ([]api.BinaryPublishRecord, *api.Error) {
+	data, e := readBody(w, r)
+	if e != nil {
+		return nil, e
+	}
+	recs, err := api.DecodePublishRequest(data)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	if len(recs) == 0 {
+		return nil, invalid("the batch is empty; publish at least one record")
+	}
+	return recs, nil
+}
+
+// writeBinaryPublish answers a publish in binary; the status follows the same rule as
+// JSON.
+func writeBinaryPublish(w http.ResponseWriter, out api.PublishResponse) {
+	status := reply.BatchStatus(w, out.Error)
+	w.Header().Set("Content-Type", api.ContentTypeBinary)
+	w.WriteHeader(status)
+	w.Write(api.AppendPublishAnswer(make([]byte, 0, 16+len(out.Results)*8), out.Results))
+}
+
+// writeBinaryPull answers a pull in binary.
+func writeBinaryPull(w http.ResponseWriter, out *api.BinaryPull) {
+	size := 64 + len(out.Assignment)*24
+	for i := range out.Records {
+		x := &out.Records[i]
+		size += len(x.Body) + len(x.Key) + 24
+		for _, h := range x.Headers {
+			size += len(h.Name) + len(h.Value) + 2
+		}
+	}
+	w.Header().Set("Content-Type", api.ContentTypeBinary)
+	w.WriteHeader(http.StatusOK)
+	w.Write(api.AppendPullAnswer(make([]byte, 0, size), out))
 }

@@ -37,6 +37,15 @@ func (s *Server) pull(w http.ResponseWriter, r *http.Request) {
 		reply.Error(w, e)
 		return
 	}
+	if wantsBinary(r) {
+		out, e := s.svc.PullBinary(r.Context(), r.PathValue("name"), r.PathValue("group"), in)
+		if e != nil {
+			reply.Error(w, e)
+			return
+		}
+		writeBinaryPull(w, &out)
+		return
+	}
 	out, e := s.svc.Pull(r.Context(), r.PathValue("name"), r.PathValue("group"), in)
 	if e != nil {
 		reply.Error(w, e)

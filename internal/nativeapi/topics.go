@@ -38,10 +38,35 @@ type publishBody struct {
 }
 
 func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
-	var in publishBody
-	if e := decode(w, r, &in, false); e != nil {
+	var out api.PublishResponse
+	var e *api.Error
+	if isBinary(r) {
+		var recs []api.BinaryPublishRecord
+		if recs, e = binaryPublishRequest(w, r); e == nil {
+			out, e = s.svc.PublishBinary(r.Context(), r.PathValue("name"), recs)
+		}
+	} else {
+		var recs []api.PublishRecord
+		if recs, e = jsonPublishRequest(w, r); e == nil {
+			out, e = s.svc.Publish(r.Context(), r.PathValue("name"), recs)
+		}
+	}
+	if e != nil {
 		reply.Error(w, e)
 		return
+	}
+	if wantsBinary(r) {
+		writeBinaryPublish(w, out)
+		return
+	}
+	reply.Batch(w, out.Error, out)
+}
+
+// jsonPublishRequest decodes a publish in JSON: a batch, or the fields of one record.
+func jsonPublishRequest(w http.ResponseWriter, r *http.Request) ([]api.PublishRecord, *api.Error) {
+	var in publishBody
+	if e := decode(w, r, &in, false); e != nil {
+		return nil, e
 	}
 	one := in.PublishRecord
 	hasOne := one.Body != nil || one.BodyBase64 != nil || one.Key != nil || one.KeyBase64 != nil ||
@@ -49,20 +74,13 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
 	recs := in.Records
 	switch {
 	case recs != nil && hasOne:
-		reply.Error(w, invalid("give either \"records\" or the fields of one record, not both"))
-		return
+		return nil, invalid("give either \"records\" or the fields of one record, not both")
 	case recs == nil:
 		recs = []api.PublishRecord{one}
 	case len(recs) == 0:
-		reply.Error(w, invalid("\"records\" is empty; publish at least one record"))
-		return
+		return nil, invalid("\"records\" is empty; publish at least one record")
 	}
-	out, e := s.svc.Publish(r.Context(), r.PathValue("name"), recs)
-	if e != nil {
-		reply.Error(w, e)
-		return
-	}
-	reply.Batch(w, out.Error, out)
+	return recs, nil
 }
 
 // read serves GET /v1/topics/{name}/partitions/{partition}/records?offset=&max=&max_bytes=&wait=.

@@ -136,23 +136,9 @@ func checkMember(member string) *api.Error {
 
 // Pull hands a member records of its partitions (see broker.Pull).
 func (s *Service) Pull(ctx context.Context, topicName, group string, in api.PullRequest) (api.PullResponse, *api.Error) {
-	if e := checkMember(in.Member); e != nil {
-		return api.PullResponse{}, e
-	}
-	session, e := parseSession(in.Session)
+	p, e := s.pull(ctx, topicName, group, in)
 	if e != nil {
 		return api.PullResponse{}, e
-	}
-	opts := broker.PullOptions{Member: in.Member, Session: session, Max: in.Max, MaxBytes: in.MaxBytes}
-	if in.Max < 0 || in.MaxBytes < 0 {
-		return api.PullResponse{}, Invalid("max and max_bytes must be positive")
-	}
-	if in.Wait != nil {
-		opts.Wait = in.Wait.D()
-	}
-	p, err := s.b.Pull(ctx, topicName, group, opts)
-	if err != nil {
-		return api.PullResponse{}, s.errorOf(err)
 	}
 	out := wireSession(p.Session)
 	out.Records = make([]api.Record, len(p.Records))
@@ -160,6 +146,51 @@ func (s *Service) Pull(ctx context.Context, topicName, group string, in api.Pull
 		out.Records[i] = wireRecord(&p.Records[i])
 	}
 	return out, nil
+}
+
+// PullBinary is Pull answering in the binary encoding: the records' bodies, keys and
+// headers as they are, without JSON's text-or-base64 choice.
+func (s *Service) PullBinary(ctx context.Context, topicName, group string, in api.PullRequest) (api.BinaryPull, *api.Error) {
+	p, e := s.pull(ctx, topicName, group, in)
+	if e != nil {
+		return api.BinaryPull{}, e
+	}
+	w := wireSession(p.Session)
+	out := api.BinaryPull{Session: w.Session, Expires: p.Session.Expires, Assignment: w.Assignment, Records: make([]api.BinaryTopicRecord, len(p.Records))}
+	for i := range p.Records {
+		r := &p.Records[i]
+		x := api.BinaryTopicRecord{Partition: r.Partition, Offset: r.Offset, Time: r.Time, HasKey: r.HasKey, Key: r.Key, Body: r.Body}
+		if len(r.Headers) > 0 {
+			x.Headers = make([]api.Header, len(r.Headers))
+			for j, h := range r.Headers {
+				x.Headers[j] = api.Header{Name: h.Name, Value: h.Value}
+			}
+		}
+		out.Records[i] = x
+	}
+	return out, nil
+}
+
+func (s *Service) pull(ctx context.Context, topicName, group string, in api.PullRequest) (broker.Pulled, *api.Error) {
+	if e := checkMember(in.Member); e != nil {
+		return broker.Pulled{}, e
+	}
+	session, e := parseSession(in.Session)
+	if e != nil {
+		return broker.Pulled{}, e
+	}
+	opts := broker.PullOptions{Member: in.Member, Session: session, Max: in.Max, MaxBytes: in.MaxBytes}
+	if in.Max < 0 || in.MaxBytes < 0 {
+		return broker.Pulled{}, Invalid("max and max_bytes must be positive")
+	}
+	if in.Wait != nil {
+		opts.Wait = in.Wait.D()
+	}
+	p, err := s.b.Pull(ctx, topicName, group, opts)
+	if err != nil {
+		return broker.Pulled{}, s.errorOf(err)
+	}
+	return p, nil
 }
 
 // Heartbeat renews a member's lease and returns its assignment.

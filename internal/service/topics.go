@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/okiba/okiba/access"
@@ -152,6 +154,60 @@ func (s *Service) Publish(ctx context.Context, name string, recs []api.PublishRe
 		}
 		in[i] = x
 	}
+	return s.publish(ctx, name, in)
+}
+
+// PublishBinary appends records decoded from the binary encoding, as Publish does.
+func (s *Service) PublishBinary(ctx context.Context, name string, recs []api.BinaryPublishRecord) (api.PublishResponse, *api.Error) {
+	if len(recs) > api.MaxPublishBatch {
+		return api.PublishResponse{}, &api.Error{Code: api.CodeBatchTooLarge, Message: fmt.Sprintf("%d records in one publish; at most %d", len(recs), api.MaxPublishBatch)}
+	}
+	in := make([]topic.PublishInput, len(recs))
+	for i := range recs {
+		x, e := binaryPublishInput(&recs[i])
+		if e != nil {
+			e.Message = fmt.Sprintf("records[%d]: %s", i, e.Message)
+			return api.PublishResponse{}, e
+		}
+		in[i] = x
+	}
+	return s.publish(ctx, name, in)
+}
+
+// binaryPublishInput checks a binary record as publishInput checks a JSON one; its
+// headers, which JSON keeps in an object, must have distinct names, and are stored in
+// name order as JSON's are.
+func binaryPublishInput(r *api.BinaryPublishRecord) (topic.PublishInput, *api.Error) {
+	// Copy: the broker may keep bodies, and they must not pin the request.
+	in := topic.PublishInput{Partition: topic.AnyPartition, Body: append([]byte(nil), r.Body...), DedupID: r.DedupID}
+	if r.HasKey {
+		in.HasKey, in.Key = true, append([]byte{}, r.Key...)
+	}
+	if r.Partition >= 0 {
+		if r.Partition >= topic.MaxPartitions {
+			return topic.PublishInput{}, &api.Error{Code: api.CodePartitionOutOfRange, Message: fmt.Sprintf("partition %d: partitions are numbered from 0 to at most %d", r.Partition, topic.MaxPartitions-1)}
+		}
+		in.Partition = r.Partition
+	}
+	if len(r.Headers) > 0 {
+		in.Headers = make([]topic.Header, len(r.Headers))
+		for j, h := range r.Headers {
+			in.Headers[j] = topic.Header{Name: h.Name, Value: h.Value}
+		}
+		byName := func(a, b topic.Header) int { return strings.Compare(a.Name, b.Name) }
+		if !slices.IsSortedFunc(in.Headers, byName) {
+			slices.SortFunc(in.Headers, byName)
+		}
+		for j := 1; j < len(in.Headers); j++ {
+			if in.Headers[j].Name == in.Headers[j-1].Name {
+				return topic.PublishInput{}, &api.Error{Code: api.CodeInvalidMessage, Message: fmt.Sprintf("header %q is given twice", in.Headers[j].Name)}
+			}
+		}
+	}
+	return in, nil
+}
+
+func (s *Service) publish(ctx context.Context, name string, in []topic.PublishInput) (api.PublishResponse, *api.Error) {
 	res, err := s.b.Publish(ctx, name, in)
 	if err != nil {
 		return api.PublishResponse{}, s.errorOf(err)
