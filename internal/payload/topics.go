@@ -332,6 +332,12 @@ func (s *Store) moveOne(w *moveWork) (uint64, int, error) {
 	if len(w.ents) == 0 {
 		return w.files.End(), 0, nil
 	}
+	// A record goes into the files only once the log holds it durably: a crash must not
+	// leave the files with a record the log lost (and then give its offset to another).
+	// Reading it back from the log waited for that; its cached bytes do not.
+	if err := s.log.WaitDurable(context.Background(), w.ents[len(w.ents)-1].pos); err != nil {
+		return 0, 0, fmt.Errorf("payload: partition %d/%d: %w", w.k.topic, w.k.part, err)
+	}
 	off := w.base
 	skip := w.files.End() // records the files hold already (a previous step's)
 	for _, e := range w.ents {
@@ -493,6 +499,13 @@ func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, m
 		s.mu.Unlock()
 	}()
 	out := make([]*topic.PublishRecord, 0, len(ents))
+	if len(ents) > 0 {
+		// No reader sees a record a crash could take back (reading it from the log waited
+		// for this too).
+		if err := s.log.WaitDurable(context.Background(), ents[len(ents)-1].pos); err != nil {
+			return out, false, fmt.Errorf("payload: partition %d/%d: %w", topicID, part, err)
+		}
+	}
 	for j, e := range ents {
 		raw, err := e.raw, error(nil)
 		if raw == nil {
