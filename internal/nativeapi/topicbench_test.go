@@ -42,6 +42,28 @@ func benchServer(b *testing.B, opts client.Options) *client.Client {
 // producers × 64).
 const pipelineWindow = 1024
 
+// pipelined runs b.N calls of send, at most pipelineWindow of them out at once; send
+// starts one and calls done with its outcome.
+func pipelined(b *testing.B, send func(done func(error))) {
+	slots := make(chan struct{}, pipelineWindow)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range b.N {
+		slots <- struct{}{}
+		wg.Add(1)
+		send(func(err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			<-slots
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
 // BenchmarkTopicPublish: a TopicPublisher with its defaults, 1024 records in flight.
 func BenchmarkTopicPublish(b *testing.B) {
 	for _, enc := range encodings {
@@ -49,25 +71,10 @@ func BenchmarkTopicPublish(b *testing.B) {
 			c := benchServer(b, enc.opts)
 			p := client.NewTopicPublisher(c, "bench", client.TopicPublisherOptions{})
 			defer p.Close(context.Background())
-			body := []byte(strings.Repeat("x", 1024))
-			slots := make(chan struct{}, pipelineWindow)
-			var wg sync.WaitGroup
-			done := func(r client.Published) {
-				if r.Err != nil {
-					b.Error(r.Err)
-				}
-				<-slots
-				wg.Done()
-			}
-			b.ResetTimer()
-			for range b.N {
-				slots <- struct{}{}
-				wg.Add(1)
-				p.PublishAsync(context.Background(), client.Record{Body: body}, done)
-			}
-			wg.Wait()
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			rec := client.Record{Body: []byte(strings.Repeat("x", 1024))}
+			pipelined(b, func(done func(error)) {
+				p.PublishAsync(context.Background(), rec, func(r client.Published) { done(r.Err) })
+			})
 		})
 	}
 }
@@ -80,25 +87,10 @@ func BenchmarkQueuePublish(b *testing.B) {
 			c := benchServer(b, enc.opts)
 			p := client.NewProducer(c, "bench", client.ProducerOptions{})
 			defer p.Close(context.Background())
-			body := []byte(strings.Repeat("x", 1024))
-			slots := make(chan struct{}, pipelineWindow)
-			var wg sync.WaitGroup
-			done := func(r client.SendResult) {
-				if r.Err != nil {
-					b.Error(r.Err)
-				}
-				<-slots
-				wg.Done()
-			}
-			b.ResetTimer()
-			for range b.N {
-				slots <- struct{}{}
-				wg.Add(1)
-				p.Publish(context.Background(), client.Message{Body: body}, done)
-			}
-			wg.Wait()
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			m := client.Message{Body: []byte(strings.Repeat("x", 1024))}
+			pipelined(b, func(done func(error)) {
+				p.Publish(context.Background(), m, func(r client.SendResult) { done(r.Err) })
+			})
 		})
 	}
 }
