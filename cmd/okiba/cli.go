@@ -224,6 +224,16 @@ func (a *app) serverFlags(cmd, usage, examples string) *flags {
 	return f
 }
 
+// clientArgs is what most commands begin with: parseArgs, then client.
+func (f *flags) clientArgs(args []string, min, max int, synopsis string) ([]string, *client.Client, error) {
+	pos, err := f.parseArgs(args, min, max, synopsis)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := f.client()
+	return pos, cl, err
+}
+
 // client returns a client for the server chosen by the flags and the environment.
 func (f *flags) client() (*client.Client, error) {
 	a := f.app

@@ -161,11 +161,7 @@ committed past them.`, `
 okiba group get orders billing
 okiba group get orders billing --json | jq '.partitions[] | .lag_records'`)
 	asJSON := f.Bool("json", false, "print the API's JSON")
-	pos, err := f.parseArgs(args, 2, 2, "TOPIC GROUP [--json]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 2, 2, "TOPIC GROUP [--json]")
 	if err != nil {
 		return err
 	}
@@ -251,11 +247,7 @@ records and in time, records lost to retention, and on_failure.`, `
 okiba group list orders
 okiba group list orders --json`)
 	asJSON := f.Bool("json", false, "print the API's JSON")
-	pos, err := f.parseArgs(args, 1, 1, "TOPIC [--json]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 1, "TOPIC [--json]")
 	if err != nil {
 		return err
 	}
@@ -285,11 +277,7 @@ Deletes a consumer group and its committed offsets. This cannot be undone: a gro
 created again under the name starts afresh (at --start). Its members' next calls get
 group_deleted, which ends a ConsumeGroup. Its dead-letter queue stays.`, `
 okiba group delete orders billing`)
-	pos, err := f.parseArgs(args, 2, 2, "TOPIC GROUP")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 2, 2, "TOPIC GROUP")
 	if err != nil {
 		return err
 	}

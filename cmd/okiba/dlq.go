@@ -402,11 +402,7 @@ Usage: okiba dlq cancel TASK
 
 Cancels a running redrive task; messages already moved stay moved.`, `
 okiba dlq cancel 7`)
-	pos, err := f.parseArgs(args, 1, 1, "TASK")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 1, "TASK")
 	if err != nil {
 		return err
 	}

@@ -19,10 +19,7 @@ systemd ExecStartPost.`, `
 okiba health
 okiba health --server https://broker.internal:7070 --ca-cert /etc/okiba/ca.pem`)
 	asJSON := f.Bool("json", false, "print the API's JSON")
-	if _, err := f.parseArgs(args, 0, 0, "[--json]"); err != nil {
-		return err
-	}
-	cl, err := f.client()
+	_, cl, err := f.clientArgs(args, 0, 0, "[--json]")
 	if err != nil {
 		return err
 	}

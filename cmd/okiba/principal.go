@@ -83,11 +83,7 @@ TOKEN=$(okiba principal create ci --grant admin 2>/dev/null)`)
 	var grants listFlag
 	f.Var(&grants, "grant", "a `GRANT` such as \"send queue:orders-*\", repeatable")
 	asJSON := f.Bool("json", false, "print the principal and its secret as the API's JSON")
-	pos, err := f.parseArgs(args, 1, 1, `NAME [--grant "PERMISSION PATTERN"]...`)
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 1, `NAME [--grant "PERMISSION PATTERN"]...`)
 	if err != nil {
 		return err
 	}
@@ -160,11 +156,7 @@ Shows a principal's grants and its secrets' ids, creation and expiry (a rotation
 secret expires), never the secrets themselves.`, `
 okiba principal show shop`)
 	asJSON := f.Bool("json", false, "print the API's JSON")
-	pos, err := f.parseArgs(args, 1, 1, "NAME [--json]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 1, "NAME [--json]")
 	if err != nil {
 		return err
 	}
@@ -238,11 +230,7 @@ okiba principal revoke shop send queue:orders-*`
 	}
 	f := c.app.serverFlags(c.name, usage, examples)
 	asJSON := f.Bool("json", false, "print the principal as the API's JSON")
-	pos, err := f.parseArgs(args, 2, 3, "NAME PERMISSION [PATTERN]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 2, 3, "NAME PERMISSION [PATTERN]")
 	if err != nil {
 		return err
 	}
@@ -326,11 +314,7 @@ Deletes a principal: its secrets stop working at once, and so do the console ses
 signed in with them. Principals declared in the server's configuration are removed
 there.`, `
 okiba principal delete shop`)
-	pos, err := f.parseArgs(args, 1, 1, "NAME")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 1, "NAME")
 	if err != nil {
 		return err
 	}

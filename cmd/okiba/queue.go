@@ -271,11 +271,7 @@ Shows a queue's configuration, message counts, counters and rates.`, `
 okiba queue get orders
 okiba queue get orders --json | jq .stats.ready`)
 	asJSON := f.Bool("json", false, "print the API's JSON")
-	pos, err := f.parseArgs(args, 1, 1, "NAME [--json]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 1, "NAME [--json]")
 	if err != nil {
 		return err
 	}
@@ -420,11 +416,7 @@ refused (queue_in_use) unless --force.`, `
 okiba queue delete orders
 okiba queue delete orders-dlq --force`)
 	force := f.Bool("force", false, "delete even if other queues use it as their dead-letter queue")
-	pos, err := f.parseArgs(args, 1, 1, "NAME [--force]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 1, "NAME [--force]")
 	if err != nil {
 		return err
 	}
@@ -455,11 +447,7 @@ stale). This cannot be undone. On a terminal okiba asks for confirmation; otherw
 okiba queue purge orders
 okiba queue purge orders --yes`)
 	yes := f.Bool("yes", false, "do not ask for confirmation")
-	pos, err := f.parseArgs(args, 1, 1, "NAME [--yes]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 1, "NAME [--yes]")
 	if err != nil {
 		return err
 	}

@@ -32,11 +32,7 @@ okiba send images < picture.png`)
 	delay := f.Duration("delay", 0, "keep the message invisible this long (default the queue's delay)")
 	var headers kvFlag
 	f.Var(&headers, "header", "`KEY=VALUE` header (a String attribute), repeatable")
-	pos, err := f.parseArgs(args, 1, 2, "QUEUE [BODY] [flags]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 2, "QUEUE [BODY] [flags]")
 	if err != nil {
 		return err
 	}

@@ -26,11 +26,7 @@ okiba stats
 okiba stats orders
 okiba stats orders --json | jq .in_system`)
 	asJSON := f.Bool("json", false, "print the API's stats JSON (an object keyed by queue name without QUEUE)")
-	pos, err := f.parseArgs(args, 0, 1, "[QUEUE] [--json]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 0, 1, "[QUEUE] [--json]")
 	if err != nil {
 		return err
 	}

@@ -101,11 +101,7 @@ how far behind it is, whether a full queue holds it back, and what it delivered,
 passed over and lost to retention.`, `
 okiba subscription get orders points`)
 	asJSON := f.Bool("json", false, "print the API's JSON")
-	pos, err := f.parseArgs(args, 2, 2, "TOPIC NAME [--json]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 2, 2, "TOPIC NAME [--json]")
 	if err != nil {
 		return err
 	}
@@ -155,11 +151,7 @@ Usage: okiba subscription list TOPIC [--json]
 Lists a topic's subscriptions with their queue, lag and state.`, `
 okiba subscription list orders`)
 	asJSON := f.Bool("json", false, "print the API's JSON")
-	pos, err := f.parseArgs(args, 1, 1, "TOPIC [--json]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 1, "TOPIC [--json]")
 	if err != nil {
 		return err
 	}
@@ -188,11 +180,7 @@ Usage: okiba subscription delete TOPIC NAME
 
 Deletes a subscription. What it already put into its queue stays there.`, `
 okiba subscription delete orders points`)
-	pos, err := f.parseArgs(args, 2, 2, "TOPIC NAME")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 2, 2, "TOPIC NAME")
 	if err != nil {
 		return err
 	}

@@ -295,11 +295,7 @@ FIRST and LAST PUBLISH are the publish times of its oldest and newest retained r
 okiba topic get orders
 okiba topic get orders --json | jq '.partitions[] | .end'`)
 	asJSON := f.Bool("json", false, "print the API's JSON")
-	pos, err := f.parseArgs(args, 1, 1, "NAME [--json]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 1, "NAME [--json]")
 	if err != nil {
 		return err
 	}
@@ -420,11 +416,7 @@ already put into queues stays there).`, `
 okiba topic delete orders
 okiba topic delete orders --force`)
 	force := f.Bool("force", false, "also delete the topic's subscriptions and consumer groups")
-	pos, err := f.parseArgs(args, 1, 1, "NAME [--force]")
-	if err != nil {
-		return err
-	}
-	cl, err := f.client()
+	pos, cl, err := f.clientArgs(args, 1, 1, "NAME [--force]")
 	if err != nil {
 		return err
 	}
