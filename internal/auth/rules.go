@@ -45,8 +45,8 @@ type Decision struct {
 	Allowed    bool
 }
 
-// Recorder collects the decisions of one request, for the node's audit log: which
-// management actions ran, which requests were refused and for what.
+// Recorder collects the decisions of one request that the node's audit log writes:
+// which management actions ran, which requests were refused and for what.
 type Recorder struct {
 	mu        sync.Mutex
 	decisions []Decision
@@ -71,7 +71,12 @@ func (r *Recorder) Decisions() []Decision {
 	return append([]Decision(nil), r.decisions...)
 }
 
+// record keeps what the audit log reads: a refusal, or a management action (manage or
+// admin) that passed. The checks of sends and receives, the hot path's, are not kept.
 func record(ctx context.Context, d Decision) {
+	if d.Allowed && d.Permission != access.Manage && d.Permission != access.Admin {
+		return
+	}
 	if r, ok := ctx.Value(recorderKey{}).(*Recorder); ok {
 		r.mu.Lock()
 		r.decisions = append(r.decisions, d)
