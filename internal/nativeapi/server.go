@@ -70,20 +70,18 @@ type Server struct {
 	streams streams
 	busy    atomic.Int64 // stream requests in flight, all streams
 	held    atomic.Int64 // bytes of the stream requests in flight, all streams
-
-	streamBytes, serverStreamBytes int64
 }
 
 // New returns a server of the native API's operations on b (internal/service), whose
 // internal errors go to opts.Logger.
 func New(b *broker.Broker, opts Options) *Server {
-	s := &Server{opts: opts, log: opts.Logger, streamBytes: opts.StreamBytes, serverStreamBytes: opts.ServerStreamBytes}
-	if s.streamBytes <= 0 {
-		s.streamBytes = defaultStreamBytes
+	if opts.StreamBytes <= 0 {
+		opts.StreamBytes = defaultStreamBytes
 	}
-	if s.serverStreamBytes <= 0 {
-		s.serverStreamBytes = defaultServerStreamBytes
+	if opts.ServerStreamBytes <= 0 {
+		opts.ServerStreamBytes = defaultServerStreamBytes
 	}
+	s := &Server{opts: opts, log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

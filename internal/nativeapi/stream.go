@@ -286,14 +286,14 @@ func (sc *streamConn) admit(f api.Frame) *api.Error {
 	n := frameCost(f)
 	conn := sc.held.Add(n)
 	all := sc.s.held.Add(n)
-	if conn <= sc.s.streamBytes && all <= sc.s.serverStreamBytes {
+	if conn <= sc.s.opts.StreamBytes && all <= sc.s.opts.ServerStreamBytes {
 		return nil
 	}
 	sc.held.Add(-n)
 	sc.s.held.Add(-n)
-	which, held, limit := "this stream holds", conn-n, sc.s.streamBytes
-	if conn <= sc.s.streamBytes {
-		which, held, limit = "the server's streams hold", all-n, sc.s.serverStreamBytes
+	which, held, limit := "this stream holds", conn-n, sc.s.opts.StreamBytes
+	if conn <= sc.s.opts.StreamBytes {
+		which, held, limit = "the server's streams hold", all-n, sc.s.opts.ServerStreamBytes
 	}
 	return &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
 		Message: fmt.Sprintf("%s %.1f MiB of requests in flight; this one's %.1f MiB would pass the limit of %d MiB: retry once fewer are in flight",
