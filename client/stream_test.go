@@ -169,9 +169,12 @@ func TestClientReopensABrokenStream(t *testing.T) {
 	if err := testkit.Recv(t, waiting, 10*time.Second, "the long poll to fail"); err == nil {
 		t.Fatal("a call on a broken stream succeeded")
 	}
-	// Reads that meet a broken stream are sent again on a new one; one per connection
-	// replaces them all. Writes that meet one fail, as on a broken HTTP connection.
-	for range client.StreamConns {
+	// Reads that meet a broken stream are sent again on the next one; writes that meet
+	// one fail, as on a broken HTTP connection. A read can find a broken stream that
+	// still looks alive (its reader has not noticed yet): it fails that one over, and
+	// the next visit to that slot reopens it. Two reads per connection visit every slot
+	// twice, so all are open again after them.
+	for range 2 * client.StreamConns {
 		if _, err := c.Queue(ctx, "jobs"); err != nil {
 			t.Fatalf("a read after the cut: %v", err)
 		}
