@@ -86,6 +86,7 @@ var table = []Row{
 	// A receive whose bodies could not be read (I/O errors) leased nothing: the messages
 	// stay ready, and a retry may find the disk well (or the broker failed for good).
 	{match: errs(is(broker.ErrReadFailed)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
+	{match: errs(is(broker.ErrBackupRace)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
 	{match: errs(is(broker.ErrClosed), is(context.Canceled), is(context.DeadlineExceeded)), Code: api.CodeUnavailable, SQS: "ServiceUnavailable",
 		SQSMessage: "the server is shutting down or the request was cancelled; retry"},
 

@@ -224,6 +224,7 @@ func (s *Server) Routes() []Route {
 		{"POST", "/v1/principals/{name}/grant", on(admin, access.AnyKind, ""), s.grantPrincipal},
 		{"POST", "/v1/principals/{name}/revoke", on(admin, access.AnyKind, ""), s.revokePrincipal},
 		{"POST", "/v1/principals/{name}/rotate", on(admin, access.AnyKind, ""), s.rotatePrincipal},
+		{"GET", api.BackupPath, on(admin, access.AnyKind, ""), s.backup},
 		{"GET", api.StreamPath, also(open, "each request of the stream is checked as its own route"), s.stream},
 	}
 }
