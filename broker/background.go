@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"time"
@@ -56,13 +57,29 @@ func (b *Broker) tickLoop(ctx context.Context) {
 // tickLocked runs the machine's time-driven work due at now and returns when the next is
 // due (ok false: none).
 func (b *Broker) tickLocked(now int64) (next int64, ok bool) {
+	if b.repl != nil {
+		if b.fenced || b.startCommandLocked() != nil {
+			return 0, false // a follower's time moves with the leader's entries
+		}
+		if b.limitsTerm != b.term {
+			// A new leader logs the limits its configuration asks for, once per term.
+			b.limitsTerm = b.term
+			if err := b.setLimitsLocked(); err != nil {
+				b.logger.Warn("cannot set the configured limits", "error", err)
+			}
+			b.endCommandLocked(now)
+			if err := b.startCommandLocked(); err != nil {
+				return 0, false
+			}
+		}
+	}
 	next, ok = b.nextEventLocked()
 	if ok && next <= now {
 		b.sink.n, b.sink.err = 0, nil
 		b.m.Tick(now, &b.sink)
 		b.t.Tick(now, b.tsink)
 		if b.sink.n > 0 {
-			b.lastTicket = b.sink.last
+			b.endCommandLocked(now)
 			b.log.Commit() // nobody waits for these records
 		}
 		b.afterLocked()
@@ -86,6 +103,9 @@ func (b *Broker) redriveLoop(ctx context.Context) {
 	for {
 		b.mu.Lock()
 		ids := b.m.RunningTasks()
+		if !b.leadsLocked() {
+			ids = nil // a follower's tasks move with the leader's entries
+		}
 		b.mu.Unlock()
 		if len(ids) == 0 {
 			select {
@@ -201,6 +221,10 @@ func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 		b.mu.Unlock()
 		return err
 	}
+	if b.fenced {
+		b.mu.Unlock()
+		return ErrRebuilding // the machines hold what will not commit
+	}
 	if mode == ckptIfWanted && !b.ckptWanted && !b.checkpointDueLocked() {
 		b.mu.Unlock()
 		return nil
@@ -213,11 +237,8 @@ func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 	section, usage := b.store.Section(func(add func(queue.Ref, int64)) { semantic = b.m.Snapshot(add) })
 	topics, topicSection := b.t.AppendSnapshot(nil), b.store.TopicSection()
 	encoded := time.Since(locked)
-	pieces := checkpointPieces(semantic, topics, b.a.AppendSnapshot(nil), section, topicSection)
-	size := 0
-	for _, c := range pieces {
-		size += len(c)
-	}
+	applied, proposal := b.applied, b.lastTicket.p
+	principals := b.a.AppendSnapshot(nil)
 	pos := b.log.End()
 	t := b.lastTicket
 	recs, msgs := b.sink.total, b.m.MessageCount()
@@ -228,6 +249,20 @@ func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 	}
 	if err := b.store.Wait(ctx); err != nil {
 		return err
+	}
+	if proposal != nil {
+		// A leader's state holds its proposals: the checkpoint is of committed state once
+		// the last of them is committed, at its index. If it fails, the state is not.
+		idx, err := proposal.Wait(ctx)
+		if err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		applied = max(applied, idx)
+	}
+	pieces := checkpointPieces(semantic, topics, principals, section, applied, topicSection)
+	size := 0
+	for _, c := range pieces {
+		size += len(c)
 	}
 	if err := wal.SaveCheckpoint(b.fs, filepath.Join(b.cfg.Dir, "checkpoints"), pos, pieces...); err != nil {
 		if o := b.cfg.Observer; o != nil {
@@ -378,4 +413,21 @@ func autoDeadLocked(cs map[string]queue.Counters, seen map[string]autoDead) []au
 		}
 	}
 	return out
+}
+
+// leadsLocked reports whether this broker runs the time-driven and background commands:
+// always on a single node; in a cluster, while it leads.
+func (b *Broker) leadsLocked() bool {
+	return b.repl == nil || (!b.fenced && b.repl.Term() != 0)
+}
+
+// Lead wakes the background work of a broker whose node has just become the cluster's
+// leader: the ticker, redrive tasks and subscriptions' copies, which followers leave to
+// the leader.
+func (b *Broker) Lead() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kick(b.kickTick)
+	kick(b.kickRedrive)
+	kick(b.kickCopy)
 }

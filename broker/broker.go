@@ -22,6 +22,7 @@ package broker
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -155,6 +156,12 @@ type Config struct {
 	// that compare brokers give each the same seed.
 	Rand mrand.Source
 
+	// Replication, when set, makes this broker one node of a replicated cluster: it runs
+	// commands only while Replication's Term says it leads, proposes each command's
+	// records and answers once they are committed, and applies the committed entries of
+	// others (ApplyReplicated). See replication.go. Nil: a single node.
+	Replication Replication
+
 	// manual, for this package's tests, starts none of the background work that changes
 	// state (ticks, redrive steps, checkpoints): the test drives each explicitly, so that
 	// two brokers fed the same steps take them at the same logical moments.
@@ -247,7 +254,18 @@ type Broker struct {
 	paused     map[string]bool
 	waiters    map[string]chan struct{}
 	rng        *mrand.Rand
-	lastTicket wal.Ticket
+	lastTicket ticket
+	// In a cluster (Config.Replication): the last committed entry the machines hold;
+	// the term this node runs commands in and its proposals in it; the proposals not yet
+	// known committed, with their records' end in the log; the mover's gate; and fenced,
+	// set once the machines hold effects that will not commit, until Rebuild.
+	repl       Replication
+	applied    uint64
+	term, seq  uint64
+	proposed   []proposed
+	commits    *commitGate
+	fenced     bool
+	limitsTerm uint64
 	ckptPos    wal.Pos
 	ckptSize   int64 // bytes of the last checkpoint
 	ckptRecs   int64 // sink.total when the last checkpoint was taken
@@ -303,9 +321,15 @@ type sink struct {
 	store   *payload.Store
 	scratch []byte
 	last    wal.Ticket
-	n       int   // records of the current command
-	total   int64 // records since Open
-	err     error
+	lastPos wal.Pos
+	// In a cluster: the proposal (term, seq) the current command's records make, whose
+	// marker frame goes before its first record, and the records, for the entry.
+	cluster   bool
+	term, seq uint64
+	recs      [][]byte
+	n         int   // records of the current command
+	total     int64 // records since Open
+	err       error
 	// published lists the topics the current command published to (with repeats), so
 	// that afterLocked wakes their readers and the mover.
 	published []uint64
@@ -350,7 +374,18 @@ func (s accessSink) Emit(r access.Record) {
 }
 
 func (s *sink) emit(r encoder) {
+	if s.cluster && s.n == 0 && s.err == nil {
+		marker := binary.AppendUvarint(append(s.scratch[:0], frameGroupOwn), s.term)
+		marker = binary.AppendUvarint(marker, s.seq)
+		if _, _, err := s.log.Append(marker); err != nil {
+			s.err = err
+			return
+		}
+	}
 	s.scratch = r.AppendTo(s.scratch[:0])
+	if s.cluster {
+		s.recs = append(s.recs, append([]byte(nil), s.scratch...))
+	}
 	pos, t, err := s.log.Append(s.scratch)
 	s.store.At(pos, false)
 	if err != nil {
@@ -359,7 +394,7 @@ func (s *sink) emit(r encoder) {
 		}
 		return
 	}
-	s.last = t
+	s.last, s.lastPos = t, pos
 	s.n++
 	s.total++
 	if cap(s.scratch) > 1<<20 {
@@ -392,25 +427,8 @@ func Open(cfg Config) (*Broker, error) {
 		lock.Close()
 		return nil, fmt.Errorf("make the data directory private: %w", err)
 	}
-	b := &Broker{
-		cfg: cfg, fs: fs, dirLock: lock, clock: cfg.Clock, logger: cfg.Logger,
-		waiters:     make(map[string]chan struct{}),
-		reading:     make(map[bodyKey]*receive),
-		volatile:    make(map[string]*Volatile),
-		kickTick:    make(chan struct{}, 1),
-		kickRedrive: make(chan struct{}, 1),
-		kickCkpt:    make(chan struct{}, 1),
-		kickMove:    make(chan struct{}, 1),
-		kickCopy:    make(chan struct{}, 1),
-		paused:      make(map[string]bool),
-		readers:     make(map[uint64]chan struct{}),
-		rng:         mrand.New(cfg.Rand),
-		store: payload.New(payload.Config{CacheBytes: cfg.CacheBytes, FS: fs,
-			TopicsDir: filepath.Join(cfg.Dir, "topics")}),
-	}
-	b.sink.store = b.store
-	b.tsink = topicSink{&b.sink}
-	b.asink = accessSink{&b.sink, &b.principalChanges}
+	b := &Broker{cfg: cfg, fs: fs, dirLock: lock, clock: cfg.Clock, logger: cfg.Logger, repl: cfg.Replication}
+	b.reset()
 	if err := b.open(start); err != nil {
 		if b.log != nil {
 			b.log.Close()
@@ -419,6 +437,41 @@ func Open(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// reset gives the broker the empty state open fills: at Open, and when Rebuild starts
+// again from the data directory.
+func (b *Broker) reset() {
+	cfg := b.cfg
+	// Field by field, not a new struct: Rebuild calls this with ckptMu held, and the
+	// atomics and the body-read counters carry on.
+	b.waiters = make(map[string]chan struct{})
+	b.reading = make(map[bodyKey]*receive)
+	b.volatile = make(map[string]*Volatile)
+	b.kickTick = make(chan struct{}, 1)
+	b.kickRedrive = make(chan struct{}, 1)
+	b.kickCkpt = make(chan struct{}, 1)
+	b.kickMove = make(chan struct{}, 1)
+	b.kickCopy = make(chan struct{}, 1)
+	b.paused = make(map[string]bool)
+	b.readers = make(map[uint64]chan struct{})
+	if b.rng == nil {
+		b.rng = mrand.New(cfg.Rand)
+	}
+	b.store = payload.New(payload.Config{CacheBytes: cfg.CacheBytes, FS: b.fs, TopicsDir: filepath.Join(cfg.Dir, "topics")})
+	b.commits = &commitGate{}
+	b.m, b.t, b.a, b.log = nil, nil, nil, nil
+	b.lastTicket = ticket{}
+	b.ckptPos, b.ckptSize, b.ckptRecs, b.ckptMsgs, b.ckptWanted = 0, 0, 0, 0, false
+	b.closed = false
+	b.applied, b.term, b.seq, b.proposed, b.limitsTerm = 0, 0, 0, nil, 0
+	b.recovery = Recovery{}
+	b.sink = sink{store: b.store, cluster: b.repl != nil}
+	b.tsink = topicSink{&b.sink}
+	b.asink = accessSink{&b.sink, &b.principalChanges}
+	if b.repl != nil {
+		b.store.SetGate(b.commits.wait)
+	}
 }
 
 func seed() uint64 {
@@ -464,11 +517,27 @@ func (b *Broker) open(start time.Time) error {
 	b.t.SetBodies(b.store)
 	b.t.SetQueues(b.m)
 	var records int64
+	var groups *groupReplay
+	if b.repl != nil {
+		// A cluster node's log holds groups of records, each an entry: only the committed
+		// ones are applied, in order (replication.go).
+		groups = &groupReplay{repl: b.repl, applied: b.applied}
+	}
 	b.log, err = wal.Open(wal.Options{
 		FS: b.fs, Dir: filepath.Join(b.cfg.Dir, "wal"), SegmentSize: b.cfg.SegmentSize,
 		Logger: b.logger, NoPrecreate: b.cfg.NoPrecreate, Observer: b.cfg.Observer,
 	}, pos, func(p wal.Pos, raw []byte) error {
 		records++
+		if groups != nil {
+			if isGroupFrame(raw) {
+				return groups.marker(raw)
+			}
+			if groups.skip && !payload.IsFrame(raw) {
+				return nil
+			}
+		} else if isGroupFrame(raw) {
+			return fmt.Errorf("record at %v: the log is a cluster node's: open it as one (--node and --peers)", p)
+		}
 		return b.replay(p, raw)
 	})
 	if err != nil {
@@ -478,14 +547,19 @@ func (b *Broker) open(start time.Time) error {
 	b.store.SetLog(b.log)
 	b.sink.log = b.log
 	b.mu.Lock()
-	b.m.AdvanceAll(b.nowLocked(), &b.sink)
-	b.t.Tick(b.nowLocked(), b.tsink)
-	_, lerr := b.m.SetLimits(b.nowLocked(), &b.sink, queue.Limits{DedupCap: b.cfg.DedupCap, DedupTotal: b.cfg.DedupTotal, MaxQueues: b.cfg.MaxQueues, MaxInFlight: b.cfg.MaxInFlight})
-	if lerr == nil {
-		_, lerr = b.t.SetLimits(b.nowLocked(), b.tsink, topic.Limits{MaxTopics: b.cfg.MaxTopics, MaxGroups: b.cfg.MaxGroups, MaxMembers: b.cfg.MaxMembers, MaxSubscriptions: b.cfg.MaxSubscriptions})
+	var lerr error
+	if groups != nil {
+		// A cluster's leader brings time and limits up to date, through the log, once
+		// it leads (tickLocked); a follower only applies.
+		b.applied = groups.applied
+		b.commits.advance(b.log.End())
+	} else {
+		b.m.AdvanceAll(b.nowLocked(), &b.sink)
+		b.t.Tick(b.nowLocked(), b.tsink)
+		lerr = b.setLimitsLocked()
 	}
 	b.sink.published = b.sink.published[:0]
-	b.lastTicket = b.sink.last
+	b.lastTicket = ticket{w: b.sink.last}
 	t, serr := b.lastTicket, b.sink.err
 	infos := b.m.Queues("")
 	deadSeen := make(map[string]autoDead) // dead letters from before this start are not news
@@ -532,6 +606,16 @@ func (b *Broker) goBackground(ctx context.Context, fn func(context.Context)) {
 		defer b.wg.Done()
 		fn(ctx)
 	}()
+}
+
+// setLimitsLocked logs the limits the configuration asks for where they differ from
+// the logged ones.
+func (b *Broker) setLimitsLocked() error {
+	_, err := b.m.SetLimits(b.nowLocked(), &b.sink, queue.Limits{DedupCap: b.cfg.DedupCap, DedupTotal: b.cfg.DedupTotal, MaxQueues: b.cfg.MaxQueues, MaxInFlight: b.cfg.MaxInFlight})
+	if err == nil {
+		_, err = b.t.SetLimits(b.nowLocked(), b.tsink, topic.Limits{MaxTopics: b.cfg.MaxTopics, MaxGroups: b.cfg.MaxGroups, MaxMembers: b.cfg.MaxMembers, MaxSubscriptions: b.cfg.MaxSubscriptions})
+	}
+	return err
 }
 
 // Recovery reports what Open found.
@@ -625,7 +709,10 @@ func (b *Broker) Close() error {
 	b.cancel()
 	b.wg.Wait()
 	var errs []error
-	if b.log.Err() == nil {
+	b.mu.Lock()
+	fenced := b.fenced
+	b.mu.Unlock()
+	if b.log.Err() == nil && !fenced {
 		if err := b.checkpoint(context.Background(), ckptFinal); err != nil {
 			errs = append(errs, fmt.Errorf("final checkpoint: %w", err))
 		}
@@ -644,6 +731,9 @@ func (b *Broker) Healthy() error {
 func (b *Broker) usableLocked() error {
 	if b.closed {
 		return ErrClosed
+	}
+	if b.fenced {
+		return ErrRebuilding
 	}
 	if err := b.log.Err(); err != nil {
 		return fmt.Errorf("%w (%v)", ErrStorageFailed, err)
@@ -676,28 +766,64 @@ func (b *Broker) do(ctx context.Context, fn func(now int64) error) error {
 // not usable or the command's records could not be appended (ErrStorageFailed). A
 // caller that runs several commands for one answer (a receive's rounds) waits once, on
 // the last ticket: batches complete in order.
-func (b *Broker) begin(fn func(now int64) error) (t wal.Ticket, err, stop error) {
+func (b *Broker) begin(fn func(now int64) error) (t ticket, err, stop error) {
 	b.mu.Lock()
 	if err := b.usableLocked(); err != nil {
 		b.mu.Unlock()
-		return wal.Ticket{}, nil, err
+		return ticket{}, nil, err
 	}
-	b.sink.n, b.sink.err = 0, nil
-	err = fn(b.nowLocked())
-	if b.sink.n > 0 {
-		b.lastTicket = b.sink.last
+	if err := b.startCommandLocked(); err != nil {
+		b.mu.Unlock()
+		return ticket{}, nil, err
 	}
+	now := b.nowLocked()
+	err = fn(now)
+	b.endCommandLocked(now)
 	t, serr := b.lastTicket, b.sink.err
 	b.afterLocked()
 	b.mu.Unlock()
 	if serr != nil {
-		return wal.Ticket{}, nil, fmt.Errorf("%w (%v)", ErrStorageFailed, serr)
+		return ticket{}, nil, fmt.Errorf("%w (%v)", ErrStorageFailed, serr)
 	}
 	return t, err, nil
 }
 
+// startCommandLocked readies the sink for one command. In a cluster, only a leader runs
+// commands, each one the next proposal of its term.
+func (b *Broker) startCommandLocked() error {
+	b.sink.n, b.sink.err = 0, nil
+	if b.repl == nil {
+		return nil
+	}
+	term := b.repl.Term()
+	if term == 0 {
+		return ErrNotLeader
+	}
+	if term != b.term {
+		b.term, b.seq = term, 0
+	}
+	b.sink.term, b.sink.seq, b.sink.recs = term, b.seq+1, b.sink.recs[:0]
+	return nil
+}
+
+// endCommandLocked makes what the command wrote the ticket its answer waits for: in a
+// cluster, its records proposed as one entry.
+func (b *Broker) endCommandLocked(now int64) {
+	if b.sink.n == 0 || b.sink.err != nil {
+		return
+	}
+	t := ticket{w: b.sink.last}
+	if b.repl != nil {
+		b.seq++
+		t.p = b.repl.Propose(b.sink.term, b.sink.seq, now, b.sink.recs)
+		b.sink.recs = nil
+		b.proposed = append(b.proposed, proposed{p: t.p, end: b.sink.lastPos})
+	}
+	b.lastTicket = t
+}
+
 // wait waits for t as do does: a failed log is ErrStorageFailed.
-func (b *Broker) wait(ctx context.Context, t wal.Ticket) error {
+func (b *Broker) wait(ctx context.Context, t ticket) error {
 	if werr := t.Wait(ctx); werr != nil {
 		if errors.Is(werr, wal.ErrFailed) {
 			return fmt.Errorf("%w (%v)", ErrStorageFailed, werr)

@@ -17,9 +17,13 @@ import (
 // store's sections, this node's own (where each message's body and each topic record
 // lies):
 //
-//	"OKBC" | u8 version (3) | u64 length | queue snapshot | u64 length | topic snapshot |
-//	       u64 length | access snapshot | u64 length | store section | store topic section
+//	"OKBC" | u8 version (4) | u64 length | queue snapshot | u64 length | topic snapshot |
+//	       u64 length | access snapshot | u64 length | store section | u64 applied |
+//	       store topic section
 //
+// applied is, on a node of a cluster, the index of the last committed entry the
+// checkpoint holds (0 on a single node); a replay after it applies only the entries that
+// follow (replication.go). Version 3 had no applied index.
 // Lengths are fixed-width so that a header can be written before its part, which is
 // written as the pieces it was built in. Version 2 (before principals) had no access
 // snapshot; version 1 (before topics) had the queue snapshot
@@ -27,7 +31,7 @@ import (
 // alone ("OKQS"), with each message's log position inside. Restore reads all three.
 const (
 	checkpointMagic   = "OKBC"
-	checkpointVersion = 3
+	checkpointVersion = 4
 	checkpointHeader  = len(checkpointMagic) + 1 + 8
 )
 
@@ -40,7 +44,7 @@ func size(pieces [][]byte) uint64 {
 }
 
 // checkpointPieces returns the pieces of a checkpoint payload.
-func checkpointPieces(semantic [][]byte, topics, principals []byte, section [][]byte, topicSection []byte) [][]byte {
+func checkpointPieces(semantic [][]byte, topics, principals []byte, section [][]byte, applied uint64, topicSection []byte) [][]byte {
 	h := make([]byte, 0, checkpointHeader)
 	h = append(h, checkpointMagic...)
 	h = append(h, checkpointVersion)
@@ -52,6 +56,7 @@ func checkpointPieces(semantic [][]byte, topics, principals []byte, section [][]
 	out = append(out, binary.LittleEndian.AppendUint64(nil, uint64(len(principals))), principals)
 	out = append(out, binary.LittleEndian.AppendUint64(nil, size(section)))
 	out = append(out, section...)
+	out = append(out, binary.LittleEndian.AppendUint64(nil, applied))
 	return append(out, topicSection)
 }
 
@@ -106,6 +111,13 @@ func (b *Broker) restore(ckpt []byte) (*queue.Machine, *topic.Machine, *access.M
 		}
 		if section, err = part("store section"); err != nil {
 			return nil, nil, nil, err
+		}
+		if v >= 4 {
+			if len(rest) < 8 {
+				return nil, nil, nil, errors.New("checkpoint ends before its applied index")
+			}
+			b.applied = binary.LittleEndian.Uint64(rest)
+			rest = rest[8:]
 		}
 		topicSection = rest
 	}

@@ -321,7 +321,7 @@ func matchAdmitted(ds []queue.Delivery, admitted []admission) ([]admission, erro
 func (r *receive) run(ctx context.Context, first bool, deadline *time.Time) ([]Message, chan struct{}, error) {
 	b := r.b
 	defer r.unclaim()
-	var last wal.Ticket
+	var last ticket
 	var wake chan struct{}
 	for round := 0; round < receiveRounds; round++ {
 		remaining, room := r.opts.Max-len(r.out), b.cfg.MaxReceiveBytes-r.bytes

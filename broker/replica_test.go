@@ -327,10 +327,10 @@ func (h *pair) restart(t *rapid.T) {
 	other.mu.Lock()
 	other.m.AdvanceAll(other.nowLocked(), &other.sink)
 	other.t.Tick(other.nowLocked(), other.tsink)
-	other.lastTicket = other.sink.last
-	ticket := other.lastTicket
+	other.lastTicket = ticket{w: other.sink.last}
+	tk := other.lastTicket
 	other.mu.Unlock()
-	if err := ticket.Wait(ctx); err != nil {
+	if err := tk.Wait(ctx); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
 }
@@ -343,7 +343,7 @@ func (h *pair) check(t *rapid.T) {
 		n.b.mu.Lock()
 		n.b.m.AdvanceAll(n.b.nowLocked(), &n.b.sink)
 		n.b.t.Tick(n.b.nowLocked(), n.b.tsink)
-		n.b.lastTicket = n.b.sink.last
+		n.b.lastTicket = ticket{w: n.b.sink.last}
 		snaps[i] = n.b.m.AppendSnapshot(nil)
 		tsnaps[i] = n.b.t.AppendSnapshot(nil)
 		asnaps[i] = n.b.a.AppendSnapshot(nil)

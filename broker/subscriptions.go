@@ -132,6 +132,9 @@ func (b *Broker) copyLoop(ctx context.Context) {
 	for {
 		b.mu.Lock()
 		behind := b.t.Behind()
+		if !b.leadsLocked() {
+			behind = nil // a follower's subscriptions move with the leader's entries
+		}
 		b.mu.Unlock()
 		progress, waiting := false, false
 		for _, s := range behind {

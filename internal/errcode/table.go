@@ -87,6 +87,9 @@ var table = []Row{
 	// stay ready, and a retry may find the disk well (or the broker failed for good).
 	{match: errs(is(broker.ErrReadFailed)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
 	{match: errs(is(broker.ErrBackupRace)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
+	// A node of a cluster that does not lead, or rebuilds after losing the lead, ran
+	// nothing: the node forwards calls to the leader, and clients retry.
+	{match: errs(is(broker.ErrNotLeader), is(broker.ErrRebuilding)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
 	{match: errs(is(broker.ErrClosed), is(context.Canceled), is(context.DeadlineExceeded)), Code: api.CodeUnavailable, SQS: "ServiceUnavailable",
 		SQSMessage: "the server is shutting down or the request was cancelled; retry"},
 

@@ -82,6 +82,7 @@ type Usage struct {
 // Store maps messages to their bodies on this node. The zero value is not usable; see New.
 type Store struct {
 	log    *wal.Log
+	gate   func(ctx context.Context, pos wal.Pos) error // SetGate; nil: durable is enough
 	budget int64
 
 	// cur is the position of the record being applied, and shared whether its payload
@@ -127,6 +128,11 @@ func New(cfg Config) *Store {
 
 // SetLog names the log the bodies lie in, if Config.Log did not.
 func (s *Store) SetLog(l *wal.Log) { s.log = l }
+
+// SetGate makes the topic mover wait, beyond durability, until gate lets a position
+// through before it moves records up to it into partition files: in a cluster, until
+// they are committed. Set before the mover runs.
+func (s *Store) SetGate(gate func(ctx context.Context, pos wal.Pos) error) { s.gate = gate }
 
 // At says where the record about to be applied lies; shared says its payload aliases a
 // buffer the caller reuses (replay), so that a cached body must be copied. The caller

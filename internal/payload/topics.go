@@ -287,7 +287,7 @@ func (s *Store) MoveTopics(ctx context.Context) (moved int, more bool, err error
 		var end uint64
 		var n int
 		if err == nil {
-			end, n, err = s.moveOne(w)
+			end, n, err = s.moveOne(ctx, w)
 			moved += n
 		}
 		s.mu.Lock()
@@ -314,7 +314,7 @@ func (s *Store) MoveTopics(ctx context.Context) (moved int, more bool, err error
 
 // moveOne does one partition's step without the store's lock: deletions first, then the
 // records, then one sync.
-func (s *Store) moveOne(w *moveWork) (uint64, int, error) {
+func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 	if w.deleted {
 		if w.files != nil {
 			return 0, 0, w.files.Remove()
@@ -335,8 +335,14 @@ func (s *Store) moveOne(w *moveWork) (uint64, int, error) {
 	// A record goes into the files only once the log holds it durably: a crash must not
 	// leave the files with a record the log lost (and then give its offset to another).
 	// Reading it back from the log waited for that; its cached bytes do not.
-	if err := s.log.WaitDurable(context.Background(), w.ents[len(w.ents)-1].pos); err != nil {
+	last := w.ents[len(w.ents)-1].pos
+	if err := s.log.WaitDurable(ctx, last); err != nil {
 		return 0, 0, fmt.Errorf("payload: partition %d/%d: %w", w.k.topic, w.k.part, err)
+	}
+	if s.gate != nil {
+		if err := s.gate(ctx, last); err != nil {
+			return 0, 0, fmt.Errorf("payload: partition %d/%d: %w", w.k.topic, w.k.part, err)
+		}
 	}
 	off := w.base
 	skip := w.files.End() // records the files hold already (a previous step's)

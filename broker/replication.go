@@ -1,0 +1,347 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/okiba/okiba/wal"
+)
+
+// A broker of a replicated cluster (internal/cluster) writes through a Replication: the
+// log of a Raft group whose committed entries are the truth every node applies.
+//
+// The leader runs commands as a single node does, on its own machines, and its sink
+// writes their records to its own log as usual — so the payload store knows where each
+// body lies — each command's records behind a marker frame naming the proposal (term,
+// seq). When the command ends, its records are proposed as one entry, and its answer
+// waits for the entry to be committed (and for its own log, as before). The leader's
+// machines are thus speculative: the committed entries followed by its pending
+// proposals, in order. Followers run no commands: the cluster hands each committed
+// entry to ApplyReplicated, which writes its records to the follower's own log behind a
+// marker naming the entry's index, and applies them.
+//
+// When the speculation cannot come true (the leader lost its term with proposals
+// pending), the cluster fences the broker and calls Rebuild: the broker drops its
+// machines and its payload store and replays its own log again, applying a group only
+// when it is the next committed entry — its own proposals by asking Committed, the
+// others' by the index in their marker. Orphaned groups (proposals that never committed)
+// stay in the log, skipped by every replay, until segment collection removes them.
+//
+// Checkpoints are the node's own, as on a single node, and hold the index of the last
+// committed entry they contain; a leader's checkpoint waits for the commit of the last
+// proposal it holds, and is dropped if that fails.
+type Replication interface {
+	// Term returns the term this node leads and may run commands in — it leads, and an
+	// entry of its term is applied — or 0.
+	Term() uint64
+	// Propose hands the records of one command, run at now, to the log as this node's
+	// proposal seq of term (seq counts from 1 in each term). It is called under the
+	// broker's lock, in the order in which the commands ran, and must not block. The
+	// Proposal says when (and whether) the entry is committed.
+	Propose(term, seq uint64, now int64, recs [][]byte) *Proposal
+	// Committed returns the index of this node's proposal (term, seq) if the log holds
+	// it committed.
+	Committed(term, seq uint64) (index uint64, ok bool)
+}
+
+// ErrNotLeader: this node of a cluster does not lead (or has just been elected and has
+// not yet applied an entry of its term): nothing ran. Send the call to the leader.
+var ErrNotLeader = errors.New("this node does not lead the cluster: send the call to the leader")
+
+// ErrRebuilding: the node lost its leadership with commands it had run not yet
+// committed, and is rebuilding its state from what is: nothing ran; retry.
+var ErrRebuilding = errors.New("this node is rebuilding its state after losing the cluster's leadership: retry")
+
+// Proposal is one command's entry on its way to being committed.
+type Proposal struct {
+	done  chan struct{}
+	index uint64
+	err   error
+}
+
+// NewProposal returns a pending proposal.
+func NewProposal() *Proposal { return &Proposal{done: make(chan struct{})} }
+
+// Resolve ends the proposal: committed at index, or failed with err. Once only.
+func (p *Proposal) Resolve(index uint64, err error) {
+	p.index, p.err = index, err
+	close(p.done)
+}
+
+// Wait returns the entry's index once it is committed, or the error it failed with.
+func (p *Proposal) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case <-p.done:
+		return p.index, p.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// ticket is what a command's answer waits for: its records in this node's log, and, in
+// a cluster, its entry committed.
+type ticket struct {
+	w wal.Ticket
+	p *Proposal
+}
+
+func (t ticket) Wait(ctx context.Context) error {
+	if err := t.w.Wait(ctx); err != nil {
+		return err
+	}
+	if t.p != nil {
+		if _, err := t.p.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The marker frames before each group of records in a cluster node's own log. Their
+// first byte is outside every range of the machines and of the payload store.
+const (
+	frameGroupOwn     = 0xE0 // uvarint term | uvarint seq: this node's proposal
+	frameGroupApplied = 0xE1 // uvarint index: a committed entry another node proposed
+)
+
+func isGroupFrame(raw []byte) bool {
+	return len(raw) > 0 && (raw[0] == frameGroupOwn || raw[0] == frameGroupApplied)
+}
+
+// groupReplay decides, during a cluster node's replay of its own log, which groups of
+// records are applied: the next committed entry only, so that the machines hold the
+// committed state and nothing else.
+type groupReplay struct {
+	repl    Replication
+	applied uint64 // the last entry applied
+	skip    bool   // the current group is not applied
+}
+
+// marker starts a group at a marker frame.
+func (g *groupReplay) marker(raw []byte) error {
+	var idx uint64
+	var ok bool
+	switch raw[0] {
+	case frameGroupOwn:
+		term, n := binary.Uvarint(raw[1:])
+		seq, m := binary.Uvarint(raw[1+max(n, 0):])
+		if n <= 0 || m <= 0 {
+			return fmt.Errorf("bad group marker %x", raw)
+		}
+		idx, ok = g.repl.Committed(term, seq)
+	case frameGroupApplied:
+		v, n := binary.Uvarint(raw[1:])
+		if n <= 0 {
+			return fmt.Errorf("bad group marker %x", raw)
+		}
+		idx, ok = v, true
+	}
+	g.skip = !ok || idx != g.applied+1
+	if !g.skip {
+		g.applied = idx
+	}
+	return nil
+}
+
+// Applied is the index of the last committed entry the machines hold (0 outside a
+// cluster).
+func (b *Broker) Applied() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.applied
+}
+
+// NoteCommitted tells a leader's broker that its proposals up to the entry at index
+// are committed (their Proposals resolved): the checkpoint may say so, and the topic
+// mover may move their records into partition files.
+func (b *Broker) NoteCommitted(index uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.applied = max(b.applied, index)
+	for len(b.proposed) > 0 {
+		f := b.proposed[0]
+		select {
+		case <-f.p.done:
+		default:
+			return
+		}
+		if f.p.err != nil || f.p.index > index {
+			return
+		}
+		b.commits.advance(f.end)
+		b.proposed = b.proposed[1:]
+	}
+}
+
+// proposed is a proposal of this leader and the position of its last record in this
+// node's log.
+type proposed struct {
+	p   *Proposal
+	end wal.Pos
+}
+
+// commitGate holds back the topic mover until the records it moves are committed: a
+// partition file must never hold a record a failover takes back (and then gives its
+// offset to another). Its position only grows, until a rebuild starts it again.
+type commitGate struct {
+	mu   sync.Mutex
+	pos  wal.Pos
+	wake chan struct{}
+}
+
+func (g *commitGate) advance(pos wal.Pos) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if pos > g.pos {
+		g.pos = pos
+		if g.wake != nil {
+			close(g.wake)
+			g.wake = nil
+		}
+	}
+}
+
+// wait returns once everything up to pos is committed.
+func (g *commitGate) wait(ctx context.Context, pos wal.Pos) error {
+	for {
+		g.mu.Lock()
+		if g.pos >= pos {
+			g.mu.Unlock()
+			return nil
+		}
+		if g.wake == nil {
+			g.wake = make(chan struct{})
+		}
+		wake := g.wake
+		g.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ApplyReplicated applies a committed entry of another node's proposal (at index, run at
+// now) to a follower's machines: its records go into this node's log behind a marker,
+// the payload store learns where, and the machines apply them as a replay does. It
+// returns once they are in the log (not yet durable: the raft log is). Entries must come
+// in order, each the one after Applied; an earlier one is ignored.
+func (b *Broker) ApplyReplicated(index uint64, now int64, recs [][]byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if index <= b.applied {
+		return nil
+	}
+	if index != b.applied+1 {
+		return fmt.Errorf("broker: committed entry %d after %d", index, b.applied)
+	}
+	if err := b.log.Err(); err != nil {
+		return fmt.Errorf("%w (%v)", ErrStorageFailed, err)
+	}
+	if len(recs) > 0 {
+		marker := binary.AppendUvarint([]byte{frameGroupApplied}, index)
+		if _, _, err := b.log.Append(marker); err != nil {
+			return err
+		}
+	}
+	topics := false
+	for i, raw := range recs {
+		pos, t, err := b.log.Append(raw)
+		if err != nil {
+			return err
+		}
+		b.sink.last, b.sink.lastPos = t, pos
+		b.sink.n++
+		b.sink.total++
+		if err := b.replay(pos, raw); err != nil {
+			return fmt.Errorf("broker: committed entry %d, record %d: %w", index, i, err)
+		}
+		if raw[0] >= 64 && raw[0] < 128 {
+			topics = true
+		}
+	}
+	if topics {
+		kick(b.kickMove)
+	}
+	if len(recs) > 0 {
+		b.commits.advance(b.sink.lastPos)
+	}
+	b.applied = index
+	if len(recs) > 0 {
+		b.lastTicket = ticket{w: b.sink.last}
+	}
+	b.afterLocked()
+	b.sink.n = 0
+	return nil
+}
+
+// Fence stops the broker from running or answering anything: its machines hold effects
+// of proposals that will not all commit. Rebuild ends it.
+func (b *Broker) Fence() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fenced = true
+	b.wakeAllLocked()
+}
+
+// wakeAllLocked ends every long poll and topic read waiting: they find the broker
+// unusable (closed, or fenced) and answer so.
+func (b *Broker) wakeAllLocked() {
+	for name, ch := range b.waiters {
+		close(ch)
+		delete(b.waiters, name)
+	}
+	for id, ch := range b.readers {
+		close(ch)
+		delete(b.readers, id)
+	}
+}
+
+// Rebuild replaces the machines and the payload store with the committed state: it
+// stops the background work, closes the log, and opens the data directory again as at
+// start-up, applying only the committed entries its log holds (groupReplay). The caller
+// (the cluster) then hands it the committed entries after Applied that only the raft
+// log holds. Calls made meanwhile answer ErrRebuilding. Readers of bodies in flight fail
+// with the log they read from.
+func (b *Broker) Rebuild() error {
+	if b.repl == nil {
+		return errors.New("broker: Rebuild is for a node of a cluster")
+	}
+	b.ckptMu.Lock()
+	defer b.ckptMu.Unlock()
+	b.Fence()
+	b.cancel()
+	b.wg.Wait()
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	log := b.log
+	b.mu.Unlock()
+	if err := log.Close(); err != nil {
+		b.logger.Warn("rebuild: closing the log", "error", err)
+	}
+	b.mu.Lock()
+	b.reset()
+	b.fenced = true
+	b.mu.Unlock()
+	start := time.Now()
+	if err := b.open(start); err != nil {
+		return fmt.Errorf("broker: rebuild: %w", err)
+	}
+	b.mu.Lock()
+	b.fenced = false
+	applied := b.applied
+	b.mu.Unlock()
+	b.logger.Info("rebuilt from the committed state", "applied", applied, "duration", time.Since(start))
+	return nil
+}
