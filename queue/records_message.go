@@ -154,7 +154,7 @@ func (r *DeliverRecord) apply(m *Machine) error {
 		if err != nil {
 			return fmt.Errorf("deliver: %w", err)
 		}
-		q.ready.remove(x)
+		m.removeReady(q, x)
 		q.nReady--
 		x.setState(StateInFlight)
 		x.deliv++
@@ -163,6 +163,7 @@ func (r *DeliverRecord) apply(m *Machine) error {
 		q.nInFlight++
 		if g := m.ar.group(x); g != nil {
 			g.leased++
+			q.refair(g)
 		}
 		q.stats.Delivered++
 		if x.deliv > 1 {
@@ -302,6 +303,7 @@ func (r *NackRecord) apply(m *Machine) error {
 		q.nInFlight--
 		if g := m.ar.group(x); g != nil {
 			g.leased--
+			q.refair(g)
 		}
 		if it.Time > r.Now {
 			x.setState(StateDelayed)
@@ -473,6 +475,7 @@ func (r *PurgeRecord) apply(m *Machine) error {
 	q.stats.Purged += uint64(q.msgs.live)
 	q.msgs = seqIndex{a: &m.ar}
 	q.ready = newReadyHeap(&m.ar)
+	q.fair = groupHeap{}
 	q.timers = newHeap(&m.ar)
 	q.pending = nil
 	q.groups = nil

@@ -413,7 +413,7 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 		case StateReady:
 			q.nReady++
 			if m.ar.group(x) == nil || !q.cfg.OrderedGroups {
-				q.ready.push(x)
+				m.pushReady(q, x)
 			}
 		case StateDelayed:
 			q.nDelayed++
@@ -423,6 +423,7 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 			q.timers.push(x)
 			if g := m.ar.group(x); g != nil {
 				g.leased++
+				q.refair(g)
 			}
 		case statePending:
 			q.pending = append(q.pending, pendingDL{x, reason})
