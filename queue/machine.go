@@ -871,7 +871,9 @@ func (m *Machine) ReceiveWith(now int64, sink Sink, queue string, spec ReceiveSp
 	if visibility < 0 {
 		visibility = ms(q.cfg.VisibilityTimeout)
 	}
-	if room := int64(m.limits.MaxInFlight) - q.nInFlight; room <= 0 {
+	if room := int64(m.limits.MaxInFlight) - q.nInFlight; spec.Delete {
+		// Nothing stays in flight: the in-flight limit does not apply.
+	} else if room <= 0 {
 		m.reschedule(q)
 		return nil, nil, &LimitError{Limit: "max_in_flight", Value: m.limits.MaxInFlight, What: fmt.Sprintf("%q has %d messages in flight: ack or nack some first", q.name, q.nInFlight)}
 	} else if int64(max) > room {
@@ -985,6 +987,21 @@ func (m *Machine) ReceiveWith(now int64, sink Sink, queue string, spec ReceiveSp
 	seqs := make([]uint64, len(taken))
 	for i, x := range taken {
 		seqs[i] = x.seq
+	}
+	if spec.Delete {
+		// The deliveries are described before the record frees their messages.
+		out := make([]Delivery, len(taken))
+		for i, x := range taken {
+			d := m.delivery(q, x)
+			d.Epoch, d.Deadline = x.deliv+1, 0
+			if d.FirstDelivered == 0 {
+				d.FirstDelivered = now
+			}
+			out[i] = d
+		}
+		m.emit(sink, &DeliverDeleteRecord{Now: now, QueueID: q.id, Seqs: seqs})
+		m.reschedule(q)
+		return out, deferred, nil
 	}
 	deadline := now + visibility
 	m.emit(sink, &DeliverRecord{Now: now, QueueID: q.id, Deadline: deadline, Seqs: seqs})

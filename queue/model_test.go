@@ -411,6 +411,7 @@ func TestMachineMatchesModel(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"send":       h.send,
 			"receive":    h.receive,
+			"rdelete":    h.receiveAndDelete,
 			"ack":        h.ack,
 			"nack":       h.nack,
 			"extend":     h.extend,
@@ -530,6 +531,27 @@ func (h *harness) receive(t *rapid.T) {
 			t.Fatalf("receive %d: got %+v, want id %d epoch %d seq %d", i, g.Lease, w.id, w.deliv, w.seq)
 		}
 		h.lease = append(h.lease, g.Lease)
+	}
+}
+
+// receiveAndDelete: a receive-and-delete selects what a receive would and settles it at
+// once: the messages leave the queue (an ordered group moves on), nothing is leased.
+func (h *harness) receiveAndDelete(t *rapid.T) {
+	max := rapid.IntRange(1, 4).Draw(t, "max")
+	got, _, err := h.m.ReceiveWith(h.md.now, h.sink, "q", ReceiveSpec{Max: max, Visibility: -1, Delete: true})
+	if err != nil {
+		t.Fatalf("ReceiveWith delete: %v", err)
+	}
+	want, _ := h.md.receive(max, 0, nil)
+	if len(got) != len(want) {
+		t.Fatalf("receive-and-delete: got %v, want %v", deliveryIDs(got), modelIDs(want))
+	}
+	for i, w := range want {
+		if g := got[i]; g.MsgID != w.id || g.Seq != w.seq || g.Epoch != w.deliv || g.Deadline != 0 || g.Group != w.group {
+			t.Fatalf("receive-and-delete %d: got %+v deadline %d, want id %d epoch %d", i, g.Lease, g.Deadline, w.id, w.deliv)
+		}
+		h.md.remove(h.md.q, w)
+		h.md.acked[w.id] = true
 	}
 }
 

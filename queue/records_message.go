@@ -179,6 +179,60 @@ func (r *DeliverRecord) apply(m *Machine) error {
 	return nil
 }
 
+// DeliverDeleteRecord is a receive-and-delete: ready messages of one queue delivered and
+// settled at once, in one record, so that no crash can leave one delivered but not
+// settled (or settled but not delivered). Each counts as a delivery and as
+// received_and_deleted; an ordered group moves on at once.
+type DeliverDeleteRecord struct {
+	Now     int64
+	QueueID uint64
+	Seqs    []uint64
+}
+
+func (r *DeliverDeleteRecord) Kind() Kind  { return KindDeliverDelete }
+func (r *DeliverDeleteRecord) Time() int64 { return r.Now }
+
+func (r *DeliverDeleteRecord) AppendTo(b []byte) []byte {
+	b = header(b, KindDeliverDelete, r.Now)
+	b = appendUvarint(b, r.QueueID)
+	return appendSeqs(b, r.Seqs)
+}
+
+func (r *DeliverDeleteRecord) decode(d *decoder, now int64) {
+	r.Now = now
+	r.QueueID = d.uvarint()
+	r.Seqs = d.seqs()
+}
+
+func (r *DeliverDeleteRecord) apply(m *Machine) error {
+	q, err := m.touch(r.QueueID, r.Now)
+	if err != nil {
+		return err
+	}
+	for _, seq := range r.Seqs {
+		x, err := q.msg(seq, StateReady)
+		if err != nil {
+			return fmt.Errorf("deliver and delete: %w", err)
+		}
+		x.deliv++
+		q.stats.Delivered++
+		if x.deliv > 1 {
+			q.stats.Redelivered++
+		}
+		if x.firstRecv == 0 {
+			q.stats.WaitSum += uint64(max(r.Now-x.entered, 0))
+			q.stats.WaitCount++
+		}
+		m.detach(q, x)
+		q.stats.ReceivedAndDeleted++
+		q.stats.SojournSum += uint64(max(r.Now-x.entered, 0))
+		q.stats.SojournCount++
+		m.drop(x)
+	}
+	m.reschedule(q)
+	return nil
+}
+
 // SeqTime pairs a message (by its queue sequence) with a time.
 type SeqTime struct {
 	Seq  uint64
