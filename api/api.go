@@ -214,6 +214,9 @@ type Stats struct {
 	DedupHits         uint64            `json:"dedup_hits"`
 	Refused           uint64            `json:"refused"`
 	DedupEvictedEarly uint64            `json:"dedup_evicted_early"`
+	// ReceivedAndDeleted counts messages settled by receive-and-delete receives (they
+	// count in delivered too, never in acked).
+	ReceivedAndDeleted uint64 `json:"received_and_deleted"`
 	// DedupIDs is how many dedup ids the queue remembers (the server bounds them all
 	// together: limits.max_dedup_ids).
 	DedupIDs int `json:"dedup_ids"`
@@ -287,6 +290,10 @@ type ReceiveRequest struct {
 	Max        int       `json:"max,omitempty"`        // 1..1000, default 1
 	Wait       *Duration `json:"wait,omitempty"`       // long-poll wait up to 60s, default the queue's receive_wait
 	Visibility *Duration `json:"visibility,omitempty"` // lease length, default the queue's visibility_timeout
+	// ReceiveAndDelete settles the messages as they are returned (at-most-once on
+	// purpose): one durable record delivers and deletes them, there is no lease and no
+	// receipt, and a message whose answer is lost is lost. Visibility must not be given.
+	ReceiveAndDelete bool `json:"receive_and_delete,omitempty"`
 }
 
 // Message is a received or peeked message. The body is in Body when it is valid UTF-8,

@@ -190,6 +190,10 @@ type ReceiveOptions struct {
 	// Visibility is the lease length, up to 12h in whole milliseconds; negative means
 	// the queue's visibility_timeout.
 	Visibility time.Duration
+	// Delete settles the messages as it returns them (receive-and-delete, at-most-once):
+	// one durable record delivers and deletes them, and a Message has no Receipt and
+	// no LeaseDeadline. Visibility is ignored.
+	Delete bool
 }
 
 // Message is a leased message.
@@ -353,7 +357,7 @@ func (r *receive) run(ctx context.Context, first bool, deadline *time.Time) ([]M
 			}
 			var err error
 			ds, deferred, err = b.m.ReceiveWith(now, &b.sink, r.name, queue.ReceiveSpec{
-				Max: remaining, Visibility: vis, MaxBytes: room, Continued: len(r.out) > 0,
+				Max: remaining, Visibility: vis, MaxBytes: room, Continued: len(r.out) > 0, Delete: r.opts.Delete,
 				Admit: func(c queue.Candidate) queue.Admission {
 					adm, a := r.admitLocked(c)
 					if a == queue.Admit {
@@ -593,9 +597,12 @@ func (r *receive) deliver(ds []queue.Delivery, admitted []admission) {
 			p = corruptPayload(d.Group, loc)
 		}
 		m := Message{
-			ID: d.MsgID, Seq: d.Seq, Receipt: r.b.receipts.Encode(d.Lease), Payload: *p,
-			Deliveries: d.Epoch, EnqueuedAt: time.UnixMilli(d.EnqueuedAt),
-			LeaseDeadline: time.UnixMilli(d.Deadline), Dead: d.Dead,
+			ID: d.MsgID, Seq: d.Seq, Payload: *p,
+			Deliveries: d.Epoch, EnqueuedAt: time.UnixMilli(d.EnqueuedAt), Dead: d.Dead,
+		}
+		if !r.opts.Delete { // a receive-and-delete leased nothing: no receipt, no deadline
+			m.Receipt = r.b.receipts.Encode(d.Lease)
+			m.LeaseDeadline = time.UnixMilli(d.Deadline)
 		}
 		if m.Payload.Group == "" {
 			m.Payload.Group = d.Group // a message a topic record put into a queue: its group is the machine's

@@ -270,7 +270,8 @@ func (c *Client) roundTrip(req *http.Request, body []byte) (*http.Response, []by
 	return resp, data, nil
 }
 
-// readOnly reports whether req may be sent twice.
+// readOnly reports whether req may be sent twice. Every POST is refused, a receive too:
+// a receive-and-delete sent twice could settle messages nobody sees (ReceiveOptions.Delete).
 func readOnly(req *http.Request) bool {
 	return (req.Method == http.MethodGet || req.Method == http.MethodHead) && req.Body == nil
 }
@@ -511,11 +512,19 @@ type ReceiveOptions struct {
 	Max        int
 	Wait       *time.Duration
 	Visibility *time.Duration
+	// Delete makes it a receive-and-delete: the server settles the messages as it
+	// returns them (at-most-once, on purpose), so a Delivery has no Receipt and no
+	// LeaseDeadline, and there is nothing to ack. If the answer is lost — the connection
+	// or the stream breaks, the process dies — the messages are lost with it: that is
+	// the trade. The client never sends such a call again by itself (a receive is a
+	// POST, which roundTrip never repeats), and a caller that retries one after an error
+	// must accept that the first attempt may have taken messages. Visibility must be nil.
+	Delete bool
 }
 
 // Receive leases up to opts.Max messages, long-polling up to opts.Wait.
 func (c *Client) Receive(ctx context.Context, queue string, opts ReceiveOptions) ([]Delivery, error) {
-	req := api.ReceiveRequest{Max: opts.Max}
+	req := api.ReceiveRequest{Max: opts.Max, ReceiveAndDelete: opts.Delete}
 	if opts.Wait != nil {
 		req.Wait = api.Ptr(*opts.Wait)
 	}
@@ -555,7 +564,10 @@ func (c *Client) Receive(ctx context.Context, queue string, opts ReceiveOptions)
 func binaryDelivery(queue string, m *api.BinaryReceived) Delivery {
 	d := Delivery{
 		Queue: queue, ID: formatID(m.ID), Receipt: m.Receipt, Body: m.Body, Group: m.Group, DedupID: m.DedupID,
-		Deliveries: m.Deliveries, EnqueuedAt: time.UnixMilli(m.EnqueuedAt).UTC(), LeaseDeadline: time.UnixMilli(m.Deadline).UTC(),
+		Deliveries: m.Deliveries, EnqueuedAt: time.UnixMilli(m.EnqueuedAt).UTC(),
+	}
+	if m.Deadline != 0 { // 0: a receive-and-delete, which leased nothing
+		d.LeaseDeadline = time.UnixMilli(m.Deadline).UTC()
 	}
 	if m.FirstDelivered > 0 {
 		d.FirstDeliveredAt = time.UnixMilli(m.FirstDelivered).UTC()

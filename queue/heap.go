@@ -204,3 +204,102 @@ func (h *heap) schedule(q *queueState, t int64) {
 
 // unschedule takes q's timer slot out of the event heap.
 func (h *heap) unschedule(q *queueState) { h.remove(h.a.get(q.timer)) }
+
+// groupHeap is an unordered queue's heap of the groups that have a ready message, in the
+// order fair delivery serves them (docs/semantics.md "Fair delivery"): fewest messages in
+// flight first (counting those the receive being decided has selected), then the oldest
+// ready message. Groups are few next to messages, so it holds pointers; each group knows
+// its position (group.fidx).
+type groupHeap struct {
+	h []*group
+}
+
+func (h *groupHeap) len() int { return len(h.h) }
+
+func (h *groupHeap) less(i, j int) bool {
+	x, y := h.h[i], h.h[j]
+	if lx, ly := x.load(), y.load(); lx != ly {
+		return lx < ly
+	}
+	return x.ready.peek().seq < y.ready.peek().seq
+}
+
+func (h *groupHeap) swap(i, j int) {
+	h.h[i], h.h[j] = h.h[j], h.h[i]
+	h.h[i].fidx = int32(i)
+	h.h[j].fidx = int32(j)
+}
+
+// peek returns the group to serve next, or nil.
+func (h *groupHeap) peek() *group {
+	if len(h.h) == 0 {
+		return nil
+	}
+	return h.h[0]
+}
+
+// put places g: in the heap, at its place, when it has a ready message; out otherwise.
+func (h *groupHeap) put(g *group) {
+	switch {
+	case g.ready.len() == 0:
+		if g.fidx >= 0 {
+			h.removeAt(int(g.fidx))
+		}
+	case g.fidx < 0:
+		g.fidx = int32(len(h.h))
+		h.h = append(h.h, g)
+		h.up(len(h.h) - 1)
+	default:
+		if i := int(g.fidx); !h.down(i) {
+			h.up(i)
+		}
+	}
+}
+
+func (h *groupHeap) removeAt(i int) {
+	n := len(h.h) - 1
+	g := h.h[i]
+	if i != n {
+		h.h[i] = h.h[n]
+		h.h[i].fidx = int32(i)
+	}
+	h.h[n] = nil
+	h.h = h.h[:n]
+	if i != n && !h.down(i) {
+		h.up(i)
+	}
+	g.fidx = -1
+	if n == 0 {
+		h.h = nil
+	}
+}
+
+func (h *groupHeap) up(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		j = i
+	}
+}
+
+func (h *groupHeap) down(i0 int) bool {
+	i, n := i0, len(h.h)
+	for {
+		j := 2*i + 1
+		if j >= n {
+			break
+		}
+		if j2 := j + 1; j2 < n && h.less(j2, j) {
+			j = j2
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
+}

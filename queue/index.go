@@ -14,9 +14,10 @@ type message struct {
 	self      Ref    // its own name in the arena
 	grp       uint32 // the arena's group slot + 1; 0 if none
 	ext       uint32 // the arena's ext slot + 1; 0 for most messages of a deep backlog
-	// hidx is the message's index in the heap its state puts it in: the ready heap for
-	// StateReady (or -1: a group's non-head), the timer heap for StateDelayed and
-	// StateInFlight; -1 when in none. One field serves both: a message is never in both.
+	// hidx is the message's index in the heap its state puts it in: for StateReady the
+	// queue's ready heap (or -1: an ordered group's non-head), or its group's on an
+	// unordered queue (group.ready); the timer heap for StateDelayed and StateInFlight;
+	// -1 when in none. One field serves them all: a message is never in two.
 	hidx  int32
 	deliv uint32
 	meta  uint32 // size << 8 | state
@@ -266,7 +267,19 @@ type group struct {
 	leased int
 	slot   uint32 // in arena.groups while refs > 0
 	refs   int    // messages whose grp names it
+	// On an unordered queue, fair delivery's state (queueState.fair): the group's ready
+	// messages, oldest first; its place in the queue's heap of groups (-1: not there, it
+	// has no ready message); and how many of its messages the receive being decided has
+	// selected (0 between commands). Unused on an ordered queue, whose ready heap holds
+	// each group's head.
+	ready  heap
+	fidx   int32
+	picked int32
 }
+
+// load is what fair delivery serves the least of first: the group's messages in flight,
+// and those the receive being decided has selected.
+func (g *group) load() int { return g.leased + int(g.picked) }
 
 func (g *group) head() *message {
 	if len(g.msgs) == 0 {

@@ -118,8 +118,9 @@ type queueState struct {
 	createdAt int64
 	updatedAt int64
 	msgs      seqIndex
-	ready     heap // ready messages, oldest arrival first
-	timers    heap // delayed and leased messages, soonest visible first
+	ready     heap      // ready messages, oldest arrival first (on an unordered queue, those without a group)
+	fair      groupHeap // unordered queues: groups with ready messages, in fair delivery's order
+	timers    heap      // delayed and leased messages, soonest visible first
 	pending   []pendingDL
 	groups    map[string]*group
 	dedup     dedupTable
@@ -259,6 +260,7 @@ func (m *Machine) settle(q *queueState, now int64) {
 			q.nInFlight--
 			if g := m.ar.group(x); g != nil {
 				g.leased--
+				q.refair(g)
 			}
 			if reason := q.mustDeadLetter(x, now); reason != "" {
 				x.setState(statePending)
@@ -384,9 +386,9 @@ func (m *Machine) Tick(now int64, sink Sink) []string {
 		}
 		slices.SortFunc(due, func(a, b *queueState) int { return cmp.Compare(a.id, b.id) })
 		for _, q := range due {
-			before := q.ready.len()
+			before := q.deliverable()
 			m.advance(sink, q, now)
-			if q.ready.len() > before {
+			if q.deliverable() > before {
 				woke = append(woke, q.name)
 			}
 			// A queue due again round after round makes no progress (a chain of
@@ -444,10 +446,63 @@ func (m *Machine) makeReady(q *queueState, x *message) {
 	x.at = 0
 	q.nReady++
 	if m.ar.group(x) == nil || !q.cfg.OrderedGroups {
-		q.ready.push(x)
+		m.pushReady(q, x)
 		return
 	}
 	m.maybeReadyGroup(q, m.ar.group(x))
+}
+
+// pushReady puts a ready message where a receive selects from: the queue's ready heap,
+// or, on an unordered queue, its group's, which fair delivery serves in turn.
+func (m *Machine) pushReady(q *queueState, x *message) {
+	if g := m.ar.group(x); g != nil && !q.cfg.OrderedGroups {
+		g.ready.push(x)
+		q.fair.put(g)
+		return
+	}
+	q.ready.push(x)
+}
+
+// removeReady takes x out of where pushReady put it, if it is there.
+func (m *Machine) removeReady(q *queueState, x *message) {
+	if g := m.ar.group(x); g != nil && !q.cfg.OrderedGroups {
+		if x.hidx >= 0 {
+			g.ready.remove(x)
+			q.fair.put(g)
+		}
+		return
+	}
+	q.ready.remove(x)
+}
+
+// refair re-places g among the groups fair delivery serves after its load changed (a
+// lease began or ended); on an ordered queue it does nothing.
+func (q *queueState) refair(g *group) {
+	if g != nil && !q.cfg.OrderedGroups {
+		q.fair.put(g)
+	}
+}
+
+// popFair takes the message fair delivery serves next from an unordered queue: among the
+// groups with a ready message the one with the fewest in flight, ties by the oldest
+// ready message, where a message without a group is a group of its own (with none in
+// flight). Two heap operations, whatever the backlog.
+func (m *Machine) popFair(q *queueState) *message {
+	u, g := q.ready.peek(), q.fair.peek()
+	if g == nil || (u != nil && (g.load() > 0 || u.seq < g.ready.peek().seq)) {
+		return q.ready.pop()
+	}
+	x := g.ready.pop()
+	q.fair.put(g)
+	return x
+}
+
+// deliverable is how many messages a receive could lease now.
+func (q *queueState) deliverable() int {
+	if q.cfg.OrderedGroups {
+		return q.ready.len()
+	}
+	return int(q.nReady)
 }
 
 // maybeReadyGroup puts g's head in the ready heap if g may be delivered: nothing leased
@@ -491,7 +546,7 @@ func (m *Machine) attachGroup(q *queueState, x *message, key string) {
 	}
 	g := q.groups[key]
 	if g == nil {
-		g = &group{key: key}
+		g = &group{key: key, ready: newReadyHeap(&m.ar), fidx: -1}
 		q.groups[key] = g
 	}
 	m.ar.setGroup(x, g)
@@ -502,7 +557,7 @@ func (m *Machine) detach(q *queueState, x *message) {
 	switch x.state() {
 	case StateReady:
 		q.nReady--
-		q.ready.remove(x)
+		m.removeReady(q, x)
 	case StateDelayed:
 		q.nDelayed--
 		q.timers.remove(x)
@@ -511,6 +566,7 @@ func (m *Machine) detach(q *queueState, x *message) {
 		q.timers.remove(x)
 		if g := m.ar.group(x); g != nil {
 			g.leased--
+			q.refair(g)
 		}
 	case statePending:
 		for i, p := range q.pending {
@@ -782,7 +838,11 @@ func (m *Machine) sendOne(now int64, sink Sink, q *queueState, in *SendInput) Se
 // Receive leases up to max messages of queue for visibility milliseconds (negative: the
 // queue's visibility timeout). maxBytes caps the payload bytes returned (0: no cap); at
 // least one message is returned if any is deliverable. Messages of an ordered group are
-// taken from its head, consecutively, and only when none of the group is leased.
+// taken from its head, consecutively, and only when none of the group is leased. On an
+// unordered queue each message comes from the group with the fewest in flight (what this
+// receive selected counting), ties by the oldest ready message, a message without a group
+// being a group of its own: fair delivery (docs/semantics.md), decided from the state
+// alone, so replicas and replays agree.
 func (m *Machine) Receive(now int64, sink Sink, queue string, max int, visibility int64, maxBytes int64) ([]Delivery, error) {
 	ds, _, err := m.ReceiveWith(now, sink, queue, ReceiveSpec{Max: max, Visibility: visibility, MaxBytes: maxBytes})
 	return ds, err
@@ -811,7 +871,9 @@ func (m *Machine) ReceiveWith(now int64, sink Sink, queue string, spec ReceiveSp
 	if visibility < 0 {
 		visibility = ms(q.cfg.VisibilityTimeout)
 	}
-	if room := int64(m.limits.MaxInFlight) - q.nInFlight; room <= 0 {
+	if room := int64(m.limits.MaxInFlight) - q.nInFlight; spec.Delete {
+		// Nothing stays in flight: the in-flight limit does not apply.
+	} else if room <= 0 {
 		m.reschedule(q)
 		return nil, nil, &LimitError{Limit: "max_in_flight", Value: m.limits.MaxInFlight, What: fmt.Sprintf("%q has %d messages in flight: ack or nack some first", q.name, q.nInFlight)}
 	} else if int64(max) > room {
@@ -828,32 +890,41 @@ func (m *Machine) ReceiveWith(now int64, sink Sink, queue string, spec ReceiveSp
 		return n < max && (maxBytes <= 0 || (n == 0 && !spec.Continued) || b+x.size() <= maxBytes)
 	}
 	var taken, held, run []*message // held: popped but not leased, back into the ready heap after
+	var touched []*group            // unordered: groups whose picked count this receive raised
 	var deferred []Candidate
 	var n int // selected: taken and deferred
 	var bytes int64
-	// Once deferring, nothing more is leased: the rest of the selection walks the ready
-	// heap in its order instead of popping (and pushing back) each candidate.
+	// Once deferring, nothing more is leased: the rest of the selection of an ordered
+	// queue walks the ready heap in its order instead of popping (and pushing back) each
+	// candidate. An unordered queue's order (fair delivery) depends on what was selected
+	// before, so it goes on popping, and counting what it selects (group.picked), as if
+	// it leased it.
+	ordered := q.cfg.OrderedGroups
 	deferring := false
 	var w walk
 	for n < max {
 		var x *message
-		if deferring {
+		switch {
+		case !ordered:
+			x = m.popFair(q)
+		case deferring:
 			x = w.pop()
-		} else {
+		default:
 			x = q.ready.pop()
 		}
 		if x == nil {
 			break
 		}
+		popped := !ordered || !deferring // x is out of its heap
 		if !fits(x, n, bytes) {
-			if !deferring {
-				q.ready.push(x)
+			if popped {
+				m.pushReady(q, x)
 			}
 			break
 		}
 		a := ask(x)
 		if a == Skip {
-			if !deferring {
+			if popped {
 				held = append(held, x)
 			}
 			continue
@@ -878,11 +949,22 @@ func (m *Machine) ReceiveWith(now int64, sink Sink, queue string, spec ReceiveSp
 		}
 		n += len(run)
 		bytes += runBytes
+		if g := m.ar.group(x); g != nil && !ordered {
+			if g.picked == 0 {
+				touched = append(touched, g)
+			}
+			g.picked++
+			q.fair.put(g)
+		}
 		if deferring || a == Defer {
+			if popped {
+				held = append(held, x)
+			}
 			if !deferring {
 				deferring = true
-				held = append(held, x)
-				w = q.ready.walk()
+				if ordered {
+					w = q.ready.walk()
+				}
 			}
 			for _, y := range run {
 				deferred = append(deferred, m.candidate(y))
@@ -891,8 +973,12 @@ func (m *Machine) ReceiveWith(now int64, sink Sink, queue string, spec ReceiveSp
 		}
 		taken = append(taken, run...)
 	}
+	for _, g := range touched {
+		g.picked = 0
+		q.fair.put(g)
+	}
 	for _, x := range held {
-		q.ready.push(x)
+		m.pushReady(q, x)
 	}
 	if len(taken) == 0 {
 		m.reschedule(q)
@@ -901,6 +987,21 @@ func (m *Machine) ReceiveWith(now int64, sink Sink, queue string, spec ReceiveSp
 	seqs := make([]uint64, len(taken))
 	for i, x := range taken {
 		seqs[i] = x.seq
+	}
+	if spec.Delete {
+		// The deliveries are described before the record frees their messages.
+		out := make([]Delivery, len(taken))
+		for i, x := range taken {
+			d := m.delivery(q, x)
+			d.Epoch, d.Deadline = x.deliv+1, 0
+			if d.FirstDelivered == 0 {
+				d.FirstDelivered = now
+			}
+			out[i] = d
+		}
+		m.emit(sink, &DeliverDeleteRecord{Now: now, QueueID: q.id, Seqs: seqs})
+		m.reschedule(q)
+		return out, deferred, nil
 	}
 	deadline := now + visibility
 	m.emit(sink, &DeliverRecord{Now: now, QueueID: q.id, Deadline: deadline, Seqs: seqs})

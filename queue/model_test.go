@@ -209,6 +209,9 @@ func (md *model) receive(max int, vis int64, ask func(*mmsg) Admission) ([]*mmsg
 		ask = func(*mmsg) Admission { return Admit }
 	}
 	q := md.q
+	if !q.cfg.OrderedGroups {
+		return md.receiveFair(max, vis, ask)
+	}
 	locked := map[string]bool{}
 	head := map[string]*mmsg{}
 	for _, x := range q.msgs {
@@ -264,6 +267,57 @@ func (md *model) receive(max int, vis int64, ask func(*mmsg) Admission) ([]*mmsg
 			continue
 		}
 		taken = append(taken, run...)
+	}
+	for _, x := range taken {
+		x.state = StateInFlight
+		x.deliv++
+		x.at = md.now + vis
+	}
+	return taken, deferred
+}
+
+// receiveFair is receive on an unordered queue: one message at a time, from the group
+// with the fewest messages in flight (those this receive selected count as in flight),
+// ties by the oldest ready message; a message without a group is a group of its own,
+// with none in flight.
+func (md *model) receiveFair(max int, vis int64, ask func(*mmsg) Admission) ([]*mmsg, []*mmsg) {
+	q := md.q
+	load := map[string]int{}
+	for _, x := range q.msgs {
+		if x.group != "" && x.state == StateInFlight {
+			load[x.group]++
+		}
+	}
+	out := map[*mmsg]bool{} // selected or skipped
+	var taken, deferred []*mmsg
+	deferring := false
+	for len(taken)+len(deferred) < max {
+		var best *mmsg
+		for _, x := range q.msgs {
+			if x.state != StateReady || out[x] {
+				continue
+			}
+			if best == nil || load[x.group] < load[best.group] || (load[x.group] == load[best.group] && x.seq < best.seq) {
+				best = x
+			}
+		}
+		if best == nil {
+			break
+		}
+		out[best] = true
+		a := ask(best)
+		if a == Skip {
+			continue
+		}
+		if best.group != "" {
+			load[best.group]++
+		}
+		if deferring || a == Defer {
+			deferring = true
+			deferred = append(deferred, best)
+			continue
+		}
+		taken = append(taken, best)
 	}
 	for _, x := range taken {
 		x.state = StateInFlight
@@ -331,6 +385,7 @@ func TestMachineMatchesModel(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := testConfig("q")
+		cfg.OrderedGroups = rapid.Bool().Draw(t, "ordered")
 		cfg.VisibilityTimeout = time.Second
 		cfg.MaxDeliveries = rapid.IntRange(0, 4).Draw(t, "maxDeliveries")
 		cfg.Retention = time.Duration(rapid.SampledFrom([]int64{0, 6000, 20000}).Draw(t, "retention")) * time.Millisecond
@@ -356,6 +411,7 @@ func TestMachineMatchesModel(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"send":       h.send,
 			"receive":    h.receive,
+			"rdelete":    h.receiveAndDelete,
 			"ack":        h.ack,
 			"nack":       h.nack,
 			"extend":     h.extend,
@@ -382,7 +438,7 @@ func (h *harness) send(t *rapid.T) {
 		in[i] = SendInput{
 			Payload: Payload{
 				Body:    []byte(rapid.StringN(0, 40, -1).Draw(t, "body")),
-				Group:   rapid.SampledFrom([]string{"", "", "a", "b"}).Draw(t, "group"),
+				Group:   rapid.SampledFrom([]string{"", "", "a", "b", "c"}).Draw(t, "group"),
 				DedupID: rapid.SampledFrom([]string{"", "", "", "d1", "d2"}).Draw(t, "dedup"),
 			},
 			Delay: rapid.SampledFrom([]int64{-1, 0, 500, 2500}).Draw(t, "delay"),
@@ -475,6 +531,27 @@ func (h *harness) receive(t *rapid.T) {
 			t.Fatalf("receive %d: got %+v, want id %d epoch %d seq %d", i, g.Lease, w.id, w.deliv, w.seq)
 		}
 		h.lease = append(h.lease, g.Lease)
+	}
+}
+
+// receiveAndDelete: a receive-and-delete selects what a receive would and settles it at
+// once: the messages leave the queue (an ordered group moves on), nothing is leased.
+func (h *harness) receiveAndDelete(t *rapid.T) {
+	max := rapid.IntRange(1, 4).Draw(t, "max")
+	got, _, err := h.m.ReceiveWith(h.md.now, h.sink, "q", ReceiveSpec{Max: max, Visibility: -1, Delete: true})
+	if err != nil {
+		t.Fatalf("ReceiveWith delete: %v", err)
+	}
+	want, _ := h.md.receive(max, 0, nil)
+	if len(got) != len(want) {
+		t.Fatalf("receive-and-delete: got %v, want %v", deliveryIDs(got), modelIDs(want))
+	}
+	for i, w := range want {
+		if g := got[i]; g.MsgID != w.id || g.Seq != w.seq || g.Epoch != w.deliv || g.Deadline != 0 || g.Group != w.group {
+			t.Fatalf("receive-and-delete %d: got %+v deadline %d, want id %d epoch %d", i, g.Lease, g.Deadline, w.id, w.deliv)
+		}
+		h.md.remove(h.md.q, w)
+		h.md.acked[w.id] = true
 	}
 }
 

@@ -124,7 +124,7 @@ func (m *Machine) ReadyCount(name string) int {
 	if q == nil {
 		return 0
 	}
-	return q.ready.len()
+	return q.deliverable()
 }
 
 // Peek lists up to limit messages of queue with seq > after, in arrival order, without

@@ -154,7 +154,7 @@ func (r *DeliverRecord) apply(m *Machine) error {
 		if err != nil {
 			return fmt.Errorf("deliver: %w", err)
 		}
-		q.ready.remove(x)
+		m.removeReady(q, x)
 		q.nReady--
 		x.setState(StateInFlight)
 		x.deliv++
@@ -163,6 +163,7 @@ func (r *DeliverRecord) apply(m *Machine) error {
 		q.nInFlight++
 		if g := m.ar.group(x); g != nil {
 			g.leased++
+			q.refair(g)
 		}
 		q.stats.Delivered++
 		if x.deliv > 1 {
@@ -173,6 +174,60 @@ func (r *DeliverRecord) apply(m *Machine) error {
 			q.stats.WaitSum += uint64(max(r.Now-x.entered, 0))
 			q.stats.WaitCount++
 		}
+	}
+	m.reschedule(q)
+	return nil
+}
+
+// DeliverDeleteRecord is a receive-and-delete: ready messages of one queue delivered and
+// settled at once, in one record, so that no crash can leave one delivered but not
+// settled (or settled but not delivered). Each counts as a delivery and as
+// received_and_deleted; an ordered group moves on at once.
+type DeliverDeleteRecord struct {
+	Now     int64
+	QueueID uint64
+	Seqs    []uint64
+}
+
+func (r *DeliverDeleteRecord) Kind() Kind  { return KindDeliverDelete }
+func (r *DeliverDeleteRecord) Time() int64 { return r.Now }
+
+func (r *DeliverDeleteRecord) AppendTo(b []byte) []byte {
+	b = header(b, KindDeliverDelete, r.Now)
+	b = appendUvarint(b, r.QueueID)
+	return appendSeqs(b, r.Seqs)
+}
+
+func (r *DeliverDeleteRecord) decode(d *decoder, now int64) {
+	r.Now = now
+	r.QueueID = d.uvarint()
+	r.Seqs = d.seqs()
+}
+
+func (r *DeliverDeleteRecord) apply(m *Machine) error {
+	q, err := m.touch(r.QueueID, r.Now)
+	if err != nil {
+		return err
+	}
+	for _, seq := range r.Seqs {
+		x, err := q.msg(seq, StateReady)
+		if err != nil {
+			return fmt.Errorf("deliver and delete: %w", err)
+		}
+		x.deliv++
+		q.stats.Delivered++
+		if x.deliv > 1 {
+			q.stats.Redelivered++
+		}
+		if x.firstRecv == 0 {
+			q.stats.WaitSum += uint64(max(r.Now-x.entered, 0))
+			q.stats.WaitCount++
+		}
+		m.detach(q, x)
+		q.stats.ReceivedAndDeleted++
+		q.stats.SojournSum += uint64(max(r.Now-x.entered, 0))
+		q.stats.SojournCount++
+		m.drop(x)
 	}
 	m.reschedule(q)
 	return nil
@@ -302,6 +357,7 @@ func (r *NackRecord) apply(m *Machine) error {
 		q.nInFlight--
 		if g := m.ar.group(x); g != nil {
 			g.leased--
+			q.refair(g)
 		}
 		if it.Time > r.Now {
 			x.setState(StateDelayed)
@@ -473,6 +529,7 @@ func (r *PurgeRecord) apply(m *Machine) error {
 	q.stats.Purged += uint64(q.msgs.live)
 	q.msgs = seqIndex{a: &m.ar}
 	q.ready = newReadyHeap(&m.ar)
+	q.fair = groupHeap{}
 	q.timers = newHeap(&m.ar)
 	q.pending = nil
 	q.groups = nil

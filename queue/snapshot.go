@@ -22,13 +22,14 @@ import (
 // broker's lock is held and lives in memory until it is written (docs/benchmarks.md "The
 // deep backlog").
 //
-// Version 4 (this one) is version 3 with DedupTotal among the limits. Version 3 holds
+// Version 5 (this one) is version 4 with one more counter per queue, ReceivedAndDeleted,
+// after DedupEvictedEarly. Version 4 is version 3 with DedupTotal among the limits. Version 3 holds
 // nothing of the node: no log positions, no limits taken from options. Versions 1 and 2 (okiba before the payload store) carried each message's log
 // position; Restore still reads them and hands the positions to the caller's legacy
 // function, for the payload store.
 const (
 	snapshotMagic   = "OKQS"
-	snapshotVersion = 4
+	snapshotVersion = 5
 )
 
 // Flag bits of a version-2 message entry; the low three bits hold the state.
@@ -136,7 +137,8 @@ func (m *Machine) writeSnapshot(w *snapWriter) {
 func appendCounters(b []byte, c *Counters) []byte {
 	for _, v := range []uint64{c.Sent, c.Acked, c.Nacked, c.Delivered, c.Redelivered, c.Extended,
 		c.DeadLettered, c.Expired, c.DeadLetteredIn, c.Overflow, c.RedrivenIn, c.RedrivenOut,
-		c.Purged, c.Deleted, c.WaitSum, c.WaitCount, c.SojournSum, c.SojournCount, c.DedupEvictedEarly} {
+		c.Purged, c.Deleted, c.WaitSum, c.WaitCount, c.SojournSum, c.SojournCount, c.DedupEvictedEarly,
+		c.ReceivedAndDeleted} {
 		b = appendUvarint(b, v)
 	}
 	keys := slices.Sorted(func(yield func(string) bool) {
@@ -154,11 +156,17 @@ func appendCounters(b []byte, c *Counters) []byte {
 	return b
 }
 
-func (d *decoder) counters() Counters {
+// counters decodes a queue's counters; a snapshot before version 5 has no
+// ReceivedAndDeleted (there was no receive-and-delete).
+func (d *decoder) counters(version uint64) Counters {
 	var c Counters
-	for _, p := range []*uint64{&c.Sent, &c.Acked, &c.Nacked, &c.Delivered, &c.Redelivered, &c.Extended,
+	ps := []*uint64{&c.Sent, &c.Acked, &c.Nacked, &c.Delivered, &c.Redelivered, &c.Extended,
 		&c.DeadLettered, &c.Expired, &c.DeadLetteredIn, &c.Overflow, &c.RedrivenIn, &c.RedrivenOut,
-		&c.Purged, &c.Deleted, &c.WaitSum, &c.WaitCount, &c.SojournSum, &c.SojournCount, &c.DedupEvictedEarly} {
+		&c.Purged, &c.Deleted, &c.WaitSum, &c.WaitCount, &c.SojournSum, &c.SojournCount, &c.DedupEvictedEarly}
+	if version >= 5 {
+		ps = append(ps, &c.ReceivedAndDeleted)
+	}
+	for _, p := range ps {
 		*p = d.uvarint()
 	}
 	if n := d.count(); n > 0 {
@@ -365,7 +373,7 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 	q.createdAt = d.varint()
 	q.updatedAt = d.varint()
 	q.nextSeq = d.uvarint()
-	q.stats = d.counters()
+	q.stats = d.counters(version)
 	n := d.count()
 	if n > 0 {
 		// Room for the backlog and some more: growing a deep backlog's index by
@@ -413,7 +421,7 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 		case StateReady:
 			q.nReady++
 			if m.ar.group(x) == nil || !q.cfg.OrderedGroups {
-				q.ready.push(x)
+				m.pushReady(q, x)
 			}
 		case StateDelayed:
 			q.nDelayed++
@@ -423,6 +431,7 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 			q.timers.push(x)
 			if g := m.ar.group(x); g != nil {
 				g.leased++
+				q.refair(g)
 			}
 		case statePending:
 			q.pending = append(q.pending, pendingDL{x, reason})

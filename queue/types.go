@@ -171,6 +171,12 @@ type ReceiveSpec struct {
 	// MaxBytes caps the payload bytes selected (0: no cap). Unless Continued, one message
 	// is selected even if it alone is over the cap.
 	MaxBytes int64
+	// Delete makes it a receive-and-delete (at-most-once on purpose): what is selected is
+	// settled as it is returned, by one record that delivers and settles it (a
+	// DeliverDeleteRecord), with no lease: a Delivery's Deadline is 0 and its Lease names
+	// no live lease. An ordered group moves on at once. The in-flight limit does not
+	// apply (nothing stays in flight) and Visibility is ignored.
+	Delete bool
 	// Continued says that this call continues a receive that leased messages in an
 	// earlier call: Max and MaxBytes are what remains, and the cap is never exceeded.
 	Continued bool
@@ -294,6 +300,9 @@ type Counters struct {
 	// SojournSum/SojournCount: enqueue → ack, in ms (Little's law, "in system").
 	SojournSum   uint64
 	SojournCount uint64
+	// ReceivedAndDeleted counts messages settled by a receive-and-delete (also counted in
+	// Delivered, never in Acked).
+	ReceivedAndDeleted uint64
 	// ByReason counts dead letters out of this queue per reason.
 	ByReason map[string]uint64
 	// DedupEvictedEarly counts dedup entries dropped before their window ended because

@@ -32,15 +32,18 @@ type recvJSON struct {
 	Deliveries       uint32            `json:"deliveries"`
 	EnqueuedAt       time.Time         `json:"enqueued_at"`
 	FirstDeliveredAt *time.Time        `json:"first_delivered_at,omitempty"`
-	LeaseDeadline    time.Time         `json:"lease_deadline"`
+	LeaseDeadline    *time.Time        `json:"lease_deadline,omitempty"` // none after --delete
 	DeadLetter       *api.DeadLetter   `json:"dead_letter,omitempty"`
 }
 
 func toJSON(d client.Delivery) recvJSON {
 	out := recvJSON{
 		Queue: d.Queue, ID: d.ID, Receipt: d.Receipt, Group: d.Group, DedupID: d.DedupID,
-		Headers: d.Headers, Deliveries: d.Deliveries, EnqueuedAt: d.EnqueuedAt,
-		LeaseDeadline: d.LeaseDeadline, DeadLetter: d.DeadLetter,
+		Headers: d.Headers, Deliveries: d.Deliveries, EnqueuedAt: d.EnqueuedAt, DeadLetter: d.DeadLetter,
+	}
+	if !d.LeaseDeadline.IsZero() {
+		t := d.LeaseDeadline
+		out.LeaseDeadline = &t
 	}
 	if out.Headers == nil {
 		out.Headers = map[string]string{}
@@ -61,12 +64,17 @@ func toJSON(d client.Delivery) recvJSON {
 func (c *recvCmd) Run(ctx context.Context, args []string) error {
 	a := c.app
 	f := a.serverFlags("recv", `
-Usage: okiba recv QUEUE [--max N] [--wait D] [--visibility D] [--ack] [--json]
+Usage: okiba recv QUEUE [--max N] [--wait D] [--visibility D] [--ack | --delete] [--json]
 
 Receives up to --max messages, leasing them for --visibility: until the lease ends the
 messages go to no one else; settle each with its receipt (okiba ack, nack, extend,
 deadletter) or it is redelivered when the lease ends. With --ack the messages are acked
 right after they are printed.
+
+With --delete it is a receive-and-delete: the server settles the messages as it returns
+them, in one durable record, so there are no receipts and no lease. At-most-once, on
+purpose: if the answer is lost (the connection breaks, this process dies before printing)
+the messages are lost too; okiba recv never repeats such a call.
 
 --json prints one JSON object per line with queue, id, receipt, body, group, headers,
 deliveries, enqueued_at, lease_deadline (and first_delivered_at, dedup_id, dead_letter
@@ -75,11 +83,13 @@ body_base64. Without messages, nothing is printed on stdout and the exit status 
 okiba recv orders
 okiba recv orders --max 10 --wait 20s --visibility 2m
 okiba recv orders --json | jq -r .receipt | okiba ack orders -
-okiba recv orders --ack --json > drained.jsonl`)
+okiba recv orders --ack --json > drained.jsonl
+okiba recv telemetry --max 100 --delete --json`)
 	maxN := f.Int("max", 1, "receive up to `N` messages, 1..1000")
 	wait := f.Duration("wait", 0, "long-poll up to this long for messages, 0..60s (default the queue's receive_wait)")
 	vis := f.Duration("visibility", 0, "lease length, 0..12h (default the queue's visibility_timeout)")
 	ack := f.Bool("ack", false, "ack the received messages after printing them")
+	del := f.Bool("delete", false, "receive-and-delete: settled as they are returned, no receipts (at-most-once)")
 	asJSON := f.Bool("json", false, "print one JSON object per message and line")
 	pos, err := f.parseArgs(args, 1, 1, "QUEUE [flags]")
 	if err != nil {
@@ -89,7 +99,10 @@ okiba recv orders --ack --json > drained.jsonl`)
 		return f.fail("--max must be between 1 and %d, got %d", api.MaxBatch, *maxN)
 	}
 	given := f.given()
-	opts := client.ReceiveOptions{Max: *maxN}
+	if *del && (*ack || given["visibility"]) {
+		return f.fail("--delete settles the messages as they are received: it takes neither --ack nor --visibility")
+	}
+	opts := client.ReceiveOptions{Max: *maxN, Delete: *del}
 	if given["wait"] {
 		if *wait < 0 || *wait > api.MaxWait {
 			return f.fail("--wait must be between 0s and 60s, got %v", *wait)
@@ -157,10 +170,16 @@ func printDelivery(w io.Writer, d client.Delivery) {
 		fmt.Fprintf(w, ", group %s", printable(d.Group))
 	}
 	fmt.Fprintln(w, ")")
-	fmt.Fprintf(w, "  receipt:   %s\n", d.Receipt)
 	now := time.Now()
+	if d.Receipt == "" {
+		fmt.Fprintf(w, "  receipt:   none (received and deleted)\n")
+	} else {
+		fmt.Fprintf(w, "  receipt:   %s\n", d.Receipt)
+	}
 	fmt.Fprintf(w, "  enqueued:  %s (%s ago)\n", d.EnqueuedAt.Format(time.RFC3339), age(now.Sub(d.EnqueuedAt)))
-	fmt.Fprintf(w, "  leased to: %s (%s from now)\n", d.LeaseDeadline.Format(time.RFC3339), age(d.LeaseDeadline.Sub(now)))
+	if !d.LeaseDeadline.IsZero() {
+		fmt.Fprintf(w, "  leased to: %s (%s from now)\n", d.LeaseDeadline.Format(time.RFC3339), age(d.LeaseDeadline.Sub(now)))
+	}
 	if d.DedupID != "" {
 		fmt.Fprintf(w, "  dedup id:  %s\n", printable(d.DedupID))
 	}

@@ -12,8 +12,9 @@ import (
 )
 
 // Lesson 2: at-most-once or at-least-once. The same numbered messages go to two queues.
-// The at-most-once consumer acks a message as soon as it receives it, then processes
-// it: an injected failure between the two loses the message, and nobody notices. The
+// The at-most-once consumer receives with receive-and-delete — the broker settles each
+// message in the record that hands it over — then processes it: an injected failure
+// after the receive loses the message, and nobody notices. The
 // at-least-once consumer processes first and acks after: an injected failure loses the
 // ack, the lease ends, the broker delivers the message again, and it is processed twice.
 type deliveryLesson struct {
@@ -129,14 +130,16 @@ func (l *deliveryLesson) produce(r *run) func(ctx context.Context) {
 	}
 }
 
-// consumeAtMostOnce acks first, then processes: a failure in between loses the message.
+// consumeAtMostOnce receives with receive-and-delete (the broker settles as it hands
+// over), then processes: a failure after the receive loses the message.
 func (l *deliveryLesson) consumeAtMostOnce(r *run) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		for ctx.Err() == nil {
-			m, err := r.receiveOne(ctx, l.amo, 30*time.Second)
-			if err != nil || m == nil || r.c.AckOne(ctx, l.amo, m.Receipt) != nil {
+			ds, err := r.c.Receive(ctx, l.amo, client.ReceiveOptions{Max: 1, Wait: ptr(time.Second), Delete: true})
+			if err != nil || len(ds) == 0 {
 				continue
 			}
+			m := &ds[0]
 			n, _ := strconv.Atoi(string(m.Body))
 			l.mu.Lock()
 			if l.failsLocked(&l.forceAMO) {

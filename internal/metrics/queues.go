@@ -72,6 +72,7 @@ func newQueueCollector(maxReasons int) *queueCollector {
 	}
 	counter("okiba_queue_sent_total", "Messages accepted by send (duplicates and refusals not counted).", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Sent })
 	counter("okiba_queue_acked_total", "Messages acked.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Acked })
+	counter("okiba_queue_received_and_deleted_total", "Messages settled by receive-and-delete receives (at-most-once: also in delivered, never in acked).", func(qi *broker.QueueInfo) uint64 { return qi.Stats.ReceivedAndDeleted })
 	counter("okiba_queue_nacked_total", "Messages nacked (given back for a retry).", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Nacked })
 	counter("okiba_queue_delivered_total", "Leases handed out.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Delivered })
 	counter("okiba_queue_redelivered_total", "Leases of messages delivered before.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Redelivered })

@@ -160,12 +160,16 @@ type Received struct {
 
 // Receive leases messages: in.Max of them (1 when 0), waiting up to in.Wait, for
 // in.Visibility; an omitted wait or visibility is the queue's. It returns no messages
-// when the wait ends empty or ctx ends while it waits.
+// when the wait ends empty or ctx ends while it waits. With in.ReceiveAndDelete it
+// settles them instead of leasing them: no receipts, no lease deadline.
 func (s *Service) Receive(ctx context.Context, name string, in api.ReceiveRequest) (Received, *api.Error) {
 	// max 0 is max 1 (an omitted max decodes as 0); an omitted wait or visibility is the
 	// queue's. What was given is checked before it becomes options, in which a negative
 	// duration would mean the queue's default.
-	opts := broker.ReceiveOptions{Max: in.Max, Wait: -1, Visibility: -1}
+	opts := broker.ReceiveOptions{Max: in.Max, Wait: -1, Visibility: -1, Delete: in.ReceiveAndDelete}
+	if in.ReceiveAndDelete && in.Visibility != nil {
+		return Received{}, Invalid("\"visibility\" has no meaning with \"receive_and_delete\": nothing is leased; leave it out")
+	}
 	if opts.Max == 0 {
 		opts.Max = 1
 	}
@@ -201,8 +205,10 @@ func (x Received) JSON() api.ReceiveResponse {
 			t := m.FirstDelivered.UTC()
 			wm.FirstDeliveredAt = &t
 		}
-		dl := m.LeaseDeadline.UTC()
-		wm.VisibleAt = &dl
+		if !m.LeaseDeadline.IsZero() {
+			dl := m.LeaseDeadline.UTC()
+			wm.VisibleAt = &dl
+		}
 		wm.DeadLetter = wireDead(m.Dead)
 		out.Messages[i] = wm
 	}
@@ -216,7 +222,10 @@ func (x Received) Binary() []api.BinaryReceived {
 		m := &x.ms[i]
 		b := api.BinaryReceived{
 			ID: m.ID, Receipt: m.Receipt, Deliveries: m.Deliveries, EnqueuedAt: m.EnqueuedAt.UnixMilli(),
-			Deadline: m.LeaseDeadline.UnixMilli(), Group: m.Payload.Group, DedupID: m.Payload.DedupID, Body: m.Payload.Body,
+			Group: m.Payload.Group, DedupID: m.Payload.DedupID, Body: m.Payload.Body,
+		}
+		if !m.LeaseDeadline.IsZero() { // zero: a receive-and-delete leased nothing
+			b.Deadline = m.LeaseDeadline.UnixMilli()
 		}
 		if !m.FirstDelivered.IsZero() {
 			b.FirstDelivered = m.FirstDelivered.UnixMilli()

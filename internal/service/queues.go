@@ -190,6 +190,7 @@ func wireQueue(qi broker.QueueInfo) api.Queue {
 			RedrivenIn: st.RedrivenIn, RedrivenOut: st.RedrivenOut, Purged: st.Purged,
 			Deleted: st.Deleted, Overflow: st.Overflow, DedupHits: qi.Volatile.DedupHits,
 			Refused: qi.Volatile.Refused, DedupEvictedEarly: st.DedupEvictedEarly, DedupIDs: st.DedupIDs,
+			ReceivedAndDeleted: st.ReceivedAndDeleted,
 			Rates: api.Rates{
 				WindowMS: r.Window.Milliseconds(), Sent: r.Sent, Acked: r.Acked, Nacked: r.Nacked,
 				Delivered: r.Delivered, DeadLettered: r.DeadLettered, Expired: r.Expired,
