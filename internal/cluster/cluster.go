@@ -1,0 +1,676 @@
+// Package cluster makes one okiba node a member of a replicated cluster: a Raft group
+// (go.etcd.io/raft/v3, through raft.RawNode) whose log carries every command's records,
+// over the raft storage of internal/replica (WALStorage), with the node's broker as the
+// state machine (broker.Replication).
+//
+// The Raft is the one owner of the raft node: one goroutine (run) ticks it, steps the
+// messages other nodes send, proposes what the broker hands it, saves what raft has
+// ready, sends the messages, and applies what is committed — resolving the leader's own
+// proposals, handing the others' to the broker — in raft's Ready order. The broker runs
+// commands only while Term says this node leads; the leader's broker is therefore
+// speculative (its pending proposals applied), and when a proposal it ran can no longer
+// commit (the lead was lost, raft refused it) the Raft fences the broker, fails what is
+// pending, and has the broker rebuild itself from the committed state before it
+// applies anything more.
+//
+// The rules are those internal/replica's Replica follows and its deterministic
+// simulation checks: a new leader takes commands only once an entry of its term is
+// applied; proposal forwarding is off (an entry is computed by the leader that proposes
+// it); pre-vote and the quorum check are on.
+//
+// Node-to-node messages travel over the nodes' ordinary port (transport.go), POSTed to
+// RaftPath with the cluster secret.
+package cluster
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/replica"
+	"github.com/okiba/okiba/internal/vfs"
+)
+
+// Peer is one founding member: its name (--node) and the URL of its port.
+type Peer struct {
+	Name string
+	URL  string
+}
+
+// Config configures a Raft.
+type Config struct {
+	// Name is this node's name; Peers are every founding member, this one included.
+	// Every member must be given the same Peers.
+	Name  string
+	Peers []Peer
+	// Dir is the data directory: the raft log goes in Dir/raft.
+	Dir string
+	// FS is the file system. Defaults to vfs.OS.
+	FS vfs.FS
+	// Secret authenticates the nodes to each other (at least 22 characters): every
+	// member is given the same. The data directory's secret, which signs receipts and
+	// seals principals' secrets, is derived from it (DataSecret), so that every member
+	// has the same.
+	Secret string
+	// Tick is raft's tick. Defaults to 100 ms: with ElectionTick 10 a follower stands for
+	// election after 1 to 2 s without a leader, and a leader cut off from its quorum
+	// steps down after 1 s.
+	Tick time.Duration
+	// ElectionTick and HeartbeatTick default to 10 and 1.
+	ElectionTick, HeartbeatTick int
+	// Client sends messages to the other nodes. Defaults to a client with keep-alive
+	// connections and a 5 s timeout.
+	Client *http.Client
+	// Logger receives the cluster's events. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Errors callers branch on.
+var (
+	// ErrNoLeader: no node is known to lead (an election, or no quorum).
+	ErrNoLeader = errors.New("the cluster has no leader: an election is under way or a quorum of nodes is unreachable")
+	// ErrLost: the command ran, and the node lost its lead before its entry was known
+	// to be committed: it may or may not take effect, as a lost answer.
+	ErrLost = errors.New("the leader lost its lead before the command was committed: it may or may not have taken effect; retry")
+)
+
+// DataSecret is the data directory secret of every member of the cluster whose secret
+// is secret: 32 bytes derived from it, so that a receipt, a console session or a sealed
+// principal secret made on one node holds on every other.
+func DataSecret(secret string) []byte {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte("okiba cluster data directory secret"))
+	return mac.Sum(nil)
+}
+
+// Raft is this node's member of the cluster's Raft group. It implements
+// broker.Replication.
+type Raft struct {
+	cfg     Config
+	log     *slog.Logger
+	id      uint64
+	names   map[uint64]string
+	urls    map[uint64]string
+	storage *replica.WALStorage
+	rn      *raft.RawNode
+	b       *broker.Broker
+	net     *transport
+
+	// term is the term this node leads and takes commands in (Term), 0 when it does
+	// not; lead the leader it knows of. Read by the broker and the node without a lock.
+	term atomic.Uint64
+	lead atomic.Uint64
+
+	mu     sync.Mutex
+	queued []queued // proposals handed over by the broker, not yet given to raft
+	own    map[[2]uint64]uint64
+
+	wake  chan struct{}
+	inbox chan []*pb.Message
+	fails chan uint64 // peers a message could not reach
+
+	// Owned by run:
+	leaderTerm uint64 // the term raft says this node leads, before it is ready
+	pending    []pending
+	applied    uint64 // the last entry run handed on
+
+	statusMu sync.Mutex
+	status   Status
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type queued struct {
+	term, seq uint64
+	now       int64
+	recs      [][]byte
+	p         *broker.Proposal
+}
+
+type pending struct {
+	id replica.ProposalID
+	p  *broker.Proposal
+}
+
+// Status is what a node knows of the cluster.
+type Status struct {
+	Node    string
+	Term    uint64
+	Leader  string // "" when none is known
+	Leading bool   // this node leads and takes commands
+	Commit  uint64
+	Applied uint64
+	Members []string
+}
+
+// Open opens this node's raft storage, bootstrapping a new cluster of Peers if it is
+// empty. It does not start: the broker is opened with the Raft as its Replication, and
+// Start then runs it.
+func Open(cfg Config) (*Raft, error) {
+	if cfg.FS == nil {
+		cfg.FS = vfs.OS
+	}
+	if cfg.Tick == 0 {
+		cfg.Tick = 100 * time.Millisecond
+	}
+	if cfg.ElectionTick == 0 {
+		cfg.ElectionTick = 10
+	}
+	if cfg.HeartbeatTick == 0 {
+		cfg.HeartbeatTick = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(cfg.Secret) < 22 {
+		return nil, errors.New("cluster: the cluster secret must be at least 22 characters (okiba token makes one)")
+	}
+	r := &Raft{cfg: cfg, log: cfg.Logger, names: map[uint64]string{}, urls: map[uint64]string{},
+		own: map[[2]uint64]uint64{}, wake: make(chan struct{}, 1), inbox: make(chan []*pb.Message, 256),
+		fails: make(chan uint64, 64), done: make(chan struct{})}
+	ids, err := r.members()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range cfg.Peers {
+		r.names[ids[p.Name]] = p.Name
+		r.urls[ids[p.Name]] = p.URL
+	}
+	r.id = ids[cfg.Name]
+	if r.id == 0 {
+		return nil, fmt.Errorf("cluster: this node, %q, is not among the peers", cfg.Name)
+	}
+	dir := filepath.Join(cfg.Dir, "raft")
+	if r.storage, err = replica.OpenWAL(replica.WALOptions{FS: cfg.FS, Dir: dir, Logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("cluster: raft log: %w", err)
+	}
+	snap, err := r.storage.Snapshot()
+	if err != nil {
+		r.storage.Close()
+		return nil, err
+	}
+	if snap.GetMetadata().GetIndex() == 0 {
+		voters := make([]uint64, 0, len(ids))
+		for _, id := range ids {
+			voters = append(voters, id)
+		}
+		slices.Sort(voters)
+		if err := replica.Bootstrap(r.storage, voters); err != nil {
+			r.storage.Close()
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+		r.log.Info("cluster bootstrapped", "node", cfg.Name, "members", len(voters))
+	}
+	if err := r.indexOwn(); err != nil {
+		r.storage.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// members maps the peers' names to raft ids once, durably: the first start writes
+// Dir/raft/members.json (ids from 1 in the order of Peers); later starts check that
+// they are given the same members.
+func (r *Raft) members() (map[string]uint64, error) {
+	fs := r.cfg.FS
+	dir := filepath.Join(r.cfg.Dir, "raft")
+	if err := fs.MkdirAll(dir, vfs.DirMode); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "members.json")
+	given := map[string]uint64{}
+	for i, p := range r.cfg.Peers {
+		if p.Name == "" || p.URL == "" {
+			return nil, fmt.Errorf("cluster: peer %d has no name or no URL", i+1)
+		}
+		if _, dup := given[p.Name]; dup {
+			return nil, fmt.Errorf("cluster: peer %q is named twice", p.Name)
+		}
+		given[p.Name] = uint64(i + 1)
+	}
+	data, err := vfs.ReadFile(fs, path)
+	if errors.Is(err, os.ErrNotExist) {
+		out, _ := json.Marshal(given)
+		if err := vfs.WriteFile(fs, path, vfs.FileMode, out); err != nil {
+			return nil, err
+		}
+		return given, fs.SyncDir(dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var stored map[string]uint64
+	if err := json.Unmarshal(data, &stored); err != nil {
+		return nil, fmt.Errorf("cluster: %s: %w", path, err)
+	}
+	if len(stored) != len(given) {
+		return nil, fmt.Errorf("cluster: this node was started with %d members and is now given %d: membership does not change through --peers", len(stored), len(given))
+	}
+	for name := range given {
+		if stored[name] == 0 {
+			return nil, fmt.Errorf("cluster: peer %q is not a member of this node's cluster (%s)", name, path)
+		}
+	}
+	return stored, nil
+}
+
+// indexOwn learns which of this node's proposals the raft log holds committed, for the
+// broker's replay (Committed).
+func (r *Raft) indexOwn() error {
+	hs, _, err := r.storage.InitialState()
+	if err != nil {
+		return err
+	}
+	first, _ := r.storage.FirstIndex()
+	for lo := first; lo <= hs.GetCommit(); {
+		ents, err := r.storage.Entries(lo, hs.GetCommit()+1, 8<<20)
+		if err != nil {
+			return fmt.Errorf("cluster: read the raft log: %w", err)
+		}
+		if len(ents) == 0 {
+			break
+		}
+		for _, e := range ents {
+			r.noteOwn(e)
+		}
+		lo = ents[len(ents)-1].GetIndex() + 1
+	}
+	return nil
+}
+
+func (r *Raft) noteOwn(e *pb.Entry) {
+	if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
+		return
+	}
+	ent, err := replica.DecodeEntry(e.GetData())
+	if err == nil && ent.ID.Node == r.id {
+		r.mu.Lock()
+		r.own[[2]uint64{ent.ID.Term, ent.ID.Seq}] = e.GetIndex()
+		r.mu.Unlock()
+	}
+}
+
+// Term implements broker.Replication.
+func (r *Raft) Term() uint64 { return r.term.Load() }
+
+// Committed implements broker.Replication.
+func (r *Raft) Committed(term, seq uint64) (uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i, ok := r.own[[2]uint64{term, seq}]
+	return i, ok
+}
+
+// Propose implements broker.Replication: the proposal waits in a queue for run.
+func (r *Raft) Propose(term, seq uint64, now int64, recs [][]byte) *broker.Proposal {
+	p := broker.NewProposal()
+	r.mu.Lock()
+	r.queued = append(r.queued, queued{term: term, seq: seq, now: now, recs: recs, p: p})
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return p
+}
+
+// Start runs the Raft with b, the broker opened with it as its Replication: raft hands
+// b the committed entries it has not applied.
+func (r *Raft) Start(b *broker.Broker) error {
+	r.b = b
+	snap, _ := r.storage.Snapshot()
+	applied := max(b.Applied(), snap.GetMetadata().GetIndex())
+	b.NoteCommitted(applied) // the bootstrap snapshot holds nothing to apply
+	hs, _, _ := r.storage.InitialState()
+	if applied > max(hs.GetCommit(), snap.GetMetadata().GetIndex()) {
+		return fmt.Errorf("cluster: the broker holds entry %d, the raft log commits only %d", applied, hs.GetCommit())
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID: r.id, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
+		Storage: r.storage, Applied: applied,
+		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 0,
+		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true,
+		Logger: raftLogger{r.log},
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	r.rn, r.applied = rn, applied
+	r.net = newTransport(r)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.run(ctx)
+	return nil
+}
+
+// Close stops the Raft (the broker is closed by its owner, after).
+func (r *Raft) Close() error {
+	if r.cancel != nil {
+		r.cancel()
+		<-r.done
+		r.net.close()
+	}
+	r.failQueued(broker.ErrClosed)
+	return r.storage.Close()
+}
+
+// Step hands the Raft messages another node sent.
+func (r *Raft) Step(msgs []*pb.Message) bool {
+	select {
+	case r.inbox <- msgs:
+		return true
+	default:
+		return false // raft retransmits
+	}
+}
+
+// Status returns what this node knows of the cluster.
+func (r *Raft) Status() Status {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	return r.status
+}
+
+// Leader returns the name and URL of the leader this node knows of ("" if none) and
+// whether it is this node.
+func (r *Raft) Leader() (name, url string, self bool) {
+	id := r.lead.Load()
+	return r.names[id], r.urls[id], id == r.id
+}
+
+func (r *Raft) run(ctx context.Context) {
+	defer close(r.done)
+	tick := time.NewTicker(r.cfg.Tick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.failPending(broker.ErrClosed)
+			return
+		case <-tick.C:
+			r.rn.Tick()
+		case msgs := <-r.inbox:
+			for _, m := range msgs {
+				_ = r.rn.Step(m) // a message from a stale term or an unknown peer: dropped
+			}
+		case id := <-r.fails:
+			r.rn.ReportUnreachable(id)
+		case <-r.wake:
+		}
+		if err := r.process(); err != nil {
+			r.log.Error("cluster: this node stops replicating", "error", err)
+			r.term.Store(0)
+			r.b.Fence()
+			r.failPending(err)
+			<-ctx.Done()
+			r.failPending(broker.ErrClosed)
+			return
+		}
+	}
+}
+
+// process proposes what is queued, then handles everything raft has ready.
+func (r *Raft) process() error {
+	if void := r.proposeQueued(); void {
+		if err := r.rebuild("raft did not take a command the leader ran"); err != nil {
+			return err
+		}
+	}
+	for r.rn.HasReady() {
+		rd := r.rn.Ready()
+		if err := r.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
+			return fmt.Errorf("save the raft log: %w", err)
+		}
+		r.net.send(rd.Messages)
+		if err := r.noteLeadership(); err != nil {
+			return err
+		}
+		for _, e := range rd.CommittedEntries {
+			if err := r.apply(e); err != nil {
+				return err
+			}
+		}
+		r.rn.Advance(rd)
+	}
+	r.noteStatus()
+	return nil
+}
+
+// proposeQueued gives raft the broker's queued proposals; void reports one that cannot
+// be (the broker ran it in a term this node no longer leads, or raft refused it).
+func (r *Raft) proposeQueued() (void bool) {
+	r.mu.Lock()
+	q := r.queued
+	r.queued = nil
+	r.mu.Unlock()
+	for i, x := range q {
+		if x.term == 0 || x.term != r.term.Load() || void {
+			x.p.Resolve(0, ErrLost)
+			void = true
+			continue
+		}
+		id := replica.ProposalID{Node: r.id, Term: x.term, Seq: x.seq}
+		data := replica.AppendEntry(nil, &replica.Entry{Now: x.now, ID: id, Records: x.recs})
+		if err := r.rn.Propose(data); err != nil {
+			r.log.Warn("cluster: raft refused a proposal", "error", err)
+			x.p.Resolve(0, ErrLost)
+			void = true
+			continue
+		}
+		r.pending = append(r.pending, pending{id: id, p: x.p})
+		q[i].recs = nil
+	}
+	return void
+}
+
+// noteLeadership compares raft's role with the one the broker acts on.
+func (r *Raft) noteLeadership() error {
+	st := r.rn.BasicStatus()
+	r.lead.Store(st.Lead)
+	leading := st.RaftState == raft.StateLeader
+	if r.leaderTerm != 0 && (!leading || st.GetTerm() != r.leaderTerm) {
+		r.leaderTerm = 0
+		r.term.Store(0)
+		r.log.Info("cluster: no longer the leader", "term", st.GetTerm(), "leader", r.names[st.Lead])
+		if len(r.pending) > 0 {
+			if err := r.rebuild("the lead was lost with commands not yet committed"); err != nil {
+				return err
+			}
+		}
+	}
+	if r.leaderTerm == 0 && leading {
+		r.leaderTerm = st.GetTerm()
+		r.log.Info("cluster: elected leader", "term", st.GetTerm())
+	}
+	return nil
+}
+
+// apply handles one committed entry.
+func (r *Raft) apply(e *pb.Entry) error {
+	idx := e.GetIndex()
+	switch e.GetType() {
+	case pb.EntryConfChange:
+		var cc pb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			return fmt.Errorf("entry %d: %w", idx, err)
+		}
+		r.rn.ApplyConfChange(&cc)
+	case pb.EntryConfChangeV2:
+		var cc pb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			return fmt.Errorf("entry %d: %w", idx, err)
+		}
+		r.rn.ApplyConfChange(&cc)
+	case pb.EntryNormal:
+		if len(e.GetData()) == 0 {
+			break // a new leader's first entry
+		}
+		ent, err := replica.DecodeEntry(e.GetData())
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", idx, err)
+		}
+		if ent.ID.Node == r.id {
+			r.mu.Lock()
+			r.own[[2]uint64{ent.ID.Term, ent.ID.Seq}] = idx
+			r.mu.Unlock()
+		}
+		if len(r.pending) > 0 && r.pending[0].id == ent.ID {
+			p := r.pending[0]
+			r.pending = r.pending[1:]
+			p.p.Resolve(idx, nil)
+			r.b.NoteCommitted(idx)
+			break
+		}
+		if len(r.pending) > 0 {
+			if err := r.rebuild("another entry was committed where this leader's were to be"); err != nil {
+				return err
+			}
+		}
+		if err := r.b.ApplyReplicated(idx, ent.Now, ent.Records); err != nil {
+			return fmt.Errorf("entry %d: %w", idx, err)
+		}
+	}
+	r.applied = idx
+	// An entry the broker had nothing to apply of (raft's own, a configuration change)
+	// still moves its applied index: the next entry must follow it.
+	r.b.NoteCommitted(idx)
+	if r.leaderTerm != 0 && e.GetTerm() == r.leaderTerm && r.term.Load() == 0 {
+		// An entry of its own term applied: everything before it is, and the broker
+		// holds the whole committed state. It may take commands.
+		r.b.NoteCommitted(idx)
+		r.term.Store(r.leaderTerm)
+		r.b.Lead()
+	}
+	return nil
+}
+
+// rebuild fails everything pending and queued, and has the broker drop what it ran
+// and rebuild from the committed state, then hands it the committed entries up to the
+// last one run has applied that its own log does not hold.
+func (r *Raft) rebuild(why string) error {
+	r.term.Store(0)
+	r.b.Fence()
+	r.failPending(ErrLost)
+	r.failQueued(ErrLost)
+	r.log.Warn("cluster: rebuilding the broker from the committed state", "why", why)
+	if err := r.b.Rebuild(); err != nil {
+		return err
+	}
+	first, err := r.storage.FirstIndex()
+	if err != nil {
+		return err
+	}
+	for lo := max(r.b.Applied()+1, first); lo <= r.applied; {
+		ents, err := r.storage.Entries(lo, r.applied+1, math.MaxUint64)
+		if err != nil {
+			return fmt.Errorf("rebuild: entries %d..%d: %w", lo, r.applied, err)
+		}
+		for _, e := range ents {
+			if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
+				r.b.NoteCommitted(e.GetIndex())
+				continue
+			}
+			ent, err := replica.DecodeEntry(e.GetData())
+			if err != nil {
+				return fmt.Errorf("rebuild: entry %d: %w", e.GetIndex(), err)
+			}
+			if err := r.b.ApplyReplicated(e.GetIndex(), ent.Now, ent.Records); err != nil {
+				return fmt.Errorf("rebuild: entry %d: %w", e.GetIndex(), err)
+			}
+		}
+		lo = ents[len(ents)-1].GetIndex() + 1
+	}
+	return nil
+}
+
+func (r *Raft) failPending(err error) {
+	for _, p := range r.pending {
+		p.p.Resolve(0, err)
+	}
+	r.pending = nil
+}
+
+func (r *Raft) failQueued(err error) {
+	r.mu.Lock()
+	q := r.queued
+	r.queued = nil
+	r.mu.Unlock()
+	for _, x := range q {
+		x.p.Resolve(0, err)
+	}
+}
+
+func (r *Raft) noteStatus() {
+	st := r.rn.BasicStatus()
+	s := Status{Node: r.cfg.Name, Term: st.GetTerm(), Leader: r.names[st.Lead], Leading: r.term.Load() != 0,
+		Commit: st.GetCommit(), Applied: r.applied}
+	for _, p := range r.cfg.Peers {
+		s.Members = append(s.Members, p.Name)
+	}
+	r.statusMu.Lock()
+	r.status = s
+	r.statusMu.Unlock()
+}
+
+// raftLogger passes raft's warnings and errors to the node's log; its debug and info
+// chatter is dropped.
+type raftLogger struct{ l *slog.Logger }
+
+func (raftLogger) Debug(...any)                  {}
+func (raftLogger) Debugf(string, ...any)         {}
+func (raftLogger) Info(...any)                   {}
+func (raftLogger) Infof(string, ...any)          {}
+func (g raftLogger) Warning(v ...any)            { g.l.Warn("raft: " + fmt.Sprint(v...)) }
+func (g raftLogger) Warningf(f string, v ...any) { g.l.Warn("raft: " + fmt.Sprintf(f, v...)) }
+func (g raftLogger) Error(v ...any)              { g.l.Error("raft: " + fmt.Sprint(v...)) }
+func (g raftLogger) Errorf(f string, v ...any)   { g.l.Error("raft: " + fmt.Sprintf(f, v...)) }
+func (raftLogger) Fatal(v ...any)                { panic(fmt.Sprint(v...)) }
+func (raftLogger) Fatalf(f string, v ...any)     { panic(fmt.Sprintf(f, v...)) }
+func (raftLogger) Panic(v ...any)                { panic(fmt.Sprint(v...)) }
+func (raftLogger) Panicf(f string, v ...any)     { panic(fmt.Sprintf(f, v...)) }
+
+// PrepareDataDir gives a member's data directory the cluster's data secret
+// (DataSecret) before its broker opens it. A directory that already holds another
+// secret — a single node's, or another cluster's — is refused: its receipts, sessions
+// and sealed secrets belong to that one.
+func PrepareDataDir(fs vfs.FS, dir, secret string) error {
+	if fs == nil {
+		fs = vfs.OS
+	}
+	want := DataSecret(secret)
+	path := filepath.Join(dir, "secret")
+	got, err := vfs.ReadFile(fs, path)
+	switch {
+	case err == nil && hmac.Equal(got, want):
+		return nil
+	case err == nil:
+		return fmt.Errorf("cluster: %s holds another secret: the directory belongs to a single node or to another cluster (or the cluster secret changed); give the node an empty data directory", dir)
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	if err := fs.MkdirAll(dir, vfs.DirMode); err != nil {
+		return err
+	}
+	if err := vfs.WriteFile(fs, path, vfs.FileMode, want); err != nil {
+		return err
+	}
+	return fs.SyncDir(dir)
+}

@@ -1,0 +1,295 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/testkit"
+	"github.com/okiba/okiba/queue"
+)
+
+const testSecret = "cluster-test-secret-cluster-test-secret"
+
+// member is one node of a test cluster: a real broker on a real data directory, its
+// Raft, and an HTTP server on loopback for the other nodes' messages. cut drops every
+// message to and from it, as a partition would.
+type member struct {
+	name string
+	dir  string
+	ln   net.Listener
+	srv  *http.Server
+	raft *Raft
+	b    *broker.Broker
+	cut  atomic.Bool
+}
+
+type testCluster struct {
+	t     *testing.T
+	peers []Peer
+	nodes []*member
+}
+
+// cutTransport drops requests while its member is cut off, or its target is.
+type cutTransport struct {
+	from *member
+	c    *testCluster
+	rt   http.RoundTripper
+}
+
+func (c cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if c.from.cut.Load() {
+		return nil, errors.New("cut off")
+	}
+	for i, n := range c.c.nodes {
+		if c.c.peers[i].URL == "http://"+req.URL.Host && n.cut.Load() {
+			return nil, errors.New("cut off")
+		}
+	}
+	return c.rt.RoundTrip(req)
+}
+
+func newCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t}
+	base := t.TempDir()
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &member{name: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), ln: ln}
+		c.nodes = append(c.nodes, m)
+		c.peers = append(c.peers, Peer{Name: m.name, URL: "http://" + ln.Addr().String()})
+	}
+	for _, m := range c.nodes {
+		c.start(m)
+	}
+	t.Cleanup(func() {
+		for _, m := range c.nodes {
+			c.stop(m)
+		}
+	})
+	return c
+}
+
+func (c *testCluster) start(m *member) {
+	t := c.t
+	t.Helper()
+	if m.ln == nil {
+		ln, err := net.Listen("tcp", c.peers[slices.IndexFunc(c.nodes, func(x *member) bool { return x == m })].URL[len("http://"):])
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.ln = ln
+	}
+	if err := PrepareDataDir(nil, m.dir, testSecret); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(Config{Name: m.name, Peers: c.peers, Dir: m.dir, Secret: testSecret, Tick: 20 * time.Millisecond, Logger: testLogger(t, m.name),
+		Client: &http.Client{Timeout: 2 * time.Second, Transport: cutTransport{from: m, c: c, rt: http.DefaultTransport}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.Open(broker.Config{Dir: m.dir, Replication: r, SegmentSize: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(b); err != nil {
+		t.Fatal(err)
+	}
+	m.raft, m.b = r, b
+	h := r.Handler()
+	m.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if m.cut.Load() {
+			http.Error(w, "cut off", http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, req)
+	})}
+	go m.srv.Serve(m.ln)
+}
+
+func (c *testCluster) stop(m *member) {
+	if m.srv == nil {
+		return
+	}
+	m.srv.Close()
+	m.raft.Close()
+	m.b.Close()
+	m.srv, m.ln = nil, nil
+}
+
+// leader waits for one of the running nodes to lead and take commands.
+func (c *testCluster) leader() *member {
+	c.t.Helper()
+	var l *member
+	testkit.Eventually(c.t, 10*time.Second, func() bool {
+		for _, m := range c.nodes {
+			if m.srv != nil && !m.cut.Load() && m.raft.Term() != 0 {
+				l = m
+				return true
+			}
+		}
+		return false
+	}, "a leader")
+	return l
+}
+
+func mustQueue(t *testing.T, b *broker.Broker, name string) {
+	t.Helper()
+	if _, _, err := b.PutQueue(context.Background(), name, func(*queue.Config, bool) error { return nil }); err != nil {
+		t.Fatalf("PutQueue: %v", err)
+	}
+}
+
+func sendN(t *testing.T, b *broker.Broker, q string, from, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := from; i < from+n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := b.Send(context.Background(), q, []queue.SendInput{{Payload: queue.Payload{Body: fmt.Appendf(nil, "m%04d", i)}, Delay: -1}})
+			if err == nil {
+				err = res[0].Err
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+func ready(b *broker.Broker, q string) int64 {
+	qi, err := b.Queue(q)
+	if err != nil {
+		return -1
+	}
+	return qi.Stats.Ready + qi.Stats.InFlight
+}
+
+// Three nodes elect a leader; what it acknowledges is on the followers; when it stops,
+// another leads with every acknowledged message, and a receipt the old leader handed
+// out settles its lease on the new one; the old one, restarted, catches up.
+func TestClusterFailsOverWithEveryAcknowledgedMessage(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	l := c.leader()
+	mustQueue(t, l.b, "jobs")
+	sendN(t, l.b, "jobs", 0, 100)
+	for _, m := range c.nodes {
+		testkit.Eventually(t, 10*time.Second, func() bool { return ready(m.b, "jobs") == 100 }, "%s to hold the 100 messages", m.name)
+	}
+	if _, err := c.nodes[slices.IndexFunc(c.nodes, func(m *member) bool { return m != l })].b.Send(context.Background(), "jobs",
+		[]queue.SendInput{{Payload: queue.Payload{Body: []byte("x")}, Delay: -1}}); !errors.Is(err, broker.ErrNotLeader) {
+		t.Fatalf("a send to a follower: %v, want ErrNotLeader", err)
+	}
+	leased, err := l.b.Receive(context.Background(), "jobs", broker.ReceiveOptions{Max: 10, Visibility: time.Minute})
+	if err != nil || len(leased) != 10 {
+		t.Fatalf("receive: %d, %v", len(leased), err)
+	}
+
+	c.stop(l)
+	l2 := c.leader()
+	if l2 == l {
+		t.Fatal("the stopped node leads")
+	}
+	var receipts []string
+	for _, m := range leased {
+		receipts = append(receipts, m.Receipt)
+	}
+	errs, err := l2.b.Ack(context.Background(), "jobs", receipts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("ack %d of a receipt from the old leader: %v", i, e)
+		}
+	}
+	got := map[string]bool{}
+	for len(got) < 90 {
+		ms, err := l2.b.Receive(context.Background(), "jobs", broker.ReceiveOptions{Max: 10, Visibility: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			t.Fatalf("the new leader delivers %d of the 90 not acked", len(got))
+		}
+		for _, m := range ms {
+			got[string(m.Payload.Body)] = true
+		}
+	}
+	for _, m := range leased {
+		if got[string(m.Payload.Body)] {
+			t.Fatalf("%s was acked through the old leader's receipt and delivered again", m.Payload.Body)
+		}
+	}
+
+	c.start(l) // restarts from its own log and catches up
+	testkit.Eventually(t, 10*time.Second, func() bool { return l.b.Applied() == l2.b.Applied() && l.b.Applied() > 0 }, "the restarted node to catch up")
+	qi, _ := l.b.Queue("jobs")
+	if qi.Stats.Ready != 0 || qi.Stats.InFlight != 90 {
+		t.Fatalf("the restarted node holds %+v, want 90 in flight", qi.Stats)
+	}
+}
+
+// A leader cut off from the others with a command pending loses its lead: the command
+// fails as lost, the broker rebuilds from the committed state (the command's effect is
+// gone), and once healed the node follows the new leader.
+func TestDeposedLeaderRebuildsWithoutItsUncommittedCommand(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	l := c.leader()
+	mustQueue(t, l.b, "jobs")
+	sendN(t, l.b, "jobs", 0, 5)
+	l.cut.Store(true)
+	res, err := l.b.Send(context.Background(), "jobs", []queue.SendInput{{Payload: queue.Payload{Body: []byte("lost")}, Delay: -1}})
+	if err == nil {
+		err = res[0].Err
+	}
+	if !errors.Is(err, ErrLost) {
+		t.Fatalf("a send on a cut-off leader: %v, want ErrLost", err)
+	}
+	l2 := c.leader()
+	sendN(t, l2.b, "jobs", 5, 5)
+	l.cut.Store(false)
+	testkit.Eventually(t, 10*time.Second, func() bool { return l.b.Applied() == l2.b.Applied() }, "the deposed leader to catch up")
+	ms, err := l2.b.Peek(context.Background(), "jobs", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if string(m.Payload.Body) == "lost" {
+			t.Fatal("the deposed leader's uncommitted send is in the log")
+		}
+	}
+	if len(ms) != 10 || ready(l.b, "jobs") != 10 {
+		t.Fatalf("%d messages on the leader, %d on the deposed one; want 10", len(ms), ready(l.b, "jobs"))
+	}
+}
+
+func testLogger(t *testing.T, name string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", name)
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
