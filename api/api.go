@@ -414,6 +414,21 @@ type Health struct {
 	Status string `json:"status"` // "ok", "degraded" or "failed"
 	Reason string `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Cluster is this node's view of its cluster; absent on a single node.
+	Cluster *ClusterHealth `json:"cluster,omitempty"`
+}
+
+// ClusterHealth is what a node of a cluster knows of it (GET /healthz).
+type ClusterHealth struct {
+	Node string `json:"node"`
+	// Role is "leader" (it takes commands), "follower" (it knows a leader and forwards
+	// to it) or "no_leader" (an election, or no quorum: writes and reads answer 503).
+	Role    string   `json:"role"`
+	Leader  string   `json:"leader,omitempty"`
+	Term    uint64   `json:"term"`
+	Commit  uint64   `json:"commit_index"`
+	Applied uint64   `json:"applied_index"`
+	Members []string `json:"members"`
 }
 
 // Limits of the native API (docs/api.md "Limits"). They are defined here, in the package

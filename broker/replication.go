@@ -113,8 +113,8 @@ func isGroupFrame(raw []byte) bool {
 }
 
 // groupReplay decides, during a cluster node's replay of its own log, which groups of
-// records are applied: the next committed entry only, so that the machines hold the
-// committed state and nothing else.
+// records are applied: committed entries only, each once, in order, so that the
+// machines hold the committed state and nothing else.
 type groupReplay struct {
 	repl    Replication
 	applied uint64 // the last entry applied
@@ -140,7 +140,11 @@ func (g *groupReplay) marker(raw []byte) error {
 		}
 		idx, ok = v, true
 	}
-	g.skip = !ok || idx != g.applied+1
+	// Entries without records (a new leader's, configuration changes) leave no group,
+	// so the next group's index may jump; but a group always follows every committed
+	// group before it in the log, which is written in apply order, so a group at or below
+	// the last applied is a repeat (an entry a rebuild applied again) or an orphan.
+	g.skip = !ok || idx <= g.applied
 	if !g.skip {
 		g.applied = idx
 	}

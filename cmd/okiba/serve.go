@@ -130,6 +130,9 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	tlsCert := f.String("tls-cert", "", "serve TLS only, with the certificate chain in `FILE` (PEM, the server's first; env OKIBA_TLS_CERT); needs --tls-key; SIGHUP reloads it")
 	tlsKey := f.String("tls-key", "", "the private key of --tls-cert, in `FILE` (PEM; env OKIBA_TLS_KEY)")
 	tlsClientCA := f.String("tls-client-ca", "", "require of every connection a client certificate issued by a CA in `FILE` (PEM; env OKIBA_TLS_CLIENT_CA); requests still authenticate")
+	nodeName := f.String("node", "", "this node's `NAME` in a replicated cluster, one of --peers (env OKIBA_NODE; docs/cluster.md)")
+	peers := f.String("peers", "", "every founding member of the cluster, this one included, as comma-separated `NAME=URL` pairs: each node's own port (env OKIBA_PEERS)")
+	clusterSecret := f.String("cluster-secret-file", "", "the cluster's secret in `FILE`, the same on every member, at least 22 characters (env OKIBA_CLUSTER_SECRET gives it itself)")
 	printConfig := f.Bool("print-config", false, "print the effective configuration as JSON, secrets redacted, and exit")
 	var minFree, gcHeadroom byteSize
 	f.Var(&gcHeadroom, "gc-headroom", fmt.Sprintf("let the heap grow by this `SIZE` between garbage collections, or by half of what is live once that is more (default %s; \"off\" keeps Go's default, as does setting GOGC)", sizeString(gcpace.DefaultMinHeadroom)))
@@ -163,6 +166,10 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if v := a.env("OKIBA_AUTH_TOKEN"); v != "" {
 		cfg.AuthToken, cfg.AuthTokenFile = v, ""
 	}
+	env("OKIBA_NODE", &cfg.Cluster.Node)
+	if v := a.env("OKIBA_CLUSTER_SECRET"); v != "" {
+		cfg.Cluster.Secret, cfg.Cluster.SecretFile = v, ""
+	}
 	// The lists are checked here, to name the flag (and its variable) in the error; the
 	// node checks those from a file under their keys.
 	for _, l := range []struct {
@@ -171,6 +178,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		parse          func(string) (string, error)
 	}{
 		{"cors-origins", "OKIBA_CORS_ORIGINS", *corsOrigins, &cfg.CORSOrigins, crossorigin.ParseOrigin},
+		{"peers", "OKIBA_PEERS", *peers, &cfg.Cluster.Peers, func(v string) (string, error) { return v, nil }},
 		{"allowed-hosts", "OKIBA_ALLOWED_HOSTS", *allowedHosts, &cfg.AllowedHosts, crossorigin.ParseHost},
 		{"trusted-proxies", "OKIBA_TRUSTED_PROXIES", *proxies, &cfg.TrustedProxies, func(v string) (string, error) {
 			_, err := auth.ParseProxies([]string{v})
@@ -217,6 +225,8 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		"tls-cert":             func() { cfg.TLS.CertFile = *tlsCert },
 		"tls-key":              func() { cfg.TLS.KeyFile = *tlsKey },
 		"tls-client-ca":        func() { cfg.TLS.ClientCAFile = *tlsClientCA },
+		"node":                 func() { cfg.Cluster.Node = *nodeName },
+		"cluster-secret-file":  func() { cfg.Cluster.SecretFile, cfg.Cluster.Secret = *clusterSecret, "" },
 	} {
 		if given[name] {
 			apply()
@@ -318,6 +328,8 @@ func flagOf(key string) string {
 		name = "sqs_" + name
 	case section == "tls":
 		name = "tls_" + strings.TrimSuffix(name, "_file")
+	case section == "cluster" && strings.HasPrefix(name, "secret"):
+		name = "cluster_secret_file"
 	}
 	return "--" + strings.ReplaceAll(name, "_", "-")
 }

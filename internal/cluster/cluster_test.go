@@ -32,6 +32,8 @@ type member struct {
 	raft *Raft
 	b    *broker.Broker
 	cut  atomic.Bool
+	// replayed is what the broker applied from its own log when it opened.
+	replayed uint64
 }
 
 type testCluster struct {
@@ -105,6 +107,7 @@ func (c *testCluster) start(m *member) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.replayed = b.Applied()
 	if err := r.Start(b); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +246,11 @@ func TestClusterFailsOverWithEveryAcknowledgedMessage(t *testing.T) {
 		}
 	}
 
+	before := l2.b.Applied()
 	c.start(l) // restarts from its own log and catches up
+	if l.replayed < 100 || l.replayed > before {
+		t.Fatalf("the restarted node applied entries up to %d from its own log; it had taken part in %d of them", l.replayed, before)
+	}
 	testkit.Eventually(t, 10*time.Second, func() bool { return l.b.Applied() == l2.b.Applied() && l.b.Applied() > 0 }, "the restarted node to catch up")
 	qi, _ := l.b.Queue("jobs")
 	if qi.Stats.Ready != 0 || qi.Stats.InFlight != 90 {

@@ -15,6 +15,12 @@ import (
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	h, ok := s.svc.Health()
+	if s.opts.Cluster != nil {
+		h.Cluster = s.opts.Cluster()
+		if h.Cluster.Role == "no_leader" && ok && h.Status == "ok" {
+			h.Status, h.Reason = "degraded", "the cluster has no leader: an election is under way, or a quorum of its nodes is unreachable"
+		}
+	}
 	if !ok {
 		reply.JSON(w, http.StatusServiceUnavailable, h)
 		return

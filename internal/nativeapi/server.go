@@ -55,6 +55,8 @@ type Options struct {
 	// this long and no request is in flight, as HTTP servers close idle keep-alive
 	// connections. Default 5 minutes; the Go client closes its own idle streams sooner.
 	StreamIdleTimeout time.Duration
+	// Cluster, on a node of a cluster, says what the node knows of it, for /healthz.
+	Cluster func() *api.ClusterHealth
 }
 
 // Server serves the native API over a broker.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/internal/auth"
+	"github.com/okiba/okiba/internal/cluster"
 	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/wal"
 )
@@ -80,6 +81,25 @@ type Config struct {
 	Limits LimitsConfig `json:"limits,omitzero"`
 	// TLS puts the port behind TLS (tls.go). Defaults to plain HTTP.
 	TLS TLSConfig `json:"tls,omitzero"`
+	// Cluster makes the node a member of a replicated cluster (docs/cluster.md).
+	// Defaults to a single node.
+	Cluster ClusterConfig `json:"cluster,omitzero"`
+}
+
+// ClusterConfig makes the node one of a replicated cluster's founding members.
+type ClusterConfig struct {
+	// Node is this node's name, one of Peers'.
+	Node string `json:"node,omitempty"`
+	// Peers are every founding member, this one included, as NAME=URL: the URL each
+	// node's own port answers on (its --addr, reachable from the others). Every member
+	// is given the same list; names are mapped to raft ids at the first start, for ever.
+	Peers []string `json:"peers,omitempty"`
+	// Secret authenticates the nodes to each other, at least 22 characters, the same on
+	// every member; SecretFile holds it instead (surrounding whitespace ignored). The
+	// data directory's secret (receipts, sessions, sealed principal secrets) is derived
+	// from it.
+	Secret     string `json:"secret,omitempty"`
+	SecretFile string `json:"secret_file,omitempty"`
 }
 
 // PrincipalConfig declares one principal.
@@ -186,6 +206,9 @@ func (c Config) Redacted() Config {
 			c.Principals[i].Secret = r
 		}
 	}
+	if c.Cluster.Secret != "" {
+		c.Cluster.Secret = r
+	}
 	if len(c.SQS.Credentials) > 0 {
 		creds := make(map[string]string, len(c.SQS.Credentials))
 		for k := range c.SQS.Credentials {
@@ -224,6 +247,9 @@ type resolved struct {
 	proxies  []netip.Prefix
 	loopback bool
 	tls      *tlsState // the TLS files as read at Open; nil without TLS
+	// peers and clusterSecret, with the cluster on; peers nil for a single node.
+	peers         []cluster.Peer
+	clusterSecret string
 }
 
 // authOn reports whether requests must authenticate.
@@ -324,6 +350,9 @@ func (c Config) resolve() (resolved, error) {
 	}
 	if !r.authOn() && !r.loopback && !c.Insecure {
 		return r, &ExposedError{Addr: r.Addr}
+	}
+	if err := r.resolveCluster(); err != nil {
+		return r, err
 	}
 	if s := c.Storage.SegmentSize; s != 0 && (s < 2<<20 || s > wal.MaxSegmentSize) {
 		return r, fieldError("storage.segment_size", fmt.Sprintf("must be between 2MiB and %s, got %s", Size(wal.MaxSegmentSize), s))
@@ -520,5 +549,50 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("%q is not a duration (examples: 30s, 250ms, 2m)", s)
 	}
 	*d = Duration(v)
+	return nil
+}
+
+// resolveCluster reads and checks the cluster's configuration.
+func (r *resolved) resolveCluster() error {
+	c := r.Cluster
+	if c.Node == "" && len(c.Peers) == 0 && c.Secret == "" && c.SecretFile == "" {
+		return nil
+	}
+	if c.Node == "" || len(c.Peers) == 0 {
+		return fieldError("cluster.node", "a cluster member needs its name (--node) and every member's NAME=URL (--peers)")
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Peers {
+		name, url, ok := strings.Cut(p, "=")
+		if !ok || name == "" || !(strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://")) {
+			return fieldError("cluster.peers", fmt.Sprintf("want NAME=URL such as n1=http://10.0.0.1:7070, got %q", p))
+		}
+		if seen[name] {
+			return fieldError("cluster.peers", fmt.Sprintf("%q is named twice", name))
+		}
+		seen[name] = true
+		r.peers = append(r.peers, cluster.Peer{Name: name, URL: strings.TrimSuffix(url, "/")})
+	}
+	if !seen[c.Node] {
+		return fieldError("cluster.node", fmt.Sprintf("%q is not among --peers", c.Node))
+	}
+	switch {
+	case c.Secret != "" && c.SecretFile != "":
+		return fieldError("cluster.secret_file", "give the cluster secret or its file, not both")
+	case c.SecretFile != "":
+		b, err := os.ReadFile(c.SecretFile)
+		if err != nil {
+			return &ConfigError{Field: "cluster.secret_file", Reason: err.Error(), Err: err}
+		}
+		r.clusterSecret = strings.TrimSpace(string(b))
+	default:
+		r.clusterSecret = c.Secret
+	}
+	if r.clusterSecret == "" {
+		return fieldError("cluster.secret_file", "a cluster member needs the cluster secret (--cluster-secret-file; okiba token makes one)")
+	}
+	if err := auth.CheckSecret(r.clusterSecret); err != nil {
+		return fieldError("cluster.secret_file", "the cluster secret "+err.Error())
+	}
 	return nil
 }

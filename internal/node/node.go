@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"os"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ import (
 	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/audit"
 	"github.com/okiba/okiba/internal/auth"
+	"github.com/okiba/okiba/internal/cluster"
 	"github.com/okiba/okiba/internal/console"
 	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/internal/gcpace"
@@ -82,6 +84,10 @@ type Node struct {
 	reloading sync.Mutex
 
 	broker  *broker.Broker
+	// raft is the node's member of its cluster's Raft group; nil for a single node.
+	// leaders are the reverse proxies to each peer, which a follower forwards through.
+	raft    *cluster.Raft
+	leaders map[string]*httputil.ReverseProxy
 	native  *nativeapi.Server
 	sqs     *sqs.Front // nil when off
 	console *console.Console
@@ -162,11 +168,21 @@ func (n *Node) open(ctx context.Context) error {
 	if n.rt.Broker != nil {
 		n.rt.Broker(&bcfg)
 	}
+	if c.peers != nil {
+		if err := n.openCluster(&bcfg); err != nil {
+			return err
+		}
+	}
 	b, err := broker.Open(bcfg)
 	if err != nil {
 		return fmt.Errorf("cannot open the broker: %w", err)
 	}
 	n.broker = b
+	if n.raft != nil {
+		if err := n.raft.Start(b); err != nil {
+			return err
+		}
+	}
 	n.metrics.Watch(b)
 	static := c.static
 	if c.authOn() && !c.Console.Disabled {
@@ -216,7 +232,11 @@ func (n *Node) open(ctx context.Context) error {
 		}
 	}
 
-	n.native = nativeapi.New(b, nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest, Audit: n.audited, Keys: n.keys})
+	nopts := nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest, Audit: n.audited, Keys: n.keys}
+	if n.raft != nil {
+		nopts.Cluster = n.clusterHealth
+	}
+	n.native = nativeapi.New(b, nopts)
 	if !c.SQS.Disabled {
 		opts := sqs.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL, Clock: n.rt.Clock, Logger: log}
 		if c.authOn() {
@@ -330,6 +350,9 @@ func (n *Node) abort() {
 	if n.self != nil {
 		n.self.Close()
 	}
+	if n.raft != nil {
+		n.raft.Close()
+	}
 	if n.broker != nil {
 		n.broker.Close()
 	}
@@ -430,6 +453,11 @@ func (n *Node) close(ctx context.Context) error {
 	if n.auditTo != nil {
 		n.auditTo.Close()
 	}
+	if n.raft != nil {
+		if err := n.raft.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := n.broker.Close(); err != nil {
 		n.log.Error("closing the broker failed", "error", err)
 		errs = append(errs, err)
@@ -479,11 +507,18 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 // dispatch serves r and returns its route for metrics ("" when the native API, which
 // counts and audits its own routes and its stream's frames, served it).
 func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
+	if n.raft != nil && r.URL.Path == cluster.RaftPath {
+		n.raft.Handler().ServeHTTP(w, r) // the nodes prove the cluster secret instead
+		return "cluster"
+	}
 	if n.guard.Serve(w, r) { // before credentials: preflights carry none
 		return "cross-origin"
 	}
 	if tooLarge(w, r) {
 		return "too-large"
+	}
+	if n.raft != nil && n.forward(w, r) {
+		return "forwarded"
 	}
 	if n.sqs != nil && n.sqs.Match(r) {
 		action := "sqs:" + strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/client"
+	"github.com/okiba/okiba/internal/testkit"
+)
+
+// TestClusterBinary runs a cluster of three real okiba processes on loopback and kills
+// its leader with SIGKILL twice (the first one restarted in between): every send
+// acknowledged before a kill is delivered after it, a receipt handed out by a killed
+// leader settles its lease on the next, a restarted node catches up, and every node
+// forwards to the leader. It reports the failover time: from the kill to the first
+// acknowledged send through a surviving node.
+func TestClusterBinary(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("SKIP: builds the okiba binary and runs a cluster of processes: runs in its own tier (make binary), not with -short")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		testkit.Missing(t, "the cluster's binary test", "no go command in PATH to build it", "PATH=/usr/local/go/bin:$PATH")
+	}
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "okiba")
+	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	secret := filepath.Join(tmp, "cluster-secret")
+	if err := os.WriteFile(secret, []byte("binary-cluster-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var addrs, peers []string
+	for i := range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ln.Addr().String())
+		ln.Close()
+		peers = append(peers, fmt.Sprintf("n%d=http://%s", i+1, addrs[i]))
+	}
+	env := cleanEnv()
+	procs := make([]*childServer, 3)
+	start := func(i int) {
+		procs[i] = startBinary(t, bin, env, "serve", "--node", fmt.Sprintf("n%d", i+1), "--peers", strings.Join(peers, ","),
+			"--cluster-secret-file", secret, "--addr", addrs[i], "--data", filepath.Join(tmp, fmt.Sprintf("data%d", i+1)))
+	}
+	for i := range 3 {
+		start(i)
+	}
+	health := func(i int) (api.Health, bool) {
+		resp, err := http.Get("http://" + addrs[i] + "/healthz")
+		if err != nil {
+			return api.Health{}, false
+		}
+		defer resp.Body.Close()
+		var h api.Health
+		return h, json.NewDecoder(resp.Body).Decode(&h) == nil && h.Cluster != nil
+	}
+	leader := func(alive []int) int {
+		t.Helper()
+		l := -1
+		testkit.Eventually(t, 20*time.Second, func() bool {
+			for _, i := range alive {
+				if h, ok := health(i); ok && h.Cluster.Role == "leader" {
+					l = i
+					return true
+				}
+			}
+			return false
+		}, "a leader among nodes %v", alive)
+		return l
+	}
+	ctx := context.Background()
+	clients := make([]*client.Client, 3)
+	for i := range 3 {
+		c, err := client.New("http://"+addrs[i], client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients[i] = c
+	}
+	// retry rides through an election: 503s until a leader takes commands.
+	retry := func(what string, fn func() error) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for {
+			err := fn()
+			if err == nil {
+				return time.Since(start)
+			}
+			var e *api.Error
+			if time.Since(start) > 20*time.Second || !(errors.As(err, &e) && e.Code == api.CodeUnavailable || errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "connection")) {
+				t.Fatalf("%s: %v", what, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	acked := map[string]bool{}
+	send := func(c *client.Client, body string) {
+		retry("send "+body, func() error {
+			_, err := c.Send(ctx, "jobs", client.Message{Body: []byte(body)})
+			return err
+		})
+		acked[body] = true
+	}
+
+	l := leader([]int{0, 1, 2})
+	follower := (l + 1) % 3
+	retry("create the queue", func() error {
+		_, err := clients[follower].PutQueue(ctx, "jobs", api.QueueConfig{})
+		return err
+	})
+	for i := range 100 {
+		send(clients[i%3], fmt.Sprintf("before-%03d", i)) // through every node: followers forward
+	}
+	leased, err := clients[follower].Receive(ctx, "jobs", client.ReceiveOptions{Max: 10})
+	if err != nil || len(leased) != 10 {
+		t.Fatalf("receive through a follower: %d, %v", len(leased), err)
+	}
+
+	var failovers []time.Duration
+	kill := func(i int) []int {
+		if err := procs[i].cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		procs[i].cmd.Wait()
+		var alive []int
+		for j := range 3 {
+			if j != i && procs[j].cmd.ProcessState == nil {
+				alive = append(alive, j)
+			}
+		}
+		return alive
+	}
+	alive := kill(l)
+	d := retry("the first send after the kill", func() error {
+		_, err := clients[alive[0]].Send(ctx, "jobs", client.Message{Body: []byte("after-kill-1")})
+		return err
+	})
+	acked["after-kill-1"] = true
+	failovers = append(failovers, d)
+	var receipts []string
+	for _, m := range leased {
+		receipts = append(receipts, m.Receipt)
+	}
+	retry("ack the killed leader's receipts", func() error {
+		res, err := clients[alive[1]].Ack(ctx, "jobs", receipts...)
+		if err != nil {
+			return err
+		}
+		for _, e := range res {
+			if e != nil {
+				t.Fatalf("ack of a receipt from the killed leader: %v", e)
+			}
+		}
+		return nil
+	})
+	for _, m := range leased {
+		delete(acked, string(m.Body)) // settled: never delivered again
+	}
+
+	// The killed node comes back and catches up; then the current leader is killed.
+	start(l)
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		h, ok := health(l)
+		hl, okl := health(leader(alive))
+		return ok && okl && h.Cluster.Role == "follower" && h.Cluster.Applied >= hl.Cluster.Commit
+	}, "the restarted node to catch up")
+	for i := range 20 {
+		send(clients[l], fmt.Sprintf("between-%03d", i))
+	}
+	l2 := leader(alive)
+	alive = kill(l2)
+	d = retry("the first send after the second kill", func() error {
+		_, err := clients[alive[0]].Send(ctx, "jobs", client.Message{Body: []byte("after-kill-2")})
+		return err
+	})
+	acked["after-kill-2"] = true
+	failovers = append(failovers, d)
+
+	got := map[string]int{}
+	for {
+		var ms []client.Delivery
+		retry("drain", func() error {
+			var err error
+			ms, err = clients[alive[0]].Receive(ctx, "jobs", client.ReceiveOptions{Max: 100})
+			return err
+		})
+		if len(ms) == 0 {
+			break
+		}
+		var rs []string
+		for _, m := range ms {
+			got[string(m.Body)]++
+			rs = append(rs, m.Receipt)
+		}
+		retry("ack", func() error { _, err := clients[alive[1]].Ack(ctx, "jobs", rs...); return err })
+	}
+	var lost, extra []string
+	for body := range acked {
+		if got[body] == 0 {
+			lost = append(lost, body)
+		}
+	}
+	for body := range got {
+		if !acked[body] {
+			extra = append(extra, body)
+		}
+	}
+	slices.Sort(lost)
+	if len(lost) > 0 || len(extra) > 0 {
+		t.Fatalf("%d acknowledged messages lost %v; %d delivered that were settled or never sent %v", len(lost), lost, len(extra), extra)
+	}
+	t.Logf("%d acknowledged messages all delivered after two leader kills; failover (kill to first acknowledged send): %v", len(acked), failovers)
+}

@@ -1,0 +1,103 @@
+package node
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/cluster"
+	"github.com/okiba/okiba/internal/reply"
+)
+
+// ForwardedHeader marks a request a follower forwarded to the leader: a node forwards
+// a request once, never one that was forwarded to it (two nodes that each think the
+// other leads would pass it back and forth).
+const ForwardedHeader = "Okiba-Forwarded-By"
+
+// openCluster joins the node to its cluster before the broker opens: the data
+// directory gets the cluster's secret, the raft log opens (bootstrapping a new
+// cluster), and the broker will run through it.
+func (n *Node) openCluster(bcfg *broker.Config) error {
+	c := n.cfg
+	if err := cluster.PrepareDataDir(n.rt.FS, c.Data, c.clusterSecret); err != nil {
+		return err
+	}
+	r, err := cluster.Open(cluster.Config{Name: c.Cluster.Node, Peers: c.peers, Dir: c.Data, FS: n.rt.FS,
+		Secret: c.clusterSecret, Logger: n.log})
+	if err != nil {
+		return err
+	}
+	n.raft = r
+	bcfg.Replication = r
+	n.leaders = map[string]*httputil.ReverseProxy{}
+	for _, p := range c.peers {
+		target, err := url.Parse(p.URL)
+		if err != nil {
+			return fmt.Errorf("cluster: peer %s: %w", p.Name, err)
+		}
+		n.leaders[p.Name] = &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(target)
+				pr.Out.Host = pr.In.Host // what the client signed (SQS) and addressed
+				pr.SetXForwarded()
+				pr.Out.Header.Set(ForwardedHeader, c.Cluster.Node)
+			},
+			FlushInterval: -1, // long polls and backups stream as they come
+			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+				n.log.Warn("cluster: forwarding to the leader failed", "leader", p.Name, "error", err)
+				reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
+					Message: fmt.Sprintf("the leader, %s, did not answer the forwarded request: retry", p.Name)})
+			},
+		}
+	}
+	n.log.Info("cluster member", "node", c.Cluster.Node, "members", len(c.peers))
+	return nil
+}
+
+// forward serves r on the leader when this node does not lead, and reports whether it
+// did. Every interface is forwarded but /healthz and /metrics, which describe this
+// node: a follower's state may lag, and only the leader runs commands.
+func (n *Node) forward(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" || n.raft.Term() != 0 {
+		return false
+	}
+	name, _, self := n.raft.Leader()
+	switch {
+	case name == "" || self:
+		reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
+			Message: "the cluster has no leader ready: an election is under way, or a quorum of its nodes is unreachable; retry"})
+	case r.Header.Get(ForwardedHeader) != "":
+		reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
+			Message: fmt.Sprintf("forwarded by %s, which takes this node for the leader, and it is not (a leadership change): retry", r.Header.Get(ForwardedHeader))})
+	default:
+		n.leaders[name].ServeHTTP(w, r)
+	}
+	return true
+}
+
+// Cluster returns the node's cluster status, nil for a single node.
+func (n *Node) Cluster() *cluster.Status {
+	if n.raft == nil {
+		return nil
+	}
+	st := n.raft.Status()
+	return &st
+}
+
+func (n *Node) clusterHealth() *api.ClusterHealth {
+	st := n.raft.Status()
+	h := &api.ClusterHealth{Node: st.Node, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Applied: st.Applied, Members: st.Members}
+	switch {
+	case st.Leading:
+		h.Role = "leader"
+	case st.Leader != "" && st.Leader != st.Node:
+		h.Role = "follower"
+	default:
+		h.Role = "no_leader"
+	}
+	return h
+}
