@@ -83,7 +83,7 @@ type Node struct {
 	tls       *atomic.Pointer[tlsState]
 	reloading sync.Mutex
 
-	broker  *broker.Broker
+	broker *broker.Broker
 	// raft is the node's member of its cluster's Raft group; nil for a single node.
 	// leaders are the reverse proxies to each peer, which a follower forwards through.
 	raft    *cluster.Raft
