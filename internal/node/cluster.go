@@ -73,10 +73,29 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) bool {
 	case r.Header.Get(ForwardedHeader) != "":
 		reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
 			Message: fmt.Sprintf("forwarded by %s, which takes this node for the leader, and it is not (a leadership change): retry", r.Header.Get(ForwardedHeader))})
+	case r.URL.Path == api.StreamPath:
+		// Not proxied: a stream would die with the leader it led to, and hold the
+		// follower's connections besides. The client falls back to plain HTTP, which is
+		// forwarded, and tries a stream again later (the header says where to).
+		w.Header().Set(LeaderHeader, n.leaderURL(name))
+		reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
+			Message: fmt.Sprintf("this node follows %s: open the stream there (%s)", name, n.leaderURL(name))})
 	default:
 		n.leaders[name].ServeHTTP(w, r)
 	}
 	return true
+}
+
+// LeaderHeader, on a follower's refusal of a stream, is the leader's URL.
+const LeaderHeader = "Okiba-Leader"
+
+func (n *Node) leaderURL(name string) string {
+	for _, p := range n.cfg.peers {
+		if p.Name == name {
+			return p.URL
+		}
+	}
+	return ""
 }
 
 // Cluster returns the node's cluster status, nil for a single node.
