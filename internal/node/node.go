@@ -301,7 +301,7 @@ func (n *Node) open(ctx context.Context) error {
 		"queues", rec.Queues, "messages", rec.Messages, "records_replayed", rec.Records,
 		"from_checkpoint", rec.Checkpoint, "recovery_time", rec.Duration.Round(time.Millisecond))
 	if n.sqs != nil {
-		log.Info("SQS API on the same address (JSON protocol)", "endpoint_url", n.url,
+		log.Info("SQS API on the same address (JSON and query protocols)", "endpoint_url", n.url,
 			"signatures_verified", n.sqs.Authenticates(), "region", n.sqs.Region(), "account_id", n.sqs.AccountID())
 	}
 	log.Info("metrics for Prometheus", "url", n.url+"/metrics", "bearer_token", c.authOn())
