@@ -86,6 +86,7 @@ fuzz:
 	$(GO) test ./internal/service -run '^$$' -fuzz '^FuzzQueueConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./wal -run '^$$' -fuzz '^FuzzLoadCheckpoint$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzQueryForm$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzBinaryTopics$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/names -run '^$$' -fuzz '^FuzzGrammarIsWithinTheCore$$' -fuzztime $(FUZZTIME)

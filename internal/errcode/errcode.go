@@ -33,8 +33,24 @@ type Row struct {
 	// SQS is the code of the SQS error ("QueueDoesNotExist").
 	SQS string
 	// SQSMessage is the message of the SQS error: the error's own text when empty, else
-	// this text with {queue} replaced by the queue's name and {error} by the error's text.
+	// this text with {queue} replaced by the queue's name, {receipt} by the request's
+	// receipt handle and {error} by the error's text.
 	SQSMessage string
+	// SQSActions, when set, answers the row's errors otherwise in the SQS actions it
+	// names: SQS words one lost lease differently for a delete, a visibility change and
+	// a batch of visibility changes, and clients branch on each wording's code.
+	SQSActions map[string]SQSAnswer
+}
+
+// SQSAnswer is an SQS error code and message (see Row.SQS, Row.SQSMessage).
+type SQSAnswer struct{ Code, Message string }
+
+// ForSQSAction returns the row as SQS action answers its errors.
+func (r Row) ForSQSAction(action string) Row {
+	if a, ok := r.SQSActions[action]; ok {
+		r.SQS, r.SQSMessage = a.Code, a.Message
+	}
+	return r
 }
 
 // InternalMessage is what a client is told of an internal error; the details go to the
@@ -74,11 +90,15 @@ func (r *Row) Matches(err error) bool {
 func (r *Row) Internal() bool { return r.Code == api.CodeInternal }
 
 // SQSText is the message of err as an SQS error about queue q.
-func (r *Row) SQSText(err error, q string) string {
+func (r *Row) SQSText(err error, q string) string { return r.SQSTextOf(err, q, "") }
+
+// SQSTextOf is the message of err as an SQS error about queue q and, for a request
+// that gave one, receipt handle receipt.
+func (r *Row) SQSTextOf(err error, q, receipt string) string {
 	if r.SQSMessage == "" {
 		return err.Error()
 	}
-	return strings.NewReplacer("{queue}", q, "{error}", err.Error()).Replace(r.SQSMessage)
+	return strings.NewReplacer("{queue}", q, "{receipt}", receipt, "{error}", err.Error()).Replace(r.SQSMessage)
 }
 
 // matcher recognises one error: a sentinel (errors.Is) or a typed error (errors.As),

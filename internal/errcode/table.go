@@ -58,8 +58,16 @@ var table = []Row{
 	{match: errs(as[*topic.OffsetError](), is(topic.ErrOffsetOutOfRange), is(broker.ErrRecordsGone)), Code: api.CodeOffsetOutOfRange, SQS: "InvalidParameterValue"},
 	{match: errs(as[*topic.PartitionError](), is(topic.ErrPartitionOutOfRange)), Code: api.CodePartitionOutOfRange, SQS: "InvalidParameterValue"},
 	{match: errs(as[*topic.TooLargeError](), is(topic.ErrRecordTooLarge)), Code: api.CodeRecordTooLarge, SQS: "InvalidParameterValue"},
-	{match: errs(is(queue.ErrReceiptStale)), Code: api.CodeReceiptStale, SQS: "ReceiptHandleIsInvalid",
-		SQSMessage: "The receipt handle has expired."},
+	// A lease that is over. SQS answers a FIFO delete with its handle as an invalid
+	// parameter (a standard queue's delete succeeds: the SQS front never asks here), and
+	// a visibility change of a message deleted or received again in two other ways (a
+	// lease that merely ran out is changed with no effect: the front answers that itself).
+	{match: errs(is(queue.ErrReceiptStale)), Code: api.CodeReceiptStale, SQS: "InvalidParameterValue",
+		SQSMessage: "Value {receipt} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.",
+		SQSActions: map[string]SQSAnswer{
+			"ChangeMessageVisibility":      {"InvalidParameterValue", "Value {receipt} for parameter ReceiptHandle is invalid. Reason: " + visibilityGone + "."},
+			"ChangeMessageVisibilityBatch": {"ReceiptHandleIsInvalid", visibilityGone},
+		}},
 	// Messages that cannot be taken as they are.
 	{match: errs(as[*queue.TooLargeError](), is(queue.ErrMessageTooLarge)), Code: api.CodeMessageTooLarge, SQS: "InvalidParameterValue"},
 	{match: errs(as[*queue.DelayError](), is(queue.ErrInvalidDelay)), Code: api.CodeInvalidDelay, SQS: "InvalidParameterValue"},
@@ -107,3 +115,7 @@ var table = []Row{
 	// front it is a bug, logged and answered as internal.
 	{match: errs(is(broker.ErrNewerFormat), is(broker.ErrLocked), is(queue.ErrSnapshotVersion), is(topic.ErrSnapshotVersion), is(access.ErrSnapshotNewer)), Code: api.CodeInternal, SQS: "InternalError"},
 }
+
+// visibilityGone is SQS's reason for refusing a visibility change of a message that was
+// deleted or received again.
+const visibilityGone = "Message does not exist or is not available for visibility timeout change"

@@ -321,7 +321,7 @@ func (n *Node) open(ctx context.Context) error {
 		"queues", rec.Queues, "messages", rec.Messages, "records_replayed", rec.Records,
 		"from_checkpoint", rec.Checkpoint, "recovery_time", rec.Duration.Round(time.Millisecond))
 	if n.sqs != nil {
-		log.Info("SQS API on the same address (JSON protocol)", "endpoint_url", n.url,
+		log.Info("SQS API on the same address (JSON and query protocols)", "endpoint_url", n.url,
 			"signatures_verified", n.sqs.Authenticates(), "region", n.sqs.Region(), "account_id", n.sqs.AccountID())
 	}
 	log.Info("metrics for Prometheus", "url", n.url+"/metrics", "bearer_token", c.authOn())
@@ -481,7 +481,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // is being committed answers 503 unavailable; its lease then simply expires.
 func endLongPolls(shutdown context.Context, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if nativeapi.LongPoll(r.Method, r.URL.Path) || (r.Method == http.MethodPost && r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage") {
+		if nativeapi.LongPoll(r.Method, r.URL.Path) || sqs.LongPoll(r) {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			defer context.AfterFunc(shutdown, cancel)()
@@ -521,7 +521,7 @@ func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 		return "forwarded"
 	}
 	if n.sqs != nil && n.sqs.Match(r) {
-		action := "sqs:" + strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")
+		action := "sqs:" + sqs.ActionOf(r)
 		if n.cfg.authOn() && !n.sqs.Authenticates() { // never open by mistake
 			reply.Error(w, &api.Error{Code: api.CodeUnauthorized, Message: "the SQS API is off on this server: it requires authentication and its front verifies no signatures"})
 			return "unauthorized"
@@ -535,7 +535,7 @@ func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 			return "unauthorized"
 		}
 		n.sqs.ServeHTTP(w, authed)
-		n.auditAs(authed, w.Status, rec.Decisions(), action)
+		n.auditAs(authed, w.Status, rec.Decisions(), "sqs:"+sqs.ActionOf(authed)) // a form names its action in its body
 		return "sqs"
 	}
 	p, ok := n.step.Authenticate(w, r)
@@ -663,7 +663,7 @@ func (n *Node) refuseBrowser(w http.ResponseWriter, r *http.Request, err error) 
 	n.log.Debug("browser request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "error", err)
 	n.audit.Refused(audit.Event{Source: n.sources.Of(r), Action: r.Method + " " + r.URL.Path, Resource: "browser: " + err.Error(), Status: http.StatusForbidden, Outcome: "forbidden"})
 	if n.sqs != nil && n.sqs.Match(r) {
-		n.sqs.Forbid(w, err.Error())
+		n.sqs.Forbid(w, r, err.Error())
 		return
 	}
 	reply.Error(w, service.ErrorOf(n.log, err))

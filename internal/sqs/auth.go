@@ -24,17 +24,25 @@ import (
 // SignedHeaders=…, Signature=…" whose signature matches the one computed with one of
 // that key's secrets (a principal's, two during a rotation) over the canonical request
 // (method, path, query, the signed headers, and the SHA-256 of the body), and whose
-// X-Amz-Date is within maxSkew of the server's clock. Presigned URLs (the signature in
-// the query string) are not supported.
+// X-Amz-Date is within maxSkew of the server's clock.
+//
+// A query-protocol request may instead be presigned (kombu signs its GETs so), with an
+// empty body: the
+// signature's parts are query parameters (X-Amz-Algorithm, X-Amz-Credential,
+// X-Amz-Date, X-Amz-Expires, X-Amz-SignedHeaders, X-Amz-Signature), the canonical query
+// is every parameter but X-Amz-Signature, the payload hash is UNSIGNED-PAYLOAD (botocore)
+// or that of the empty body (other signers), and the request is good from X-Amz-Date
+// (less maxSkew) until X-Amz-Expires seconds after it, at most seven days. Since the
+// query carries everything the request does, the signed headers need only include host.
 //
 // What the signature covers is what the front trusts, so it must cover everything the
 // front reads to decide what a request does (signedRequired): the body (always: its
 // hash is part of the canonical request), host, x-amz-date, and x-amz-target and
 // content-type when the request has them — x-amz-target names the action, so a
 // signature that left it out would let anyone who saw one request replay its body as
-// another action. (The older query protocol, which the front refuses anyway, names its
-// action in the body, which the hash covers.) The AWS SDKs and CLI sign every header
-// they send.
+// another action. (The query protocol names its action in the body, which the hash
+// covers, or in the query string, which the canonical request covers.) The AWS SDKs
+// and CLI sign every header they send.
 //
 // The credential scope must be this front's: service "sqs" and Options.Region. AWS
 // refuses a scope whose region is not the endpoint's, and the SDKs sign with the region
@@ -111,14 +119,24 @@ func (f *Front) checkScope(s sigV4) *apiError {
 // keys).
 func (f *Front) authenticate(r *http.Request, body []byte, now time.Time) (auth.Principal, *apiError) {
 	h := r.Header.Get("Authorization")
+	presigned := h == "" && r.URL.Query().Has("X-Amz-Signature")
 	if f.opts.Keys == nil {
 		p := auth.Principal{Method: auth.Anonymous, Grants: auth.AdminGrants}
 		if s, err := parseAuthorization(h); err == nil {
+			p.Name = s.keyID
+		} else if s, err := parsePresigned(r.URL.Query()); presigned && err == nil {
 			p.Name = s.keyID
 		}
 		return p, nil
 	}
 	var none auth.Principal
+	if presigned {
+		if len(body) > 0 {
+			// The signature does not cover a body: what it holds could be anyone's.
+			return none, newErr(kIncompleteSignature, "a presigned request carries its parameters in its query string: its body is not signed and must be empty")
+		}
+		return f.authenticatePresigned(r, now)
+	}
 	if h == "" {
 		return none, newErr(kMissingAuth, "Request is missing Authentication Token: sign it with AWS Signature Version 4 using a principal's name as the access key id and its secret")
 	}
@@ -157,6 +175,89 @@ func (f *Front) authenticate(r *http.Request, body []byte, now time.Time) (auth.
 		want := signature(secret, s, date, canonical)
 		if subtle.ConstantTimeCompare([]byte(want), []byte(s.signature)) == 1 {
 			return p, nil
+		}
+	}
+	return none, newErr(kSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
+}
+
+// unsignedPayload is the payload hash of a presigned request in botocore's signer.
+const unsignedPayload = "UNSIGNED-PAYLOAD"
+
+// maxPresignedExpiry is the longest X-Amz-Expires SigV4 allows: seven days.
+const maxPresignedExpiry = 7 * 24 * time.Hour
+
+// parsePresigned reads the signature of a presigned request from its query.
+func parsePresigned(qv url.Values) (sigV4, *apiError) {
+	var s sigV4
+	if alg := qv.Get("X-Amz-Algorithm"); alg != sigAlgorithm {
+		return s, newErr(kIncompleteSignature, "X-Amz-Algorithm must be %s (Signature Version 4), got %q", sigAlgorithm, alg)
+	}
+	f := strings.Split(qv.Get("X-Amz-Credential"), "/")
+	if len(f) != 5 || f[4] != "aws4_request" || f[0] == "" {
+		return s, newErr(kIncompleteSignature, "X-Amz-Credential must be <access key id>/<yyyymmdd>/<region>/sqs/aws4_request, got %q", qv.Get("X-Amz-Credential"))
+	}
+	s.keyID, s.date, s.region, s.service = f[0], f[1], f[2], f[3]
+	if v := qv.Get("X-Amz-SignedHeaders"); v != "" {
+		s.signedHeaders = strings.Split(v, ";")
+	}
+	s.signature = qv.Get("X-Amz-Signature")
+	if len(s.signedHeaders) == 0 || s.signature == "" || qv.Get("X-Amz-Date") == "" || qv.Get("X-Amz-Expires") == "" {
+		return s, newErr(kIncompleteSignature, "a presigned request must include X-Amz-Credential, X-Amz-Date, X-Amz-Expires, X-Amz-SignedHeaders and X-Amz-Signature")
+	}
+	return s, nil
+}
+
+// authenticatePresigned verifies a GET whose signature is in its query string.
+func (f *Front) authenticatePresigned(r *http.Request, now time.Time) (auth.Principal, *apiError) {
+	var none auth.Principal
+	qv := r.URL.Query()
+	s, e := parsePresigned(qv)
+	if e != nil {
+		return none, e
+	}
+	if !slices.Contains(s.signedHeaders, "host") {
+		return none, newErr(kIncompleteSignature, "X-Amz-SignedHeaders must include host")
+	}
+	if e := f.checkScope(s); e != nil {
+		return none, e
+	}
+	p, secrets, ok := f.opts.Keys.SigningSecrets(s.keyID)
+	if !ok {
+		return none, newErr(kInvalidClientTokenID, "The security token included in the request is invalid: unknown access key id %q", s.keyID)
+	}
+	date := qv.Get("X-Amz-Date")
+	t, err := time.Parse(amzDate, date)
+	if err != nil {
+		return none, newErr(kIncompleteSignature, "X-Amz-Date must be given as yyyymmddThhmmssZ, got %q", date)
+	}
+	secs, err := strconv.ParseInt(qv.Get("X-Amz-Expires"), 10, 64)
+	if err != nil || secs < 1 || time.Duration(secs)*time.Second > maxPresignedExpiry {
+		return none, newErr(kIncompleteSignature, "X-Amz-Expires must be a number of seconds from 1 to %d, got %q", int64(maxPresignedExpiry/time.Second), qv.Get("X-Amz-Expires"))
+	}
+	if now.Before(t.Add(-maxSkew)) || now.After(t.Add(time.Duration(secs)*time.Second)) {
+		return none, newErr(kRequestExpired, "Request has expired: signed at %s for %d seconds; the server's time is %s", date, secs, now.UTC().Format(amzDate))
+	}
+	if s.date != date[:8] {
+		return none, newErr(kSignatureDoesNotMatch, "Credential date %s does not match X-Amz-Date %s", s.date, date)
+	}
+	unsigned := *r
+	u := *r.URL
+	rest := url.Values{}
+	for k, vs := range qv {
+		if k != "X-Amz-Signature" {
+			rest[k] = vs
+		}
+	}
+	u.RawQuery = rest.Encode()
+	unsigned.URL = &u
+	empty := sha256.Sum256(nil)
+	for _, hash := range []string{unsignedPayload, hex.EncodeToString(empty[:])} {
+		canonical := canonicalRequest(&unsigned, s.signedHeaders, hash)
+		for _, secret := range secrets {
+			want := signature(secret, s, date, canonical)
+			if subtle.ConstantTimeCompare([]byte(want), []byte(s.signature)) == 1 {
+				return p, nil
+			}
 		}
 	}
 	return none, newErr(kSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")

@@ -164,28 +164,56 @@ func FuzzRequest(f *testing.F) {
 	})
 }
 
-// TestQueryProtocolRefused checks that a query-protocol request (a form post, as old
-// SDKs send) gets an XML error naming the JSON protocol, and that other methods and
-// unknown actions get SQS errors.
-func TestQueryProtocolRefused(t *testing.T) {
+// TestQueryDispatch: which requests the front takes, and which service a query request
+// is for (SQS served; SNS told it is not, in SNS's namespace), by the signature's scope,
+// then the Version, then the action, then a TopicArn.
+func TestQueryDispatch(t *testing.T) {
 	t.Parallel()
 	e := newFuzzEnv(t)
-	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("Action=ListQueues&Version=2012-11-05"))
-	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if !IsSQSRequest(r) {
-		t.Fatal("a form post is not taken as an SQS request")
+	form := func(body string, header ...string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		return r
 	}
-	w := httptest.NewRecorder()
-	e.f.ServeHTTP(w, r)
-	if w.Code != 400 || !strings.Contains(w.Body.String(), "<Code>InvalidAction</Code>") || !strings.Contains(w.Body.String(), "JSON protocol") {
-		t.Errorf("query protocol: %d %s", w.Code, w.Body)
+	const snsScope = "AWS4-HMAC-SHA256 Credential=k/20240101/us-east-1/sns/aws4_request, SignedHeaders=host, Signature=00"
+	const sqsScope = "AWS4-HMAC-SHA256 Credential=k/20240101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=00"
+	for _, c := range []struct {
+		name string
+		r    *http.Request
+		want string // a piece of the answer
+	}{
+		{"sqs form", form("Action=ListQueues&Version=2012-11-05"), "<ListQueuesResponse xmlns=\"http://queue.amazonaws.com/doc/2012-11-05/\">"},
+		{"no version", form("Action=ListQueues"), "<ListQueuesResult>"},
+		{"get", httptest.NewRequest(http.MethodGet, "/?Action=ListQueues", nil), "<ListQueuesResult>"},
+		{"sns by scope", form("Action=ListQueues", "Authorization", snsScope), "xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"><Error><Type>Sender</Type><Code>InvalidAction</Code>"},
+		{"sqs by scope", form("Action=ListQueues&Version=2010-03-31", "Authorization", sqsScope), "<Code>NoSuchVersion</Code>"},
+		{"sns by version", form("Action=ListTopics&Version=2010-03-31"), "does not serve the SNS API"},
+		{"sns by action", form("Action=Publish"), "does not serve the SNS API"},
+		{"sns by topic", form("Action=TagResource&TopicArn=arn:aws:sns:us-east-1:0:t"), "does not serve the SNS API"},
+		{"unknown action", form("Action=NoSuchAction"), "<Code>InvalidAction</Code>"},
+		{"no action", form("QueueUrl=q"), "<Code>MissingParameter</Code>"},
+	} {
+		if !IsSQSRequest(c.r) {
+			t.Errorf("%s: not taken as an SQS request", c.name)
+			continue
+		}
+		w := httptest.NewRecorder()
+		e.f.ServeHTTP(w, c.r)
+		if !strings.Contains(w.Body.String(), c.want) || w.Header().Get("Content-Type") != "text/xml" {
+			t.Errorf("%s: %d %s %s, want %s", c.name, w.Code, w.Header().Get("Content-Type"), w.Body, c.want)
+		}
 	}
 	if w := e.do("NoSuchAction", []byte("{}")); w.Code != 400 || !strings.Contains(w.Body.String(), "UnknownOperationException") {
 		t.Errorf("unknown action: %d %s", w.Code, w.Body)
 	}
 	for _, r := range []*http.Request{
 		httptest.NewRequest(http.MethodGet, "/", nil),
+		httptest.NewRequest(http.MethodGet, "/queues/orders", nil),
 		httptest.NewRequest(http.MethodPost, "/v1/queues/q/messages", nil),
+		httptest.NewRequest(http.MethodGet, "/v1/queues?Action=ListQueues", nil),
 	} {
 		if IsSQSRequest(r) {
 			t.Errorf("%s %s taken as an SQS request", r.Method, r.URL)

@@ -171,6 +171,23 @@ func wantAPIError(t *testing.T, err error, code string) {
 	}
 }
 
+// wantAPIMessage checks that err is an API error with the given code and message.
+func wantAPIMessage(t *testing.T, err error, code, message string) {
+	t.Helper()
+	wantAPIError(t, err, code)
+	var ae smithy.APIError
+	if errors.As(err, &ae); ae.ErrorMessage() != message {
+		t.Fatalf("%s: message %q, want %q", code, ae.ErrorMessage(), message)
+	}
+}
+
+// wantVisibilityGone checks that err is SQS's refusal of a visibility change with the
+// handle of a message deleted or received again.
+func wantVisibilityGone(t *testing.T, err error, handle string) {
+	t.Helper()
+	wantAPIMessage(t, err, "InvalidParameterValue", "Value "+handle+" for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.")
+}
+
 // wantTyped checks that err is the SDK's typed error T.
 func wantTyped[T error](t *testing.T, err error) T {
 	t.Helper()

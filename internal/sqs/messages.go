@@ -316,7 +316,7 @@ func checkBatchIDs[E batchEntry](entries []E) *apiError {
 }
 
 func failed(id string, e *apiError) batchError {
-	return batchError{ID: id, SenderFault: !e.Server && e.Code != kRequestThrottled.Code, Code: e.Code, Message: e.Message}
+	return batchError{ID: id, SenderFault: !e.Receiver && e.Code != kRequestThrottled.Code, Code: e.Code, Message: e.Message}
 }
 
 func (f *Front) sendMessageBatch(q *request) (any, *apiError) {
@@ -654,7 +654,7 @@ func (f *Front) deleteMessage(q *request) (any, *apiError) {
 	if err != nil {
 		return nil, f.errorOf(err, qi.Name)
 	}
-	settled, ae := f.deleteResult(errs[0], qi.Name)
+	settled, ae := f.deleteResult(errs[0], q.action, qi.Name, *in.ReceiptHandle)
 	if ae != nil {
 		return nil, ae
 	}
@@ -662,16 +662,17 @@ func (f *Front) deleteMessage(q *request) (any, *apiError) {
 	return empty{}, nil
 }
 
-// deleteResult interprets one ack: a stale receipt on a standard queue is a success
-// that settled nothing (as SQS answers), on a FIFO queue an expired handle (errorOf).
-func (f *Front) deleteResult(err error, name string) (bool, *apiError) {
+// deleteResult interprets one ack of receipt in action: a stale receipt on a standard
+// queue is a success that settled nothing (as SQS answers), on a FIFO queue an expired
+// handle (errorAbout).
+func (f *Front) deleteResult(err error, action, name, receipt string) (bool, *apiError) {
 	switch {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, queue.ErrReceiptStale) && !names.IsFIFO(name):
 		return false, nil
 	}
-	return false, f.errorOf(err, name)
+	return false, f.errorAbout(err, action, name, receipt)
 }
 
 func (f *Front) deleteMessageBatch(q *request) (any, *apiError) {
@@ -687,10 +688,10 @@ func (f *Front) deleteMessageBatch(q *request) (any, *apiError) {
 		return nil, f.errorOf(err, rb.qi.Name)
 	}
 	var unsettled []string
-	rb.record(errs, func(id string, err error) *apiError {
-		settled, ae := f.deleteResult(err, rb.qi.Name)
+	rb.record(errs, func(i int, err error) *apiError {
+		settled, ae := f.deleteResult(err, q.action, rb.qi.Name, rb.receipts[i])
 		if ae == nil && !settled {
-			unsettled = append(unsettled, id)
+			unsettled = append(unsettled, rb.ids[i])
 		}
 		return ae
 	})
@@ -750,11 +751,11 @@ func entryError(ent *receiptEntry, check func(e *receiptEntry) *apiError) *apiEr
 	return check(ent)
 }
 
-// record adds the broker's per-entry results (errs[i] is about ids[i]) to the answer;
-// result interprets one of them: nil is a success.
-func (rb *receiptBatch) record(errs []error, result func(id string, err error) *apiError) {
+// record adds the broker's per-entry results (errs[i] is about ids[i] and receipts[i])
+// to the answer; result interprets the i-th: nil is a success.
+func (rb *receiptBatch) record(errs []error, result func(i int, err error) *apiError) {
 	for i, err := range errs {
-		if ae := result(rb.ids[i], err); ae != nil {
+		if ae := result(i, err); ae != nil {
 			rb.out.Failed = append(rb.out.Failed, failed(rb.ids[i], ae))
 			continue
 		}
@@ -762,15 +763,30 @@ func (rb *receiptBatch) record(errs []error, result func(id string, err error) *
 	}
 }
 
-// visibilityResult interprets one extend.
-func (f *Front) visibilityResult(err error, name string) *apiError {
+// visibilityResult interprets one extend of receipt in action (ChangeMessageVisibility
+// or its batch) as SQS answers it: a lease that merely ran out, its message neither
+// deleted nor received again since, is a success that changes nothing; a message
+// deleted or received again is refused in the action's words (internal/errcode).
+func (f *Front) visibilityResult(ctx context.Context, err error, action string, qi broker.QueueInfo, receipt string) *apiError {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, queue.ErrReceiptStale):
-		return newErr(kMessageNotInflight, "The message referred to isn't in flight: its visibility timeout has ended, or it was deleted or received again.")
+	case errors.Is(err, queue.ErrReceiptStale) && f.leaseRanOut(ctx, qi, receipt):
+		return nil
 	}
-	return f.errorOf(err, name)
+	return f.errorAbout(err, action, qi.Name, receipt)
+}
+
+// leaseRanOut reports whether the stale receipt names a lease that ended by its
+// visibility timeout alone: its message is still in the queue and was delivered no
+// more often than the lease says.
+func (f *Front) leaseRanOut(ctx context.Context, qi broker.QueueInfo, receipt string) bool {
+	l, err := f.b.LeaseOf(receipt)
+	if err != nil || l.QueueID != qi.ID {
+		return false
+	}
+	pm, err := f.b.GetMessage(ctx, qi.Name, l.MsgID)
+	return err == nil && pm.Deliveries == l.Epoch
 }
 
 func checkVisibility(v *int64) (time.Duration, *apiError) {
@@ -803,7 +819,7 @@ func (f *Front) changeVisibility(q *request) (any, *apiError) {
 	if err != nil {
 		return nil, f.errorOf(err, qi.Name)
 	}
-	if ae := f.visibilityResult(errs[0], qi.Name); ae != nil {
+	if ae := f.visibilityResult(q.r.Context(), errs[0], q.action, qi, *in.ReceiptHandle); ae != nil {
 		return nil, ae
 	}
 	return empty{}, nil
@@ -829,6 +845,8 @@ func (f *Front) changeVisibilityBatch(q *request) (any, *apiError) {
 	if err != nil {
 		return nil, f.errorOf(err, rb.qi.Name)
 	}
-	rb.record(errs, func(_ string, err error) *apiError { return f.visibilityResult(err, rb.qi.Name) })
+	rb.record(errs, func(i int, err error) *apiError {
+		return f.visibilityResult(q.r.Context(), err, q.action, rb.qi, rb.receipts[i])
+	})
 	return rb.out, nil
 }

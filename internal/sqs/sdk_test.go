@@ -237,6 +237,9 @@ func TestSendReceiveDelete(t *testing.T) {
 	if *second.MessageId != *first.MessageId || second.Attributes["ApproximateReceiveCount"] != "2" {
 		t.Fatalf("redelivery: %+v", second)
 	}
+	// A visibility change with the handle of a message received again is refused.
+	_, err = e.c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: first.ReceiptHandle, VisibilityTimeout: 10})
+	wantVisibilityGone(t, err, *first.ReceiptHandle)
 	if _, err := e.c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: first.ReceiptHandle}); err != nil {
 		t.Fatal(err)
 	}
@@ -246,8 +249,9 @@ func TestSendReceiveDelete(t *testing.T) {
 	if _, err := e.c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: second.ReceiptHandle}); err != nil || e.headers.get("X-Okiba-Settled") != "true" {
 		t.Fatalf("delete with the current handle: %v %q", err, e.headers.get("X-Okiba-Settled"))
 	}
+	// ... and with the handle of a deleted one.
 	_, err = e.c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 10})
-	wantTyped[*types.MessageNotInflight](t, err)
+	wantVisibilityGone(t, err, *m.ReceiptHandle)
 	_, err = e.c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: aws.String("garbage")})
 	wantTyped[*types.ReceiptHandleIsInvalid](t, err)
 	_, err = e.c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: aws.String("garbage")})
@@ -266,6 +270,15 @@ func TestSendReceiveDelete(t *testing.T) {
 	}
 	if _, err := e.c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: four.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
 		t.Fatal(err)
+	}
+	// The lease merely ran out and the message was not received again: a visibility
+	// change with its handle succeeds, as SQS answers, and changes nothing.
+	before := e.attrs(t, url)
+	if _, err := e.c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: four.ReceiptHandle, VisibilityTimeout: 600}); err != nil {
+		t.Fatalf("visibility change of a lease that ran out: %v", err)
+	}
+	if a := e.attrs(t, url); a["ApproximateNumberOfMessages"] != "1" || a["ApproximateNumberOfMessagesNotVisible"] != before["ApproximateNumberOfMessagesNotVisible"] {
+		t.Errorf("the change of a lease that ran out had an effect: before %v, after %v", before, a)
 	}
 	again := e.receiveUntil(t, url, 1, 60)
 	if *again[0].MessageId != *four.MessageId || again[0].Attributes["ApproximateReceiveCount"] != "2" {
@@ -372,13 +385,11 @@ func TestFIFO(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// On a FIFO queue a stale handle is an error ("expired").
+	// On a FIFO queue a stale handle is an error, in SQS's words.
 	_, err = e.c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: receipts[0]})
-	if ri := wantTyped[*types.ReceiptHandleIsInvalid](t, err); !strings.Contains(ri.ErrorMessage(), "expired") {
-		t.Errorf("message: %s", ri.ErrorMessage())
-	}
+	wantAPIMessage(t, err, "InvalidParameterValue", "Value "+*receipts[0]+" for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.")
 	_, err = e.c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: receipts[0], VisibilityTimeout: 5})
-	wantTyped[*types.MessageNotInflight](t, err)
+	wantVisibilityGone(t, err, *receipts[0])
 
 	// FIFO rules: a group is required, a per-message delay is refused, a dedup id is
 	// required without content-based dedup.
@@ -697,7 +708,8 @@ func TestBatches(t *testing.T) {
 	cv, err = e.c.ChangeMessageVisibilityBatch(ctx, &awssqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: []types.ChangeMessageVisibilityBatchRequestEntry{
 		{Id: aws.String("m0"), ReceiptHandle: msgs[0].ReceiptHandle, VisibilityTimeout: 60},
 	}})
-	if err != nil || len(cv.Failed) != 1 || *cv.Failed[0].Code != "MessageNotInflight" {
+	if err != nil || len(cv.Failed) != 1 || *cv.Failed[0].Code != "ReceiptHandleIsInvalid" || !cv.Failed[0].SenderFault ||
+		*cv.Failed[0].Message != "Message does not exist or is not available for visibility timeout change" {
 		t.Fatalf("ChangeMessageVisibilityBatch on settled: %+v %v", cv, err)
 	}
 }

@@ -1,12 +1,15 @@
 // Package sqs serves the Amazon SQS API over an okiba broker, so that an application
 // written for SQS runs against okiba by changing only its endpoint URL.
 //
-// It speaks the SQS JSON protocol (awsJson1_0: POST / with X-Amz-Target:
+// It speaks both of SQS's protocols: JSON (awsJson1_0: POST / with X-Amz-Target:
 // AmazonSQS.<Action> and Content-Type application/x-amz-json-1.0), which current AWS
-// SDKs (aws-sdk-go-v2, the JavaScript SDK v3, boto3, AWS CLI v2) use. It is a front
-// door, not a second engine: every action is a call on package broker, so a queue
-// created through SQS is an okiba queue and the other way round. docs/sqs.md lists the
-// actions and attributes and every known difference from SQS.
+// SDKs (aws-sdk-go-v2, the JavaScript SDK v3, recent boto3 and AWS CLI v2) use, and the
+// older query protocol (forms with Action=…, answered in XML: query.go), which older
+// SDKs, Debian's boto3 and AWS CLI, kombu and Celery use. Both decode into the same
+// request structs and run the same handlers. It is a front door, not a second engine:
+// every action is a call on package broker, so a queue created through SQS is an okiba
+// queue and the other way round. docs/sqs.md lists the actions and attributes and every
+// known difference from SQS.
 //
 // With Options.Keys, every request is signed by a principal (auth.go) and may do what
 // its grants allow: each action needs a permission on the queue the request names,
@@ -23,11 +26,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -112,17 +115,41 @@ func (f *Front) Region() string { return f.opts.Region }
 func (f *Front) AccountID() string { return f.opts.AccountID }
 
 // IsSQSRequest reports whether r is addressed to the SQS front: a POST whose
-// X-Amz-Target names the AmazonSQS service, or a form post of the older query protocol
-// (which the front answers with an error that says to use the JSON protocol).
+// X-Amz-Target names the AmazonSQS service, or a request of the query protocol (a form
+// post, or a GET with Action in its query string), which SNS shares and the front
+// dispatches (query.go).
 func IsSQSRequest(r *http.Request) bool {
-	if r.Method != http.MethodPost || strings.HasPrefix(r.URL.Path, "/v1/") {
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
 		return false
 	}
-	if strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.") {
+	if r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.") {
 		return true
 	}
-	ct := r.Header.Get("Content-Type")
-	return strings.HasPrefix(ct, "application/x-www-form-urlencoded")
+	return isQuery(r)
+}
+
+// ActionOf names the action r asks for, for logs and the audit: from its X-Amz-Target,
+// or its query parameters (those of its body once Authenticate has read them).
+func ActionOf(r *http.Request) string {
+	if t := r.Header.Get("X-Amz-Target"); t != "" {
+		return strings.TrimPrefix(t, "AmazonSQS.")
+	}
+	if in, ok := r.Context().Value(bodyKey{}).(*incoming); ok && in.form != nil {
+		return in.form.Get("Action")
+	}
+	return r.URL.Query().Get("Action")
+}
+
+// LongPoll reports whether r is an SQS receive that may wait for messages, which a
+// shutdown should answer at once: a JSON ReceiveMessage, or a query-protocol GET naming
+// ReceiveMessage. A query-protocol POST names its action in a body not read yet, so a
+// receive posted as a form waits out its WaitTimeSeconds (at most 20 s) within the
+// shutdown's grace period, like any request that is not known to wait.
+func LongPoll(r *http.Request) bool {
+	if r.Method == http.MethodPost && r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage" {
+		return true
+	}
+	return r.Method == http.MethodGet && isQuery(r) && r.URL.Query().Get("Action") == "ReceiveMessage"
 }
 
 // request is one decoded SQS call.
@@ -131,6 +158,7 @@ type request struct {
 	w      http.ResponseWriter
 	action string
 	body   []byte
+	form   url.Values  // the query protocol's parameters; nil for the JSON protocol
 	header http.Header // extra response headers
 }
 
@@ -220,45 +248,73 @@ func Actions() []Action { return slices.Clone(actionTable) }
 // serve, which carries the principal and its body, or answers the refusal itself and
 // reports false.
 func (f *Front) Authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
-	body, e := f.readRequest(w, r)
+	in, e := f.readRequest(w, r)
 	var p auth.Principal
 	if e == nil {
 		// Signatures are dated by the wall clock, not Options.Clock: the signer's clock is a
 		// real one even when the broker runs on a fake clock in tests.
-		p, e = f.authenticate(r, body, time.Now())
+		p, e = f.authenticate(r, in.body, time.Now())
 	}
 	if e != nil {
 		w.Header().Set("X-Amzn-RequestId", requestID())
-		f.writeError(w, e)
+		f.writeError(w, in.proto, e)
 		return nil, false
 	}
-	r = r.WithContext(context.WithValue(auth.With(r.Context(), p), bodyKey{}, body))
+	r = r.WithContext(context.WithValue(auth.With(r.Context(), p), bodyKey{}, in))
 	return r, true
 }
 
-// bodyKey carries a request body Authenticate has read.
+// bodyKey carries the *incoming Authenticate has read.
 type bodyKey struct{}
+
+// incoming is what Authenticate read of a request.
+type incoming struct {
+	proto proto
+	body  []byte
+	form  url.Values // the query protocol's parameters (queryParams)
+}
+
+// proto is the protocol, and for the query protocol the service, a request speaks; its
+// answer, error or not, is in the same.
+type proto int
+
+const (
+	protoJSON  proto = iota
+	protoQuery       // SQS's query protocol
+	protoSNS         // SNS's query protocol, which SQS shares its endpoint with
+)
 
 // ServeHTTP answers one SQS request. A request that has not been through Authenticate
 // (the node always runs it first) is authenticated here, so that the front is never
 // open by mistake.
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, ok := r.Context().Value(bodyKey{}).([]byte); !ok {
+	in, ok := r.Context().Value(bodyKey{}).(*incoming)
+	if !ok {
 		var authed bool
 		if r, authed = f.Authenticate(w, r); !authed {
 			return
 		}
+		in = r.Context().Value(bodyKey{}).(*incoming)
 	}
-	q := &request{r: r, w: w, header: http.Header{}, body: r.Context().Value(bodyKey{}).([]byte)}
+	q := &request{r: r, w: w, header: http.Header{}, body: in.body, form: in.form}
 	out, e := f.serve(q)
 	for k, vs := range q.header {
 		for _, v := range vs {
 			w.Header().Add(k, v)
 		}
 	}
-	w.Header().Set("X-Amzn-RequestId", requestID())
+	id := requestID()
+	w.Header().Set("X-Amzn-RequestId", id)
 	if e != nil {
-		f.writeError(w, e)
+		f.writeError(w, in.proto, e)
+		return
+	}
+	if q.form != nil {
+		var b bytes.Buffer
+		encodeXML(&b, q.action, out, id)
+		w.Header().Set("Content-Type", "text/xml")
+		w.WriteHeader(statusOK)
+		_, _ = w.Write(b.Bytes())
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
@@ -268,31 +324,64 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = enc.Encode(out)
 }
 
-// readRequest checks what every SQS request must be and reads its body.
-func (f *Front) readRequest(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
-	if r.Method != http.MethodPost {
-		return nil, newErr(kMethodNotAllowed, "SQS requests are POST requests; got %s", r.Method)
+// readRequest checks what every SQS request must be, reads its body and, for the query
+// protocol, its parameters, and decides which service a query request is for. Its
+// answer's proto is the protocol to refuse the request in.
+func (f *Front) readRequest(w http.ResponseWriter, r *http.Request) (*incoming, *apiError) {
+	in := &incoming{}
+	if isQuery(r) {
+		in.proto = protoQuery
+	} else if r.Method != http.MethodPost {
+		return in, newErr(kMethodNotAllowed, "SQS requests are POST requests (or GET with Action=… in the query string); got %s", r.Method)
 	}
-	if r.Header.Get("X-Amz-Target") == "" {
-		return nil, errQueryProtocol
+	if in.proto == protoJSON && r.Header.Get("X-Amz-Target") == "" {
+		return in, newErr(kUnknownOperation, "an SQS request names its action in X-Amz-Target: AmazonSQS.<Action> "+
+			"(the JSON protocol), or in an Action parameter of a form (the query protocol); this one does neither")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, newErr(kRequestTooLarge, "request body is larger than %d bytes", MaxRequestBody)
+			return in, newErr(kRequestTooLarge, "request body is larger than %d bytes", MaxRequestBody)
 		}
-		return nil, newErr(kSerialization, "cannot read the request body: %v", err)
+		return in, newErr(kSerialization, "cannot read the request body: %v", err)
 	}
-	return body, nil
+	in.body = body
+	if in.proto == protoJSON {
+		return in, nil
+	}
+	form, e := queryParams(r, body)
+	if e != nil {
+		return in, e
+	}
+	if queryService(r, form) == "sns" {
+		in.proto = protoSNS
+		return in, errSNS
+	}
+	if e := checkVersion(form); e != nil {
+		return in, e
+	}
+	in.form = form
+	return in, nil
 }
 
 func (f *Front) serve(q *request) (any, *apiError) {
-	target := q.r.Header.Get("X-Amz-Target")
-	name, ok := strings.CutPrefix(target, "AmazonSQS.")
+	name, ok := "", false
+	if q.form != nil {
+		name = q.form.Get("Action")
+		if name == "" {
+			return nil, missingParam("Action")
+		}
+		ok = true
+	} else {
+		name, ok = strings.CutPrefix(q.r.Header.Get("X-Amz-Target"), "AmazonSQS.")
+	}
 	a := actions[name]
 	if !ok || a == nil {
-		return nil, newErr(kUnknownOperation, "unknown operation %q: X-Amz-Target must be AmazonSQS.<Action>, see docs/sqs.md for the supported actions", target)
+		if q.form != nil {
+			return nil, newErr(kUnknownOperation, "The action %s is not valid for this endpoint: see docs/sqs.md for the supported actions.", name)
+		}
+		return nil, newErr(kUnknownOperation, "unknown operation %q: X-Amz-Target must be AmazonSQS.<Action>, see docs/sqs.md for the supported actions", q.r.Header.Get("X-Amz-Target"))
 	}
 	q.action = name
 	if e := f.check(q, a.Rule); e != nil {
@@ -301,8 +390,12 @@ func (f *Front) serve(q *request) (any, *apiError) {
 	return a.h(f, q)
 }
 
-// decode reads the request body into v. An empty body is an empty object.
+// decode reads the request into v: its query parameters (decodeForm) or its JSON body,
+// in which an empty body is an empty object.
 func (q *request) decode(v any) *apiError {
+	if q.form != nil {
+		return decodeForm(q.form, q.action, v)
+	}
 	data := bytes.TrimSpace(q.body)
 	if len(data) == 0 {
 		return nil
@@ -317,26 +410,19 @@ func (q *request) decode(v any) *apiError {
 	return nil
 }
 
-// errQueryProtocol answers requests in the older query protocol (form posts with
-// Action=…), which the front does not speak; it is written in that protocol's XML so
-// that old SDKs show its message.
-var errQueryProtocol = newErr(kUnknownOperation, "okiba speaks the SQS JSON protocol only (X-Amz-Target: AmazonSQS.<Action>, "+
-	"Content-Type: application/x-amz-json-1.0), which current AWS SDKs and AWS CLI v2 use; "+
-	"the older query protocol (Action=... form posts) is not supported: upgrade the SDK or CLI (see docs/sqs.md)")
-
-type xmlErrorResponse struct {
-	XMLName xml.Name `xml:"ErrorResponse"`
-	Type    string   `xml:"Error>Type"`
-	Code    string   `xml:"Error>Code"`
-	Message string   `xml:"Error>Message"`
-	ID      string   `xml:"RequestId"`
-}
-
-func (f *Front) writeError(w http.ResponseWriter, e *apiError) {
-	if e == errQueryProtocol {
+// writeError answers e in the protocol the request spoke (the request id is already in
+// the X-Amzn-RequestId header).
+func (f *Front) writeError(w http.ResponseWriter, p proto, e *apiError) {
+	if p != protoJSON {
+		ns := sqsNamespace
+		if p == protoSNS {
+			ns = snsNamespace
+		}
+		var b bytes.Buffer
+		encodeXMLError(&b, ns, e, w.Header().Get("X-Amzn-RequestId"))
 		w.Header().Set("Content-Type", "text/xml")
 		w.WriteHeader(e.Status)
-		_ = xml.NewEncoder(w).Encode(xmlErrorResponse{Type: "Sender", Code: e.Query, Message: e.Message, ID: w.Header().Get("X-Amzn-RequestId")})
+		_, _ = w.Write(b.Bytes())
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
@@ -349,10 +435,15 @@ func (f *Front) writeError(w http.ResponseWriter, e *apiError) {
 
 // Forbid answers a request that the server refuses before it reaches the front (a
 // browser request from another origin, say) as SQS would: AccessDenied, 403, in the
-// JSON protocol's error shape, with message, so that SDKs report it like any SQS error.
-func (f *Front) Forbid(w http.ResponseWriter, message string) {
+// error shape of the protocol r speaks, with message, so that SDKs report it like any
+// SQS error.
+func (f *Front) Forbid(w http.ResponseWriter, r *http.Request, message string) {
 	w.Header().Set("X-Amzn-RequestId", requestID())
-	f.writeError(w, newErr(kAccessDenied, "%s", message))
+	p := protoJSON
+	if isQuery(r) {
+		p = protoQuery
+	}
+	f.writeError(w, p, newErr(kAccessDenied, "%s", message))
 }
 
 func (f *Front) unsupported(q *request) (any, *apiError) {

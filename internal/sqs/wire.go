@@ -1,21 +1,26 @@
 package sqs
 
-// JSON shapes of the SQS JSON protocol (awsJson1_0), as the SQS service model names their
-// members. Optional request members are pointers so that "absent" and "zero" differ.
-// Unknown members are ignored, as newer SDKs may send members this server does not know.
+// Shapes of the SQS API, as the SQS service model names their members. The json tags
+// are the JSON protocol's (awsJson1_0); the query protocol (query.go) uses the same
+// names except where a query tag gives another: a list or map member is flattened
+// under its query name ("Attribute.1.Name", "QueueUrl" repeated), a map's tag naming
+// its key and value members too ("Attribute,Name,Value"), and "@" standing for the
+// action ("@RequestEntry": SendMessageBatchRequestEntry, …). Optional request members
+// are pointers so that "absent" and "zero" differ. Unknown members are ignored, as
+// newer SDKs may send members this server does not know.
 
 type wireAttrValue struct {
 	DataType         string   `json:"DataType"`
 	StringValue      *string  `json:"StringValue,omitempty"`
 	BinaryValue      []byte   `json:"BinaryValue,omitempty"`
-	StringListValues []string `json:"StringListValues,omitempty"`
-	BinaryListValues [][]byte `json:"BinaryListValues,omitempty"`
+	StringListValues []string `json:"StringListValues,omitempty" query:"StringListValue"`
+	BinaryListValues [][]byte `json:"BinaryListValues,omitempty" query:"BinaryListValue"`
 }
 
 type createQueueIn struct {
 	QueueName  *string           `json:"QueueName"`
-	Attributes map[string]string `json:"Attributes"`
-	Tags       map[string]string `json:"tags"`
+	Attributes map[string]string `json:"Attributes" query:"Attribute,Name,Value"`
+	Tags       map[string]string `json:"tags" query:"Tag,Key,Value"`
 }
 
 type queueURLOut struct {
@@ -34,7 +39,7 @@ type listQueuesIn struct {
 }
 
 type listQueuesOut struct {
-	QueueUrls []string `json:"QueueUrls,omitempty"`
+	QueueUrls []string `json:"QueueUrls,omitempty" query:"QueueUrl"`
 	NextToken string   `json:"NextToken,omitempty"`
 }
 
@@ -44,24 +49,24 @@ type queueIn struct {
 
 type getQueueAttributesIn struct {
 	QueueURL       *string  `json:"QueueUrl"`
-	AttributeNames []string `json:"AttributeNames"`
+	AttributeNames []string `json:"AttributeNames" query:"AttributeName"`
 }
 
 type attributesOut struct {
-	Attributes map[string]string `json:"Attributes,omitempty"`
+	Attributes map[string]string `json:"Attributes,omitempty" query:"Attribute,Name,Value"`
 }
 
 type setQueueAttributesIn struct {
 	QueueURL   *string           `json:"QueueUrl"`
-	Attributes map[string]string `json:"Attributes"`
+	Attributes map[string]string `json:"Attributes" query:"Attribute,Name,Value"`
 }
 
 type sendEntry struct {
 	ID                      *string                  `json:"Id"`
 	MessageBody             *string                  `json:"MessageBody"`
 	DelaySeconds            *int64                   `json:"DelaySeconds"`
-	MessageAttributes       map[string]wireAttrValue `json:"MessageAttributes"`
-	MessageSystemAttributes map[string]wireAttrValue `json:"MessageSystemAttributes"`
+	MessageAttributes       map[string]wireAttrValue `json:"MessageAttributes" query:"MessageAttribute,Name,Value"`
+	MessageSystemAttributes map[string]wireAttrValue `json:"MessageSystemAttributes" query:"MessageSystemAttribute,Name,Value"`
 	MessageDeduplicationID  *string                  `json:"MessageDeduplicationId"`
 	MessageGroupID          *string                  `json:"MessageGroupId"`
 }
@@ -81,7 +86,7 @@ type sendMessageOut struct {
 
 type sendMessageBatchIn struct {
 	QueueURL *string     `json:"QueueUrl"`
-	Entries  []sendEntry `json:"Entries"`
+	Entries  []sendEntry `json:"Entries" query:"@RequestEntry"`
 }
 
 type sendBatchResultEntry struct {
@@ -97,15 +102,15 @@ type batchError struct {
 }
 
 type sendMessageBatchOut struct {
-	Successful []sendBatchResultEntry `json:"Successful"`
-	Failed     []batchError           `json:"Failed"`
+	Successful []sendBatchResultEntry `json:"Successful" query:"@ResultEntry"`
+	Failed     []batchError           `json:"Failed" query:"BatchResultErrorEntry"`
 }
 
 type receiveMessageIn struct {
 	QueueURL                    *string  `json:"QueueUrl"`
-	AttributeNames              []string `json:"AttributeNames"`
-	MessageSystemAttributeNames []string `json:"MessageSystemAttributeNames"`
-	MessageAttributeNames       []string `json:"MessageAttributeNames"`
+	AttributeNames              []string `json:"AttributeNames" query:"AttributeName"`
+	MessageSystemAttributeNames []string `json:"MessageSystemAttributeNames" query:"MessageSystemAttributeName"`
+	MessageAttributeNames       []string `json:"MessageAttributeNames" query:"MessageAttributeName"`
 	MaxNumberOfMessages         *int64   `json:"MaxNumberOfMessages"`
 	VisibilityTimeout           *int64   `json:"VisibilityTimeout"`
 	WaitTimeSeconds             *int64   `json:"WaitTimeSeconds"`
@@ -117,13 +122,13 @@ type wireMessage struct {
 	ReceiptHandle          string                   `json:"ReceiptHandle"`
 	MD5OfBody              string                   `json:"MD5OfBody"`
 	Body                   string                   `json:"Body"`
-	Attributes             map[string]string        `json:"Attributes,omitempty"`
+	Attributes             map[string]string        `json:"Attributes,omitempty" query:"Attribute,Name,Value"`
 	MD5OfMessageAttributes string                   `json:"MD5OfMessageAttributes,omitempty"`
-	MessageAttributes      map[string]wireAttrValue `json:"MessageAttributes,omitempty"`
+	MessageAttributes      map[string]wireAttrValue `json:"MessageAttributes,omitempty" query:"MessageAttribute,Name,Value"`
 }
 
 type receiveMessageOut struct {
-	Messages []wireMessage `json:"Messages,omitempty"`
+	Messages []wireMessage `json:"Messages,omitempty" query:"Message"`
 }
 
 type deleteMessageIn struct {
@@ -139,7 +144,7 @@ type receiptEntry struct {
 
 type receiptBatchIn struct {
 	QueueURL *string        `json:"QueueUrl"`
-	Entries  []receiptEntry `json:"Entries"`
+	Entries  []receiptEntry `json:"Entries" query:"@RequestEntry"`
 }
 
 type idEntry struct {
@@ -147,8 +152,8 @@ type idEntry struct {
 }
 
 type receiptBatchOut struct {
-	Successful []idEntry    `json:"Successful"`
-	Failed     []batchError `json:"Failed"`
+	Successful []idEntry    `json:"Successful" query:"@ResultEntry"`
+	Failed     []batchError `json:"Failed" query:"BatchResultErrorEntry"`
 }
 
 type changeVisibilityIn struct {
@@ -159,16 +164,16 @@ type changeVisibilityIn struct {
 
 type tagQueueIn struct {
 	QueueURL *string           `json:"QueueUrl"`
-	Tags     map[string]string `json:"Tags"`
+	Tags     map[string]string `json:"Tags" query:"Tag,Key,Value"`
 }
 
 type untagQueueIn struct {
 	QueueURL *string  `json:"QueueUrl"`
-	TagKeys  []string `json:"TagKeys"`
+	TagKeys  []string `json:"TagKeys" query:"TagKey"`
 }
 
 type tagsOut struct {
-	Tags map[string]string `json:"Tags,omitempty"`
+	Tags map[string]string `json:"Tags,omitempty" query:"Tag,Key,Value"`
 }
 
 type listDLQSourcesIn struct {
@@ -178,7 +183,7 @@ type listDLQSourcesIn struct {
 }
 
 type listDLQSourcesOut struct {
-	QueueUrls []string `json:"queueUrls"`
+	QueueUrls []string `json:"queueUrls" query:"QueueUrl"`
 	NextToken string   `json:"NextToken,omitempty"`
 }
 
@@ -210,7 +215,7 @@ type moveTask struct {
 }
 
 type listMovesOut struct {
-	Results []moveTask `json:"Results"`
+	Results []moveTask `json:"Results" query:"ListMessageMoveTasksResultEntry"`
 }
 
 type cancelMoveIn struct {
