@@ -17,7 +17,7 @@ import (
 // read) lacks its end frame: a restore refuses it, and the error here says the copy is
 // incomplete.
 func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+api.BackupPath, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.server()+api.BackupPath, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -12,6 +12,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -25,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -51,6 +53,18 @@ type Options struct {
 	// (HTTP/1.1, which the stream's Upgrade needs). Defaults to the system's roots and no
 	// client certificate. Not used with HTTPClient: configure its transport instead.
 	TLS *tls.Config
+	// Servers are more URLs of nodes of the same cluster (docs/cluster.md), beside the
+	// one New is given. With them the client rides through a failover: a call that
+	// cannot reach its node, or that a node answers 503 unavailable (no leader yet, a
+	// leader that lost its lead, a node shutting down), is sent again — to the leader a
+	// follower names, else to the next node — after the answer's Retry-After (at most
+	// 200 ms), until FailoverTimeout has passed since the call began. A call whose
+	// connection broke after it was sent may have happened: a send retried so may be
+	// delivered twice (at-least-once; a dedup id makes it safe), a receive retried so
+	// leaves the first attempt's leases to expire. Without Servers nothing is retried.
+	Servers []string
+	// FailoverTimeout bounds the retries of one call with Servers. Defaults to 30 s.
+	FailoverTimeout time.Duration
 	// NoStream makes every call a plain HTTP/1.1 request. By default the client's calls
 	// travel as frames on a few persistent connections (the stream of docs/api.md), each
 	// carrying many at once and costs both sides less per call; the client falls back to
@@ -85,13 +99,17 @@ type Options struct {
 
 // Client talks to one okiba server. It is safe for concurrent use.
 type Client struct {
-	base   string
-	token  string
-	hc     *http.Client
-	tls    *tls.Config // the stream's, made from Options.TLS; nil for the defaults
-	json   bool
-	prop   propagation.TextMapPropagator
-	tracer trace.Tracer
+	base string
+	// servers are base and Options.Servers; cur indexes the one calls go to now.
+	servers     []string
+	cur         atomic.Int32
+	failoverFor time.Duration
+	token       string
+	hc          *http.Client
+	tls         *tls.Config // the stream's, made from Options.TLS; nil for the defaults
+	json        bool
+	prop        propagation.TextMapPropagator
+	tracer      trace.Tracer
 
 	clock    clock.Clock
 	noStream bool
@@ -122,6 +140,16 @@ func New(base string, opts Options) (*Client, error) {
 		}}
 	}
 	c := &Client{base: strings.TrimRight(base, "/"), token: opts.Token, hc: hc, tls: tc, json: opts.JSON, clock: opts.Clock}
+	c.servers = []string{c.base}
+	for _, s := range opts.Servers {
+		if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Scheme != c.scheme() {
+			return nil, fmt.Errorf("client: server address %q must look like %s://host:port, as %s", s, c.scheme(), c.base)
+		}
+		if s = strings.TrimRight(s, "/"); !slices.Contains(c.servers, s) {
+			c.servers = append(c.servers, s)
+		}
+	}
+	c.failoverFor = cmp.Or(opts.FailoverTimeout, DefaultFailoverTimeout)
 	if c.clock == nil {
 		c.clock = clock.Real
 	}
@@ -140,7 +168,7 @@ func (c *Client) Close() error {
 }
 
 // Server returns the base URL.
-func (c *Client) Server() string { return c.base }
+func (c *Client) Server() string { return c.server() }
 
 // do sends a JSON request and decodes a JSON answer into out. For batch endpoints that
 // answer with per-item results even on error statuses, out receives the body and the
@@ -153,7 +181,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 			return err
 		}
 	}
-	req, err := newRequest(ctx, method, c.base+path, body)
+	req, err := newRequest(ctx, method, c.server()+path, body)
 	if err != nil {
 		return err
 	}
@@ -205,7 +233,7 @@ func (c *Client) doBinary(ctx context.Context, path string, in any, body []byte,
 		}
 		body, ctype = b, "application/json"
 	}
-	req, err := newRequest(ctx, "POST", c.base+path, body)
+	req, err := newRequest(ctx, "POST", c.server()+path, body)
 	if err != nil {
 		return err
 	}
@@ -240,6 +268,13 @@ func newRequest(ctx context.Context, method, url string, body []byte) (*http.Req
 // roundTrip sends req, whose body is body, with the client's credentials and reads the
 // whole answer. On a stream the body travels as it is, without reading req.Body.
 func (c *Client) roundTrip(req *http.Request, body []byte) (*http.Response, []byte, error) {
+	if len(c.servers) > 1 {
+		return c.roundTripFailover(req, body)
+	}
+	return c.roundTripOnce(req, body)
+}
+
+func (c *Client) roundTripOnce(req *http.Request, body []byte) (*http.Response, []byte, error) {
 	if !c.noStream {
 		// A stream the server closed can look alive until its reader notices, and when
 		// the server restarts, all of them do; a read is safe to send again, as net/http

@@ -106,6 +106,9 @@ func (c *Client) stream(ctx context.Context) *stream {
 		if errors.As(err, &refused) && refused.permanent() {
 			s.off = true
 		} else {
+			if refused != nil && refused.leader != "" {
+				c.moveOn(c.cur.Load(), refused.leader) // plain calls, and the next stream, go to the leader
+			}
 			s.retryAt = c.clock.Now().Add(streamRetry)
 		}
 		s.mu.Unlock()
@@ -130,7 +133,10 @@ func (c *Client) closeStreams() {
 }
 
 // upgradeRefused is a server's answer other than 101 to the stream's upgrade.
-type upgradeRefused struct{ status int }
+type upgradeRefused struct {
+	status int
+	leader string // a follower's: the leader's URL
+}
 
 func (e *upgradeRefused) Error() string {
 	return fmt.Sprintf("the server refused the stream upgrade with HTTP %d", e.status)
@@ -148,7 +154,8 @@ func (e *upgradeRefused) permanent() bool {
 
 // dialStream connects and upgrades a connection to a stream.
 func (c *Client) dialStream(ctx context.Context) (*stream, error) {
-	u, err := url.Parse(c.base)
+	from := c.cur.Load()
+	u, err := url.Parse(c.servers[from])
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +206,7 @@ func (c *Client) dialStream(ctx context.Context) (*stream, error) {
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols || !strings.EqualFold(resp.Header.Get("Upgrade"), api.StreamProtocol) {
 		conn.Close()
-		return nil, &upgradeRefused{status: resp.StatusCode}
+		return nil, &upgradeRefused{status: resp.StatusCode, leader: resp.Header.Get(LeaderHeader)}
 	}
 	if !stop() { // ctx ended just as the handshake did: the deadline may be set
 		conn.Close()
