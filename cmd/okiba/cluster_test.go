@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -133,6 +134,21 @@ func TestClusterBinary(t *testing.T) {
 	for i := range 100 {
 		send(clients[i%3], fmt.Sprintf("before-%03d", i)) // through every node: followers forward
 	}
+	scrape := func(i int) string {
+		resp, err := http.Get("http://" + addrs[i] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if m := scrape(l); !strings.Contains(m, "okiba_cluster_leader 1") || !strings.Contains(m, `okiba_cluster_replication_lag_entries{peer="n`) {
+		t.Fatalf("the leader's metrics lack its role or its followers' lag:\n%s", grepLines(m, "okiba_cluster_"))
+	}
+	if m := scrape(follower); !strings.Contains(m, "okiba_cluster_leader 0") || !strings.Contains(m, "okiba_cluster_has_leader 1") {
+		t.Fatalf("a follower's metrics:\n%s", grepLines(m, "okiba_cluster_"))
+	}
 	leased, err := clients[follower].Receive(ctx, "jobs", client.ReceiveOptions{Max: 10})
 	if err != nil || len(leased) != 10 {
 		t.Fatalf("receive through a follower: %d, %v", len(leased), err)
@@ -246,4 +262,14 @@ func TestClusterBinary(t *testing.T) {
 		t.Fatalf("%d acknowledged messages lost %v; %d delivered that were settled or never sent %v", len(lost), lost, len(extra), extra)
 	}
 	t.Logf("%d acknowledged messages all delivered after two leader kills; failover (kill to first acknowledged send): %v", len(acked), failovers)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

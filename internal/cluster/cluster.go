@@ -122,17 +122,21 @@ type Raft struct {
 	queued []queued // proposals handed over by the broker, not yet given to raft
 	own    map[[2]uint64]uint64
 
-	wake  chan struct{}
-	inbox chan []*pb.Message
-	fails chan uint64 // peers a message could not reach
+	wake    chan struct{}
+	handoff chan struct{}
+	inbox   chan []*pb.Message
+	fails   chan uint64 // peers a message could not reach
 
 	// Owned by run:
 	leaderTerm uint64 // the term raft says this node leads, before it is ready
+	handingOff bool   // Handoff began: this node takes no more commands
 	pending    []pending
 	applied    uint64 // the last entry run handed on
 
 	statusMu sync.Mutex
 	status   Status
+	lagAt    time.Time // when Status's Lag was last taken
+	rebuilds uint64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -159,6 +163,10 @@ type Status struct {
 	Commit  uint64
 	Applied uint64
 	Members []string
+	// Lag is, on the leader, how many committed entries each follower has yet to store
+	// (by name); nil elsewhere. Rebuilds counts the broker's rebuilds.
+	Lag      map[string]uint64
+	Rebuilds uint64
 }
 
 // Open opens this node's raft storage, bootstrapping a new cluster of Peers if it is
@@ -184,7 +192,7 @@ func Open(cfg Config) (*Raft, error) {
 		return nil, errors.New("cluster: the cluster secret must be at least 22 characters (okiba token makes one)")
 	}
 	r := &Raft{cfg: cfg, log: cfg.Logger, names: map[uint64]string{}, urls: map[uint64]string{},
-		own: map[[2]uint64]uint64{}, wake: make(chan struct{}, 1), inbox: make(chan []*pb.Message, 256),
+		own: map[[2]uint64]uint64{}, wake: make(chan struct{}, 1), handoff: make(chan struct{}, 1), inbox: make(chan []*pb.Message, 256),
 		fails: make(chan uint64, 64), done: make(chan struct{})}
 	ids, err := r.members()
 	if err != nil {
@@ -382,6 +390,54 @@ func (r *Raft) Step(msgs []*pb.Message) bool {
 	}
 }
 
+// Handoff makes another member lead if this one does, for a graceful shutdown: the
+// broker stops taking commands (the node answers 503, which clients with several nodes
+// retry elsewhere), and raft transfers the lead to the follower furthest along, which
+// takes it once its log is this one's. It returns when another node leads, or when ctx
+// ends (the transfer failed: the others elect a leader once this one is gone).
+func (r *Raft) Handoff(ctx context.Context) {
+	if r.cancel == nil || r.lead.Load() != r.id {
+		return
+	}
+	select {
+	case r.handoff <- struct{}{}:
+	default:
+	}
+	t := time.NewTicker(r.cfg.Tick / 4)
+	defer t.Stop()
+	for r.lead.Load() == r.id {
+		select {
+		case <-ctx.Done():
+			r.log.Warn("cluster: the lead was not handed over before shutdown; the others elect a leader", "error", ctx.Err())
+			return
+		case <-t.C:
+		}
+	}
+	r.log.Info("cluster: lead handed over", "to", r.names[r.lead.Load()])
+}
+
+// transfer starts the lead's transfer (run's goroutine).
+func (r *Raft) transfer() {
+	st := r.rn.Status()
+	if st.RaftState != raft.StateLeader {
+		return
+	}
+	r.term.Store(0) // no more commands here; what is pending commits or fails as usual
+	r.handingOff = true
+	var to, best uint64
+	for id, pr := range st.Progress {
+		if id != r.id && pr.Match >= best && pr.RecentActive {
+			to, best = id, pr.Match
+		}
+	}
+	if to == 0 {
+		r.log.Warn("cluster: no follower to hand the lead to")
+		return
+	}
+	r.log.Info("cluster: handing the lead over for shutdown", "to", r.names[to])
+	r.rn.TransferLeader(to)
+}
+
 // Status returns what this node knows of the cluster.
 func (r *Raft) Status() Status {
 	r.statusMu.Lock()
@@ -413,6 +469,8 @@ func (r *Raft) run(ctx context.Context) {
 			}
 		case id := <-r.fails:
 			r.rn.ReportUnreachable(id)
+		case <-r.handoff:
+			r.transfer()
 		case <-r.wake:
 		}
 		if err := r.process(); err != nil {
@@ -552,7 +610,7 @@ func (r *Raft) apply(e *pb.Entry) error {
 	// An entry the broker had nothing to apply of (raft's own, a configuration change)
 	// still moves its applied index: the next entry must follow it.
 	r.b.NoteCommitted(idx)
-	if r.leaderTerm != 0 && e.GetTerm() == r.leaderTerm && r.term.Load() == 0 {
+	if r.leaderTerm != 0 && e.GetTerm() == r.leaderTerm && r.term.Load() == 0 && !r.handingOff {
 		// An entry of its own term applied: everything before it is, and the broker
 		// holds the whole committed state. It may take commands.
 		r.b.NoteCommitted(idx)
@@ -571,6 +629,7 @@ func (r *Raft) rebuild(why string) error {
 	r.failPending(ErrLost)
 	r.failQueued(ErrLost)
 	r.log.Warn("cluster: rebuilding the broker from the committed state", "why", why)
+	r.rebuilds++
 	if err := r.b.Rebuild(); err != nil {
 		return err
 	}
@@ -621,13 +680,26 @@ func (r *Raft) failQueued(err error) {
 func (r *Raft) noteStatus() {
 	st := r.rn.BasicStatus()
 	s := Status{Node: r.cfg.Name, Term: st.GetTerm(), Leader: r.names[st.Lead], Leading: r.term.Load() != 0,
-		Commit: st.GetCommit(), Applied: r.applied}
+		Commit: st.GetCommit(), Applied: r.applied, Rebuilds: r.rebuilds}
 	for _, p := range r.cfg.Peers {
 		s.Members = append(s.Members, p.Name)
 	}
 	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	s.Lag = r.status.Lag
+	if st.RaftState != raft.StateLeader {
+		s.Lag = nil
+	} else if now := time.Now(); now.Sub(r.lagAt) >= r.cfg.Tick {
+		// The followers' progress copies a map: once a tick is enough.
+		r.lagAt = now
+		s.Lag = map[string]uint64{}
+		for id, pr := range r.rn.Status().Progress {
+			if id != r.id {
+				s.Lag[r.names[id]] = st.GetCommit() - min(pr.Match, st.GetCommit())
+			}
+		}
+	}
 	r.status = s
-	r.statusMu.Unlock()
 }
 
 // raftLogger passes raft's warnings and errors to the node's log; its debug and info

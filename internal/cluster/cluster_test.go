@@ -300,3 +300,41 @@ func testLogger(t *testing.T, name string) *slog.Logger {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
+
+// A leader that hands its lead over (a graceful shutdown) makes the follower furthest
+// along lead, without an election timeout and without dropping what it ran: nothing is
+// rebuilt, and the new leader holds every acknowledged message.
+func TestHandoffMovesTheLeadWithoutLoss(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	l := c.leader()
+	mustQueue(t, l.b, "jobs")
+	sendN(t, l.b, "jobs", 0, 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l.raft.Handoff(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("the lead was not handed over")
+	}
+	if _, err := l.b.Send(context.Background(), "jobs", []queue.SendInput{{Payload: queue.Payload{Body: []byte("x")}, Delay: -1}}); !errors.Is(err, broker.ErrNotLeader) {
+		t.Fatalf("a send on the node that handed its lead over: %v", err)
+	}
+	var l2 *member
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		for _, m := range c.nodes {
+			if m != l && m.raft.Term() != 0 {
+				l2 = m
+				return true
+			}
+		}
+		return false
+	}, "another node to lead")
+	if got := ready(l2.b, "jobs"); got != 20 {
+		t.Fatalf("the new leader holds %d of the 20 messages", got)
+	}
+	sendN(t, l2.b, "jobs", 20, 5)
+	testkit.Eventually(t, 5*time.Second, func() bool { return ready(l.b, "jobs") == 25 }, "the old leader to follow")
+	if st := l.raft.Status(); st.Rebuilds != 0 {
+		t.Fatalf("the old leader rebuilt %d times", st.Rebuilds)
+	}
+}

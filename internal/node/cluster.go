@@ -10,6 +10,7 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/cluster"
+	"github.com/okiba/okiba/internal/metrics"
 	"github.com/okiba/okiba/internal/reply"
 )
 
@@ -119,4 +120,10 @@ func (n *Node) clusterHealth() *api.ClusterHealth {
 		h.Role = "no_leader"
 	}
 	return h
+}
+
+func (n *Node) clusterStats() metrics.ClusterStats {
+	st := n.raft.Status()
+	return metrics.ClusterStats{Term: st.Term, Leading: st.Leading, HasLeader: st.Leader != "", Commit: st.Commit,
+		Applied: st.Applied, Lag: st.Lag, Rebuilds: st.Rebuilds}
 }

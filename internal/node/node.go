@@ -182,6 +182,7 @@ func (n *Node) open(ctx context.Context) error {
 		if err := n.raft.Start(b); err != nil {
 			return err
 		}
+		n.metrics.WatchCluster(n.clusterStats)
 	}
 	n.metrics.Watch(b)
 	static := c.static
@@ -413,6 +414,13 @@ func (n *Node) Close(ctx context.Context) error {
 }
 
 func (n *Node) close(ctx context.Context) error {
+	if n.raft != nil {
+		// Before anything stops: requests arriving meanwhile are forwarded to the next
+		// leader once it leads, and none is lost to an election after this node is gone.
+		hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		n.raft.Handoff(hctx)
+		cancel()
+	}
 	if n.console != nil {
 		n.console.Close() // ends playground runs, which delete their queues through the API
 	}

@@ -1,0 +1,62 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// ClusterStats is what a node of a cluster reports of it at a scrape.
+type ClusterStats struct {
+	Term            uint64
+	Leading         bool // this node leads and takes commands
+	HasLeader       bool // a leader is known
+	Commit, Applied uint64
+	// Lag is, on the leader, how many committed entries each follower has yet to
+	// store, by node name; nil elsewhere.
+	Lag      map[string]uint64
+	Rebuilds uint64 // times the broker dropped a lost lead's speculation
+}
+
+type clusterCollector struct {
+	read                                           func() ClusterStats
+	term, leading, hasLeader, commit, applied, lag *prometheus.Desc
+	rebuilds                                       *prometheus.Desc
+}
+
+// WatchCluster adds the cluster's series, read from read at every scrape.
+func (m *Metrics) WatchCluster(read func() ClusterStats) {
+	c := &clusterCollector{read: read,
+		term:      prometheus.NewDesc("okiba_cluster_term", "The raft term this node knows.", nil, nil),
+		leading:   prometheus.NewDesc("okiba_cluster_leader", "1 while this node leads the cluster and takes commands.", nil, nil),
+		hasLeader: prometheus.NewDesc("okiba_cluster_has_leader", "1 while this node knows a leader (0: an election, or no quorum).", nil, nil),
+		commit:    prometheus.NewDesc("okiba_cluster_commit_index", "The last raft entry this node knows committed.", nil, nil),
+		applied:   prometheus.NewDesc("okiba_cluster_applied_index", "The last raft entry this node's broker applied.", nil, nil),
+		lag: prometheus.NewDesc("okiba_cluster_replication_lag_entries",
+			"On the leader: committed entries a follower has yet to store.", []string{"peer"}, nil),
+		rebuilds: prometheus.NewDesc("okiba_cluster_rebuilds_total",
+			"Times this node's broker dropped what it ran as a leader that lost its lead, and rebuilt from the committed state.", nil, nil),
+	}
+	m.reg.MustRegister(c)
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.term, c.leading, c.hasLeader, c.commit, c.applied, c.lag, c.rebuilds} {
+		ch <- d
+	}
+}
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.read()
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.term, prometheus.GaugeValue, float64(s.Term))
+	ch <- prometheus.MustNewConstMetric(c.leading, prometheus.GaugeValue, b(s.Leading))
+	ch <- prometheus.MustNewConstMetric(c.hasLeader, prometheus.GaugeValue, b(s.HasLeader))
+	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, float64(s.Commit))
+	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(s.Applied))
+	ch <- prometheus.MustNewConstMetric(c.rebuilds, prometheus.CounterValue, float64(s.Rebuilds))
+	for peer, lag := range s.Lag {
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(lag), peer)
+	}
+}
