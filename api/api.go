@@ -407,6 +407,19 @@ type Health struct {
 	Status string `json:"status"` // "ok", "degraded" or "failed"
 	Reason string `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Build says which okiba answers, so that a fleet's versions can be read without a
+	// token (the version is no secret: the console's sign-in page is just as open).
+	Build *Build `json:"build,omitempty"`
+}
+
+// Build is which okiba a binary is (okiba version, /healthz): the commit's time rather
+// than the build's, so that building one commit twice gives the same binary.
+type Build struct {
+	Version    string `json:"version"`               // the release ("v1.2.3"), or "devel"
+	Commit     string `json:"commit,omitempty"`      // the full hash of the commit built
+	CommitTime string `json:"commit_time,omitempty"` // RFC 3339, UTC
+	Modified   bool   `json:"modified,omitempty"`    // built with uncommitted changes
+	GoVersion  string `json:"go_version"`            // "go1.26.1"
 }
 
 // Limits of the native API (docs/api.md "Limits"). They are defined here, in the package

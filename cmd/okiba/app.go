@@ -8,16 +8,12 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/buildinfo"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise it comes
-// from the module's build information.
-var version = ""
 
 // app is the command line with its streams and environment. They are fields so that
 // tests run commands in-process.
@@ -250,27 +246,36 @@ func (c *helpCmd) Run(ctx context.Context, args []string) error {
 type versionCmd struct{ app *app }
 
 func (c *versionCmd) Run(ctx context.Context, args []string) error {
-	f := c.app.flags("version", "Usage: okiba version\n\nPrints okiba's version, commit, data format and Go version.", "okiba version")
-	if _, err := f.parseArgs(args, 0, 0, ""); err != nil {
+	f := c.app.flags("version", `
+Usage: okiba version [--json]
+
+Prints okiba's release version, the commit it was built from and that commit's date (a
+release's binary is the same whoever builds the commit, and whenever), the data format
+and the Go version. A running server answers the same in /healthz ("build") and as the
+metric okiba_build_info. Also okiba --version.`, "okiba version\nokiba version --json")
+	asJSON := f.Bool("json", false, "print the build as JSON, with the commit's full hash")
+	if _, err := f.parseArgs(args, 0, 0, "[--json]"); err != nil {
 		return err
 	}
-	v, commit := version, ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v == "" {
-			v = bi.Main.Version
+	b := buildinfo.Get()
+	if *asJSON {
+		return printJSON(c.app.Stdout, struct {
+			api.Build
+			DataFormat int    `json:"data_format"`
+			Platform   string `json:"platform"`
+		}{b, broker.FormatVersion, runtime.GOOS + "/" + runtime.GOARCH})
+	}
+	var commit string
+	if b.Commit != "" {
+		commit = "commit " + buildinfo.Short(b.Commit)
+		if b.Modified {
+			commit += "+modified"
 		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				commit = s.Value[:12]
-			}
+		if b.CommitTime != "" {
+			commit += " of " + b.CommitTime
 		}
+		commit += "; "
 	}
-	if v == "" || v == "(devel)" {
-		v = "devel"
-	}
-	if commit != "" {
-		v += " commit " + commit
-	}
-	fmt.Fprintf(c.app.Stdout, "okiba %s (data format %d, %s %s/%s)\n", v, broker.FormatVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(c.app.Stdout, "okiba %s (%sdata format %d, %s %s/%s)\n", b.Version, commit, broker.FormatVersion, b.GoVersion, runtime.GOOS, runtime.GOARCH)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/buildinfo"
 	"github.com/okiba/okiba/internal/reply"
 	"github.com/okiba/okiba/internal/service"
 )
@@ -15,6 +16,8 @@ import (
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	h, ok := s.svc.Health()
+	build := buildinfo.Get()
+	h.Build = &build
 	if !ok {
 		reply.JSON(w, http.StatusServiceUnavailable, h)
 		return
