@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -232,6 +233,12 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		return enc.Encode(cfg.Effective().Redacted()) // keys left out have their defaults
 	}
 
+	if runtime.GOOS == "windows" {
+		// The data directory cannot be locked here (internal/vfs), and two brokers on one
+		// directory would lose messages: refused rather than run unprotected.
+		return errors.New("okiba serve does not run on Windows: it cannot lock its data directory there. " +
+			"Run the broker on Linux or macOS (or in WSL 2, or the container image) and use this okiba as its client, with --server URL")
+	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(cmp.Or(cfg.LogLevel, "info"))); err != nil {
 		return f.fail("--log-level must be debug, info, warn or error, got %q", cfg.LogLevel)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -240,19 +241,8 @@ func TestServeInProcess(t *testing.T) {
 // port, talks to it with the binary, and stops it with SIGTERM.
 func TestServeBinary(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("SKIP: builds the okiba binary: runs in its own tier (make binary), not with -short")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		testkit.Missing(t, "the okiba binary's test", "no go command in PATH to build it", "PATH=/usr/local/go/bin:$PATH")
-	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "okiba")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	data := filepath.Join(tmp, "data")
+	bin := releaseBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
 	baseEnv := cleanEnv()
 
 	srv := startBinary(t, bin, baseEnv, "serve", "--addr", "127.0.0.1:0", "--data", data)
@@ -281,6 +271,9 @@ func TestServeBinary(t *testing.T) {
 			t.Fatalf("run %v: %v", args, err)
 		}
 		return out.String(), errb.String(), code
+	}
+	if out, errs, code := runBin("", "health", "--json"); code != 0 || !strings.Contains(out, `"version": "`+testVersion+`"`) {
+		t.Fatalf("health --json: %d %s %s", code, out, errs)
 	}
 	if out, errs, code := runBin("", "queue", "create", "q"); code != 0 || !strings.Contains(out, "created queue q") {
 		t.Fatalf("queue create: %d %s %s", code, out, errs)
@@ -321,7 +314,7 @@ func TestServeBinary(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("serve exited with %d after SIGTERM:\n%s", code, log)
 	}
-	contains(t, "serve log", log, `msg="okiba serving"`, "queues=0", "shutting down", `msg="okiba stopped"`)
+	contains(t, "serve log", log, `msg="okiba serving"`, "version="+testVersion, "go="+runtime.Version(), "queues=0", "shutting down", `msg="okiba stopped"`)
 	select {
 	case <-pollDone:
 	case <-time.After(20 * time.Second):
