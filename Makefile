@@ -90,10 +90,11 @@ storage: $(REPORT)
 
 ## binary: the real binary end to end, built by release-binary: serve started, used and
 ## stopped by signal; kill -9 under load for 20 cycles (OKIBA_TORTURE_SEED replays); the
-## release build reproduced (built twice, the same bytes).
+## release build reproduced (built twice, the same bytes); deploy/okiba.service checked
+## by systemd-analyze.
 binary: $(REPORT)
 	@$(call tier,binary,90) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:' -- \
-		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible)$$' ./internal/torture ./cmd/okiba
+		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit)$$' ./internal/torture ./cmd/okiba
 torture-short: binary
 
 ## torture: the long run: 1000 kill cycles with small segments and checkpoints.

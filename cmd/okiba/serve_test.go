@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -473,4 +474,35 @@ func TestServePrintConfig(t *testing.T) {
 			t.Errorf("--print-config shows a secret (%s):\n%s", secret, out)
 		}
 	}
+}
+
+// --log-format json writes one JSON object a line, for journald and container log
+// collectors; an unknown format is a usage error before anything starts.
+func TestServeLogFormat(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	var logBuf testkit.SyncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // serve starts and stops at once
+	a := &app{Stdout: io.Discard, Stderr: &logBuf, Getenv: getenv(map[string]string{"OKIBA_LOG_FORMAT": "json"})}
+	if code := a.run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir}); code != 0 {
+		t.Fatalf("serve: exit %d\n%s", code, logBuf.String())
+	}
+	var serving bool
+	for _, line := range strings.Split(strings.TrimSpace(logBuf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line is not JSON (%v): %s", err, line)
+		}
+		if rec["msg"] == "okiba serving" {
+			serving = rec["version"] == "devel" && rec["go"] == runtime.Version() && rec["level"] == "INFO"
+		}
+	}
+	if !serving {
+		t.Errorf("no start-up line with the version:\n%s", logBuf.String())
+	}
+
+	h := &harness{t: t, env: map[string]string{"OKIBA_DATA": filepath.Join(t.TempDir(), "refused")}}
+	contains(t, "--log-format xml", h.fails(2, "serve", "--addr", "127.0.0.1:0", "--log-format", "xml").err, "--log-format must be text or json")
+	contains(t, "print-config", h.ok("serve", "--print-config"), `"log_format": "text"`)
 }
