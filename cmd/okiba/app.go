@@ -123,7 +123,25 @@ func (a *app) run(ctx context.Context, args []string) int {
 			return a.exit(ctx, name, e.new(a, name).Run(ctx, args[1:]))
 		}
 	}
-	return a.exit(ctx, "", &usageError{msg: fmt.Sprintf("unknown command %q; run 'okiba help' for the list", name)})
+	return a.exit(ctx, "", &usageError{msg: unknownCommand("command", name, a.commands(), "okiba help")})
+}
+
+// unknownCommand is the message for a command or subcommand name that is not in es, with
+// the closest one when one is close, and where the list is (help; "" when the usage
+// line that follows says it).
+func unknownCommand(kind, name string, es []entry, help string) string {
+	names := make([]string, len(es))
+	for i, e := range es {
+		names[i] = e.name
+	}
+	msg := fmt.Sprintf("unknown %s %q", kind, name)
+	if s := didYouMean(name, names); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	if help != "" {
+		msg += fmt.Sprintf("; run '%s' for the list", help)
+	}
+	return msg
 }
 
 // exit reports err on stderr and returns the exit status for it.
@@ -212,7 +230,7 @@ func (g *group) Run(ctx context.Context, args []string) error {
 			return nil
 		}
 	}
-	return &usageError{cmd: g.name, msg: fmt.Sprintf("unknown subcommand %q", args[0])}
+	return &usageError{cmd: g.name, msg: unknownCommand("subcommand", args[0], g.subs, "")}
 }
 
 // cmdError names the subcommand that failed, for the "okiba queue create: …" prefix.
@@ -240,7 +258,7 @@ func (c *helpCmd) Run(ctx context.Context, args []string) error {
 			return e.new(c.app, e.name).Run(ctx, append(args[1:len(args):len(args)], "-h"))
 		}
 	}
-	return &usageError{cmd: "help", msg: fmt.Sprintf("unknown command %q; run 'okiba help' for the list", args[0])}
+	return &usageError{cmd: "help", msg: unknownCommand("command", args[0], c.app.commands(), "okiba help")}
 }
 
 type versionCmd struct{ app *app }
