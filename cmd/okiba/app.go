@@ -54,6 +54,7 @@ func (a *app) commands() []entry {
 		{"queue", "create, update, inspect, list, purge and delete queues", func(a *app, _ string) command { return queueGroup(a) }},
 		{"send", "send a message", func(a *app, _ string) command { return &sendCmd{app: a} }},
 		{"recv", "receive (lease) messages", func(a *app, _ string) command { return &recvCmd{app: a} }},
+		{"peek", "list a queue's messages without leasing them", func(a *app, _ string) command { return &peekCmd{app: a} }},
 		{"ack", "settle received messages", newSettle},
 		{"nack", "release received messages for redelivery", newSettle},
 		{"extend", "lengthen the leases of received messages", newSettle},
