@@ -103,10 +103,10 @@ storage: $(REPORT)
 ## stopped by signal; kill -9 under load for 20 cycles (OKIBA_TORTURE_SEED replays); the
 ## release build reproduced (built twice, the same bytes); deploy/okiba.service checked
 ## by systemd-analyze; the container image built and run by podman (about 10 s more, hence
-## 105 s).
+## 105 s); okiba consume's commands surviving a terminal's Ctrl-C.
 binary: $(REPORT)
 	@$(call tier,binary,105) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:' -- \
-		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer)$$' ./internal/torture ./cmd/okiba
+		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC)$$' ./internal/torture ./cmd/okiba
 torture-short: binary
 
 ## torture: the long run: 1000 kill cycles with small segments and checkpoints.
