@@ -4,7 +4,12 @@
 # and the command that enables it. Under CI=true a skipped suite or a total past 15 minutes
 # fails. `make deps` installs and starts what the suites need (as .ci/run does).
 GO ?= go
-export GOFLAGS ?= -buildvcs=false
+# Every build but the race detector's is the release's (make release): static (no cgo)
+# and -trimpath, so that the tiers, the binary tests and the release share one build
+# cache and test the binary that ships. The race tiers turn cgo back on, which -race needs.
+export GOFLAGS := $(filter-out -trimpath,$(or $(GOFLAGS),-buildvcs=false)) -trimpath
+export CGO_ENABLED ?= 0
+RACE := env CGO_ENABLED=1 $(GO)
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
@@ -13,7 +18,7 @@ export TESTREPORT_DIR ?= .test-report
 REPORT := $(TESTREPORT_DIR)/testreport
 TIERS := build vet unit model storage binary bench-smoke browser
 
-.PHONY: test deps build vet unit model storage binary torture-short bench-smoke browser torture torture-replica fuzz bench bench-quick bench-setup bench-go bench-topics bench-topic-memory clean
+.PHONY: test deps release release-binary image build vet unit model storage binary torture-short bench-smoke browser torture torture-replica fuzz bench bench-quick bench-setup bench-go bench-topics bench-topic-memory clean
 
 ## test: everything CI checks, tier by tier, then the summary (printed even when a tier fails).
 test: $(REPORT)
@@ -29,6 +34,47 @@ $(REPORT): $(wildcard internal/testreport/*.go)
 deps:
 	OKIBA_CI_PG_KEEP=1 bash .ci/provision
 
+## release: okiba for linux and darwin on amd64 and arm64, and the CLI for windows/amd64
+## (docs/operations.md, "Platforms"), in $(DIST)/ with SHA256SUMS. Reproducible: one
+## commit gives the same bytes whoever builds it and whenever, with the same Go — static,
+## -trimpath, and stamped (-ldflags -X, internal/buildinfo) with VERSION (default: the
+## v* tag on HEAD, else devel), the commit and its date (SOURCE_DATE_EPOCH, by default the
+## commit's; also the files' times). The binary tier builds one target twice to check.
+VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+MODIFIED ?= $(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true)
+DIST ?= dist
+PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+BUILDINFO := github.com/okiba/okiba/internal/buildinfo
+RELEASE_LDFLAGS = -s -w -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) \
+	-X $(BUILDINFO).commitTime=$(SOURCE_DATE_EPOCH) -X $(BUILDINFO).modified=$(MODIFIED)
+release:
+	rm -rf $(DIST)
+	@for p in $(PLATFORMS); do $(MAKE) --no-print-directory release-binary GOOS=$${p%/*} GOARCH=$${p#*/} || exit 1; done
+	cd $(DIST) && sha256sum okiba-* >SHA256SUMS && touch -d @$(SOURCE_DATE_EPOCH) SHA256SUMS && cat SHA256SUMS
+
+## release-binary: one of them, for GOOS and GOARCH (default this machine's), as
+## $(DIST)/okiba-GOOS-GOARCH (.exe for windows).
+GOOS ?= $(shell $(GO) env GOOS)
+GOARCH ?= $(shell $(GO) env GOARCH)
+release-binary:
+	@mkdir -p $(DIST)
+	CGO_ENABLED=0 GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build -trimpath -ldflags '$(RELEASE_LDFLAGS)' \
+		-o $(DIST)/okiba-$(GOOS)-$(GOARCH)$(if $(filter windows,$(GOOS)),.exe) ./cmd/okiba
+	@touch -d @$(SOURCE_DATE_EPOCH) $(DIST)/okiba-$(GOOS)-$(GOARCH)$(if $(filter windows,$(GOOS)),.exe)
+
+## image: the container image (Containerfile, FROM scratch) of release-binary for linux on
+## this machine's architecture, built by podman (--format docker keeps its HEALTHCHECK) as
+## IMAGE, from a context in $(DIST)/image.
+IMAGE ?= okiba:$(VERSION)
+image:
+	@$(MAKE) --no-print-directory release-binary GOOS=linux
+	rm -rf $(DIST)/image && mkdir -p $(DIST)/image/data
+	cp $(DIST)/okiba-linux-$(GOARCH) $(DIST)/image/okiba
+	cp Containerfile deploy/container/passwd deploy/container/group $(DIST)/image/
+	podman build --format docker --quiet --tag $(IMAGE) $(DIST)/image
+
 # tier NAME BUDGET-SECONDS [testreport flags] -- COMMAND
 tier = $(REPORT) run -tier $(1) -budget $(2)
 
@@ -43,7 +89,7 @@ vet: $(REPORT)
 ## -short leaves the storage fault injection, the real binary and the browser to their tiers.
 ## Its budget grew by 75 s with topics, subscriptions and consumer groups.
 unit: $(REPORT)
-	@$(call tier,unit,315) -json -- $(GO) test -json -race -short -count=1 ./...
+	@$(call tier,unit,315) -json -- $(RACE) test -json -race -short -count=1 ./...
 
 ## storage: crash at every file-system operation of a workload, torn writes, bit flips,
 ## failed fsyncs (seeds printed; OKIBA_CRASH_SEED replays one). Topics' crash test made it
@@ -51,13 +97,16 @@ unit: $(REPORT)
 ## workload meets: 252 took 122 s on a quiet 2-core machine, 143 s for the tier), hence 180 s.
 storage: $(REPORT)
 	@$(call tier,storage,180) -json -show '^ *--- |seed|crash points|flips' -- \
-		$(GO) test -json -race -count=1 -run 'CrashAt|BitFlips|FsyncFailureAtEvery' ./broker
+		$(RACE) test -json -race -count=1 -run 'CrashAt|BitFlips|FsyncFailureAtEvery' ./broker
 
-## binary: the real binary end to end: serve started, used and stopped by signal, and
-## kill -9 under load for 20 cycles (OKIBA_TORTURE_SEED replays).
+## binary: the real binary end to end, built by release-binary: serve started, used and
+## stopped by signal; kill -9 under load for 20 cycles (OKIBA_TORTURE_SEED replays); the
+## release build reproduced (built twice, the same bytes); deploy/okiba.service checked
+## by systemd-analyze; the container image built and run by podman (about 10 s more, hence
+## 105 s); okiba consume's commands surviving a terminal's Ctrl-C.
 binary: $(REPORT)
-	@$(call tier,binary,90) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:' -- \
-		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary)$$' ./internal/torture ./cmd/okiba
+	@$(call tier,binary,105) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:' -- \
+		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC)$$' ./internal/torture ./cmd/okiba
 torture-short: binary
 
 ## torture: the long run: 1000 kill cycles with small segments and checkpoints.
@@ -72,7 +121,7 @@ torture-replica:
 
 ## model: a deeper run of the state machine against its reference model (fixed count).
 model: $(REPORT)
-	@$(call tier,model,120) -json -- $(GO) test -json -race -count=1 ./queue -run Model -rapid.checks=3000 -rapid.steps=100
+	@$(call tier,model,120) -json -- $(RACE) test -json -race -count=1 ./queue -run Model -rapid.checks=3000 -rapid.steps=100
 
 ## fuzz: each fuzz target for FUZZTIME (default 1m); new crashers land in testdata/fuzz.
 FUZZTIME ?= 1m
@@ -138,4 +187,4 @@ bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./queue ./wal ./broker ./internal/nativeapi
 
 clean:
-	rm -rf okiba-data $(TESTREPORT_DIR)
+	rm -rf okiba-data $(TESTREPORT_DIR) $(DIST)

@@ -416,6 +416,9 @@ type Health struct {
 	Error  string `json:"error,omitempty"`
 	// Cluster is this node's view of its cluster; absent on a single node.
 	Cluster *ClusterHealth `json:"cluster,omitempty"`
+	// Build says which okiba answers, so that a fleet's versions can be read without a
+	// token (the version is no secret: the console's sign-in page is just as open).
+	Build *Build `json:"build,omitempty"`
 }
 
 // ClusterHealth is what a node of a cluster knows of it (GET /healthz).
@@ -429,6 +432,16 @@ type ClusterHealth struct {
 	Commit  uint64   `json:"commit_index"`
 	Applied uint64   `json:"applied_index"`
 	Members []string `json:"members"`
+}
+
+// Build is which okiba a binary is (okiba version, /healthz): the commit's time rather
+// than the build's, so that building one commit twice gives the same binary.
+type Build struct {
+	Version    string `json:"version"`               // the release ("v1.2.3"), or "devel"
+	Commit     string `json:"commit,omitempty"`      // the full hash of the commit built
+	CommitTime string `json:"commit_time,omitempty"` // RFC 3339, UTC
+	Modified   bool   `json:"modified,omitempty"`    // built with uncommitted changes
+	GoVersion  string `json:"go_version"`            // "go1.26.1"
 }
 
 // Limits of the native API (docs/api.md "Limits"). They are defined here, in the package

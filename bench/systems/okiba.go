@@ -38,7 +38,7 @@ func startOkiba(ctx context.Context, env *harness.Env) (*okibaServer, error) {
 		bin := filepath.Join(env.Tools, "okiba")
 		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/okiba")
 		build.Dir = env.Repo
-		build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+		build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false "+os.Getenv("GOFLAGS")) // make's flags kept: its build cache
 		if out, err := build.CombinedOutput(); err != nil {
 			return nil, nil, fmt.Errorf("go build ./cmd/okiba: %v\n%s", err, out)
 		}

@@ -8,16 +8,12 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/buildinfo"
 )
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise it comes
-// from the module's build information.
-var version = ""
 
 // app is the command line with its streams and environment. They are fields so that
 // tests run commands in-process.
@@ -60,6 +56,8 @@ func (a *app) commands() []entry {
 		{"queue", "create, update, inspect, list, purge and delete queues", func(a *app, _ string) command { return queueGroup(a) }},
 		{"send", "send a message", func(a *app, _ string) command { return &sendCmd{app: a} }},
 		{"recv", "receive (lease) messages", func(a *app, _ string) command { return &recvCmd{app: a} }},
+		{"peek", "list a queue's messages without leasing them", func(a *app, _ string) command { return &peekCmd{app: a} }},
+		{"consume", "run a command for each message: ack on exit 0, nack otherwise", func(a *app, _ string) command { return &consumeCmd{app: a} }},
 		{"ack", "settle received messages", newSettle},
 		{"nack", "release received messages for redelivery", newSettle},
 		{"extend", "lengthen the leases of received messages", newSettle},
@@ -129,7 +127,25 @@ func (a *app) run(ctx context.Context, args []string) int {
 			return a.exit(ctx, name, e.new(a, name).Run(ctx, args[1:]))
 		}
 	}
-	return a.exit(ctx, "", &usageError{msg: fmt.Sprintf("unknown command %q; run 'okiba help' for the list", name)})
+	return a.exit(ctx, "", &usageError{msg: unknownCommand("command", name, a.commands(), "okiba help")})
+}
+
+// unknownCommand is the message for a command or subcommand name that is not in es, with
+// the closest one when one is close, and where the list is (help; "" when the usage
+// line that follows says it).
+func unknownCommand(kind, name string, es []entry, help string) string {
+	names := make([]string, len(es))
+	for i, e := range es {
+		names[i] = e.name
+	}
+	msg := fmt.Sprintf("unknown %s %q", kind, name)
+	if s := didYouMean(name, names); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	if help != "" {
+		msg += fmt.Sprintf("; run '%s' for the list", help)
+	}
+	return msg
 }
 
 // exit reports err on stderr and returns the exit status for it.
@@ -218,7 +234,7 @@ func (g *group) Run(ctx context.Context, args []string) error {
 			return nil
 		}
 	}
-	return &usageError{cmd: g.name, msg: fmt.Sprintf("unknown subcommand %q", args[0])}
+	return &usageError{cmd: g.name, msg: unknownCommand("subcommand", args[0], g.subs, "")}
 }
 
 // cmdError names the subcommand that failed, for the "okiba queue create: …" prefix.
@@ -246,33 +262,42 @@ func (c *helpCmd) Run(ctx context.Context, args []string) error {
 			return e.new(c.app, e.name).Run(ctx, append(args[1:len(args):len(args)], "-h"))
 		}
 	}
-	return &usageError{cmd: "help", msg: fmt.Sprintf("unknown command %q; run 'okiba help' for the list", args[0])}
+	return &usageError{cmd: "help", msg: unknownCommand("command", args[0], c.app.commands(), "okiba help")}
 }
 
 type versionCmd struct{ app *app }
 
 func (c *versionCmd) Run(ctx context.Context, args []string) error {
-	f := c.app.flags("version", "Usage: okiba version\n\nPrints okiba's version, commit, data format and Go version.", "okiba version")
-	if _, err := f.parseArgs(args, 0, 0, ""); err != nil {
+	f := c.app.flags("version", `
+Usage: okiba version [--json]
+
+Prints okiba's release version, the commit it was built from and that commit's date (a
+release's binary is the same whoever builds the commit, and whenever), the data format
+and the Go version. A running server answers the same in /healthz ("build") and as the
+metric okiba_build_info. Also okiba --version.`, "okiba version\nokiba version --json")
+	asJSON := f.Bool("json", false, "print the build as JSON, with the commit's full hash")
+	if _, err := f.parseArgs(args, 0, 0, "[--json]"); err != nil {
 		return err
 	}
-	v, commit := version, ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v == "" {
-			v = bi.Main.Version
+	b := buildinfo.Get()
+	if *asJSON {
+		return printJSON(c.app.Stdout, struct {
+			api.Build
+			DataFormat int    `json:"data_format"`
+			Platform   string `json:"platform"`
+		}{b, broker.FormatVersion, runtime.GOOS + "/" + runtime.GOARCH})
+	}
+	var commit string
+	if b.Commit != "" {
+		commit = "commit " + buildinfo.Short(b.Commit)
+		if b.Modified {
+			commit += "+modified"
 		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				commit = s.Value[:12]
-			}
+		if b.CommitTime != "" {
+			commit += " of " + b.CommitTime
 		}
+		commit += "; "
 	}
-	if v == "" || v == "(devel)" {
-		v = "devel"
-	}
-	if commit != "" {
-		v += " commit " + commit
-	}
-	fmt.Fprintf(c.app.Stdout, "okiba %s (data format %d, %s %s/%s)\n", v, broker.FormatVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(c.app.Stdout, "okiba %s (%sdata format %d, %s %s/%s)\n", b.Version, commit, broker.FormatVersion, b.GoVersion, runtime.GOOS, runtime.GOARCH)
 	return nil
 }

@@ -71,7 +71,7 @@ func (f *flags) parse(args []string) ([]string, error) {
 			return nil, errHelp
 		}
 		if err != nil {
-			return nil, f.fail("%v", err)
+			return nil, f.fail("%s", f.explain(err))
 		}
 		rest := f.Args()
 		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
@@ -83,6 +83,22 @@ func (f *flags) parse(args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// explain rewords the flag package's error for an unknown flag, naming the closest
+// flag of this command when one is close.
+func (f *flags) explain(err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return err.Error()
+	}
+	name = strings.TrimLeft(name, "-")
+	var names []string
+	f.VisitAll(func(fl *flag.Flag) { names = append(names, fl.Name) })
+	if s := didYouMean(name, names); s != "" {
+		return fmt.Sprintf("unknown flag --%s (did you mean --%s?)", name, s)
+	}
+	return fmt.Sprintf("unknown flag --%s", name)
 }
 
 // given reports which flags were set on the command line.

@@ -219,7 +219,17 @@ func TestUsageErrorsAndHelp(t *testing.T) {
 	r = h.fails(2, "send", "q", "a", "b")
 	contains(t, "stderr", r.err, `unexpected argument "b"`)
 	r = h.fails(2, "recv", "q", "--bogus")
-	contains(t, "stderr", r.err, "flag provided but not defined: -bogus")
+	contains(t, "stderr", r.err, "okiba recv: unknown flag --bogus\n")
+	// A near miss names what was meant: commands, subcommands, flags (a swap of two
+	// letters is one edit; a unique prefix is enough).
+	contains(t, "stderr", h.fails(2, "serv").err, `unknown command "serv" (did you mean "serve"?)`)
+	contains(t, "stderr", h.fails(2, "help", "qeue").err, `(did you mean "queue"?)`)
+	contains(t, "stderr", h.fails(2, "queue", "lsit").err, `okiba queue: unknown subcommand "lsit" (did you mean "list"?)`)
+	contains(t, "stderr", h.fails(2, "send", "q", "x", "--dealy", "1s").err, "unknown flag --dealy (did you mean --delay?)")
+	contains(t, "stderr", h.fails(2, "recv", "q", "--vis", "1s").err, "unknown flag --vis (did you mean --visibility?)")
+	if r := h.fails(2, "xyzzy"); strings.Contains(r.err, "did you mean") {
+		t.Errorf("a suggestion for a name close to none: %s", r.err)
+	}
 	r = h.fails(2, "recv", "q", "--max", "0")
 	contains(t, "stderr", r.err, "--max must be between 1 and 1000")
 	r = h.fails(2, "recv", "q", "--wait", "2m")

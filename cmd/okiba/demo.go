@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -98,8 +99,8 @@ func (c *campusCafeCmd) Run(ctx context.Context, args []string) error {
 	pgURL := f.String("postgres", "", "use the PostgreSQL database at `URL` instead of SQLite")
 	var cf clientFlags
 	cf.register(f)
-	addr := f.String("addr", "127.0.0.1:7080", "orders API address `HOST:PORT` (port 0 picks one)")
-	brokerAddr := f.String("broker-addr", "", "embedded broker address `HOST:PORT` (default 127.0.0.1:7070; with --check a free port)")
+	addr := f.String("addr", "127.0.0.1:7080", "orders API address `HOST:PORT` (port 0 picks one, as does the default when it is taken)")
+	brokerAddr := f.String("broker-addr", "", "embedded broker address `HOST:PORT` (default 127.0.0.1:7070, or a free port when that is taken, as by a broker already running — which --server URL uses instead; with --check a free port)")
 	seed := f.Uint64("seed", 1, "seed of every fault decision")
 	ackFail := f.Float64("ack-fail-rate", 0, "probability that an ack is lost after processing")
 	crash := f.Float64("crash-rate", 0, "probability that a consumer crashes after its commit, before its ack")
@@ -163,7 +164,13 @@ func (c *campusCafeCmd) Run(ctx context.Context, args []string) error {
 		*brokerAddr = "127.0.0.1:7070"
 		if *check {
 			*brokerAddr = "127.0.0.1:0"
+		} else if server == "" {
+			*brokerAddr = addrOrFree(a.Stderr, *brokerAddr, "the embedded broker",
+				"is a broker already running there? the demo can use it: --server http://"+*brokerAddr)
 		}
+	}
+	if !f.given()["addr"] && !*check {
+		*addr = addrOrFree(a.Stderr, *addr, "the orders API", "")
 	}
 	db, where, err := openCafeDB(dir, *dbPath, *pgURL)
 	if err != nil {
@@ -395,4 +402,22 @@ func (c *campusCafeCmd) rebuild(ctx context.Context, data, dbPath, pgURL, server
 	}
 	fmt.Fprintln(w, "the rebuilt inventory agrees with the orders")
 	return nil
+}
+
+// addrOrFree returns addr when it can be listened on now, and otherwise the same host with
+// port 0 (a free port, printed once the demo listens), saying so on w with hint: the
+// defaults of a demo must not fail next to the broker the README started.
+func addrOrFree(w io.Writer, addr, what, hint string) string {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		ln.Close()
+		return addr
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	msg := fmt.Sprintf("%s is in use: %s listens on a free port instead", addr, what)
+	if hint != "" {
+		msg += " (" + hint + ")"
+	}
+	fmt.Fprintln(w, msg)
+	return net.JoinHostPort(host, "0")
 }

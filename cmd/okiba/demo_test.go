@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -155,5 +156,28 @@ func TestDemoCampusCafeServes(t *testing.T) {
 	resp.Body.Close()
 	if ch := get("/status")["chaos"].(map[string]any); ch["ack_fail_rate"] != 0.5 || ch["crash_rate"] != 0.0 {
 		t.Fatalf("chaos knobs after PUT /chaos: %v", ch)
+	}
+}
+
+// The demo's default addresses give way to a free port when taken — by the broker the
+// README started, typically — and say so, with how to use that broker instead.
+func TestDemoAddrOrFree(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().String()
+	var w strings.Builder
+	if got := addrOrFree(&w, taken, "the embedded broker", "use it: --server http://"+taken); got != "127.0.0.1:0" {
+		t.Errorf("a taken address gave %q, want 127.0.0.1:0", got)
+	}
+	contains(t, "the note", w.String(), taken+" is in use: the embedded broker listens on a free port instead (use it: --server http://"+taken+")")
+
+	free := freePort(t)
+	w.Reset()
+	if got := addrOrFree(&w, "127.0.0.1:"+free, "the orders API", ""); got != "127.0.0.1:"+free || w.Len() != 0 {
+		t.Errorf("a free address gave %q and %q", got, w.String())
 	}
 }

@@ -24,6 +24,7 @@ queue from its configuration (dead_letter_queue).` + clientHelp,
 			{"redrive", "move dead letters back (or elsewhere), following the task", func(a *app, n string) command { return &dlqRedriveCmd{app: a, name: n} }},
 			{"tasks", "list redrive tasks and their progress", func(a *app, n string) command { return &dlqTasksCmd{app: a, name: n} }},
 			{"cancel", "cancel a running redrive task", func(a *app, n string) command { return &dlqCancelCmd{app: a, name: n} }},
+			{"delete", "delete dead letters for good, by id", func(a *app, n string) command { return &dlqDeleteCmd{app: a, name: n} }},
 		}}
 }
 
@@ -411,5 +412,70 @@ okiba dlq cancel 7`)
 		return err
 	}
 	fmt.Fprintf(a.Stdout, "redrive task %s cancelled after moving %d of %d messages\n", t.ID, t.Moved, t.Total)
+	return nil
+}
+
+// ---------------------------------------------------------------------------------------
+
+type dlqDeleteCmd struct {
+	app  *app
+	name string
+}
+
+func (c *dlqDeleteCmd) Run(ctx context.Context, args []string) error {
+	a := c.app
+	f := a.serverFlags(c.name, `
+Usage: okiba dlq delete QUEUE ID...
+
+Deletes dead letters of QUEUE for good, by the ids okiba dlq list shows: for the ones
+no redrive can fix. ID "-" reads ids from stdin, one per line. The ids say exactly what
+goes, so nothing asks for confirmation; to empty the whole dead-letter queue, okiba queue
+purge it (which asks). Each id gets its own result; the exit status is 1 if any failed.`, `
+okiba dlq delete orders 6889c50bd0c00001
+okiba dlq list orders --json | jq -r 'select(.dead_letter.reason=="invalid-card") | .id' | okiba dlq delete orders -`)
+	pos, err := f.parseArgs(args, 2, -1, "QUEUE ID...")
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, id := range pos[1:] {
+		if id != "-" {
+			ids = append(ids, id)
+			continue
+		}
+		lines, err := readLines(a.Stdin)
+		if err != nil {
+			return fmt.Errorf("read ids from stdin: %w", err)
+		}
+		ids = append(ids, lines...)
+	}
+	if len(ids) == 0 {
+		return f.fail("no ids given (stdin was empty)")
+	}
+	cl, err := f.client()
+	if err != nil {
+		return err
+	}
+	dlq, dq, err := deadLetterQueue(ctx, cl, pos[0])
+	if err != nil {
+		return err
+	}
+	if dq == nil {
+		return fmt.Errorf("%s's dead-letter queue %s does not exist: there are no dead letters to delete", pos[0], dlq)
+	}
+	failed := 0
+	for _, id := range ids {
+		if err := cl.DeleteMessage(ctx, dlq, id); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			failed++
+			fmt.Fprintf(a.Stderr, "okiba %s: %s: %v\n", c.name, id, err)
+		}
+	}
+	fmt.Fprintf(a.Stdout, "deleted %d of %d from %s\n", len(ids)-failed, len(ids), dlq)
+	if failed > 0 {
+		return &exitError{code: 1}
+	}
 	return nil
 }

@@ -163,3 +163,44 @@ func TestDLQRedriveInterruptCancelsTheTask(t *testing.T) {
 		t.Errorf("after both redrives: %+v", q.Stats)
 	}
 }
+
+// okiba peek lists without leasing; okiba dlq delete removes dead letters by id, each
+// with its own result, and leaves the others.
+func TestPeekAndDLQDelete(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.ok("queue", "create", "orders")
+	h.send("orders", "first", "second")
+	h.ok("send", "orders", "later", "--delay", "1h", "--group", "g")
+
+	out := h.ok("peek", "orders")
+	contains(t, "peek", out, "ID", "STATE", "first", "second", "later")
+	matches(t, "peek", out, `[0-9a-f]{16}\s+delayed \((1h|59m\d+s) more\)\s+0\s+g\s+`)
+	ms := decodeLines[dlqLine](t, h.ok("peek", "orders", "--state", "ready", "--json"))
+	if len(ms) != 2 || ms[0].Body != "first" || ms[1].Body != "second" {
+		t.Fatalf("peek --state ready --json: %+v", ms)
+	}
+	contains(t, "peek --limit", h.runWith(runOpts{}, "peek", "orders", "--limit", "1").err, "showing the first 1")
+	if q := h.queue("orders"); q.Stats.Ready != 2 || q.Stats.InFlight != 0 || q.Stats.Delayed != 1 {
+		t.Errorf("peek leased or moved something: %+v", q.Stats)
+	}
+	contains(t, "peek --state", h.fails(2, "peek", "orders", "--state", "leased").err, "--state must be ready, delayed or in_flight")
+	contains(t, "peek of a missing queue", h.fails(1, "peek", "nope").err, "queue_not_found")
+
+	h.ok("queue", "create", "jobs")
+	h.deadLetter("jobs", "poison", "p1", "p2", "p3")
+	dead := decodeLines[dlqLine](t, h.ok("dlq", "list", "jobs", "--json"))
+	if len(dead) != 3 {
+		t.Fatalf("dlq list: %+v", dead)
+	}
+	contains(t, "dlq delete", h.ok("dlq", "delete", "jobs", dead[0].ID), "deleted 1 of 1 from jobs-dlq")
+	r := h.runWith(runOpts{stdin: dead[1].ID + "\n" + dead[0].ID + "\n"}, "dlq", "delete", "jobs", "-")
+	if r.code != 1 || !strings.Contains(r.out, "deleted 1 of 2") || !strings.Contains(r.err, dead[0].ID+": message_not_found") {
+		t.Fatalf("dlq delete of one present and one gone: %+v", r)
+	}
+	left := decodeLines[dlqLine](t, h.ok("dlq", "list", "jobs", "--json"))
+	if len(left) != 1 || left[0].ID != dead[2].ID {
+		t.Errorf("after the deletes: %+v, want only %s", left, dead[2].ID)
+	}
+	contains(t, "dlq delete without ids", h.fails(2, "dlq", "delete", "jobs").err, "missing arguments")
+}

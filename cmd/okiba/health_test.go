@@ -1,7 +1,10 @@
 package main
 
 import (
+	"io"
 	"net"
+	"net/http"
+	"runtime"
 	"testing"
 
 	"github.com/okiba/okiba/okibatest"
@@ -16,7 +19,19 @@ func TestHealth(t *testing.T) {
 	if out := h.ok("health", "--server", srv.URL); out != "ok\n" {
 		t.Fatalf("health: %q", out)
 	}
-	contains(t, "--json", h.ok("health", "--server", srv.URL, "--json"), `"status": "ok"`)
+	// /healthz and /metrics say which okiba answers, as okiba version does.
+	contains(t, "--json", h.ok("health", "--server", srv.URL, "--json"), `"status": "ok"`,
+		`"version": "devel"`, `"go_version": "`+runtime.Version()+`"`)
+	contains(t, "version", h.ok("version"), "okiba devel", runtime.Version())
+	req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer health-token-health-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	contains(t, "/metrics", string(metrics), `okiba_build_info{commit="",go_version="`+runtime.Version()+`",version="devel"} 1`)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

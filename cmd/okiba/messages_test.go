@@ -19,8 +19,8 @@ func TestSend(t *testing.T) {
 	if !idRE.MatchString(id1) {
 		t.Fatalf("send printed %q, want a message id", id1)
 	}
-	// From stdin, byte for byte; flags before the arguments.
-	r := h.runWith(runOpts{stdin: "line one\nline two\n"}, "send", "--dedup-id", "d1", "q")
+	// From stdin, byte for byte but one trailing newline; flags before the arguments.
+	r := h.runWith(runOpts{stdin: "line one\nline two\n\n"}, "send", "--dedup-id", "d1", "q")
 	id2 := strings.TrimSpace(r.out)
 	if r.code != 0 || !idRE.MatchString(id2) {
 		t.Fatalf("send from stdin: %+v", r)
@@ -33,6 +33,12 @@ func TestSend(t *testing.T) {
 	binary := "\x00\xff\xfebin"
 	h.runWith(runOpts{stdin: binary}, "send", "q")
 	h.ok("send", "q", "later", "--delay", "1h")
+	h.runWith(runOpts{stdin: "kept\r\n"}, "send", "q", "--keep-newline")
+	// A negative delay is refused here, as the server would, not taken for "at once".
+	for _, d := range []string{"-5s", "169h", "1500us"} {
+		contains(t, "--delay "+d, h.fails(2, "send", "q", "x", "--delay", d).err, "--delay must be a whole number of milliseconds between 0s and 168h")
+	}
+	contains(t, "nack --delay -5s", h.fails(2, "nack", "q", "some-receipt", "--delay", "-5s").err, "--delay must be")
 
 	r = h.fails(1, "send", "missing", "x")
 	contains(t, "stderr", r.err, "okiba send: queue_not_found:")
@@ -41,12 +47,15 @@ func TestSend(t *testing.T) {
 	contains(t, "stderr", r.err, `"novalue" is not KEY=VALUE`)
 
 	q := h.queue("q")
-	if q.Stats.Ready != 3 || q.Stats.Delayed != 1 {
-		t.Fatalf("after sends: ready %d delayed %d, want 3 and 1", q.Stats.Ready, q.Stats.Delayed)
+	if q.Stats.Ready != 4 || q.Stats.Delayed != 1 {
+		t.Fatalf("after sends: ready %d delayed %d, want 4 and 1", q.Stats.Ready, q.Stats.Delayed)
 	}
 	ms := h.recvJSON("q", "--max", "10")
-	if len(ms) != 3 {
-		t.Fatalf("received %d messages, want 3 (the delayed one stays)", len(ms))
+	if len(ms) != 4 {
+		t.Fatalf("received %d messages, want 4 (the delayed one stays)", len(ms))
+	}
+	if ms[3].Body != "kept\r\n" {
+		t.Errorf("--keep-newline: body %q", ms[3].Body)
 	}
 	m := ms[0]
 	if m.ID != id1 || m.Body != "hello" || m.Group != "g1" || m.Headers["k"] != "v" || m.Headers["a"] != "b=c" || m.Deliveries != 1 || m.Receipt == "" || m.Queue != "q" {

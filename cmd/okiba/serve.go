@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -28,7 +29,7 @@ Usage: okiba serve [--config FILE] [--addr HOST:PORT] [--data DIR] [flags]
 
 Settings come from a JSON configuration file (--config FILE, or OKIBA_CONFIG; every flag
 has a key, docs/operations.md), then the environment (OKIBA_ADDR, OKIBA_DATA,
-OKIBA_AUTH_TOKEN, OKIBA_LOG_LEVEL, OKIBA_SQS_REGION, OKIBA_SQS_ACCOUNT_ID,
+OKIBA_AUTH_TOKEN, OKIBA_LOG_LEVEL, OKIBA_LOG_FORMAT, OKIBA_SQS_REGION, OKIBA_SQS_ACCOUNT_ID,
 OKIBA_CORS_ORIGINS, OKIBA_ALLOWED_HOSTS, OKIBA_AUDIT_LOG, OKIBA_TRUSTED_PROXIES,
 OKIBA_TLS_CERT, OKIBA_TLS_KEY, OKIBA_TLS_CLIENT_CA), then flags: a flag wins over the
 environment, and the environment over the file.
@@ -50,7 +51,8 @@ management action and refusal goes to the audit log (the log, and --audit-log FI
 
 The data directory is locked: a second okiba on the same directory fails with "in use".
 At start-up okiba recovers from the latest checkpoint and the log after it, then logs one
-line with the recovery summary and the listening URL. Logs go to stderr.
+line with the recovery summary, the version and the listening URL. Logs go to stderr, as
+key=value lines or, with --log-format json, one JSON object a line.
 
 Without authentication okiba listens only on loopback. To bind any other address give a
 token (--auth-token-file FILE, env OKIBA_AUTH_TOKEN, or --auth-token TOKEN, which other
@@ -109,6 +111,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	tokenFile := f.String("auth-token-file", "", "read the bearer token from `FILE` (surrounding whitespace is ignored)")
 	insecure := f.Bool("insecure", false, "allow a non-loopback --addr without authentication")
 	level := f.String("log-level", "", "log `LEVEL`: debug, info, warn or error (default info; env OKIBA_LOG_LEVEL)")
+	logFormat := f.String("log-format", "", "log `FORMAT`: text (key=value lines) or json (an object a line, for journald and container log collectors) (default text; env OKIBA_LOG_FORMAT)")
 	grace := f.Duration("shutdown-grace", node.DefaultShutdownGrace, "how long requests in progress may take to finish at shutdown")
 	sqsOn := f.Bool("sqs", true, "serve the SQS-compatible API on the same address")
 	consoleOn := f.Bool("console", true, "serve the web console at / (docs/console.md)")
@@ -157,6 +160,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	env("OKIBA_ADDR", &cfg.Addr)
 	env("OKIBA_DATA", &cfg.Data)
 	env("OKIBA_LOG_LEVEL", &cfg.LogLevel)
+	env("OKIBA_LOG_FORMAT", &cfg.LogFormat)
 	env("OKIBA_SQS_REGION", &cfg.SQS.Region)
 	env("OKIBA_SQS_ACCOUNT_ID", &cfg.SQS.AccountID)
 	env("OKIBA_AUDIT_LOG", &cfg.AuditLog)
@@ -207,6 +211,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		"insecure":             func() { cfg.Insecure = *insecure },
 		"audit-log":            func() { cfg.AuditLog = *auditLog },
 		"log-level":            func() { cfg.LogLevel = *level },
+		"log-format":           func() { cfg.LogFormat = *logFormat },
 		"shutdown-grace":       func() { cfg.ShutdownGrace = node.Duration(*grace) },
 		"sqs":                  func() { cfg.SQS.Disabled = !*sqsOn },
 		"console":              func() { cfg.Console.Disabled = !*consoleOn },
@@ -242,11 +247,25 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		return enc.Encode(cfg.Effective().Redacted()) // keys left out have their defaults
 	}
 
+	if runtime.GOOS == "windows" {
+		// The data directory cannot be locked here (internal/vfs), and two brokers on one
+		// directory would lose messages: refused rather than run unprotected.
+		return errors.New("okiba serve does not run on Windows: it cannot lock its data directory there. " +
+			"Run the broker on Linux or macOS (or in WSL 2, or the container image) and use this okiba as its client, with --server URL")
+	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(cmp.Or(cfg.LogLevel, "info"))); err != nil {
 		return f.fail("--log-level must be debug, info, warn or error, got %q", cfg.LogLevel)
 	}
-	logger := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: lv}))
+	var logger *slog.Logger
+	switch cfg.LogFormat {
+	case "", "text":
+		logger = slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: lv}))
+	case "json":
+		logger = slog.New(slog.NewJSONHandler(a.Stderr, &slog.HandlerOptions{Level: lv}))
+	default:
+		return f.fail("--log-format must be text or json, got %q", cfg.LogFormat)
+	}
 	var hup chan os.Signal
 	if cfg.TLS.CertFile != "" || cfg.TLS.KeyFile != "" {
 		// Taken before the node serves, so that a SIGHUP never finds the signal's default

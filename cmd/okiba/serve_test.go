@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -240,19 +242,8 @@ func TestServeInProcess(t *testing.T) {
 // port, talks to it with the binary, and stops it with SIGTERM.
 func TestServeBinary(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("SKIP: builds the okiba binary: runs in its own tier (make binary), not with -short")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		testkit.Missing(t, "the okiba binary's test", "no go command in PATH to build it", "PATH=/usr/local/go/bin:$PATH")
-	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "okiba")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	data := filepath.Join(tmp, "data")
+	bin := releaseBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
 	baseEnv := cleanEnv()
 
 	srv := startBinary(t, bin, baseEnv, "serve", "--addr", "127.0.0.1:0", "--data", data)
@@ -281,6 +272,9 @@ func TestServeBinary(t *testing.T) {
 			t.Fatalf("run %v: %v", args, err)
 		}
 		return out.String(), errb.String(), code
+	}
+	if out, errs, code := runBin("", "health", "--json"); code != 0 || !strings.Contains(out, `"version": "`+testVersion+`"`) {
+		t.Fatalf("health --json: %d %s %s", code, out, errs)
 	}
 	if out, errs, code := runBin("", "queue", "create", "q"); code != 0 || !strings.Contains(out, "created queue q") {
 		t.Fatalf("queue create: %d %s %s", code, out, errs)
@@ -321,7 +315,7 @@ func TestServeBinary(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("serve exited with %d after SIGTERM:\n%s", code, log)
 	}
-	contains(t, "serve log", log, `msg="okiba serving"`, "queues=0", "shutting down", `msg="okiba stopped"`)
+	contains(t, "serve log", log, `msg="okiba serving"`, "version="+testVersion, "go="+runtime.Version(), "queues=0", "shutting down", `msg="okiba stopped"`)
 	select {
 	case <-pollDone:
 	case <-time.After(20 * time.Second):
@@ -480,4 +474,35 @@ func TestServePrintConfig(t *testing.T) {
 			t.Errorf("--print-config shows a secret (%s):\n%s", secret, out)
 		}
 	}
+}
+
+// --log-format json writes one JSON object a line, for journald and container log
+// collectors; an unknown format is a usage error before anything starts.
+func TestServeLogFormat(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	var logBuf testkit.SyncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // serve starts and stops at once
+	a := &app{Stdout: io.Discard, Stderr: &logBuf, Getenv: getenv(map[string]string{"OKIBA_LOG_FORMAT": "json"})}
+	if code := a.run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir}); code != 0 {
+		t.Fatalf("serve: exit %d\n%s", code, logBuf.String())
+	}
+	var serving bool
+	for _, line := range strings.Split(strings.TrimSpace(logBuf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line is not JSON (%v): %s", err, line)
+		}
+		if rec["msg"] == "okiba serving" {
+			serving = rec["version"] == "devel" && rec["go"] == runtime.Version() && rec["level"] == "INFO"
+		}
+	}
+	if !serving {
+		t.Errorf("no start-up line with the version:\n%s", logBuf.String())
+	}
+
+	h := &harness{t: t, env: map[string]string{"OKIBA_DATA": filepath.Join(t.TempDir(), "refused")}}
+	contains(t, "--log-format xml", h.fails(2, "serve", "--addr", "127.0.0.1:0", "--log-format", "xml").err, "--log-format must be text or json")
+	contains(t, "print-config", h.ok("serve", "--print-config"), `"log_format": "text"`)
 }

@@ -102,6 +102,8 @@ redelivered) changes nothing. The exit status is 1 if any receipt failed.`, h.ex
 	}
 	if !given["delay"] {
 		delay = nil // nack: the queue's backoff
+	} else if err := checkDelay(f, *delay); err != nil {
+		return err
 	}
 	failed := 0
 	for start := 0; start < len(receipts); start += api.MaxBatch {

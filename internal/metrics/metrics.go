@@ -34,6 +34,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/buildinfo"
 	"github.com/okiba/okiba/wal"
 )
 
@@ -137,7 +138,12 @@ func New(opts Options) *Metrics {
 		Help:    "HTTP requests by route (the pattern matched; sqs for the SQS API), method and status code. Long polls last up to their wait.",
 		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"route", "method", "code"})
-	m.reg.MustRegister(m.ckptBytes, m.ckptFailures, m.httpSeconds)
+	// The build as a constant series, to join on or to count versions across a fleet.
+	b := buildinfo.Get()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "okiba_build_info",
+		Help: "Always 1; the labels say which okiba this is (okiba version)."}, []string{"version", "commit", "go_version"})
+	build.WithLabelValues(b.Version, b.Commit, b.GoVersion).Set(1)
+	m.reg.MustRegister(m.ckptBytes, m.ckptFailures, m.httpSeconds, build)
 	if !opts.NoRuntime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

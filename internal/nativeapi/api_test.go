@@ -13,6 +13,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/buildinfo"
 	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/okibatest"
 )
@@ -972,8 +973,12 @@ func TestHealthz(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, okibatest.Options{})
 	r := e.do("GET", "/healthz", nil)
-	if r.Status != 200 || strings.TrimSpace(string(r.Body)) != `{"status":"ok"}` || r.Header.Get("Content-Type") != "application/json" {
+	var h api.Health
+	if r.Status != 200 || json.Unmarshal(r.Body, &h) != nil || h.Status != "ok" || r.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("healthz: %v", r)
+	}
+	if h.Build == nil || *h.Build != buildinfo.Get() {
+		t.Errorf("healthz's build %+v, want %+v", h.Build, buildinfo.Get())
 	}
 	expectError(t, e.do("POST", "/healthz", ""), api.CodeMethod)
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/okiba/okiba/api"
+	"github.com/okiba/okiba/internal/buildinfo"
 	"github.com/okiba/okiba/internal/reply"
 	"github.com/okiba/okiba/internal/service"
 )
@@ -21,6 +22,8 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 			h.Status, h.Reason = "degraded", "the cluster has no leader: an election is under way, or a quorum of its nodes is unreachable"
 		}
 	}
+	build := buildinfo.Get()
+	h.Build = &build
 	if !ok {
 		reply.JSON(w, http.StatusServiceUnavailable, h)
 		return

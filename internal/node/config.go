@@ -56,6 +56,9 @@ type Config struct {
 	Insecure bool `json:"insecure,omitempty"`
 	// LogLevel is debug, info, warn or error. Defaults to info.
 	LogLevel string `json:"log_level,omitempty"`
+	// LogFormat is text (logfmt lines) or json (one object a line, for journald's and
+	// container platforms' collectors). Defaults to text.
+	LogFormat string `json:"log_format,omitempty"`
 	// ShutdownGrace is how long requests in progress may take at shutdown. Defaults to 30s.
 	ShutdownGrace Duration `json:"shutdown_grace,omitempty"`
 	// CORSOrigins are the browser origins that may call the API (scheme://host[:port]).
@@ -233,6 +236,9 @@ func (c Config) Effective() Config {
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "text"
 	}
 	return c
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/okiba/okiba/internal/audit"
 	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/cluster"
+	"github.com/okiba/okiba/internal/buildinfo"
 	"github.com/okiba/okiba/internal/console"
 	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/internal/gcpace"
@@ -318,7 +319,9 @@ func (n *Node) open(ctx context.Context) error {
 		}
 	}
 	rec := b.Recovery()
+	build := buildinfo.Get()
 	log.Info("okiba serving", "url", n.url, "data", c.Data,
+		"version", build.Version, "commit", buildinfo.Short(build.Commit), "go", build.GoVersion,
 		"queues", rec.Queues, "messages", rec.Messages, "records_replayed", rec.Records,
 		"from_checkpoint", rec.Checkpoint, "recovery_time", rec.Duration.Round(time.Millisecond))
 	if n.sqs != nil {

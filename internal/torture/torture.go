@@ -37,7 +37,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/okiba/okiba/api"
@@ -296,9 +295,9 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			// Freeze the broker past its leases: consumers' leases expire, and time
 			// stepping on while the process is stopped must not confuse it.
 			rep.Stops++
-			srv.signal(syscall.SIGSTOP)
+			srv.freeze()
 			pause(ctx, visibility+time.Duration(rng.IntN(1000))*time.Millisecond)
-			srv.signal(syscall.SIGCONT)
+			srv.thaw()
 		case r < 16:
 			// Redrive the dead letters, then kill during the move.
 			rep.Redrives++
@@ -525,7 +524,7 @@ func (s *server) waitHealthy(ctx context.Context, done chan struct{}) error {
 	return errors.New("timed out")
 }
 
-func (s *server) signal(sig syscall.Signal) {
+func (s *server) signal(sig os.Signal) {
 	if s.cmd != nil && s.cmd.Process != nil {
 		s.cmd.Process.Signal(sig)
 	}
@@ -536,7 +535,7 @@ func (s *server) kill() {
 	if s.cmd == nil {
 		return
 	}
-	s.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies on SIGKILL too, but be sure
+	s.thaw() // a stopped process dies on SIGKILL too, but be sure
 	s.cmd.Process.Kill()
 	<-s.done
 	s.cmd = nil

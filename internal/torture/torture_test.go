@@ -19,7 +19,7 @@ func TestTortureShort(t *testing.T) {
 	}
 	bin := filepath.Join(t.TempDir(), "okiba")
 	build := exec.Command("go", "build", "-o", bin, "../../cmd/okiba")
-	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false "+os.Getenv("GOFLAGS")) // make's flags kept: its build cache
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
