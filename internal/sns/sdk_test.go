@@ -3,6 +3,7 @@ package sns_test
 import (
 	"encoding/base64"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -376,5 +377,49 @@ func TestTopicsAndSubscriptions(t *testing.T) {
 	// The queue stays, as a queue outlives its subscriptions.
 	if _, err := e.sqs.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: aws.String("inbox")}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestRawDeliveryBeyondTenAttributes: SQS takes ten attributes on a message; a raw
+// delivery of more goes to the subscription's dead-letter queue, or nowhere, as SNS.
+func TestRawDeliveryBeyondTenAttributes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, okibatest.Options{})
+	ctx := ctxT(t)
+	topicARN := e.createTopic(t, "wide", nil)
+	withURL, withARN := e.createQueue(t, "with-dlq")
+	dlqURL, dlqARN := e.createQueue(t, "wide-dlq")
+	bareURL, bareARN := e.createQueue(t, "without-dlq")
+	envURL, envARN := e.createQueue(t, "enveloped")
+	e.subscribe(t, topicARN, withARN, map[string]string{"RawMessageDelivery": "true", "RedrivePolicy": `{"deadLetterTargetArn":"` + dlqARN + `"}`})
+	e.subscribe(t, topicARN, bareARN, map[string]string{"RawMessageDelivery": "true"})
+	e.subscribe(t, topicARN, envARN, nil)
+	attrs := map[string]types.MessageAttributeValue{}
+	for i := range 11 {
+		attrs["a"+strconv.Itoa(i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
+	}
+	if _, err := e.sns.Publish(ctx, &awssns.PublishInput{TopicArn: aws.String(topicARN), Message: aws.String("wide"), MessageAttributes: attrs}); err != nil {
+		t.Fatal(err)
+	}
+	delete(attrs, "a10")
+	if _, err := e.sns.Publish(ctx, &awssns.PublishInput{TopicArn: aws.String(topicARN), Message: aws.String("ten"), MessageAttributes: attrs}); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.receive(t, withURL, 1)[0]; *m.Body != "ten" || len(m.MessageAttributes) != 10 {
+		t.Errorf("with a dead-letter queue: %q with %d attributes", *m.Body, len(m.MessageAttributes))
+	}
+	if m := e.receive(t, bareURL, 1)[0]; *m.Body != "ten" {
+		t.Errorf("without a dead-letter queue: %q", *m.Body)
+	}
+	if m := e.receive(t, dlqURL, 1)[0]; *m.Body != "wide" {
+		t.Errorf("dead-letter queue: %q", *m.Body)
+	}
+	e.empty(t, withURL)
+	e.empty(t, bareURL)
+	// An envelope carries every attribute inside it.
+	for _, m := range e.receive(t, envURL, 2) {
+		if n := parseEnvelope(t, *m.Body); n.Message == "wide" && len(n.MessageAttributes) != 11 {
+			t.Errorf("the envelope has %d attributes", len(n.MessageAttributes))
+		}
 	}
 }
