@@ -42,6 +42,7 @@ import (
 	"github.com/okiba/okiba/internal/nativeapi"
 	"github.com/okiba/okiba/internal/reply"
 	"github.com/okiba/okiba/internal/service"
+	"github.com/okiba/okiba/internal/sns"
 	"github.com/okiba/okiba/internal/sqs"
 	"github.com/okiba/okiba/internal/vfs"
 )
@@ -91,6 +92,7 @@ type Node struct {
 	leaders map[string]*httputil.ReverseProxy
 	native  *nativeapi.Server
 	sqs     *sqs.Front // nil when off
+	sns     *sns.Front // nil when the SQS front is off
 	console *console.Console
 	self    *client.Client // the console's playground's client of this node, on inproc; nil without a console or URL
 	metrics *metrics.Metrics
@@ -240,7 +242,10 @@ func (n *Node) open(ctx context.Context) error {
 	}
 	n.native = nativeapi.New(b, nopts)
 	if !c.SQS.Disabled {
-		opts := sqs.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL, Clock: n.rt.Clock, Logger: log}
+		// SNS shares the SQS front's port, protocol, region and account (internal/sns).
+		n.sns = sns.New(b, sns.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL,
+			SigningSeed: b.DeriveKey("sns signing key"), Logger: log})
+		opts := sqs.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL, Clock: n.rt.Clock, Logger: log, SNS: n.sns}
 		if c.authOn() {
 			opts.Keys = n.keys
 		}
@@ -531,6 +536,10 @@ func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 	if n.raft != nil && n.forward(w, r) {
 		return "forwarded"
 	}
+	if n.sns != nil && n.sns.IsCertRequest(r) { // public, as a validator fetches it
+		n.sns.ServeCert(w, r)
+		return "sns-cert"
+	}
 	if n.sqs != nil && n.sqs.Match(r) {
 		action := "sqs:" + sqs.ActionOf(r)
 		if n.cfg.authOn() && !n.sqs.Authenticates() { // never open by mistake
@@ -665,7 +674,7 @@ func (n *Node) openToBrowsers(r *http.Request) bool {
 	if n.sqs != nil && n.sqs.Match(r) {
 		return false
 	}
-	return r.URL.Path == "/healthz" || (n.console != nil && n.console.Public(r))
+	return r.URL.Path == "/healthz" || (n.console != nil && n.console.Public(r)) || (n.sns != nil && n.sns.IsCertRequest(r))
 }
 
 // refuseBrowser answers a request the guard refused, in the shape of the interface it

@@ -103,10 +103,11 @@ func signedRequired(r *http.Request, signed []string) (string, bool) {
 	return "", false
 }
 
-// checkScope refuses a credential scope that is not this front's.
-func (f *Front) checkScope(s sigV4) *apiError {
-	if s.service != "sqs" {
-		return newErr(kSignatureDoesNotMatch, "Credential should be scoped to correct service: 'sqs', not %q: sign the request for the SQS service", s.service)
+// checkScope refuses a credential scope that is not this front's for service ("sqs",
+// or "sns" for the SNS requests the query dispatch hands on).
+func (f *Front) checkScope(s sigV4, service string) *apiError {
+	if s.service != service {
+		return newErr(kSignatureDoesNotMatch, "Credential should be scoped to correct service: '%s', not %q: sign the request for the %s service", service, s.service, strings.ToUpper(service))
 	}
 	if s.region != f.opts.Region {
 		return newErr(kSignatureDoesNotMatch, "Credential should be scoped to a valid region: this server serves region %q, not %q: configure the client with region %q (or the server with sqs.region / --sqs-region)", f.opts.Region, s.region, f.opts.Region)
@@ -116,8 +117,8 @@ func (f *Front) checkScope(s sigV4) *apiError {
 
 // authenticate verifies r (whose body has been read into body) and returns the
 // principal it was signed by (anonymous, allowed everything, when the front has no
-// keys).
-func (f *Front) authenticate(r *http.Request, body []byte, now time.Time) (auth.Principal, *apiError) {
+// keys). service is the service the request must be signed for.
+func (f *Front) authenticate(r *http.Request, body []byte, now time.Time, service string) (auth.Principal, *apiError) {
 	h := r.Header.Get("Authorization")
 	presigned := h == "" && r.URL.Query().Has("X-Amz-Signature")
 	if f.opts.Keys == nil {
@@ -135,7 +136,7 @@ func (f *Front) authenticate(r *http.Request, body []byte, now time.Time) (auth.
 			// The signature does not cover a body: what it holds could be anyone's.
 			return none, newErr(kIncompleteSignature, "a presigned request carries its parameters in its query string: its body is not signed and must be empty")
 		}
-		return f.authenticatePresigned(r, now)
+		return f.authenticatePresigned(r, now, service)
 	}
 	if h == "" {
 		return none, newErr(kMissingAuth, "Request is missing Authentication Token: sign it with AWS Signature Version 4 using a principal's name as the access key id and its secret")
@@ -147,7 +148,7 @@ func (f *Front) authenticate(r *http.Request, body []byte, now time.Time) (auth.
 	if missing, ok := signedRequired(r, s.signedHeaders); ok {
 		return none, newErr(kIncompleteSignature, "SignedHeaders must include %s: a signature must cover the headers that say what the request does (host, x-amz-date, x-amz-target, content-type)", missing)
 	}
-	if e := f.checkScope(s); e != nil {
+	if e := f.checkScope(s, service); e != nil {
 		return none, e
 	}
 	p, secrets, ok := f.opts.Keys.SigningSecrets(s.keyID)
@@ -208,7 +209,7 @@ func parsePresigned(qv url.Values) (sigV4, *apiError) {
 }
 
 // authenticatePresigned verifies a GET whose signature is in its query string.
-func (f *Front) authenticatePresigned(r *http.Request, now time.Time) (auth.Principal, *apiError) {
+func (f *Front) authenticatePresigned(r *http.Request, now time.Time, service string) (auth.Principal, *apiError) {
 	var none auth.Principal
 	qv := r.URL.Query()
 	s, e := parsePresigned(qv)
@@ -218,7 +219,7 @@ func (f *Front) authenticatePresigned(r *http.Request, now time.Time) (auth.Prin
 	if !slices.Contains(s.signedHeaders, "host") {
 		return none, newErr(kIncompleteSignature, "X-Amz-SignedHeaders must include host")
 	}
-	if e := f.checkScope(s); e != nil {
+	if e := f.checkScope(s, service); e != nil {
 		return none, e
 	}
 	p, secrets, ok := f.opts.Keys.SigningSecrets(s.keyID)

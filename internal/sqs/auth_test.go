@@ -90,7 +90,7 @@ func TestSigV4(t *testing.T) {
 		{"scoped to another region", signedFor(t, "sqs", "us-east-1", "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now), body, now, "SignatureDoesNotMatch"},
 	}
 	for _, c := range cases {
-		_, e := f.authenticate(c.req, c.body, now)
+		_, e := f.authenticate(c.req, c.body, now, "sqs")
 		switch {
 		case c.wantErr == "" && e != nil:
 			t.Errorf("%s: %v", c.name, e)
@@ -98,20 +98,20 @@ func TestSigV4(t *testing.T) {
 			t.Errorf("%s: got %v, want %s", c.name, e, c.wantErr)
 		}
 	}
-	_, e := f.authenticate(signedFor(t, "sqs", "us-east-1", "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now), body, now)
+	_, e := f.authenticate(signedFor(t, "sqs", "us-east-1", "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now), body, now, "sqs")
 	if e == nil || !strings.Contains(e.Message, `serves region "eu-west-3", not "us-east-1"`) {
 		t.Errorf("a signature for another region is not told which one to use: %v", e)
 	}
 	// A target header changed after signing breaks the signature too.
 	req := signed(t, "AKIDOKIBA", "s3cret", "AmazonSQS.CreateQueue", "/", body, now)
 	req.Header.Set("X-Amz-Target", "AmazonSQS.DeleteQueue")
-	if _, e := f.authenticate(req, body, now); e == nil || e.Code != "SignatureDoesNotMatch" {
+	if _, e := f.authenticate(req, body, now, "sqs"); e == nil || e.Code != "SignatureDoesNotMatch" {
 		t.Errorf("altered target: got %v", e)
 	}
 
 	open := New(nil, Options{})
 	for _, c := range cases {
-		if key, e := open.authenticate(c.req, c.body, now); e != nil {
+		if key, e := open.authenticate(c.req, c.body, now, "sqs"); e != nil {
 			t.Errorf("without credentials %s: %v", c.name, e)
 		} else if c.name == "good" && key.Name != "AKIDOKIBA" {
 			t.Errorf("without credentials: key id %q", key.Name)

@@ -565,6 +565,15 @@ func (f *Front) receiveMessage(q *request) (any, *apiError) {
 		return nil, f.errorOf(err, qi.Name)
 	}
 	out := receiveMessageOut{}
+	if f.opts.SNS != nil { // messages of SNS subscriptions are shaped as SNS delivers them
+		kept := msgs[:0]
+		for i := range msgs {
+			if f.opts.SNS.Deliver(q.r, qi.Name, &msgs[i]) {
+				kept = append(kept, msgs[i])
+			}
+		}
+		msgs = kept
+	}
 	for i := range msgs {
 		out.Messages = append(out.Messages, f.wireMsg(&msgs[i], fifo, &spec))
 	}

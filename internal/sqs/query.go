@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/okiba/okiba/broker"
 )
 
 // The SQS query protocol: the older of SQS's two wire protocols, which every AWS SDK
@@ -34,8 +36,10 @@ import (
 //
 // SQS and SNS share this protocol and one endpoint in okiba: which service a request is
 // for is decided by its signature's credential scope, then its Version, then its action,
-// then whether it names a TopicArn (queryService). SNS is not served yet; its requests
-// are answered with an error in SNS's own namespace that says so.
+// then whether it names a TopicArn (queryService). SNS requests are authenticated here
+// (signed for service "sns") and handed to the SNS front (Options.SNS, package
+// internal/sns); without one they are answered with an error in SNS's own namespace
+// that says so.
 
 // API versions and XML namespaces of the query protocol.
 const (
@@ -140,7 +144,20 @@ func scopeService(r *http.Request) string {
 	return f[3]
 }
 
-// errSNS answers an SNS request.
+// SNS is the SNS front the dispatch hands SNS requests to, and which shapes the
+// messages its subscriptions put into queues when an SQS client receives them.
+type SNS interface {
+	// ServeSNS answers an SNS request that has been authenticated (its principal is in
+	// r's context); form holds its parameters.
+	ServeSNS(w http.ResponseWriter, r *http.Request, form url.Values)
+	// Deliver turns m, received from queue, into what an SQS receiver gets (an SNS
+	// envelope, or a raw message with SNS's attributes) when an SNS subscription put it
+	// there, and leaves every other message alone. It reports false when the message is
+	// not to be answered (the SNS front has settled it otherwise).
+	Deliver(r *http.Request, queue string, m *broker.Message) bool
+}
+
+// errSNS answers an SNS request when no SNS front is configured.
 var errSNS = newErr(kUnknownOperation, "this is an Amazon SNS request (by its signature's scope, Version %s, action or TopicArn): "+
 	"okiba does not serve the SNS API yet, only SQS (Version %s) on this port; see docs/sqs.md", snsVersion, sqsVersion)
 

@@ -71,6 +71,9 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives internal errors. Defaults to discarding them.
 	Logger *slog.Logger
+	// SNS serves the SNS requests of the query protocol, which share the endpoint
+	// (query.go). Defaults to none: they are refused with an error that says so.
+	SNS SNS
 }
 
 // Front serves the SQS API over a broker. It is an http.Handler.
@@ -253,7 +256,7 @@ func (f *Front) Authenticate(w http.ResponseWriter, r *http.Request) (*http.Requ
 	if e == nil {
 		// Signatures are dated by the wall clock, not Options.Clock: the signer's clock is a
 		// real one even when the broker runs on a fake clock in tests.
-		p, e = f.authenticate(r, in.body, time.Now())
+		p, e = f.authenticate(r, in.body, time.Now(), in.service())
 	}
 	if e != nil {
 		w.Header().Set("X-Amzn-RequestId", requestID())
@@ -272,6 +275,14 @@ type incoming struct {
 	proto proto
 	body  []byte
 	form  url.Values // the query protocol's parameters (queryParams)
+}
+
+// service is the AWS service the request must be signed for.
+func (in *incoming) service() string {
+	if in.proto == protoSNS {
+		return "sns"
+	}
+	return "sqs"
 }
 
 // proto is the protocol, and for the query protocol the service, a request speaks; its
@@ -295,6 +306,10 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		in = r.Context().Value(bodyKey{}).(*incoming)
+	}
+	if in.proto == protoSNS {
+		f.opts.SNS.ServeSNS(w, r, in.form)
+		return
 	}
 	q := &request{r: r, w: w, header: http.Header{}, body: in.body, form: in.form}
 	out, e := f.serve(q)
@@ -356,7 +371,11 @@ func (f *Front) readRequest(w http.ResponseWriter, r *http.Request) (*incoming, 
 	}
 	if queryService(r, form) == "sns" {
 		in.proto = protoSNS
-		return in, errSNS
+		if f.opts.SNS == nil {
+			return in, errSNS
+		}
+		in.form = form
+		return in, nil
 	}
 	if e := checkVersion(form); e != nil {
 		return in, e
