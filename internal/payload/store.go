@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
@@ -91,6 +92,8 @@ type Store struct {
 	// them, so they need no lock of the store's.
 	cur    wal.Pos
 	shared bool
+
+	emptied atomic.Uint64 // Emptied
 
 	mu     sync.Mutex
 	table  [][]wal.Pos // by Ref: chunk, then slot; 0: no body
@@ -185,8 +188,14 @@ func (s *Store) count(pos wal.Pos, msgs, bytes int64) {
 	u.Bytes += bytes
 	if u.Messages <= 0 {
 		delete(s.segs, pos.Segment())
+		s.emptied.Add(1)
 	}
 }
+
+// Emptied counts the times a segment lost its last live body: a checkpoint after it
+// lets the segment go (Collect), unless it is the log's head. The broker checkpoints on
+// it when the disk is nearly full.
+func (s *Store) Emptied() uint64 { return s.emptied.Load() }
 
 // Added implements queue.Bodies: the message ref's body is in the record being applied.
 func (s *Store) Added(ref queue.Ref, p *queue.Payload) {
