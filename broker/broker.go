@@ -152,6 +152,15 @@ type Config struct {
 	// FreeSpace reports the free bytes of the file system holding dir. Defaults to statfs;
 	// tests replace it. It is called under the broker's lock: it must be quick.
 	FreeSpace func(dir string) (int64, error)
+	// ScrubEvery is how often the broker scrubs its storage (scrub.go): it reads back the
+	// checkpoints, every live body and the log a restart replays, checking every
+	// checksum, and logs what is damaged. Defaults to DefaultScrubEvery, a day, the first
+	// a day after Open; negative turns it off.
+	ScrubEvery time.Duration
+	// ScrubRate bounds a scrub's reads, in bytes a second, so that it takes a little of
+	// the disk for a long time rather than much of it at once. Defaults to
+	// DefaultScrubRate, 20 MB/s; negative: no bound.
+	ScrubRate int64
 	// Observer, when set, receives storage measurements for metrics: every group commit
 	// of the log and every checkpoint. Nil costs nothing.
 	Observer Observer
@@ -228,6 +237,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Rand == nil {
 		c.Rand = mrand.NewPCG(seed(), seed())
 	}
+	if c.ScrubEvery == 0 {
+		c.ScrubEvery = DefaultScrubEvery
+	}
+	if c.ScrubRate == 0 {
+		c.ScrubRate = DefaultScrubRate
+	}
 	return c, nil
 }
 
@@ -291,6 +306,7 @@ type Broker struct {
 	principalChanges atomic.Uint64 // PrincipalChanges
 	nextTick         atomic.Int64  // when the ticker will next run (Unix ms); MaxInt64 if idle
 	space            diskSpace     // free space, estimated on the write path (disk.go)
+	scrub            scrubState    // the last scrub (scrub.go)
 	kickTick         chan struct{}
 	kickRedrive      chan struct{}
 	kickCkpt         chan struct{}
@@ -605,6 +621,7 @@ func (b *Broker) open(start time.Time) error {
 	b.goBackground(ctx, func(ctx context.Context) { b.sampleLoop(ctx, deadSeen) })
 	b.correctSpace()
 	b.goBackground(ctx, b.diskLoop)
+	b.goBackground(ctx, b.scrubLoop)
 	b.logger.Debug("recovered", "queues", b.recovery.Queues, "messages", b.recovery.Messages,
 		"records_replayed", records, "from_checkpoint", b.recovery.Checkpoint, "duration", b.recovery.Duration)
 	return nil

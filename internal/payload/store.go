@@ -33,6 +33,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -712,4 +713,36 @@ func decodeRelocate(raw []byte) (relocateFrame, error) {
 	}
 	f.payload = d.b
 	return f, nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Scrubbing
+
+// Live returns the position of every live body, once each, in log order: what a scrub
+// reads back to check. The caller serialises it with the machine, as for Pin.
+func (s *Store) Live() []wal.Pos {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []wal.Pos
+	for _, chunk := range s.table {
+		for _, pos := range chunk {
+			if pos != 0 {
+				out = append(out, pos)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return slices.Compact(out)
+}
+
+// RefsIn returns the messages whose bodies lie in segment seg at offsets in [from, to):
+// those a damaged stretch of the log holds. The caller serialises it with the machine.
+func (s *Store) RefsIn(seg uint32, from, to int64) []queue.Ref {
+	var out []queue.Ref
+	for _, u := range s.bodiesIn(seg) {
+		if off := int64(u.pos.Offset()); off >= from && off < to {
+			out = append(out, u.ref)
+		}
+	}
+	return out
 }
