@@ -242,6 +242,7 @@ func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 	pos := b.log.End()
 	t := b.lastTicket
 	recs, msgs := b.sink.total, b.m.MessageCount()
+	emptied := b.store.Emptied()
 	b.mu.Unlock()
 	// Everything before pos must be durable: the machine's records and the store's frames.
 	if err := t.Wait(ctx); err != nil {
@@ -274,6 +275,7 @@ func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 	b.ckptPos = pos
 	b.ckptSize = int64(size)
 	b.ckptRecs, b.ckptMsgs = recs, msgs
+	b.ckptEmptied = emptied
 	b.ckptWanted = false
 	// Commands that ended while this checkpoint was being taken asked for one by the
 	// previous checkpoint's position: this one answers them (a second, right after, would
@@ -287,6 +289,9 @@ func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 	removed, err := b.store.Collect(pos, usage)
 	if err != nil {
 		b.logger.Warn("segment removal failed", "error", err)
+	}
+	if removed > 0 {
+		b.correctSpace() // what the removal freed counts at once
 	}
 	b.logger.Debug("checkpoint", "pos", pos.String(), "bytes", size, "messages", msgs, "segments_removed", removed,
 		"duration", time.Since(start), "locked", encoded)
@@ -309,42 +314,6 @@ func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 		kick(b.kickCkpt)
 	}
 	return nil
-}
-
-// diskLoop watches the free space of the data directory's file system every 2 seconds.
-func (b *Broker) diskLoop(ctx context.Context) {
-	for {
-		t := b.clock.NewTimer(2 * time.Second)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-		}
-		b.checkDisk()
-	}
-}
-
-// checkDisk updates the high-water flag. An error (a file system that cannot say)
-// leaves sends allowed.
-func (b *Broker) checkDisk() {
-	if b.cfg.MinFreeBytes < 0 {
-		return
-	}
-	free, err := b.cfg.FreeSpace(b.cfg.Dir)
-	was := b.diskLow.Load()
-	switch {
-	case err != nil || free >= b.cfg.MinFreeBytes:
-		b.diskLow.Store(0)
-		if was > 0 {
-			b.logger.Info("disk space recovered: sends accepted again", "free_bytes", free)
-		}
-	default:
-		b.diskLow.Store(max(free, 1))
-		if was == 0 {
-			b.logger.Warn("disk nearly full: refusing sends", "free_bytes", free, "min_free_bytes", b.cfg.MinFreeBytes)
-		}
-	}
 }
 
 // sampleLoop records per-queue counters once a second, for rates over the last minute,

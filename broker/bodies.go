@@ -82,8 +82,8 @@ type BodyStats struct {
 type Health struct {
 	// Err is Healthy's: set when the broker refuses writes (ErrStorageFailed, ErrClosed).
 	Err error
-	// Degraded, when not empty, says why a broker that serves is not well: body reads
-	// failed in the last minute.
+	// Degraded, when not empty, says why a broker that serves is not well: the last
+	// scrub found damage, or body reads failed in the last minute.
 	Degraded string
 }
 
@@ -111,6 +111,10 @@ func (b *Broker) BodyStats() BodyStats {
 func (b *Broker) Health() Health {
 	if err := b.Healthy(); err != nil {
 		return Health{Err: err}
+	}
+	if sr, ok := b.LastScrub(); ok && len(sr.Damaged) > 0 {
+		return Health{Degraded: fmt.Sprintf("the last scrub (%s) found %d damaged frames, the first %s: the log names them all; restore from a backup",
+			sr.Finished.UTC().Format(time.RFC3339), len(sr.Damaged), sr.Damaged[0])}
 	}
 	r := &b.reads
 	r.mu.Lock()

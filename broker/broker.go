@@ -140,14 +140,27 @@ type Config struct {
 	MaxGroups        int
 	MaxMembers       int
 	MaxSubscriptions int
-	// MinFreeBytes is the disk high-water mark: while the data directory's file system has
-	// less free space, sends are refused with ErrDiskFull (receives, acks and dead letters
-	// go on, and free space as messages are settled). Defaults to twice SegmentSize; a
-	// negative value turns the check off.
+	// MinFreeBytes is the send mark: a send or publish that would bring the data
+	// directory's free space below it is refused with ErrDiskFull, checked as its records
+	// are appended against an estimate that statfs corrects (disk.go). Receives, acks,
+	// nacks, dead letters, deletes and purges go on in the reserve below the mark — a
+	// segment and the next checkpoint's size — and free space as messages are settled. It
+	// is raised to at least the reserve plus a segment (room for the segment the log
+	// creates ahead of need). Defaults to twice SegmentSize; a negative value turns the
+	// check off.
 	MinFreeBytes int64
 	// FreeSpace reports the free bytes of the file system holding dir. Defaults to statfs;
-	// tests replace it.
+	// tests replace it. It is called under the broker's lock: it must be quick.
 	FreeSpace func(dir string) (int64, error)
+	// ScrubEvery is how often the broker scrubs its storage (scrub.go): it reads back the
+	// checkpoints, every live body and the log a restart replays, checking every
+	// checksum, and logs what is damaged. Defaults to DefaultScrubEvery, a day, the first
+	// a day after Open; negative turns it off.
+	ScrubEvery time.Duration
+	// ScrubRate bounds a scrub's reads, in bytes a second, so that it takes a little of
+	// the disk for a long time rather than much of it at once. Defaults to
+	// DefaultScrubRate, 20 MB/s; negative: no bound.
+	ScrubRate int64
 	// Observer, when set, receives storage measurements for metrics: every group commit
 	// of the log and every checkpoint. Nil costs nothing.
 	Observer Observer
@@ -224,6 +237,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Rand == nil {
 		c.Rand = mrand.NewPCG(seed(), seed())
 	}
+	if c.ScrubEvery == 0 {
+		c.ScrubEvery = DefaultScrubEvery
+	}
+	if c.ScrubRate == 0 {
+		c.ScrubRate = DefaultScrubRate
+	}
 	return c, nil
 }
 
@@ -270,6 +289,8 @@ type Broker struct {
 	ckptSize   int64 // bytes of the last checkpoint
 	ckptRecs   int64 // sink.total when the last checkpoint was taken
 	ckptMsgs   int64 // messages the last checkpoint held
+	// ckptEmptied is the payload store's Emptied when the last checkpoint was taken.
+	ckptEmptied uint64
 	// ckptWanted: compaction rewrote messages since the last checkpoint, and the next
 	// one is wanted whether or not it is due.
 	ckptWanted bool
@@ -284,7 +305,8 @@ type Broker struct {
 
 	principalChanges atomic.Uint64 // PrincipalChanges
 	nextTick         atomic.Int64  // when the ticker will next run (Unix ms); MaxInt64 if idle
-	diskLow          atomic.Int64  // free bytes when below the high-water mark, else 0
+	space            diskSpace     // free space, estimated on the write path (disk.go)
+	scrub            scrubState    // the last scrub (scrub.go)
 	kickTick         chan struct{}
 	kickRedrive      chan struct{}
 	kickCkpt         chan struct{}
@@ -462,7 +484,7 @@ func (b *Broker) reset() {
 	b.commits = &commitGate{}
 	b.m, b.t, b.a, b.log = nil, nil, nil, nil
 	b.lastTicket = ticket{}
-	b.ckptPos, b.ckptSize, b.ckptRecs, b.ckptMsgs, b.ckptWanted = 0, 0, 0, 0, false
+	b.ckptPos, b.ckptSize, b.ckptRecs, b.ckptMsgs, b.ckptWanted, b.ckptEmptied = 0, 0, 0, 0, false, 0
 	b.closed = false
 	b.applied, b.term, b.seq, b.proposed, b.limitsTerm = 0, 0, 0, nil, 0
 	b.recovery = Recovery{}
@@ -510,6 +532,10 @@ func (b *Broker) open(start time.Time) error {
 		}
 		b.ckptPos, b.ckptSize, b.ckptMsgs = pos, int64(len(ckpt)), b.m.MessageCount()
 		b.recovery.Checkpoint = true
+		// The log may create a segment at Open: only beside room for the next checkpoint.
+		b.space.mu.Lock()
+		b.space.reserve = b.reserveLocked()
+		b.space.mu.Unlock()
 	} else {
 		b.m, b.t, b.a = queue.New(), topic.New(), access.New()
 	}
@@ -525,7 +551,7 @@ func (b *Broker) open(start time.Time) error {
 	}
 	b.log, err = wal.Open(wal.Options{
 		FS: b.fs, Dir: filepath.Join(b.cfg.Dir, "wal"), SegmentSize: b.cfg.SegmentSize,
-		Logger: b.logger, NoPrecreate: b.cfg.NoPrecreate, Observer: b.cfg.Observer,
+		Logger: b.logger, NoPrecreate: b.cfg.NoPrecreate, Observer: b.cfg.Observer, Room: b.segmentRoom,
 	}, pos, func(p wal.Pos, raw []byte) error {
 		records++
 		if groups != nil {
@@ -593,8 +619,9 @@ func (b *Broker) open(start time.Time) error {
 		b.goBackground(ctx, b.copyLoop)
 	}
 	b.goBackground(ctx, func(ctx context.Context) { b.sampleLoop(ctx, deadSeen) })
-	b.checkDisk()
+	b.correctSpace()
 	b.goBackground(ctx, b.diskLoop)
+	b.goBackground(ctx, b.scrubLoop)
 	b.logger.Debug("recovered", "queues", b.recovery.Queues, "messages", b.recovery.Messages,
 		"records_replayed", records, "from_checkpoint", b.recovery.Checkpoint, "duration", b.recovery.Duration)
 	return nil
@@ -868,7 +895,11 @@ func (b *Broker) afterLocked() {
 // checkpointDueLocked applies Config.CheckpointBytes's rule to the log since the last
 // checkpoint.
 func (b *Broker) checkpointDueLocked() bool {
-	return b.logBytesSince(b.ckptPos) >= max(b.cfg.CheckpointBytes, 2*b.ckptSize) &&
+	since := b.logBytesSince(b.ckptPos)
+	if b.space.low.Load() && (since >= b.cfg.SegmentSize/2 || b.store.Emptied() != b.ckptEmptied) {
+		return true // sends are refused for space: let what consumers settled free it soon
+	}
+	return since >= max(b.cfg.CheckpointBytes, 2*b.ckptSize) &&
 		b.sink.total-b.ckptRecs >= b.ckptMsgs/8
 }
 

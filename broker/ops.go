@@ -156,11 +156,12 @@ func (b *Broker) decorateLocked(qi queue.QueueInfo) QueueInfo {
 // the caller must not modify them afterwards. A duplicate returns once the original is
 // durable.
 func (b *Broker) Send(ctx context.Context, name string, msgs []queue.SendInput) ([]queue.SendResult, error) {
-	if free := b.diskLow.Load(); free > 0 {
-		return nil, fmt.Errorf("%w (%d bytes free in %s, the mark is %d)", ErrDiskFull, free, b.cfg.Dir, b.cfg.MinFreeBytes)
-	}
+	need := sendNeed(msgs)
 	var res []queue.SendResult
 	err := b.do(ctx, func(now int64) error {
+		if err := b.roomLocked(need); err != nil {
+			return err
+		}
 		var err error
 		res, err = b.m.Send(now, &b.sink, name, msgs)
 		if err != nil {
@@ -806,6 +807,9 @@ func infoRefs(infos []queue.MessageInfo) []queue.Ref {
 
 // readPinned runs fn like do and pins the bodies of the messages it found, so that they
 // can be read, outside the lock, before a collector removes their segment.
+//
+// After a storage failure it still answers, from memory (readFailedLog): a read changes
+// nothing, so nothing it does can be lost.
 func (b *Broker) readPinned(ctx context.Context, fn func(now int64) ([]queue.Ref, error)) (*payload.Pin, error) {
 	var pin *payload.Pin
 	err := b.do(ctx, func(now int64) error {
@@ -820,13 +824,34 @@ func (b *Broker) readPinned(ctx context.Context, fn func(now int64) ([]queue.Ref
 		pin.Release()
 		pin = nil
 	}
+	if errors.Is(err, ErrStorageFailed) {
+		return b.readFailedLog(fn)
+	}
 	return pin, err
+}
+
+// readFailedLog is readPinned on a broker whose log has failed: fn runs under the lock,
+// with no command around it and nothing to wait for. What it sees may hold effects of
+// commands that were answered ErrStorageFailed, which a restart may not keep; a body
+// that never became durable is marked unreadable when read (peeked). A closed broker,
+// or a cluster node rebuilding, answers as before.
+func (b *Broker) readFailedLog(fn func(now int64) ([]queue.Ref, error)) (*payload.Pin, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.usableLocked(); err != nil && !errors.Is(err, ErrStorageFailed) {
+		return nil, err // closed, or rebuilding
+	}
+	refs, err := fn(b.nowLocked())
+	if err != nil {
+		return nil, err
+	}
+	return b.store.Pin(refs), nil
 }
 
 // peeked reads the pinned bodies of infos and releases them. A body that cannot be read
 // is marked instead of failing the page (corruptPayload for a checksum mismatch,
-// unreadablePayload for an I/O error, which counts as a failed read); only a failed or
-// closed log fails it.
+// unreadablePayload for an I/O error, which counts as a failed read, or for a body the
+// log failed before it became durable); only a closed log fails it.
 func (b *Broker) peeked(name string, infos []queue.MessageInfo, pin *payload.Pin) ([]PeekedMessage, error) {
 	defer pin.Release()
 	out := make([]PeekedMessage, len(infos))
@@ -836,10 +861,13 @@ func (b *Broker) peeked(name string, infos []queue.MessageInfo, pin *payload.Pin
 			b.readOK()
 		}
 		if err != nil {
-			switch fault, ce := classify(err); fault {
-			case faultStorage:
+			switch fault, ce := classify(err); {
+			case fault == faultStorage && errors.Is(err, wal.ErrFailed):
+				// The log failed before this body became durable: it is not on disk.
+				p = unreadablePayload(mi.Group)
+			case fault == faultStorage:
 				return nil, b.storageError(err)
-			case faultCorrupt:
+			case fault == faultCorrupt:
 				p = *corruptPayload(mi.Group, location(ce))
 				if !corruptDead(mi.Dead) {
 					b.logger.Warn("message body failed its checksum: peeked marked corrupt; the next receive quarantines it",

@@ -88,11 +88,12 @@ func (b *Broker) Topics(prefix string) []topic.TopicInfo {
 // record (see topic.Machine.Publish). Publishes are refused while the disk is below its
 // high-water mark, like sends.
 func (b *Broker) Publish(ctx context.Context, name string, in []topic.PublishInput) ([]topic.PublishResult, error) {
-	if err := b.checkSpace(); err != nil {
-		return nil, err
-	}
+	need := publishNeed(in)
 	var out []topic.PublishResult
 	err := b.do(ctx, func(now int64) error {
+		if err := b.roomLocked(need); err != nil {
+			return err
+		}
 		var err error
 		out, err = b.t.Publish(now, b.tsink, name, in)
 		return err
@@ -101,14 +102,6 @@ func (b *Broker) Publish(ctx context.Context, name string, in []topic.PublishInp
 		return nil, err
 	}
 	return out, nil
-}
-
-// checkSpace refuses a write that adds data while the disk is nearly full.
-func (b *Broker) checkSpace() error {
-	if free := b.diskLow.Load(); free > 0 {
-		return fmt.Errorf("%w (%d bytes free in %s, the mark is %d)", ErrDiskFull, free, b.cfg.Dir, b.cfg.MinFreeBytes)
-	}
-	return nil
 }
 
 // ReadOptions says what a read of a partition wants.

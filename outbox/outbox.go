@@ -15,15 +15,25 @@
 //	relay := ob.Relay(okibaClient, outbox.RelayOptions{})
 //	go relay.Run(ctx)
 //
-// The relay publishes each row with the dedup id "<outbox name>/<row id>" (and, unless
-// the message has one, the same value as its "event-id" header, which inbox.Key uses).
+// The relay publishes each row with the dedup id "<outbox name>/<instance>/<row id>" (and,
+// unless the message has one, the same value as its "event-id" header, which inbox.Key
+// uses). The instance is a random id Setup stores beside the table (in <table>_instance),
+// once per outbox name: a database that is reset, or restored from an old dump, starts
+// its row ids again but gets a new instance, so its rows' dedup ids never meet the old
+// ones in the broker's dedup window (which would take them for duplicates and drop them).
+// Rows written before an outbox had an instance keep their dedup id "<outbox name>/<row
+// id>", so that a row published before the upgrade and again after it is still absorbed.
 // A relay that crashes after publishing but before marking its rows sent publishes them
 // again when it (or another relay) next runs, and the broker answers that second send
 // with the first message's id (duplicate: true) — as long as it comes within the queue's
 // dedup window (5 minutes by default). Beyond the window the message is enqueued twice,
 // and the consumer's inbox skips the second copy by its event id. Row ids are never
-// reused (AUTOINCREMENT on SQLite, an identity column on PostgreSQL), so a dedup id never
-// names two different messages.
+// reused within a table's life (AUTOINCREMENT on SQLite, an identity column on
+// PostgreSQL), and the instance tells the lives apart, so a dedup id never names two
+// different messages. Each publish of a row is counted first (in <table>_attempts, in a
+// transaction of its own, so that the count survives a relay's crash); a duplicate
+// answer to a row's first publish means its dedup id named another message, and the
+// relay logs it at WARN with both ids.
 //
 // Topics: AddToTopic writes a row for a topic instead of a queue. The relay publishes
 // it as a record (through a Publisher that is also a TopicPublisher, as *client.Client
@@ -48,11 +58,13 @@ package outbox
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/okiba/okiba/dialect"
@@ -98,6 +110,12 @@ type Outbox struct {
 	now   func() time.Time
 
 	qAdd, qNotify, qPending string
+
+	// The instance (Instance), loaded once: rows from firstID on carry it in their dedup
+	// ids, older ones the legacy "<name>/<id>".
+	instMu  sync.Mutex
+	inst    string
+	firstID int64
 }
 
 // Tx is what Add needs: a *sql.Tx (a *sql.DB or *sql.Conn work too, but then the
@@ -177,17 +195,68 @@ func Schema(d dialect.Dialect, table string) []string {
 )`, table, d.AutoIncrement(), d.Blob()),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[1]s_pending ON %[1]s (outbox, group_key, id) WHERE sent_at IS NULL AND failed_at IS NULL`, table),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[1]s_sent ON %[1]s (outbox, sent_at) WHERE sent_at IS NOT NULL`, table),
+		// Each outbox's instance: dedup ids of rows from first_id on carry it.
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s_instance (
+	outbox   TEXT   NOT NULL PRIMARY KEY,
+	instance TEXT   NOT NULL,
+	first_id BIGINT NOT NULL
+)`, table),
+		// Each unsent row's publish attempts, counted before each publish in a transaction
+		// of its own (beside the row, whose lock the relay may hold meanwhile).
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s_attempts (
+	id BIGINT  NOT NULL PRIMARY KEY,
+	n  INTEGER NOT NULL
+)`, table),
 	}
 }
 
-// Setup creates the outbox table and its indexes if they do not exist.
+// Instance returns the outbox's instance id, the part of its rows' dedup ids that tells
+// one life of the table from another, creating it on first use (as Setup does). It is
+// random, made once per outbox name and table; an existing table's rows, written before
+// it, keep their dedup ids (DedupID).
+func (o *Outbox) Instance(ctx context.Context) (string, error) {
+	o.instMu.Lock()
+	defer o.instMu.Unlock()
+	if o.inst != "" {
+		return o.inst, nil
+	}
+	for _, q := range Schema(o.d, o.table)[3:] {
+		if _, err := o.db.ExecContext(ctx, q); err != nil {
+			return "", fmt.Errorf("outbox: create table: %w", err)
+		}
+	}
+	id := make([]byte, 8)
+	if _, err := rand.Read(id); err != nil {
+		return "", err
+	}
+	inst := fmt.Sprintf("%x", id)
+	// first_id: an existing table's rows keep their dedup ids; a new table's first row
+	// is 1. Two Setups racing insert once; both then read the one that won.
+	ins := dialect.T(o.d, `INSERT INTO {t}_instance (outbox, instance, first_id)
+		SELECT ?, ?, COALESCE(MAX(id), 0) + 1 FROM {t} WHERE outbox = ?
+		ON CONFLICT (outbox) DO NOTHING`, o.table)
+	if _, err := o.db.ExecContext(ctx, ins, o.name, inst, o.name); err != nil {
+		return "", fmt.Errorf("outbox: record the instance: %w", err)
+	}
+	sel := dialect.T(o.d, `SELECT instance, first_id FROM {t}_instance WHERE outbox = ?`, o.table)
+	if err := o.db.QueryRowContext(ctx, sel, o.name).Scan(&o.inst, &o.firstID); err != nil {
+		o.inst = ""
+		return "", fmt.Errorf("outbox: read the instance: %w", err)
+	}
+	return o.inst, nil
+}
+
+// Setup creates the outbox table, its indexes and the tables beside it if they do not
+// exist, and the outbox's instance (Instance) if it has none: an existing table is
+// migrated in place.
 func (o *Outbox) Setup(ctx context.Context) error {
 	for _, q := range Schema(o.d, o.table) {
 		if _, err := o.db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("outbox: create table %s: %w", o.table, err)
 		}
 	}
-	return nil
+	_, err := o.Instance(ctx)
+	return err
 }
 
 // Name returns the outbox's name.
@@ -200,8 +269,23 @@ func (o *Outbox) Table() string { return o.table }
 // (package outbox/pgwake listens on it).
 func (o *Outbox) Channel() string { return o.table }
 
-// DedupID returns the dedup id the relay publishes the row with id under.
-func (o *Outbox) DedupID(id int64) string { return fmt.Sprintf("%s/%d", o.name, id) }
+// DedupID returns the dedup id the relay publishes the row with id under:
+// "<name>/<instance>/<id>", or "<name>/<id>" for a row written before the outbox had an
+// instance. It loads the instance (Instance) if Setup or a relay has not, and returns ""
+// if that fails.
+func (o *Outbox) DedupID(id int64) string {
+	inst, err := o.Instance(context.Background())
+	if err != nil {
+		return ""
+	}
+	o.instMu.Lock()
+	first := o.firstID
+	o.instMu.Unlock()
+	if id < first {
+		return fmt.Sprintf("%s/%d", o.name, id)
+	}
+	return fmt.Sprintf("%s/%s/%d", o.name, inst, id)
+}
 
 // topicPrefix marks a topic destination in the table's queue column: "topic:<name>".
 // okiba's names (queues' and topics' alike) have no ':', so no queue name reads as one,
@@ -275,6 +359,14 @@ func (o *Outbox) add(ctx context.Context, tx Tx, dest string, m Message) (int64,
 		}
 	}
 	return id, nil
+}
+
+// legacy reports whether row id predates the outbox's instance: an old relay may have
+// published it without counting, so a duplicate on its first counted publish is a repeat.
+func (o *Outbox) legacy(id int64) bool {
+	o.instMu.Lock()
+	defer o.instMu.Unlock()
+	return id < o.firstID
 }
 
 // Pending counts the rows not yet sent (and not failed for good).

@@ -117,6 +117,10 @@ type RelayStats struct {
 	// Duplicates: rows the broker answered as duplicates of an earlier send with the
 	// same dedup id — a publish repeated after a crash or a failed mark, absorbed.
 	Duplicates int64 `json:"duplicates"`
+	// FirstDuplicates: of the Duplicates, those answered to a row's first publish — its
+	// dedup id named another message, which the broker delivered instead (logged at WARN
+	// with both ids). A repeat after a crash or a failed mark is never one of them.
+	FirstDuplicates int64 `json:"first_duplicates"`
 	// Retried rows: publish attempts that failed and will be tried again.
 	Retried int64 `json:"retried"`
 	// Failed rows: refused by the broker for good (too large, invalid), marked failed.
@@ -136,9 +140,10 @@ type Relay struct {
 	opts RelayOptions
 	kick chan struct{}
 
-	qHeads, qLease, qRelease, qSent, qRetry, qFail, qCleanup string
+	qHeads, qLease, qRelease, qSent, qRetry, qFail, qCleanup, qCleanAttempts string
 
 	rounds, published, duplicates, retried, failed, reordered, cleaned atomic.Int64
+	firstDuplicates                                                    atomic.Int64
 }
 
 // Relay returns a relay that publishes this outbox's rows through pub (usually the
@@ -164,13 +169,15 @@ func (o *Outbox) Relay(pub Publisher, opts RelayOptions) *Relay {
 	r.qFail = dialect.T(d, `UPDATE {t} SET failed_at = ?, last_error = ? WHERE id = ?`, t)
 	r.qCleanup = dialect.T(d, `DELETE FROM {t} WHERE outbox = ? AND id IN
 		(SELECT id FROM {t} WHERE outbox = ? AND sent_at IS NOT NULL AND sent_at < ? LIMIT 1000)`, t)
+	r.qCleanAttempts = dialect.T(d, `DELETE FROM {t}_attempts WHERE id NOT IN
+		(SELECT id FROM {t} WHERE sent_at IS NULL AND failed_at IS NULL)`, t)
 	return r
 }
 
 // Stats returns the counters.
 func (r *Relay) Stats() RelayStats {
 	return RelayStats{
-		Rounds: r.rounds.Load(), Published: r.published.Load(), Duplicates: r.duplicates.Load(),
+		Rounds: r.rounds.Load(), Published: r.published.Load(), Duplicates: r.duplicates.Load(), FirstDuplicates: r.firstDuplicates.Load(),
 		Retried: r.retried.Load(), Failed: r.failed.Load(), Reordered: r.reordered.Load(), Cleaned: r.cleaned.Load(),
 	}
 }
@@ -259,6 +266,10 @@ func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 		total += n
 		r.cleaned.Add(n)
 		if n < 1000 {
+			// The counts of rows sent or failed are not needed any more.
+			if _, err := r.o.db.ExecContext(ctx, r.qCleanAttempts); err != nil {
+				return total, fmt.Errorf("outbox: cleanup: %w", err)
+			}
 			return total, nil
 		}
 	}
@@ -277,6 +288,52 @@ type row struct {
 	headers  string
 	delayMS  int64
 	attempts int
+	// publishes counts this row's publishes, this one included (claimAttempts).
+	publishes int
+}
+
+// claimAttempts counts the publish the round is about to make of each row, in a
+// transaction of its own that commits before anything is published: a relay that
+// crashes after publishing leaves the count behind, so the repeat is known for one.
+// (On PostgreSQL the round's transaction holds the rows' locks; the counts live in a
+// table of their own, which it does not lock.)
+func (r *Relay) claimAttempts(ctx context.Context, rows []row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	for lo := 0; lo < len(rows); lo += 500 {
+		part := rows[lo:min(lo+500, len(rows))]
+		values := strings.TrimSuffix(strings.Repeat("(?, 1), ", len(part)), ", ")
+		q := dialect.T(r.o.d, `INSERT INTO {t}_attempts (id, n) VALUES `+values+`
+			ON CONFLICT (id) DO UPDATE SET n = {t}_attempts.n + 1 RETURNING id, n`, r.o.table)
+		args := make([]any, len(part))
+		at := make(map[int64]int, len(part))
+		for i, x := range part {
+			args[i] = x.id
+			at[x.id] = lo + i
+		}
+		rs, err := r.o.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("outbox: count publish attempts: %w", err)
+		}
+		for rs.Next() {
+			var id int64
+			var n int
+			if err := rs.Scan(&id, &n); err != nil {
+				rs.Close()
+				return fmt.Errorf("outbox: count publish attempts: %w", err)
+			}
+			if i, ok := at[id]; ok {
+				rows[i].publishes = n
+			}
+		}
+		err = rs.Err()
+		rs.Close()
+		if err != nil {
+			return fmt.Errorf("outbox: count publish attempts: %w", err)
+		}
+	}
+	return nil
 }
 
 type outcomeKind uint8
@@ -307,6 +364,9 @@ type querier interface {
 // the whole round; cancelling it in the middle is what a crash does (published rows
 // that were not marked are published again later, and the broker's dedup absorbs them).
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	if _, err := r.o.Instance(ctx); err != nil {
+		return 0, err
+	}
 	if r.o.d.SkipLocked() {
 		return r.roundLocked(ctx)
 	}
@@ -336,6 +396,9 @@ func (r *Relay) roundLocked(ctx context.Context) (n int, err error) {
 	r.rounds.Add(1)
 	rows, err := r.load(ctx, tx, heads)
 	if err != nil {
+		return 0, err
+	}
+	if err := r.claimAttempts(ctx, rows); err != nil {
 		return 0, err
 	}
 	outs := r.publish(ctx, rows)
@@ -371,6 +434,9 @@ func (r *Relay) roundLeased(ctx context.Context) (int, error) {
 	r.rounds.Add(1)
 	rows, err := r.load(ctx, r.o.db, heads)
 	if err != nil {
+		return 0, err
+	}
+	if err := r.claimAttempts(ctx, rows); err != nil {
 		return 0, err
 	}
 	outs := r.publish(ctx, rows)
@@ -750,6 +816,12 @@ func (r *Relay) record(ctx context.Context, tx *sql.Tx, rows []row, outs []outco
 		switch o.kind {
 		case sent:
 			_, err = tx.ExecContext(ctx, r.qSent, now.UnixMilli(), o.id, x.id)
+			if o.dup && x.publishes == 1 && !r.o.legacy(x.id) {
+				r.firstDuplicates.Add(1)
+				r.opts.Logger.Warn("outbox: the broker took a row's first publish for a duplicate: its dedup id names another message, "+
+					"which the broker has instead (another outbox of this name, or a database reset without a new instance); the row is marked sent",
+					"outbox", r.o.name, "row", x.id, "dedup_id", r.o.DedupID(x.id), "message_id", o.id, "destination", x.queue)
+			}
 		case retry:
 			wait := r.backoff(o.attempts)
 			_, err = tx.ExecContext(ctx, r.qRetry, now.Add(wait).UnixMilli(), truncate(o.err.Error()), x.id)

@@ -27,15 +27,10 @@ func (l *Log) flushLoop() {
 	defer close(l.flusherDone)
 	for {
 		l.mu.Lock()
-		for l.inflight != nil || (l.pending.records == 0 && !l.closed && l.prepErr == nil && l.failed == nil) {
+		for l.inflight != nil || (l.pending.records == 0 && !l.closed && l.failed == nil) {
 			l.wake.Wait()
 		}
 		if l.failed != nil { // a waiter's cycle failed the log
-			l.mu.Unlock()
-			return
-		}
-		if l.prepErr != nil {
-			l.failLocked(l.prepErr, nil)
 			l.mu.Unlock()
 			return
 		}
@@ -57,7 +52,7 @@ func (l *Log) flushLoop() {
 // and one fsync, and abandoning it would leave the batch to nobody.
 func (l *Log) lead(b *batch) {
 	l.mu.Lock()
-	if l.inflight != nil || l.pending != b || b.records == 0 || l.failed != nil || l.prepErr != nil {
+	if l.inflight != nil || l.pending != b || b.records == 0 || l.failed != nil {
 		l.mu.Unlock()
 		return
 	}
@@ -114,7 +109,7 @@ func (l *Log) cycle(b *batch) bool {
 	// Closed under the lock, so that batches complete in order even when the
 	// next cycle runs in another goroutine.
 	close(b.done)
-	if l.pending.records > 0 || l.closed || l.prepErr != nil {
+	if l.pending.records > 0 || l.closed {
 		l.wake.Signal() // work for the flusher, which waited for this cycle
 	}
 	l.mu.Unlock()
@@ -217,11 +212,9 @@ func (l *Log) roll(idx uint32) error {
 	if p := l.prep; p != nil && p.idx == idx {
 		<-p.done
 		l.prep = nil
-		if p.err != nil {
-			return p.err
-		}
-		seg = p.seg
-	} else {
+		seg = p.seg // nil when it was skipped for want of room, or failed: try again now
+	}
+	if seg == nil {
 		var err error
 		if seg, err = l.createSegment(idx); err != nil {
 			return err
@@ -237,25 +230,25 @@ func (l *Log) roll(idx uint32) error {
 	return nil
 }
 
-// startPrepare creates segment idx in the background. A failure is
-// reported to the flusher, which fails the log: a file system that cannot
-// create a segment now will not hold the next roll either, and failing
-// early is what lets the broker report it.
+// startPrepare creates segment idx in the background, if Options.Room says
+// there is room for it. Neither the want of room nor a failure fails the
+// log: nothing needs the segment yet, and the roll creates it (or fails, in
+// the commit that needs it) when the records get there — a disk that is
+// nearly full now may have room by then, and a log on it keeps writing into
+// the room its segments have meanwhile.
 func (l *Log) startPrepare(idx uint32) {
 	p := &prepared{idx: idx, done: make(chan struct{})}
 	l.prep = p
 	l.preparers.Add(1)
 	go func() {
 		defer l.preparers.Done()
-		p.seg, p.err = l.createSegment(idx)
-		close(p.done)
-		if p.err != nil {
-			l.mu.Lock()
-			if l.prepErr == nil {
-				l.prepErr = p.err
-			}
-			l.wake.Signal()
-			l.mu.Unlock()
+		defer close(p.done)
+		if l.room != nil && !l.room(l.segSize) {
+			l.logger.Warn("wal: no room to create the next segment ahead of need; the roll will create it", "segment", segmentName(idx), "bytes", l.segSize)
+			return
+		}
+		if p.seg, p.err = l.createSegment(idx); p.err != nil {
+			l.logger.Warn("wal: creating the next segment ahead of need failed; the roll will try again", "segment", segmentName(idx), "error", p.err)
 		}
 	}()
 }
@@ -274,6 +267,7 @@ func (l *Log) createSegment(idx uint32) (*segment, error) {
 	}
 	fail := func(op string, err error) (*segment, error) {
 		f.Close()
+		_ = l.fs.Remove(tmp) // a partial preallocation gives its space back; Open removes it otherwise
 		return nil, fmt.Errorf("create segment %s: %s: %w", tmp, op, err)
 	}
 	if err := f.Preallocate(l.segSize); err != nil {

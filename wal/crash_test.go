@@ -2,11 +2,14 @@ package wal_test
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/okiba/okiba/internal/vfs"
@@ -543,36 +546,77 @@ func TestSegmentCreationFailure(t *testing.T) {
 	}
 }
 
-func TestBackgroundCreationFailureFailsLog(t *testing.T) {
+// TestBackgroundCreationFailureRetriedAtRoll: a segment created ahead of need whose
+// creation fails (a full disk, for one) fails nothing; the roll creates it again, and
+// every record is there after a crash.
+func TestBackgroundCreationFailureRetriedAtRoll(t *testing.T) {
 	t.Parallel()
 	m := vfs.NewMemFS()
 	f := vfs.NewFaulty(m, nil)
 	opts := memOpts(f)
 	opts.NoPrecreate = false
+	opts.SegmentSize = 1024
 	hit := make(chan struct{})
 	var once sync.Once
 	f.SetHook(vfs.Match(func(e vfs.Event) bool {
-		return e.Op == vfs.OpRename && strings.HasSuffix(e.Name, "00000002.wal.tmp")
+		return e.Op == vfs.OpPreallocate && strings.HasSuffix(e.Name, "00000002.wal.tmp")
 	}, func(vfs.Event) error {
-		once.Do(func() { close(hit) })
-		return vfs.ErrInjected
+		fired := false
+		once.Do(func() { close(hit); fired = true })
+		if fired {
+			return fmt.Errorf("preallocate: %w", syscall.ENOSPC)
+		}
+		return nil
 	}))
 	l, _ := openLog(t, opts, 0)
 	<-hit
-	ctx := testCtx(t)
-	for l.Err() == nil {
-		if ctx.Err() != nil {
-			t.Fatal("the log did not fail after its background segment creation failed")
-		}
-		// Each append is committed by its waiter; a cheap way to poll until the
-		// flusher, woken by the failed preparer, fails the log.
-		if _, tk, err := l.Append([]byte("x")); err == nil {
-			tk.Wait(ctx)
-		}
+	var want []rec
+	for i := 0; len(want) == 0 || want[len(want)-1].pos.Segment() < 3; i++ {
+		want = append(want, rec{appendWait(t, l, payload(i)), string(payload(i))})
 	}
-	if !errors.Is(l.Err(), vfs.ErrInjected) {
-		t.Fatalf("Err = %v", l.Err())
+	if err := l.Err(); err != nil {
+		t.Fatalf("Err = %v after a failed creation ahead of need", err)
 	}
+	if names, _ := m.ReadDir("/wal"); slices.Contains(names, "00000002.wal.tmp") {
+		t.Fatalf("the failed creation's temporary file is left: %v", names)
+	}
+	l.Close()
+	o := memOpts(m.Crash())
+	o.SegmentSize = 1024
+	_, got := openLog(t, o, 0)
+	sameRecords(t, got, want)
+}
+
+// TestNoRoomNoPrecreate: without room (Options.Room) the log creates no segment ahead of
+// need, at Open or at a roll, and the roll creates the segment it needs.
+func TestNoRoomNoPrecreate(t *testing.T) {
+	t.Parallel()
+	m := vfs.NewMemFS()
+	opts := memOpts(m)
+	opts.NoPrecreate = false
+	opts.SegmentSize = 1024
+	var asked atomic.Int64
+	opts.Room = func(bytes int64) bool {
+		if bytes != 1024 {
+			t.Errorf("Room(%d), want the segment size", bytes)
+		}
+		asked.Add(1)
+		return false
+	}
+	l, _ := openLog(t, opts, 0)
+	var want []rec
+	for i := 0; len(want) == 0 || want[len(want)-1].pos.Segment() < 3; i++ {
+		want = append(want, rec{appendWait(t, l, payload(i)), string(payload(i))})
+	}
+	l.Close() // waits for the preparers: every question asked
+	names, _ := m.ReadDir("/wal")
+	if slices.Contains(names, "00000004.wal") || asked.Load() < 3 {
+		t.Fatalf("segments %v after Room said no %d times: want none ahead of the third", names, asked.Load())
+	}
+	o := memOpts(m.Crash())
+	o.SegmentSize = 1024
+	_, got := openLog(t, o, 0)
+	sameRecords(t, got, want)
 }
 
 // TestFailStopsTheLog: a log failed by its caller refuses appends and fails the records

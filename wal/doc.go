@@ -107,12 +107,15 @@
 //   - A segment is created as <name>.tmp, preallocated, given its header,
 //     fsynced, renamed, and the directory fsynced, all before any record is
 //     written into it. The log creates the next segment in the
-//     background ahead of need (see Options.NoPrecreate).
+//     background ahead of need (see Options.NoPrecreate), when there is
+//     room for it (Options.Room); a creation ahead of need that is skipped
+//     or fails is done again by the roll, and only a roll's failure fails
+//     the log.
 //   - A batch is written with positioned writes, its trailer last in each
 //     segment, and made durable with one fdatasync. A batch that crosses
 //     into a new segment fsyncs the old one before its first write to the
 //     new one, so every segment that has a successor is complete on disk.
-//   - Any failed write, fsync or segment creation fails the log for good:
+//   - Any failed write, fsync or segment creation at a roll fails the log for good:
 //     waiters of every batch not yet durable, and every later call, get an
 //     error wrapping [ErrFailed]. An fsync is never retried: after a failure
 //     Linux may have dropped the dirty pages and a second fsync would

@@ -57,6 +57,13 @@ type Options struct {
 	// waiters, outside the log's lock, so calls for consecutive commits may
 	// overlap; it must be quick and safe for concurrent use. Nil costs nothing.
 	Observer Observer
+	// Room, when set, says whether the file system has room for a segment of the given
+	// size beside what its caller keeps free. The log asks before it creates a segment
+	// ahead of need, and creates none without room: the roll then creates it, in its
+	// commit, so that a log opens and goes on writing into the room its segments have on
+	// a nearly full disk instead of failing on a preallocation nobody needs yet. It is
+	// called from the log's goroutines, with none of its locks held. Nil: always room.
+	Room func(bytes int64) bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -97,6 +104,7 @@ type Log struct {
 	noPrecreate bool
 	lock        io.Closer
 	observer    Observer
+	room        func(int64) bool
 
 	mu       sync.Mutex
 	wake     *sync.Cond          // on mu: wakes the flusher (work, Close, preparer failure)
@@ -108,7 +116,6 @@ type Log struct {
 	inflight *batch              // being committed, or nil: non-nil while a cycle runs (in the flusher or in a waiter; see lead)
 	spare    []byte              // a written batch's buffer, for reuse
 	failed   error               // sticky; wraps ErrFailed
-	prepErr  error               // a background segment creation failed
 	closed   bool
 
 	// The frames in end's segment since its last trailer start at sealed, and
@@ -250,6 +257,7 @@ func Open(opts Options, start Pos, replay func(pos Pos, payload []byte) error) (
 		noPrecreate: o.NoPrecreate,
 		lock:        lock,
 		observer:    o.Observer,
+		room:        o.Room,
 		segments:    map[uint32]*segment{},
 		flusherDone: make(chan struct{}),
 	}

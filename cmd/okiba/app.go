@@ -51,6 +51,7 @@ func (a *app) commands() []entry {
 	return []entry{
 		{"serve", "run a broker on a data directory", func(a *app, _ string) command { return &serveCmd{app: a} }},
 		{"salvage", "cut a damaged last batch off the log of a stopped broker", func(a *app, _ string) command { return &salvageCmd{app: a} }},
+		{"verify", "check every checksum of a stopped broker's data directory", func(a *app, _ string) command { return &verifyCmd{app: a} }},
 		{"backup", "write a consistent backup of a running broker to a file", func(a *app, _ string) command { return &backupCmd{app: a} }},
 		{"restore", "make a new data directory from a backup", func(a *app, _ string) command { return &restoreCmd{app: a} }},
 		{"queue", "create, update, inspect, list, purge and delete queues", func(a *app, _ string) command { return queueGroup(a) }},

@@ -139,7 +139,11 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	printConfig := f.Bool("print-config", false, "print the effective configuration as JSON, secrets redacted, and exit")
 	var minFree, gcHeadroom byteSize
 	f.Var(&gcHeadroom, "gc-headroom", fmt.Sprintf("let the heap grow by this `SIZE` between garbage collections, or by half of what is live once that is more (default %s; \"off\" keeps Go's default, as does setting GOGC)", sizeString(gcpace.DefaultMinHeadroom)))
-	f.Var(&minFree, "min-free-disk", "refuse sends while the data directory's disk has less free `SIZE` (default twice --segment-size; \"off\" turns the check off)")
+	var scrubEvery node.Every
+	var scrubRate byteSize
+	f.Var(&scrubEvery, "scrub-every", "read back the checkpoints, live bodies and log every `PERIOD`, checking every checksum (default 24h; \"off\" turns the scrub off)")
+	f.Var(&scrubRate, "scrub-rate", "bound a scrub's reads to `SIZE` a second (default 20MB, 20000000 bytes; \"off\" lifts the bound)")
+	f.Var(&minFree, "min-free-disk", "refuse a send that would leave the data directory's disk less free `SIZE` (default twice --segment-size, raised to a segment more than the reserve kept for receives, acks and the next checkpoint; \"off\" turns the check off)")
 	if _, err := f.parseArgs(args, 0, 0, "[flags]"); err != nil {
 		return err
 	}
@@ -224,6 +228,8 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		"cache-bytes":          func() { cfg.Storage.CacheBytes = node.Size(cache) },
 		"min-free-disk":        func() { cfg.Storage.MinFreeDisk = node.Size(minFree) },
 		"gc-headroom":          func() { cfg.Storage.GCHeadroom = node.Size(gcHeadroom) },
+		"scrub-every":          func() { cfg.Storage.ScrubEvery = scrubEvery },
+		"scrub-rate":           func() { cfg.Storage.ScrubRate = node.Size(scrubRate) },
 		"max-queues":           func() { cfg.Limits.MaxQueues = *maxQueues },
 		"max-in-flight":        func() { cfg.Limits.MaxInFlight = *maxInFlight },
 		"max-dedup-ids":        func() { cfg.Limits.MaxDedupIDs = *maxDedup },

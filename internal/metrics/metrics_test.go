@@ -405,7 +405,16 @@ func TestDocumentedMetricsExist(t *testing.T) {
 	if err := e.b.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.b.Scrub(ctx); err != nil {
+		t.Fatal(err)
+	}
 	fams := e.scrape(t)
+	if v := value(t, fams, "okiba_scrub_last_ok"); v != 1 {
+		t.Errorf("okiba_scrub_last_ok = %v after a clean scrub", v)
+	}
+	if v := value(t, fams, "okiba_disk_margin_bytes"); v <= 0 {
+		t.Errorf("okiba_disk_margin_bytes = %v on a disk with room", v)
+	}
 	names := regexp.MustCompile(`okiba_[a-z_]+`).FindAllString(section, -1)
 	if len(names) < 30 {
 		t.Fatalf("only %d metric names found in the docs", len(names))

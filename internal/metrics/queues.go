@@ -27,6 +27,9 @@ type queueCollector struct {
 	walCommits, walSyncs, walRecords, walBytes          *prometheus.Desc
 	corruptBodies, bodyReadErrors                       *prometheus.Desc
 	dedupIDs, dedupIDsLimit, queueDedupIDs              *prometheus.Desc
+	diskFree, diskMark, diskReserve, diskMargin         *prometheus.Desc
+	scrubTime, scrubDuration, scrubOK, scrubDamaged     *prometheus.Desc
+	scrubCorrupt, scrubBytes                            *prometheus.Desc
 }
 
 // counterDesc is one per-queue counter and how to read it from a queue's statistics.
@@ -66,6 +69,18 @@ func newQueueCollector(maxReasons int) *queueCollector {
 		queueDedupIDs: d("okiba_queue_dedup_ids", "Dedup ids the queue remembers.", q...),
 		bodyReadErrors: d("okiba_body_read_errors_total",
 			"Reads of message bodies that failed otherwise (I/O errors) since start; the messages stayed where they were."),
+		diskFree: d("okiba_disk_free_bytes",
+			"The broker's estimate of the data directory's free space: statfs at the last look, less the log written since (absent when statfs cannot say or the check is off)."),
+		diskMark: d("okiba_disk_send_mark_bytes", "Sends and publishes that would bring okiba_disk_free_bytes below this are refused (disk_full)."),
+		diskReserve: d("okiba_disk_reserve_bytes",
+			"The part of the send mark kept for draining: a segment for receives, acks and deletes, and the next checkpoint's size."),
+		diskMargin:    d("okiba_disk_margin_bytes", "okiba_disk_free_bytes less okiba_disk_send_mark_bytes: negative while sends are refused for space."),
+		scrubTime:     d("okiba_scrub_last_finished_timestamp_seconds", "When the last scrub of the storage ended (Unix time; absent before the first)."),
+		scrubDuration: d("okiba_scrub_last_duration_seconds", "How long the last scrub took."),
+		scrubOK:       d("okiba_scrub_last_ok", "1 if the last scrub finished and found nothing damaged; 0 otherwise."),
+		scrubDamaged:  d("okiba_scrub_last_damaged_frames", "Frames of the log and checkpoints the last scrub found damaged (the log names each)."),
+		scrubCorrupt:  d("okiba_scrub_last_corrupt_bodies", "Live messages whose bodies lie in the frames the last scrub found damaged."),
+		scrubBytes:    d("okiba_scrub_last_bytes", "Bytes the last scrub read."),
 	}
 	counter := func(name, help string, get func(qi *broker.QueueInfo) uint64) {
 		c.counters = append(c.counters, counterDesc{desc: d(name, help, q...), get: get})
@@ -100,7 +115,8 @@ func (c *queueCollector) watch(b *broker.Broker) {
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.queues, c.healthy, c.messages, c.bytes, c.deadLetters, c.oldest, c.wait, c.sojourn,
 		c.deadLettered, c.walCommits, c.walSyncs, c.walRecords, c.walBytes, c.corruptBodies, c.bodyReadErrors,
-		c.dedupIDs, c.dedupIDsLimit, c.queueDedupIDs} {
+		c.dedupIDs, c.dedupIDsLimit, c.queueDedupIDs, c.diskFree, c.diskMark, c.diskReserve, c.diskMargin,
+		c.scrubTime, c.scrubDuration, c.scrubOK, c.scrubDamaged, c.scrubCorrupt, c.scrubBytes} {
 		ch <- d
 	}
 	for _, cd := range c.counters {
@@ -135,6 +151,27 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	bs := b.BodyStats()
 	count(c.corruptBodies, bs.Corrupt)
 	count(c.bodyReadErrors, bs.ReadErrors)
+	if ds := b.DiskSpace(); ds.Known {
+		gauge(c.diskFree, float64(ds.Free))
+		gauge(c.diskMark, float64(ds.Mark))
+		gauge(c.diskReserve, float64(ds.Reserve))
+		gauge(c.diskMargin, float64(ds.Margin()))
+	}
+	if sr, ok := b.LastScrub(); ok {
+		gauge(c.scrubTime, float64(sr.Finished.UnixMilli())/1000)
+		gauge(c.scrubDuration, sr.Finished.Sub(sr.Started).Seconds())
+		okv, bodies := 0.0, 0
+		if sr.OK() {
+			okv = 1
+		}
+		for _, d := range sr.Damaged {
+			bodies += len(d.Messages)
+		}
+		gauge(c.scrubOK, okv)
+		gauge(c.scrubDamaged, float64(len(sr.Damaged)))
+		gauge(c.scrubCorrupt, float64(bodies))
+		gauge(c.scrubBytes, float64(sr.Bytes))
+	}
 	dl, dlimit := b.DedupIDs()
 	gauge(c.dedupIDs, float64(dl))
 	gauge(c.dedupIDsLimit, float64(dlimit))

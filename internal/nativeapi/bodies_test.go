@@ -170,7 +170,10 @@ func TestUnreadableBodyOverHTTP(t *testing.T) {
 	if h := d.do("GET", "/healthz", nil); h.Status != 503 || !strings.Contains(string(h.Body), `"failed"`) {
 		t.Fatalf("healthz after reads failed for good: %v", h)
 	}
-	expectError(t, d.do("GET", "/v1/queues/q/messages", nil), api.CodeStorageFailed)
+	// Reads go on from what the broker holds, the unreadable body still marked; writes stop.
+	if page := d.peek("q", ""); len(page.Messages) != 3 || page.Messages[1].Headers[broker.HeaderUnreadable] != "true" || bodyOf(page.Messages[0]) != all[0] {
+		t.Fatalf("peek after the storage failed: %s", js(page))
+	}
 	expectError(t, d.do("POST", "/v1/queues/q/messages", `{"body":"x"}`), api.CodeStorageFailed)
 }
 

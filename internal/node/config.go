@@ -157,6 +157,12 @@ type StorageConfig struct {
 	// GCHeadroom lets the heap grow by this much between collections (or half of what is
 	// live, once that is more). Defaults to 256 MiB; "off" keeps Go's pace, as GOGC does.
 	GCHeadroom Size `json:"gc_headroom,omitempty"`
+	// ScrubEvery is how often the broker reads back its checkpoints, live bodies and log
+	// to check every checksum. Defaults to 24h; "off" turns the scrub off.
+	ScrubEvery Every `json:"scrub_every,omitempty"`
+	// ScrubRate bounds a scrub's reads a second. Defaults to 20MB (20,000,000 bytes);
+	// "off" lifts the bound.
+	ScrubRate Size `json:"scrub_rate,omitempty"`
 }
 
 // LimitsConfig bounds what the broker holds.
@@ -535,6 +541,40 @@ func (s *Size) UnmarshalJSON(b []byte) error {
 		return errors.New("a size is a string such as \"64MiB\" or \"off\", or a number of bytes")
 	}
 	*s = Size(n)
+	return nil
+}
+
+// Every is a period written as a duration ("24h", "30m") or "off" (-1).
+type Every time.Duration
+
+func (e Every) String() string {
+	if e < 0 {
+		return "off"
+	}
+	return time.Duration(e).String()
+}
+
+func (e Every) MarshalJSON() ([]byte, error) { return json.Marshal(e.String()) }
+
+func (e *Every) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("a period is a string such as \"24h\" or \"off\"")
+	}
+	return e.Set(s)
+}
+
+// Set parses a period as a flag gives it.
+func (e *Every) Set(s string) error {
+	if strings.TrimSpace(s) == "off" {
+		*e = -1
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("%q is not a period (examples: 24h, 30m, off)", s)
+	}
+	*e = Every(v)
 	return nil
 }
 

@@ -166,6 +166,7 @@ func (n *Node) open(ctx context.Context) error {
 		Dir: c.Data, FS: n.rt.FS, Clock: n.rt.Clock, Logger: log, Observer: n.metrics,
 		SegmentSize: int64(c.Storage.SegmentSize), CheckpointBytes: int64(c.Storage.CheckpointBytes),
 		CacheBytes: int64(c.Storage.CacheBytes), MinFreeBytes: int64(c.Storage.MinFreeDisk),
+		ScrubEvery: time.Duration(c.Storage.ScrubEvery), ScrubRate: int64(c.Storage.ScrubRate),
 		MaxQueues: c.Limits.MaxQueues, MaxInFlight: c.Limits.MaxInFlight, DedupTotal: c.Limits.MaxDedupIDs,
 	}
 	if n.rt.Broker != nil {

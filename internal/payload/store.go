@@ -33,8 +33,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
@@ -91,6 +93,8 @@ type Store struct {
 	// them, so they need no lock of the store's.
 	cur    wal.Pos
 	shared bool
+
+	emptied atomic.Uint64 // Emptied
 
 	mu     sync.Mutex
 	table  [][]wal.Pos // by Ref: chunk, then slot; 0: no body
@@ -185,8 +189,14 @@ func (s *Store) count(pos wal.Pos, msgs, bytes int64) {
 	u.Bytes += bytes
 	if u.Messages <= 0 {
 		delete(s.segs, pos.Segment())
+		s.emptied.Add(1)
 	}
 }
+
+// Emptied counts the times a segment lost its last live body: a checkpoint after it
+// lets the segment go (Collect), unless it is the log's head. The broker checkpoints on
+// it when the disk is nearly full.
+func (s *Store) Emptied() uint64 { return s.emptied.Load() }
 
 // Added implements queue.Bodies: the message ref's body is in the record being applied.
 func (s *Store) Added(ref queue.Ref, p *queue.Payload) {
@@ -703,4 +713,36 @@ func decodeRelocate(raw []byte) (relocateFrame, error) {
 	}
 	f.payload = d.b
 	return f, nil
+}
+
+// ---------------------------------------------------------------------------------------
+// Scrubbing
+
+// Live returns the position of every live body, once each, in log order: what a scrub
+// reads back to check. The caller serialises it with the machine, as for Pin.
+func (s *Store) Live() []wal.Pos {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []wal.Pos
+	for _, chunk := range s.table {
+		for _, pos := range chunk {
+			if pos != 0 {
+				out = append(out, pos)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return slices.Compact(out)
+}
+
+// RefsIn returns the messages whose bodies lie in segment seg at offsets in [from, to):
+// those a damaged stretch of the log holds. The caller serialises it with the machine.
+func (s *Store) RefsIn(seg uint32, from, to int64) []queue.Ref {
+	var out []queue.Ref
+	for _, u := range s.bodiesIn(seg) {
+		if off := int64(u.pos.Offset()); off >= from && off < to {
+			out = append(out, u.ref)
+		}
+	}
+	return out
 }
