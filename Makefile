@@ -87,9 +87,11 @@ vet: $(REPORT)
 
 ## unit: every package's tests with the race detector (fuzz seed corpora replay here too);
 ## -short leaves the storage fault injection, the real binary and the browser to their tiers.
-## Its budget grew by 75 s with topics, subscriptions and consumer groups.
+## Its budget grew by 75 s with topics, subscriptions and consumer groups, and by 60 s
+## with the SQS query protocol's and SNS's real clients (boto3, the AWS CLI) and the
+## cluster's in-process brokers.
 unit: $(REPORT)
-	@$(call tier,unit,315) -json -- $(RACE) test -json -race -short -count=1 ./...
+	@$(call tier,unit,375) -json -- $(RACE) test -json -race -short -count=1 ./...
 
 ## storage: crash at every file-system operation of a workload, torn writes, bit flips,
 ## failed fsyncs (seeds printed; OKIBA_CRASH_SEED replays one). Topics' crash test made it
@@ -103,10 +105,11 @@ storage: $(REPORT)
 ## stopped by signal; kill -9 under load for 20 cycles (OKIBA_TORTURE_SEED replays); the
 ## release build reproduced (built twice, the same bytes); deploy/okiba.service checked
 ## by systemd-analyze; the container image built and run by podman (about 10 s more, hence
-## 105 s); okiba consume's commands surviving a terminal's Ctrl-C.
+## 105 s); okiba consume's commands surviving a terminal's Ctrl-C; a cluster of three
+## processes whose leader is killed twice (about 10 s more, hence 120 s).
 binary: $(REPORT)
-	@$(call tier,binary,105) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:' -- \
-		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC)$$' ./internal/torture ./cmd/okiba
+	@$(call tier,binary,120) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:|failover' -- \
+		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC|TestClusterBinary)$$' ./internal/torture ./cmd/okiba
 torture-short: binary
 
 ## torture: the long run: 1000 kill cycles with small segments and checkpoints.
