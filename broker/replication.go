@@ -349,3 +349,12 @@ func (b *Broker) Rebuild() error {
 	b.logger.Info("rebuilt from the committed state", "applied", applied, "duration", time.Since(start))
 	return nil
 }
+
+// Barrier returns once everything the broker ran before the call is committed (on a
+// single node, durable): a read made after it sees no effect a failover could undo.
+func (b *Broker) Barrier(ctx context.Context) error {
+	b.mu.Lock()
+	t := b.lastTicket
+	b.mu.Unlock()
+	return b.wait(ctx, t)
+}

@@ -118,9 +118,10 @@ type Raft struct {
 	term atomic.Uint64
 	lead atomic.Uint64
 
-	mu     sync.Mutex
-	queued []queued // proposals handed over by the broker, not yet given to raft
-	own    map[[2]uint64]uint64
+	mu        sync.Mutex
+	queued    []queued     // proposals handed over by the broker, not yet given to raft
+	nextReads []chan error // reads waiting for the next round (reads.go)
+	own       map[[2]uint64]uint64
 
 	wake    chan struct{}
 	handoff chan struct{}
@@ -132,6 +133,8 @@ type Raft struct {
 	handingOff bool   // Handoff began: this node takes no more commands
 	pending    []pending
 	applied    uint64 // the last entry run handed on
+	round      *readRound
+	rounds     uint64
 
 	statusMu sync.Mutex
 	status   Status
@@ -460,6 +463,7 @@ func (r *Raft) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			r.failPending(broker.ErrClosed)
+			r.failReads()
 			return
 		case <-tick.C:
 			r.rn.Tick()
@@ -501,6 +505,9 @@ func (r *Raft) process() error {
 		if err := r.noteLeadership(); err != nil {
 			return err
 		}
+		for _, rs := range rd.ReadStates {
+			r.noteReadStates([]readState{{index: rs.Index, ctx: rs.RequestCtx}})
+		}
 		for _, e := range rd.CommittedEntries {
 			if err := r.apply(e); err != nil {
 				return err
@@ -508,6 +515,8 @@ func (r *Raft) process() error {
 		}
 		r.rn.Advance(rd)
 	}
+	r.finishReads()
+	r.startReads()
 	r.noteStatus()
 	return nil
 }
@@ -547,6 +556,9 @@ func (r *Raft) noteLeadership() error {
 	if r.leaderTerm != 0 && (!leading || st.GetTerm() != r.leaderTerm) {
 		r.leaderTerm = 0
 		r.term.Store(0)
+		if r.round != nil {
+			r.endRound(ErrNoLeader)
+		}
 		r.log.Info("cluster: no longer the leader", "term", st.GetTerm(), "leader", r.names[st.Lead])
 		if len(r.pending) > 0 {
 			if err := r.rebuild("the lead was lost with commands not yet committed"); err != nil {

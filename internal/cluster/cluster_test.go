@@ -338,3 +338,31 @@ func TestHandoffMovesTheLeadWithoutLoss(t *testing.T) {
 		t.Fatalf("the old leader rebuilt %d times", st.Rebuilds)
 	}
 }
+
+// A read barrier passes on a leader a quorum follows, and never on one cut off from it
+// (which still believes it leads, until its quorum check) nor on a follower.
+func TestReadBarrierConfirmsTheLead(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	l := c.leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for range 3 {
+		if err := l.raft.ReadBarrier(ctx); err != nil {
+			t.Fatalf("a read barrier on the leader: %v", err)
+		}
+	}
+	for _, m := range c.nodes {
+		if m != l {
+			if err := m.raft.ReadBarrier(ctx); !errors.Is(err, ErrNoLeader) {
+				t.Fatalf("a read barrier on follower %s: %v", m.name, err)
+			}
+		}
+	}
+	l.cut.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- l.raft.ReadBarrier(ctx) }()
+	if err := testkit.Recv(t, done, 5*time.Second, "the cut-off leader's read barrier to end"); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("a read barrier on a cut-off leader: %v", err)
+	}
+}

@@ -57,6 +57,10 @@ type Options struct {
 	StreamIdleTimeout time.Duration
 	// Cluster, on a node of a cluster, says what the node knows of it, for /healthz.
 	Cluster func() *api.ClusterHealth
+	// ReadBarrier, on a node of a cluster, runs before every read (GET) but /healthz,
+	// the stream's upgrade and a backup: it returns once the node's state may answer it
+	// without being stale (cluster.Raft.ReadBarrier), or why not (503 unavailable).
+	ReadBarrier func(ctx context.Context) error
 }
 
 // Server serves the native API over a broker.
@@ -242,7 +246,11 @@ func (s *Server) routes() {
 			byPattern[rt.Pattern] = methods{}
 			patterns = append(patterns, rt.Pattern)
 		}
-		byPattern[rt.Pattern][rt.Method] = s.checked(rt.Rule, rt.h)
+		h := rt.h
+		if rt.Method == http.MethodGet && s.opts.ReadBarrier != nil && !rt.Rule.Open && rt.Pattern != api.BackupPath {
+			h = s.barrier(h)
+		}
+		byPattern[rt.Pattern][rt.Method] = s.checked(rt.Rule, h)
 	}
 	for _, p := range patterns {
 		s.mux.Handle(p, byPattern[p])
@@ -250,6 +258,18 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply.Error(w, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("no route for %s %s; see docs/api.md", r.Method, r.URL.Path)})
 	})
+}
+
+// barrier runs h once Options.ReadBarrier lets the read through.
+func (s *Server) barrier(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := s.opts.ReadBarrier(r.Context()); err != nil {
+			reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
+				Message: fmt.Sprintf("this node cannot confirm that it leads the cluster, so it answers no read: %v; retry", err)})
+			return
+		}
+		h(w, r)
+	}
 }
 
 // checked runs h once the caller holds the rule's permission on the resource the path

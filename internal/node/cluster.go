@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
@@ -126,4 +127,13 @@ func (n *Node) clusterStats() metrics.ClusterStats {
 	st := n.raft.Status()
 	return metrics.ClusterStats{Term: st.Term, Leading: st.Leading, HasLeader: st.Leader != "", Commit: st.Commit,
 		Applied: st.Applied, Lag: st.Lag, Rebuilds: st.Rebuilds}
+}
+
+// readBarrier makes a read on the leader linearizable: raft confirms the lead after the
+// read arrived (ReadIndex), and everything the broker ran before it is committed.
+func (n *Node) readBarrier(ctx context.Context) error {
+	if err := n.raft.ReadBarrier(ctx); err != nil {
+		return err
+	}
+	return n.broker.Barrier(ctx)
 }

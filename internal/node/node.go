@@ -240,6 +240,7 @@ func (n *Node) open(ctx context.Context) error {
 	nopts := nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest, Audit: n.audited, Keys: n.keys}
 	if n.raft != nil {
 		nopts.Cluster = n.clusterHealth
+		nopts.ReadBarrier = n.readBarrier
 	}
 	n.native = nativeapi.New(b, nopts)
 	if !c.SQS.Disabled {
