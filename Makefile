@@ -87,11 +87,11 @@ vet: $(REPORT)
 
 ## unit: every package's tests with the race detector (fuzz seed corpora replay here too);
 ## -short leaves the storage fault injection, the real binary and the browser to their tiers.
-## Its budget grew by 75 s with topics, subscriptions and consumer groups, and by 60 s
+## Its budget grew by 75 s with topics, subscriptions and consumer groups, and by 105 s
 ## with the SQS query protocol's and SNS's real clients (boto3, the AWS CLI) and the
 ## cluster's in-process brokers.
 unit: $(REPORT)
-	@$(call tier,unit,375) -json -- $(RACE) test -json -race -short -count=1 ./...
+	@$(call tier,unit,420) -json -- $(RACE) test -json -race -short -count=1 ./...
 
 ## storage: crash at every file-system operation of a workload, torn writes, bit flips,
 ## failed fsyncs (seeds printed; OKIBA_CRASH_SEED replays one). Topics' crash test made it

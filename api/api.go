@@ -66,6 +66,10 @@ const (
 	CodeInvalidFilter        = "invalid_filter"         // a subscription's filter policy that does not parse
 	CodeTooManySubscriptions = "too_many_subscriptions" // the topic's max_subscriptions is reached
 
+	CodeSequenceTooOld = "sequence_too_old" // a producer's retry older than the answers kept for it
+	CodeSequenceReused = "sequence_reused"  // a producer's sequence already used for a send to another queue
+	CodeNotRepeated    = "not_repeated"     // an entry that failed in the producer's original request: send it in a new one
+
 	CodePrincipalNotFound = "principal_not_found" //
 	CodePrincipalExists   = "principal_exists"    // create of a principal whose name is taken (or declared in the configuration)
 	CodeTooManyPrincipals = "too_many_principals" // the broker holds its maximum of principals
@@ -87,6 +91,7 @@ var Status = map[string]int{
 	CodeOffsetRegressed: 409, CodeTooManyGroups: 409, CodeTooManyMembers: 409,
 	CodeTopicInUse: 409, CodeSubscriptionNotFound: 404, CodeInvalidFilter: 400, CodeTooManySubscriptions: 409,
 	CodePrincipalNotFound: 404, CodePrincipalExists: 409, CodeTooManyPrincipals: 409,
+	CodeSequenceTooOld: 409, CodeSequenceReused: 409, CodeNotRepeated: 409,
 }
 
 // Error is the error object of every failed request and every failed batch item:
@@ -268,7 +273,20 @@ type SendMessage struct {
 // (without "messages") is accepted too.
 type SendRequest struct {
 	Messages []SendMessage `json:"messages"`
+	// ProducerID and Sequence make the send idempotent: a request a producer numbered
+	// once is answered with the same ids however often it arrives (docs/api.md, "Idempotent
+	// sends"). The id comes from POST /v1/producers; sequences start at 1.
+	ProducerID string `json:"producer_id,omitempty"`
+	Sequence   uint64 `json:"sequence,omitempty"`
 }
+
+// Producer answers POST /v1/producers: a fresh producer id.
+type Producer struct {
+	ProducerID string `json:"producer_id"`
+}
+
+// ProducersPath hands out producer ids (POST).
+const ProducersPath = "/v1/producers"
 
 // SendResult is the outcome of one message of a send.
 type SendResult struct {
@@ -280,6 +298,9 @@ type SendResult struct {
 // SendResponse answers a send, one result per message in request order.
 type SendResponse struct {
 	Results []SendResult `json:"results"`
+	// Repeated says a producer's request was answered before: these are that answer's
+	// ids, and nothing was sent again.
+	Repeated bool `json:"repeated,omitempty"`
 	// Error repeats the common error when every message failed with the same code (the
 	// HTTP status is then that error's).
 	Error *Error `json:"error,omitempty"`

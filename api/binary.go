@@ -52,6 +52,9 @@ const (
 	KindSendRequest   = 1
 	KindSendAnswer    = 2
 	KindReceiveAnswer = 3
+	// KindSendRequestFrom is a send batch numbered by its producer (idempotent sends):
+	// "OKB1" 7 producer_id sequence count item*, the items as kind 1's.
+	KindSendRequestFrom = 7
 )
 
 // Limits that keep a decoder from allocating on the word of a corrupt or hostile input.
@@ -127,7 +130,20 @@ func header(b []byte, kind byte, n int) []byte {
 
 // AppendSendRequest encodes a send batch.
 func AppendSendRequest(b []byte, ms []BinaryMessage) []byte {
-	b = header(b, KindSendRequest, len(ms))
+	return appendSendItems(header(b, KindSendRequest, len(ms)), ms)
+}
+
+// AppendSendRequestFrom encodes a send batch as request seq of producer.
+func AppendSendRequestFrom(b []byte, producer string, seq uint64, ms []BinaryMessage) []byte {
+	b = append(b, binaryMagic...)
+	b = append(b, KindSendRequestFrom)
+	b = putString(b, producer)
+	b = binary.AppendUvarint(b, seq)
+	b = binary.AppendUvarint(b, uint64(len(ms)))
+	return appendSendItems(b, ms)
+}
+
+func appendSendItems(b []byte, ms []BinaryMessage) []byte {
 	for i := range ms {
 		m := &ms[i]
 		var flags uint64
@@ -273,7 +289,29 @@ func (r *reader) done() error {
 // DecodeSendRequest decodes a send batch. Bodies alias b; copy them to keep them.
 func DecodeSendRequest(b []byte) ([]BinaryMessage, error) {
 	r := &reader{b: b}
-	n := r.header(KindSendRequest)
+	return decodeSendItems(r, r.header(KindSendRequest))
+}
+
+// DecodeSendRequestFrom decodes a send batch of either kind: a producer's (7), with its
+// id and sequence, or a plain one (1), with none.
+func DecodeSendRequestFrom(b []byte) (producer string, seq uint64, ms []BinaryMessage, err error) {
+	if len(b) > len(binaryMagic) && b[len(binaryMagic)] == KindSendRequest {
+		ms, err = DecodeSendRequest(b)
+		return "", 0, ms, err
+	}
+	r := &reader{b: b}
+	r.kind(KindSendRequestFrom)
+	if r.err == nil {
+		producer, seq = r.string(), r.uvarint()
+	}
+	if r.err != nil {
+		return "", 0, nil, r.err
+	}
+	ms, err = decodeSendItems(r, r.count())
+	return producer, seq, ms, err
+}
+
+func decodeSendItems(r *reader, n int) ([]BinaryMessage, error) {
 	ms := make([]BinaryMessage, 0, n)
 	for i := 0; i < n && r.err == nil; i++ {
 		m := BinaryMessage{Delay: -1}

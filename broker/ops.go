@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -156,15 +158,28 @@ func (b *Broker) decorateLocked(qi queue.QueueInfo) QueueInfo {
 // the caller must not modify them afterwards. A duplicate returns once the original is
 // durable.
 func (b *Broker) Send(ctx context.Context, name string, msgs []queue.SendInput) ([]queue.SendResult, error) {
+	res, _, err := b.SendFrom(ctx, name, "", 0, msgs)
+	return res, err
+}
+
+// SendFrom is Send as request seq of a producer (queue.Machine.SendFrom): a request
+// already answered is answered again — the same message ids, repeated true — and sends
+// nothing, on this node or, after a failover, on another. An empty producer is Send.
+func (b *Broker) SendFrom(ctx context.Context, name, producer string, seq uint64, msgs []queue.SendInput) ([]queue.SendResult, bool, error) {
 	need := sendNeed(msgs)
 	var res []queue.SendResult
+	var repeated bool
 	err := b.do(ctx, func(now int64) error {
 		if err := b.roomLocked(need); err != nil {
 			return err
 		}
 		var err error
-		res, err = b.m.Send(now, &b.sink, name, msgs)
-		if err != nil {
+		if producer == "" {
+			res, err = b.m.Send(now, &b.sink, name, msgs)
+		} else {
+			res, repeated, err = b.m.SendFrom(now, &b.sink, name, producer, seq, msgs)
+		}
+		if err != nil || repeated {
 			return err
 		}
 		v := b.volatileLocked(name)
@@ -178,7 +193,15 @@ func (b *Broker) Send(ctx context.Context, name string, msgs []queue.SendInput) 
 		}
 		return nil
 	})
-	return res, err
+	return res, repeated, err
+}
+
+// NewProducerID returns a fresh producer id for SendFrom: 128 random bits, so that no
+// two producers share one. Nothing is stored until the producer's first send.
+func NewProducerID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "p" + hex.EncodeToString(b[:])
 }
 
 // ReceiveOptions shape one receive. Receive refuses options out of range with a

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,13 @@ type Options struct {
 	Servers []string
 	// FailoverTimeout bounds the retries of one call with Servers. Defaults to 30 s.
 	FailoverTimeout time.Duration
+	// Idempotent numbers every send request (docs/api.md, "Idempotent sends"): the
+	// client gets a producer id from the server once, and a request the server has
+	// answered is answered again with the same message ids however often it arrives —
+	// so a send that met a broken connection is sent again safely, never enqueued twice.
+	// On by default with Servers, where failovers make retries common; a server that
+	// does not know producers (an older okiba) gets plain sends.
+	Idempotent bool
 	// NoStream makes every call a plain HTTP/1.1 request. By default the client's calls
 	// travel as frames on a few persistent connections (the stream of docs/api.md), each
 	// carrying many at once and costs both sides less per call; the client falls back to
@@ -104,6 +112,13 @@ type Client struct {
 	servers     []string
 	cur         atomic.Int32
 	failoverFor time.Duration
+	// The producer of idempotent sends (idempotent.go): its id, got once, and the last
+	// sequence given to a request.
+	idempotent  bool
+	producerMu  sync.Mutex
+	producer    string
+	producerOff bool
+	producerSeq atomic.Uint64
 	token       string
 	hc          *http.Client
 	tls         *tls.Config // the stream's, made from Options.TLS; nil for the defaults
@@ -150,6 +165,7 @@ func New(base string, opts Options) (*Client, error) {
 		}
 	}
 	c.failoverFor = cmp.Or(opts.FailoverTimeout, DefaultFailoverTimeout)
+	c.idempotent = opts.Idempotent || len(c.servers) > 1
 	if c.clock == nil {
 		c.clock = clock.Real
 	}
@@ -306,8 +322,12 @@ func (c *Client) roundTripOnce(req *http.Request, body []byte) (*http.Response, 
 }
 
 // readOnly reports whether req may be sent twice. Every POST is refused, a receive too:
-// a receive-and-delete sent twice could settle messages nobody sees (ReceiveOptions.Delete).
+// a receive-and-delete sent twice could settle messages nobody sees (ReceiveOptions.Delete);
+// but a producer's numbered send is answered once however often it arrives.
 func readOnly(req *http.Request) bool {
+	if req.Context().Value(idempotentKey{}) != nil {
+		return true
+	}
 	return (req.Method == http.MethodGet || req.Method == http.MethodHead) && req.Body == nil
 }
 
@@ -481,7 +501,13 @@ func (c *Client) sendBinary(ctx context.Context, queue string, msgs []Message) (
 		size += len(m.Body) + len(m.Group) + len(m.DedupID) + 16
 	}
 	var out []SendResult
-	err := c.doBinary(ctx, qpath(queue, "messages"), nil, api.AppendSendRequest(make([]byte, 0, size+16), bm), func(data []byte) error {
+	body := make([]byte, 0, size+16+queueProducerIDMax)
+	if producer, seq := c.nextSequence(ctx); producer != "" {
+		body, ctx = api.AppendSendRequestFrom(body, producer, seq, bm), idempotent(ctx)
+	} else {
+		body = api.AppendSendRequest(body, bm)
+	}
+	err := c.doBinary(ctx, qpath(queue, "messages"), nil, body, func(data []byte) error {
 		rs, err := api.DecodeSendAnswer(data)
 		if err != nil {
 			return err
@@ -508,7 +534,11 @@ func (c *Client) sendBinary(ctx context.Context, queue string, msgs []Message) (
 // sendWire sends messages already in JSON wire form.
 func (c *Client) sendWire(ctx context.Context, queue string, msgs []api.SendMessage) ([]SendResult, error) {
 	var resp api.SendResponse
-	err := c.do(ctx, "POST", qpath(queue, "messages"), api.SendRequest{Messages: msgs}, &resp)
+	req := api.SendRequest{Messages: msgs}
+	if req.ProducerID, req.Sequence = c.nextSequence(ctx); req.ProducerID != "" {
+		ctx = idempotent(ctx)
+	}
+	err := c.do(ctx, "POST", qpath(queue, "messages"), req, &resp)
 	if len(resp.Results) != len(msgs) {
 		if err == nil {
 			err = fmt.Errorf("client: server answered %d results for %d messages", len(resp.Results), len(msgs))

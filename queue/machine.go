@@ -109,6 +109,10 @@ type Machine struct {
 	lastTID uint64
 	ar      arena  // every message, by ref
 	bodies  Bodies // nil: nobody keeps bodies (tests of the semantics alone)
+	// producers remember the answers of idempotent sends (producers.go); producersSwept
+	// is when idle ones were last forgotten.
+	producers      map[string]*producerState
+	producersSwept int64
 }
 
 type queueState struct {

@@ -43,6 +43,7 @@ const (
 	KindLimits        Kind = 15 // before DedupTotal: read, never written
 	KindLimits2       Kind = 16
 	KindDeliverDelete Kind = 17
+	KindProducer      Kind = 18 // a producer's request answered (producers.go)
 )
 
 // MaxKind is the highest kind this package can ever use.
@@ -72,6 +73,7 @@ var kinds = [...]struct {
 	KindLimits:        {"limits_v1", func() Record { return new(limitsV1Record) }},
 	KindLimits2:       {"limits", func() Record { return new(LimitsRecord) }},
 	KindDeliverDelete: {"deliver_delete", func() Record { return new(DeliverDeleteRecord) }},
+	KindProducer:      {"producer", func() Record { return new(ProducerRecord) }},
 }
 
 func (k Kind) String() string {

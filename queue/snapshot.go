@@ -13,7 +13,7 @@ import (
 // they lie); dedup entries are (a restart never forgets them, docs/semantics.md "Dedup").
 //
 //	"OKQS" | uvarint version | varint now | uvarint last message id, queue id, task id |
-//	limits (v4: five uvarints; v3: four, before DedupTotal) | uvarint queue count | queues by id | uvarint task count | tasks by id
+//	limits (v4: five uvarints; v3: four, before DedupTotal) | uvarint queue count | queues by id | uvarint task count | tasks by id | producers (v6)
 //
 // A queue is its id, name, config, times, next sequence and counters, then its messages
 // in sequence order and its dedup entries oldest first. Each message is encoded against
@@ -22,14 +22,17 @@ import (
 // broker's lock is held and lives in memory until it is written (docs/benchmarks.md "The
 // deep backlog").
 //
-// Version 5 (this one) is version 4 with one more counter per queue, ReceivedAndDeleted,
+// Version 6 (this one) is version 5 with the producers of idempotent sends after the
+// tasks: varint last sweep | uvarint count | (string id | varint last used | uvarint
+// answers | (uvarint seq | uvarint queue id | results)*)* (producers.go).
+// Version 5 is version 4 with one more counter per queue, ReceivedAndDeleted,
 // after DedupEvictedEarly. Version 4 is version 3 with DedupTotal among the limits. Version 3 holds
 // nothing of the node: no log positions, no limits taken from options. Versions 1 and 2 (okiba before the payload store) carried each message's log
 // position; Restore still reads them and hands the positions to the caller's legacy
 // function, for the payload store.
 const (
 	snapshotMagic   = "OKQS"
-	snapshotVersion = 5
+	snapshotVersion = 6
 )
 
 // Flag bits of a version-2 message entry; the low three bits hold the state.
@@ -131,7 +134,7 @@ func (m *Machine) writeSnapshot(w *snapWriter) {
 		b = appendVarint(b, t.UpdatedAt)
 		b = appendString(b, t.Message)
 	}
-	w.b = b
+	w.b = m.appendProducers(b)
 }
 
 func appendCounters(b []byte, c *Counters) []byte {
@@ -356,6 +359,11 @@ func Restore(b []byte, legacy func(ref Ref, size int64, pos uint64)) (*Machine, 
 			return nil, fmt.Errorf("restore: task %d is inconsistent", t.ID)
 		}
 		m.tasks[t.ID] = t
+	}
+	if version >= 6 {
+		if err := m.restoreProducers(d); err != nil {
+			return nil, err
+		}
 	}
 	if err := d.finish(); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)

@@ -28,6 +28,10 @@ var table = []Row{
 
 	// Backpressure and limits: retryable. The SDKs retry RequestThrottled.
 	{match: errs(as[*queue.FullError](), is(queue.ErrQueueFull)), Code: api.CodeQueueFull, RetryAfter: time.Second, SQS: "RequestThrottled"},
+	// Idempotent sends (a producer's request numbered once).
+	{match: errs(is(queue.ErrSequenceTooOld)), Code: api.CodeSequenceTooOld, SQS: "InvalidParameterValue"},
+	{match: errs(is(queue.ErrSequenceReused)), Code: api.CodeSequenceReused, SQS: "InvalidParameterValue"},
+	{match: errs(is(queue.ErrNotRepeated)), Code: api.CodeNotRepeated, SQS: "InvalidParameterValue"},
 	{match: errs(as[*queue.LimitError](func(e *queue.LimitError) bool { return e.Limit == "max_in_flight" })),
 		Code: api.CodeTooManyInFlight, RetryAfter: time.Second, SQS: "OverLimit"},
 	{match: errs(as[*queue.LimitError](func(e *queue.LimitError) bool { return e.Limit == "max_topics" })),

@@ -52,19 +52,19 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api.Error) {
 }
 
 // binarySendRequest decodes a send in the binary encoding.
-func binarySendRequest(w http.ResponseWriter, r *http.Request) ([]api.BinaryMessage, *api.Error) {
+func binarySendRequest(w http.ResponseWriter, r *http.Request) (service.From, []api.BinaryMessage, *api.Error) {
 	data, e := readBody(w, r)
 	if e != nil {
-		return nil, e
+		return service.From{}, nil, e
 	}
-	msgs, err := api.DecodeSendRequest(data)
+	producer, seq, msgs, err := api.DecodeSendRequestFrom(data)
 	if err != nil {
-		return nil, invalid("%v", err)
+		return service.From{}, nil, invalid("%v", err)
 	}
 	if len(msgs) == 0 {
-		return nil, invalid("the batch is empty; send at least one message")
+		return service.From{}, nil, invalid("the batch is empty; send at least one message")
 	}
-	return msgs, nil
+	return service.From{Producer: producer, Seq: seq}, msgs, nil
 }
 
 // writeBinarySend answers a send in binary; the status follows the same rule as JSON.

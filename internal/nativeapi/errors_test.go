@@ -26,6 +26,7 @@ import (
 	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/okibatest"
+	"github.com/okiba/okiba/queue"
 )
 
 // faultyEnv serves a broker whose file system fails the operations hook chooses while
@@ -83,6 +84,20 @@ func TestEveryErrorCode(t *testing.T) {
 		}},
 		api.CodeMessageTooLarge: {[]string{"11 bytes", "10"}, func(t *testing.T) *response {
 			return e.do("POST", "/v1/queues/tiny/messages", `{"body":"0123456789A"}`)
+		}},
+		api.CodeSequenceReused: {[]string{"another queue", "p-reused"}, func(t *testing.T) *response {
+			e.call("POST", "/v1/queues/q/messages", `{"body":"x","producer_id":"p-reused","sequence":1}`, 200, nil)
+			return e.do("POST", "/v1/queues/tiny/messages", `{"body":"y","producer_id":"p-reused","sequence":1}`)
+		}},
+		api.CodeSequenceTooOld: {[]string{"older", "sequence 1"}, func(t *testing.T) *response {
+			for seq := 100; seq < 100+queue.ProducerWindow; seq++ {
+				e.call("POST", "/v1/queues/q/messages", fmt.Sprintf(`{"body":"x","producer_id":"p-old","sequence":%d}`, seq), 200, nil)
+			}
+			return e.do("POST", "/v1/queues/q/messages", `{"body":"x","producer_id":"p-old","sequence":1}`)
+		}},
+		api.CodeNotRepeated: {[]string{"original request", "new request"}, func(t *testing.T) *response {
+			e.call("POST", "/v1/queues/tiny/messages", `{"body":"0123456789A","producer_id":"p-failed","sequence":1}`, 413, nil)
+			return e.do("POST", "/v1/queues/tiny/messages", `{"body":"0123456789A","producer_id":"p-failed","sequence":1}`)
 		}},
 		api.CodeBatchTooLarge: {[]string{"1001", "1000"}, func(t *testing.T) *response {
 			msgs := strings.Repeat(`{"body":"x"},`, 1001)

@@ -79,7 +79,9 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 
 // sendBody accepts both {"messages":[…]} and a single message object.
 type sendBody struct {
-	Messages []api.SendMessage `json:"messages"`
+	Messages   []api.SendMessage `json:"messages"`
+	ProducerID string            `json:"producer_id"`
+	Sequence   uint64            `json:"sequence"`
 	api.SendMessage
 }
 
@@ -88,13 +90,15 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	var e *api.Error
 	if isBinary(r) {
 		var msgs []api.BinaryMessage
-		if msgs, e = binarySendRequest(w, r); e == nil {
-			sent, e = s.svc.SendBinary(r.Context(), r.PathValue("name"), msgs)
+		var from service.From
+		if from, msgs, e = binarySendRequest(w, r); e == nil {
+			sent, e = s.svc.SendBinary(r.Context(), r.PathValue("name"), from, msgs)
 		}
 	} else {
 		var msgs []api.SendMessage
-		if msgs, e = jsonSendRequest(w, r); e == nil {
-			sent, e = s.svc.Send(r.Context(), r.PathValue("name"), msgs)
+		var from service.From
+		if from, msgs, e = jsonSendRequest(w, r); e == nil {
+			sent, e = s.svc.Send(r.Context(), r.PathValue("name"), from, msgs)
 		}
 	}
 	if e != nil {
@@ -110,23 +114,24 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 }
 
 // jsonSendRequest decodes a send in JSON: a batch, or the fields of one message.
-func jsonSendRequest(w http.ResponseWriter, r *http.Request) ([]api.SendMessage, *api.Error) {
+func jsonSendRequest(w http.ResponseWriter, r *http.Request) (service.From, []api.SendMessage, *api.Error) {
 	var in sendBody
 	if e := decode(w, r, &in, false); e != nil {
-		return nil, e
+		return service.From{}, nil, e
 	}
+	from := service.From{Producer: in.ProducerID, Seq: in.Sequence}
 	msgs := in.Messages
 	single := in.SendMessage
 	hasSingle := single.Body != nil || single.BodyBase64 != nil || single.Group != "" || single.DedupID != "" || single.Delay != nil || single.Headers != nil
 	switch {
 	case msgs != nil && hasSingle:
-		return nil, invalid("give either \"messages\" or the fields of one message, not both")
+		return from, nil, invalid("give either \"messages\" or the fields of one message, not both")
 	case msgs == nil:
 		msgs = []api.SendMessage{single}
 	case len(msgs) == 0:
-		return nil, invalid("\"messages\" is empty; send at least one message")
+		return from, nil, invalid("\"messages\" is empty; send at least one message")
 	}
-	return msgs, nil
+	return from, msgs, nil
 }
 
 func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
@@ -252,4 +257,10 @@ func (s *Server) cancelRedrive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply.JSON(w, http.StatusOK, t)
+}
+
+// newProducer hands out a fresh producer id for idempotent sends. Nothing is stored:
+// the machine learns the producer from its first numbered send.
+func (s *Server) newProducer(w http.ResponseWriter, r *http.Request) {
+	reply.JSON(w, http.StatusCreated, s.svc.NewProducer())
 }

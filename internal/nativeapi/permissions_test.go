@@ -267,6 +267,7 @@ func (f *fixture) probes() map[string]func() probe {
 		},
 		"GET /v1/principals":        func() probe { return probe{method: "GET", path: "/v1/principals"} },
 		"GET /v1/backup":            func() probe { return probe{method: "GET", path: "/v1/backup"} },
+		"POST /v1/producers":        func() probe { return probe{method: "POST", path: "/v1/producers"} },
 		"GET /v1/principals/{name}": func() probe { return probe{method: "GET", path: "/v1/principals/pm-p"} },
 		"DELETE /v1/principals/{name}": func() probe {
 			f.ensure("POST", "/v1/principals", `{"name":"pm-pvictim"}`)

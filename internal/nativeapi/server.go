@@ -189,6 +189,7 @@ func (s *Server) Routes() []Route {
 		{"GET", "/v1/queues/{name}", on(browse, queue, "name"), s.getQueue},
 		{"DELETE", "/v1/queues/{name}", on(manage, queue, "name"), s.deleteQueue},
 		{"POST", "/v1/queues/{name}/messages", on(send, queue, "name"), s.send},
+		{"POST", api.ProducersPath, also(listing(send, queue), "nothing: a producer id is a fresh random name that grants nothing; each send still needs send on its queue"), s.newProducer},
 		{"GET", "/v1/queues/{name}/messages", on(browse, queue, "name"), s.peek},
 		{"GET", "/v1/queues/{name}/messages/{id}", on(browse, queue, "name"), s.getMessage},
 		{"DELETE", "/v1/queues/{name}/messages/{id}", on(manage, queue, "name"), s.deleteMessage},

@@ -19,14 +19,21 @@ import (
 // Sent is what a send did, message by message, for the transport to answer in the
 // encoding its client accepts.
 type Sent struct {
-	res  []queue.SendResult
-	errs []*api.Error // the wire error of each message that failed
+	res      []queue.SendResult
+	errs     []*api.Error // the wire error of each message that failed
+	repeated bool
+}
+
+// From names the producer request a send is (idempotent sends); the zero value is none.
+type From struct {
+	Producer string
+	Seq      uint64
 }
 
 // JSON is the send's answer in the JSON encoding; its Error is set when every message
 // failed alike (the answer's status is then that error's).
 func (x Sent) JSON() api.SendResponse {
-	out := api.SendResponse{Results: make([]api.SendResult, len(x.res))}
+	out := api.SendResponse{Results: make([]api.SendResult, len(x.res)), Repeated: x.repeated}
 	for i, r := range x.res {
 		if x.errs[i] != nil {
 			out.Results[i].Error = x.errs[i]
@@ -62,7 +69,7 @@ func checkBatch(n int) *api.Error {
 
 // Send sends messages decoded from JSON. A malformed message refuses the whole request;
 // each message that the queue refuses has its own error in the results.
-func (s *Service) Send(ctx context.Context, name string, msgs []api.SendMessage) (Sent, *api.Error) {
+func (s *Service) Send(ctx context.Context, name string, from From, msgs []api.SendMessage) (Sent, *api.Error) {
 	if e := checkBatch(len(msgs)); e != nil {
 		return Sent{}, e
 	}
@@ -75,11 +82,11 @@ func (s *Service) Send(ctx context.Context, name string, msgs []api.SendMessage)
 		}
 		inputs[i] = in
 	}
-	return s.send(ctx, name, inputs)
+	return s.send(ctx, name, from, inputs)
 }
 
 // SendBinary sends messages decoded from the binary encoding, as Send does.
-func (s *Service) SendBinary(ctx context.Context, name string, msgs []api.BinaryMessage) (Sent, *api.Error) {
+func (s *Service) SendBinary(ctx context.Context, name string, from From, msgs []api.BinaryMessage) (Sent, *api.Error) {
 	if e := checkBatch(len(msgs)); e != nil {
 		return Sent{}, e
 	}
@@ -101,15 +108,18 @@ func (s *Service) SendBinary(ctx context.Context, name string, msgs []api.Binary
 		}
 		inputs[i] = in
 	}
-	return s.send(ctx, name, inputs)
+	return s.send(ctx, name, from, inputs)
 }
 
-func (s *Service) send(ctx context.Context, name string, inputs []queue.SendInput) (Sent, *api.Error) {
-	res, err := s.b.Send(ctx, name, inputs)
+func (s *Service) send(ctx context.Context, name string, from From, inputs []queue.SendInput) (Sent, *api.Error) {
+	if from.Producer == "" && from.Seq != 0 {
+		return Sent{}, &api.Error{Code: api.CodeInvalidRequest, Message: "a sequence needs its producer_id (POST /v1/producers hands one out)"}
+	}
+	res, repeated, err := s.b.SendFrom(ctx, name, from.Producer, from.Seq, inputs)
 	if err != nil {
 		return Sent{}, s.errorOf(err)
 	}
-	x := Sent{res: res, errs: make([]*api.Error, len(res))}
+	x := Sent{res: res, errs: make([]*api.Error, len(res)), repeated: repeated}
 	for i, r := range res {
 		if r.Err != nil {
 			x.errs[i] = s.errorOf(r.Err)
@@ -465,3 +475,6 @@ func peeked(m *broker.PeekedMessage) api.Message {
 	wm.DeadLetter = wireDead(m.Dead)
 	return wm
 }
+
+// NewProducer hands out a fresh producer id (broker.NewProducerID).
+func (s *Service) NewProducer() api.Producer { return api.Producer{ProducerID: broker.NewProducerID()} }

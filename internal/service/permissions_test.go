@@ -54,7 +54,7 @@ func TestServiceChecksWhatTheRequestNames(t *testing.T) {
 		}
 	}
 	body := "poison"
-	if _, e := svc.Send(inproc, "app", []api.SendMessage{{Body: &body}}); e != nil {
+	if _, e := svc.Send(inproc, "app", service.From{}, []api.SendMessage{{Body: &body}}); e != nil {
 		t.Fatal(e)
 	}
 	got, e := svc.Receive(inproc, "app", api.ReceiveRequest{Wait: api.Ptr(0)})

@@ -34,7 +34,7 @@ func TestOldestReadyAtIsTheSendTimeAndNotOnTheWire(t *testing.T) {
 		t.Fatalf("empty queue: oldest ready at %v, %v", q.Stats.OldestReadyAt, e)
 	}
 	body := "first"
-	if _, e := svc.Send(ctx, "orders", []api.SendMessage{{Body: &body}}); e != nil {
+	if _, e := svc.Send(ctx, "orders", service.From{}, []api.SendMessage{{Body: &body}}); e != nil {
 		t.Fatal(e)
 	}
 	clk.Advance(90 * time.Second)
