@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,8 +22,9 @@ import (
 	"github.com/okiba/okiba/internal/testkit"
 )
 
-// TestClusterBinary runs a cluster of three real okiba processes on loopback and kills
-// its leader with SIGKILL twice (the first one restarted in between): every send
+// TestClusterBinary runs a cluster of three real okiba processes on loopback, kills its
+// leader with SIGKILL twice (each restarted after) and pauses the third with SIGSTOP
+// past an election timeout, then resumes it (which must answer nothing stale): every send
 // acknowledged before a kill is delivered after it, a receipt handed out by a killed
 // leader settles its lease on the next, a restarted node catches up, and every node
 // forwards to the leader. A client given every node's URL rides through both kills with
@@ -228,6 +230,50 @@ func TestClusterBinary(t *testing.T) {
 	acked["after-kill-2"] = true
 	failovers = append(failovers, time.Since(began))
 
+	// The killed node comes back; then the leader is paused (SIGSTOP) for longer than an
+	// election timeout, the others elect another and take a send, and the paused one is
+	// resumed: it must not answer from what it held as leader. A read through it right
+	// after it resumes either fails or sees the send made while it was paused.
+	start(l2)
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		h, ok := health(l2)
+		return ok && h.Cluster.Role == "follower"
+	}, "the node killed second to follow")
+	all := []int{0, 1, 2}
+	paused := leader(all)
+	if err := procs[paused].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var others []int
+	for _, i := range all {
+		if i != paused {
+			others = append(others, i)
+		}
+	}
+	time.Sleep(2500 * time.Millisecond)
+	leader(others)
+	if _, err := fc.Send(ctx, "jobs", client.Message{Body: []byte("during-pause")}); err != nil {
+		t.Fatalf("a send while the leader is paused: %v", err)
+	}
+	acked["during-pause"] = true
+	if err := procs[paused].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	page, err := clients[paused].Peek(ctx, "jobs", client.PeekOptions{Limit: 1000})
+	if err == nil {
+		seen := false
+		for _, m := range page.Messages {
+			seen = seen || m.Body != nil && *m.Body == "during-pause"
+		}
+		if !seen {
+			t.Fatal("the resumed, deposed leader answered a read without the send made while it was paused")
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		h, ok := health(paused)
+		return ok && h.Cluster.Role == "follower"
+	}, "the resumed leader to follow")
+
 	got := map[string]int{}
 	for {
 		var ms []client.Delivery
@@ -261,7 +307,7 @@ func TestClusterBinary(t *testing.T) {
 	if len(lost) > 0 || len(extra) > 0 {
 		t.Fatalf("%d acknowledged messages lost %v; %d delivered that were settled or never sent %v", len(lost), lost, len(extra), extra)
 	}
-	t.Logf("%d acknowledged messages all delivered after two leader kills; failover (kill to first acknowledged send): %v", len(acked), failovers)
+	t.Logf("%d acknowledged messages all delivered after two leader kills and a paused leader; failover (kill to first acknowledged send): %v", len(acked), failovers)
 }
 
 func grepLines(s, sub string) string {

@@ -37,7 +37,7 @@ type member struct {
 }
 
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	peers []Peer
 	nodes []*member
 }
@@ -61,7 +61,9 @@ func (c cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.rt.RoundTrip(req)
 }
 
-func newCluster(t *testing.T, n int) *testCluster {
+func newCluster(t *testing.T, n int) *testCluster { return newClusterTB(t, n) }
+
+func newClusterTB(t testing.TB, n int) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t}
 	base := t.TempDir()
@@ -293,11 +295,11 @@ func TestDeposedLeaderRebuildsWithoutItsUncommittedCommand(t *testing.T) {
 	}
 }
 
-func testLogger(t *testing.T, name string) *slog.Logger {
+func testLogger(t testing.TB, name string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", name)
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
 

@@ -1,0 +1,67 @@
+package cluster
+
+import (
+	"context"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/queue"
+)
+
+// cpu is the process's user and system CPU time so far.
+func cpu() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchSends sends b.N one-message requests from 64 goroutines and reports messages a
+// second and the CPU each took (of this process: for the cluster, all three brokers).
+func benchSends(b *testing.B, br *broker.Broker) {
+	if _, _, err := br.PutQueue(context.Background(), "bench", func(*queue.Config, bool) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 256)
+	var n atomic.Int64
+	b.SetParallelism(32) // × GOMAXPROCS senders, as many clients would
+	c0, t0 := cpu(), time.Now()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := br.Send(context.Background(), "bench", []queue.SendInput{{Payload: queue.Payload{Body: body}, Delay: -1}})
+			if err == nil {
+				err = res[0].Err
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			n.Add(1)
+		}
+	})
+	b.StopTimer()
+	el, c := time.Since(t0), cpu()-c0
+	b.ReportMetric(float64(n.Load())/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64(c.Microseconds())/float64(n.Load()), "cpu-µs/msg")
+}
+
+// BenchmarkSendSingleNode: one broker, its own log.
+func BenchmarkSendSingleNode(b *testing.B) {
+	br, err := broker.Open(broker.Config{Dir: filepath.Join(b.TempDir(), "single")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	benchSends(b, br)
+}
+
+// BenchmarkSendCluster3: the leader of three brokers in this process, each with its own
+// data directory, raft between them over loopback HTTP; each answer waits for a
+// majority's fsync.
+func BenchmarkSendCluster3(b *testing.B) {
+	benchSends(b, newClusterTB(b, 3).leader().b)
+}
