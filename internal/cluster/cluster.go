@@ -477,6 +477,21 @@ func (r *Raft) run(ctx context.Context) {
 			r.transfer()
 		case <-r.wake:
 		}
+		// Everything else that has arrived joins this round: one Ready, one save (one
+		// fsync) for all of it, rather than one per message.
+	drain:
+		for {
+			select {
+			case msgs := <-r.inbox:
+				for _, m := range msgs {
+					_ = r.rn.Step(m)
+				}
+			case id := <-r.fails:
+				r.rn.ReportUnreachable(id)
+			default:
+				break drain
+			}
+		}
 		if err := r.process(); err != nil {
 			r.log.Error("cluster: this node stops replicating", "error", err)
 			r.term.Store(0)
