@@ -2,15 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -35,61 +30,8 @@ func TestClusterBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIP: builds the okiba binary and runs a cluster of processes: runs in its own tier (make binary), not with -short")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		testkit.Missing(t, "the cluster's binary test", "no go command in PATH to build it", "PATH=/usr/local/go/bin:$PATH")
-	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "okiba")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	secret := filepath.Join(tmp, "cluster-secret")
-	if err := os.WriteFile(secret, []byte("binary-cluster-secret-0123456789\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var addrs, peers []string
-	for i := range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, ln.Addr().String())
-		ln.Close()
-		peers = append(peers, fmt.Sprintf("n%d=http://%s", i+1, addrs[i]))
-	}
-	env := cleanEnv()
-	procs := make([]*childServer, 3)
-	start := func(i int) {
-		procs[i] = startBinary(t, bin, env, "serve", "--node", fmt.Sprintf("n%d", i+1), "--peers", strings.Join(peers, ","),
-			"--cluster-secret-file", secret, "--addr", addrs[i], "--data", filepath.Join(tmp, fmt.Sprintf("data%d", i+1)))
-	}
-	for i := range 3 {
-		start(i)
-	}
-	health := func(i int) (api.Health, bool) {
-		resp, err := http.Get("http://" + addrs[i] + "/healthz")
-		if err != nil {
-			return api.Health{}, false
-		}
-		defer resp.Body.Close()
-		var h api.Health
-		return h, json.NewDecoder(resp.Body).Decode(&h) == nil && h.Cluster != nil
-	}
-	leader := func(alive []int) int {
-		t.Helper()
-		l := -1
-		testkit.Eventually(t, 20*time.Second, func() bool {
-			for _, i := range alive {
-				if h, ok := health(i); ok && h.Cluster.Role == "leader" {
-					l = i
-					return true
-				}
-			}
-			return false
-		}, "a leader among nodes %v", alive)
-		return l
-	}
+	pc := newProcCluster(t, 3)
+	addrs, procs, start, kill, health, leader := pc.addrs, pc.procs, pc.start, pc.kill, pc.health, pc.leader
 	ctx := context.Background()
 	clients := make([]*client.Client, 3)
 	for i := range 3 {
@@ -157,19 +99,6 @@ func TestClusterBinary(t *testing.T) {
 	}
 
 	var failovers []time.Duration
-	kill := func(i int) []int {
-		if err := procs[i].cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		procs[i].cmd.Wait()
-		var alive []int
-		for j := range 3 {
-			if j != i && procs[j].cmd.ProcessState == nil {
-				alive = append(alive, j)
-			}
-		}
-		return alive
-	}
 	// A client given every node, calling the leader, rides through its death by itself.
 	var urls []string
 	for i := range 3 {

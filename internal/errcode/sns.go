@@ -68,6 +68,7 @@ var snsOfNative = map[string]string{
 	api.CodeTooManyTopics: "TopicLimitExceeded", api.CodeTooManySubscriptions: "SubscriptionLimitExceeded",
 	api.CodeTooManyQueues: "InvalidParameter", api.CodeTooManyGroups: "InvalidParameter",
 	api.CodeTooManyMembers: "InvalidParameter", api.CodeTooManyPrincipals: "InvalidParameter",
+	api.CodeSequenceTooOld: "InvalidParameter", api.CodeSequenceReused: "InvalidParameter", api.CodeNotRepeated: "InvalidParameter",
 	api.CodeTooManyInFlight: "Throttled", api.CodeQueueFull: "Throttled",
 	api.CodeTopicFull: "Throttled", api.CodeDiskFull: "Throttled",
 	api.CodeForbidden:     "AuthorizationError",
