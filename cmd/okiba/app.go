@@ -72,6 +72,7 @@ func (a *app) commands() []entry {
 		{"token", "print a fresh secret for --auth-token or a declared principal", func(a *app, _ string) command { return &tokenCmd{app: a} }},
 		{"demo", "run the CampusCafe walkthrough (outbox, inboxes, chaos)", func(a *app, _ string) command { return demoGroup(a) }},
 		{"torture", "kill -9 this binary under load and check no acknowledged message is lost", func(a *app, _ string) command { return &tortureCmd{app: a} }},
+		{"cluster", "a replicated cluster's members, leader and progress", func(a *app, _ string) command { return clusterGroup(a) }},
 		{"health", "exit 0 when the server serves (for health checks)", func(a *app, _ string) command { return &healthCmd{app: a} }},
 		{"version", "print the version", func(a *app, _ string) command { return &versionCmd{app: a} }},
 		{"help", "show help for a command", func(a *app, _ string) command { return &helpCmd{app: a} }},

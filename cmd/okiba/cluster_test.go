@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -92,6 +93,10 @@ func TestClusterBinary(t *testing.T) {
 	}
 	if m := scrape(follower); !strings.Contains(m, "okiba_cluster_leader 0") || !strings.Contains(m, "okiba_cluster_has_leader 1") {
 		t.Fatalf("a follower's metrics:\n%s", grepLines(m, "okiba_cluster_"))
+	}
+	if out, err := exec.Command(pc.bin, "cluster", "status", "--server", pc.url(follower)).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "(follower)") || !strings.Contains(string(out), fmt.Sprintf("leader   n%d", l+1)) {
+		t.Fatalf("okiba cluster status on a follower: %v\n%s", err, out)
 	}
 	leased, err := clients[follower].Receive(ctx, "jobs", client.ReceiveOptions{Max: 10})
 	if err != nil || len(leased) != 10 {

@@ -41,3 +41,11 @@ func TestHealth(t *testing.T) {
 	ln.Close()
 	contains(t, "stderr", h.fails(1, "health", "--server", dead).err, "cannot reach")
 }
+
+// okiba cluster status says so when its server is a single node.
+func TestClusterStatusOfASingleNode(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	contains(t, "stderr", h.fails(1, "cluster", "status").err, "single node")
+	contains(t, "usage", h.fails(2, "cluster").err, "status")
+}
