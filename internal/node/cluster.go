@@ -133,7 +133,7 @@ func (n *Node) clusterStats() metrics.ClusterStats {
 // read arrived (ReadIndex), and everything the broker ran before it is committed.
 func (n *Node) readBarrier(ctx context.Context) error {
 	if err := n.raft.ReadBarrier(ctx); err != nil {
-		return err
+		return fmt.Errorf("%w (%v)", broker.ErrNotLeader, err)
 	}
 	return n.broker.Barrier(ctx)
 }

@@ -248,6 +248,9 @@ func (n *Node) open(ctx context.Context) error {
 		n.sns = sns.New(b, sns.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL,
 			SigningSeed: b.DeriveKey("sns signing key"), Logger: log})
 		opts := sqs.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL, Clock: n.rt.Clock, Logger: log, SNS: n.sns}
+		if n.raft != nil {
+			opts.ReadBarrier = n.readBarrier
+		}
 		if c.authOn() {
 			opts.Keys = n.keys
 		}
@@ -572,6 +575,14 @@ func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 	}
 	ctx, rec := auth.WithRecorder(r.Context())
 	r = r.WithContext(ctx)
+	if n.raft != nil && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/ui/api/") {
+		// The console's reads, as the native API's: never from a deposed leader's state.
+		if err := n.readBarrier(r.Context()); err != nil {
+			reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
+				Message: fmt.Sprintf("this node cannot confirm that it leads the cluster, so it answers no read: %v; retry", err)})
+			return "unavailable"
+		}
+	}
 	n.mux.ServeHTTP(w, r) // sets r.Pattern and the path's values
 	n.auditAs(r, w.Status, rec.Decisions(), r.Method+" "+r.URL.Path)
 	return r.Pattern

@@ -71,6 +71,10 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives internal errors. Defaults to discarding them.
 	Logger *slog.Logger
+	// ReadBarrier, on a node of a cluster, runs before every action that only reads
+	// (those needing browse): it returns once the node's state may answer without being
+	// stale, or why not (ServiceUnavailable, which the SDKs retry).
+	ReadBarrier func(ctx context.Context) error
 	// SNS serves the SNS requests of the query protocol, which share the endpoint
 	// (query.go). Defaults to none: they are refused with an error that says so.
 	SNS SNS
@@ -405,6 +409,11 @@ func (f *Front) serve(q *request) (any, *apiError) {
 	q.action = name
 	if e := f.check(q, a.Rule); e != nil {
 		return nil, e
+	}
+	if a.Rule.Permission == browse && f.opts.ReadBarrier != nil {
+		if err := f.opts.ReadBarrier(q.r.Context()); err != nil {
+			return nil, f.errorOf(err, "")
+		}
 	}
 	return a.h(f, q)
 }
