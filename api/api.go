@@ -503,3 +503,17 @@ func DecodeBody(text, b64 *string) ([]byte, error) {
 	}
 	return []byte{}, nil
 }
+
+// ClusterMember is one member of a replicated cluster (GET /v1/cluster/members).
+type ClusterMember struct {
+	ID   uint64 `json:"id"`
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// Learner: it receives the log but does not vote yet (it is catching up).
+	Learner bool `json:"learner,omitempty"`
+}
+
+// ClusterMembers answers the members' API.
+type ClusterMembers struct {
+	Members []ClusterMember `json:"members"`
+}

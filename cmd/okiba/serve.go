@@ -135,6 +135,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	tlsClientCA := f.String("tls-client-ca", "", "require of every connection a client certificate issued by a CA in `FILE` (PEM; env OKIBA_TLS_CLIENT_CA); requests still authenticate")
 	nodeName := f.String("node", "", "this node's `NAME` in a replicated cluster, one of --peers (env OKIBA_NODE; docs/cluster.md)")
 	peers := f.String("peers", "", "every founding member of the cluster, this one included, as comma-separated `NAME=URL` pairs: each node's own port (env OKIBA_PEERS)")
+	join := f.String("join", "", "join the running cluster a member at `URL` belongs to, on an empty data directory (as a learner, promoted once caught up); --peers then names only this node (env OKIBA_JOIN)")
 	clusterSecret := f.String("cluster-secret-file", "", "the cluster's secret in `FILE`, the same on every member, at least 22 characters (env OKIBA_CLUSTER_SECRET gives it itself)")
 	printConfig := f.Bool("print-config", false, "print the effective configuration as JSON, secrets redacted, and exit")
 	var minFree, gcHeadroom byteSize
@@ -175,6 +176,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		cfg.AuthToken, cfg.AuthTokenFile = v, ""
 	}
 	env("OKIBA_NODE", &cfg.Cluster.Node)
+	env("OKIBA_JOIN", &cfg.Cluster.Join)
 	if v := a.env("OKIBA_CLUSTER_SECRET"); v != "" {
 		cfg.Cluster.Secret, cfg.Cluster.SecretFile = v, ""
 	}
@@ -237,6 +239,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		"tls-key":              func() { cfg.TLS.KeyFile = *tlsKey },
 		"tls-client-ca":        func() { cfg.TLS.ClientCAFile = *tlsClientCA },
 		"node":                 func() { cfg.Cluster.Node = *nodeName },
+		"join":                 func() { cfg.Cluster.Join = *join },
 		"cluster-secret-file":  func() { cfg.Cluster.SecretFile, cfg.Cluster.Secret = *clusterSecret, "" },
 	} {
 		if given[name] {

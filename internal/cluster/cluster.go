@@ -26,7 +26,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +34,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,9 +57,15 @@ type Peer struct {
 // Config configures a Raft.
 type Config struct {
 	// Name is this node's name; Peers are every founding member, this one included.
-	// Every member must be given the same Peers.
+	// Every member must be given the same Peers. After the first start the members are
+	// those of the node's members file (changed by AddMember and RemoveMember), and
+	// Peers is only checked against it.
 	Name  string
 	Peers []Peer
+	// Join is the URL of a member of an existing cluster: a node with an empty data
+	// directory asks it to be added (as a learner, promoted once it has caught up)
+	// instead of bootstrapping a new cluster with Peers.
+	Join string
 	// Dir is the data directory: the raft log goes in Dir/raft.
 	Dir string
 	// FS is the file system. Defaults to vfs.OS.
@@ -106,8 +112,8 @@ type Raft struct {
 	cfg     Config
 	log     *slog.Logger
 	id      uint64
-	names   map[uint64]string
-	urls    map[uint64]string
+	peersMu sync.RWMutex
+	peers   map[uint64]Member // every member, this one too: by raft id
 	storage *replica.WALStorage
 	rn      *raft.RawNode
 	b       *broker.Broker
@@ -126,11 +132,17 @@ type Raft struct {
 	wake    chan struct{}
 	handoff chan struct{}
 	inbox   chan []*pb.Message
-	fails   chan uint64 // peers a message could not reach
+	fails   chan uint64     // peers a message could not reach
+	snaps   chan snapReport // snapshots sent, or not
+	confs   chan confReq    // membership changes asked for (membership.go)
 
 	// Owned by run:
-	leaderTerm uint64 // the term raft says this node leads, before it is ready
-	handingOff bool   // Handoff began: this node takes no more commands
+	leaderTerm uint64   // the term raft says this node leads, before it is ready
+	handingOff bool     // Handoff began: this node takes no more commands
+	confWait   *confReq // a membership change proposed, not yet applied
+	maxID      uint64   // the largest raft id ever seen in a change
+	confState  *pb.ConfState
+	ticks      int
 	pending    []pending
 	applied    uint64 // the last entry run handed on
 	round      *readRound
@@ -170,6 +182,7 @@ type Status struct {
 	// (by name); nil elsewhere. Rebuilds counts the broker's rebuilds.
 	Lag      map[string]uint64
 	Rebuilds uint64
+	learners []uint64
 }
 
 // Open opens this node's raft storage, bootstrapping a new cluster of Peers if it is
@@ -194,22 +207,44 @@ func Open(cfg Config) (*Raft, error) {
 	if len(cfg.Secret) < 22 {
 		return nil, errors.New("cluster: the cluster secret must be at least 22 characters (okiba token makes one)")
 	}
-	r := &Raft{cfg: cfg, log: cfg.Logger, names: map[uint64]string{}, urls: map[uint64]string{},
+	r := &Raft{cfg: cfg, log: cfg.Logger, peers: map[uint64]Member{},
 		own: map[[2]uint64]uint64{}, wake: make(chan struct{}, 1), handoff: make(chan struct{}, 1), inbox: make(chan []*pb.Message, 256),
-		fails: make(chan uint64, 64), done: make(chan struct{})}
-	ids, err := r.members()
+		fails: make(chan uint64, 64), snaps: make(chan snapReport, 16), confs: make(chan confReq, 4), done: make(chan struct{})}
+	dir := filepath.Join(cfg.Dir, "raft")
+	if err := cfg.FS.MkdirAll(dir, vfs.DirMode); err != nil {
+		return nil, err
+	}
+	members, stored, err := r.loadMembers()
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range cfg.Peers {
-		r.names[ids[p.Name]] = p.Name
-		r.urls[ids[p.Name]] = p.URL
+	var founders []uint64 // a joining node's: the founders' voters
+	switch {
+	case stored:
+		// The members file is the truth after the first start: --peers only checked.
+	case cfg.Join != "":
+		if members, founders, err = r.join(); err != nil {
+			return nil, err
+		}
+	default:
+		if members, err = membersOfPeers(cfg.Peers); err != nil {
+			return nil, err
+		}
 	}
-	r.id = ids[cfg.Name]
+	for _, m := range members {
+		r.peers[m.ID] = m
+		if m.Name == cfg.Name {
+			r.id = m.ID
+		}
+	}
 	if r.id == 0 {
-		return nil, fmt.Errorf("cluster: this node, %q, is not among the peers", cfg.Name)
+		return nil, fmt.Errorf("cluster: this node, %q, is not among the members (%s)", cfg.Name, strings.Join(r.memberNames(), ", "))
 	}
-	dir := filepath.Join(cfg.Dir, "raft")
+	if !stored {
+		if err := r.saveMembers(); err != nil {
+			return nil, err
+		}
+	}
 	if r.storage, err = replica.OpenWAL(replica.WALOptions{FS: cfg.FS, Dir: dir, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
@@ -218,10 +253,16 @@ func Open(cfg Config) (*Raft, error) {
 		r.storage.Close()
 		return nil, err
 	}
-	if snap.GetMetadata().GetIndex() == 0 {
-		voters := make([]uint64, 0, len(ids))
-		for _, id := range ids {
-			voters = append(voters, id)
+	last, _ := r.storage.LastIndex()
+	if snap.GetMetadata().GetIndex() == 0 && last == 0 && founders != nil {
+		if err := replica.BootstrapLearner(r.storage, founders, r.id); err != nil {
+			r.storage.Close()
+			return nil, fmt.Errorf("cluster: join: %w", err)
+		}
+	} else if snap.GetMetadata().GetIndex() == 0 && last == 0 && !stored {
+		voters := make([]uint64, 0, len(members))
+		for _, m := range members {
+			voters = append(voters, m.ID)
 		}
 		slices.Sort(voters)
 		if err := replica.Bootstrap(r.storage, voters); err != nil {
@@ -235,52 +276,6 @@ func Open(cfg Config) (*Raft, error) {
 		return nil, err
 	}
 	return r, nil
-}
-
-// members maps the peers' names to raft ids once, durably: the first start writes
-// Dir/raft/members.json (ids from 1 in the order of Peers); later starts check that
-// they are given the same members.
-func (r *Raft) members() (map[string]uint64, error) {
-	fs := r.cfg.FS
-	dir := filepath.Join(r.cfg.Dir, "raft")
-	if err := fs.MkdirAll(dir, vfs.DirMode); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, "members.json")
-	given := map[string]uint64{}
-	for i, p := range r.cfg.Peers {
-		if p.Name == "" || p.URL == "" {
-			return nil, fmt.Errorf("cluster: peer %d has no name or no URL", i+1)
-		}
-		if _, dup := given[p.Name]; dup {
-			return nil, fmt.Errorf("cluster: peer %q is named twice", p.Name)
-		}
-		given[p.Name] = uint64(i + 1)
-	}
-	data, err := vfs.ReadFile(fs, path)
-	if errors.Is(err, os.ErrNotExist) {
-		out, _ := json.Marshal(given)
-		if err := vfs.WriteFile(fs, path, vfs.FileMode, out); err != nil {
-			return nil, err
-		}
-		return given, fs.SyncDir(dir)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var stored map[string]uint64
-	if err := json.Unmarshal(data, &stored); err != nil {
-		return nil, fmt.Errorf("cluster: %s: %w", path, err)
-	}
-	if len(stored) != len(given) {
-		return nil, fmt.Errorf("cluster: this node was started with %d members and is now given %d: membership does not change through --peers", len(stored), len(given))
-	}
-	for name := range given {
-		if stored[name] == 0 {
-			return nil, fmt.Errorf("cluster: peer %q is not a member of this node's cluster (%s)", name, path)
-		}
-	}
-	return stored, nil
 }
 
 // indexOwn learns which of this node's proposals the raft log holds committed, for the
@@ -365,6 +360,8 @@ func (r *Raft) Start(b *broker.Broker) error {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	r.rn, r.applied = rn, applied
+	_, cs, _ := r.storage.InitialState()
+	r.confState = cs
 	r.net = newTransport(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -416,7 +413,11 @@ func (r *Raft) Handoff(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-	r.log.Info("cluster: lead handed over", "to", r.names[r.lead.Load()])
+	if to := r.lead.Load(); to != 0 {
+		r.log.Info("cluster: lead handed over", "to", r.nameOf(to))
+	} else {
+		r.log.Warn("cluster: this node no longer leads, and no other does yet (no quorum to hand the lead to)")
+	}
 }
 
 // transfer starts the lead's transfer (run's goroutine).
@@ -437,7 +438,7 @@ func (r *Raft) transfer() {
 		r.log.Warn("cluster: no follower to hand the lead to")
 		return
 	}
-	r.log.Info("cluster: handing the lead over for shutdown", "to", r.names[to])
+	r.log.Info("cluster: handing the lead over for shutdown", "to", r.nameOf(to))
 	r.rn.TransferLeader(to)
 }
 
@@ -452,7 +453,8 @@ func (r *Raft) Status() Status {
 // whether it is this node.
 func (r *Raft) Leader() (name, url string, self bool) {
 	id := r.lead.Load()
-	return r.names[id], r.urls[id], id == r.id
+	m := r.member(id)
+	return m.Name, m.URL, id == r.id
 }
 
 func (r *Raft) run(ctx context.Context) {
@@ -467,6 +469,13 @@ func (r *Raft) run(ctx context.Context) {
 			return
 		case <-tick.C:
 			r.rn.Tick()
+			if r.ticks++; r.ticks%10 == 0 {
+				r.promote()
+			}
+		case q := <-r.confs:
+			r.proposeConf(q)
+		case s := <-r.snaps:
+			r.reportSnap(s.to, s.ok)
 		case msgs := <-r.inbox:
 			for _, m := range msgs {
 				_ = r.rn.Step(m) // a message from a stale term or an unknown peer: dropped
@@ -515,6 +524,17 @@ func (r *Raft) process() error {
 		rd := r.rn.Ready()
 		if err := r.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 			return fmt.Errorf("save the raft log: %w", err)
+		}
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			// A member that joined gets the cluster's first snapshot, the bootstrap's,
+			// which holds nothing; snapshots of a broker's state are not built yet.
+			idx := rd.Snapshot.GetMetadata().GetIndex()
+			if idx > 1 {
+				return fmt.Errorf("a snapshot at %d from the leader: this okiba cannot install snapshots of state yet", idx)
+			}
+			r.applied = max(r.applied, idx)
+			r.b.NoteCommitted(idx)
+			r.confState = rd.Snapshot.GetMetadata().GetConfState()
 		}
 		r.net.send(rd.Messages)
 		if err := r.noteLeadership(); err != nil {
@@ -574,7 +594,8 @@ func (r *Raft) noteLeadership() error {
 		if r.round != nil {
 			r.endRound(ErrNoLeader)
 		}
-		r.log.Info("cluster: no longer the leader", "term", st.GetTerm(), "leader", r.names[st.Lead])
+		r.failConf(ErrNoLeader)
+		r.log.Info("cluster: no longer the leader", "term", st.GetTerm(), "leader", r.nameOf(st.Lead))
 		if len(r.pending) > 0 {
 			if err := r.rebuild("the lead was lost with commands not yet committed"); err != nil {
 				return err
@@ -603,7 +624,9 @@ func (r *Raft) apply(e *pb.Entry) error {
 		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
 			return fmt.Errorf("entry %d: %w", idx, err)
 		}
-		r.rn.ApplyConfChange(&cc)
+		if err := r.applyConf(&cc); err != nil {
+			return fmt.Errorf("entry %d: %w", idx, err)
+		}
 	case pb.EntryNormal:
 		if len(e.GetData()) == 0 {
 			break // a new leader's first entry
@@ -706,14 +729,13 @@ func (r *Raft) failQueued(err error) {
 
 func (r *Raft) noteStatus() {
 	st := r.rn.BasicStatus()
-	s := Status{Node: r.cfg.Name, Term: st.GetTerm(), Leader: r.names[st.Lead], Leading: r.term.Load() != 0,
+	s := Status{Node: r.cfg.Name, Term: st.GetTerm(), Leader: r.nameOf(st.Lead), Leading: r.term.Load() != 0,
 		Commit: st.GetCommit(), Applied: r.applied, Rebuilds: r.rebuilds}
-	for _, p := range r.cfg.Peers {
-		s.Members = append(s.Members, p.Name)
-	}
+	s.Members = r.memberNames()
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
 	s.Lag = r.status.Lag
+	s.learners = r.confState.GetLearners()
 	if st.RaftState != raft.StateLeader {
 		s.Lag = nil
 	} else if now := time.Now(); now.Sub(r.lagAt) >= r.cfg.Tick {
@@ -722,7 +744,7 @@ func (r *Raft) noteStatus() {
 		s.Lag = map[string]uint64{}
 		for id, pr := range r.rn.Status().Progress {
 			if id != r.id {
-				s.Lag[r.names[id]] = st.GetCommit() - min(pr.Match, st.GetCommit())
+				s.Lag[r.nameOf(id)] = st.GetCommit() - min(pr.Match, st.GetCommit())
 			}
 		}
 	}

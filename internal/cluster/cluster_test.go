@@ -34,9 +34,11 @@ type member struct {
 	cut  atomic.Bool
 	// replayed is what the broker applied from its own log when it opened.
 	replayed uint64
+	join     string // the URL of a member to join through, for a node added later
 }
 
 type testCluster struct {
+	mu    sync.Mutex // guards nodes and peers against the transports' reads
 	t     testing.TB
 	peers []Peer
 	nodes []*member
@@ -53,8 +55,11 @@ func (c cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c.from.cut.Load() {
 		return nil, errors.New("cut off")
 	}
-	for i, n := range c.c.nodes {
-		if c.c.peers[i].URL == "http://"+req.URL.Host && n.cut.Load() {
+	c.c.mu.Lock()
+	nodes, peers := slices.Clone(c.c.nodes), slices.Clone(c.c.peers)
+	c.c.mu.Unlock()
+	for i, n := range nodes {
+		if peers[i].URL == "http://"+req.URL.Host && n.cut.Load() {
 			return nil, errors.New("cut off")
 		}
 	}
@@ -100,7 +105,7 @@ func (c *testCluster) start(m *member) {
 	if err := PrepareDataDir(nil, m.dir, testSecret); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(Config{Name: m.name, Peers: c.peers, Dir: m.dir, Secret: testSecret, Tick: 20 * time.Millisecond, Logger: testLogger(t, m.name),
+	r, err := Open(Config{Name: m.name, Peers: c.peers, Join: m.join, Dir: m.dir, Secret: testSecret, Tick: 20 * time.Millisecond, Logger: testLogger(t, m.name),
 		Client: &http.Client{Timeout: 2 * time.Second, Transport: cutTransport{from: m, c: c, rt: http.DefaultTransport}}})
 	if err != nil {
 		t.Fatal(err)
@@ -114,10 +119,14 @@ func (c *testCluster) start(m *member) {
 		t.Fatal(err)
 	}
 	m.raft, m.b = r, b
-	h := r.Handler()
+	h, jh := r.Handler(), r.JoinHandler()
 	m.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if m.cut.Load() {
 			http.Error(w, "cut off", http.StatusServiceUnavailable)
+			return
+		}
+		if req.URL.Path == JoinPath {
+			jh.ServeHTTP(w, req)
 			return
 		}
 		h.ServeHTTP(w, req)
@@ -366,5 +375,61 @@ func TestReadBarrierConfirmsTheLead(t *testing.T) {
 	go func() { done <- l.raft.ReadBarrier(ctx) }()
 	if err := testkit.Recv(t, done, 5*time.Second, "the cut-off leader's read barrier to end"); !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("a read barrier on a cut-off leader: %v", err)
+	}
+}
+
+// A node joins a running cluster as a learner, receives the whole log (the bootstrap
+// snapshot, then every entry), is promoted to a voter once it has caught up, counts in
+// the majority (one founder down, the cluster of four goes on), and is removed again.
+func TestMemberJoinsCatchesUpAndIsRemoved(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	l := c.leader()
+	mustQueue(t, l.b, "jobs")
+	sendN(t, l.b, "jobs", 0, 30)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n4 := &member{name: "n4", dir: filepath.Join(t.TempDir(), "n4"), ln: ln, join: c.peers[slices.Index(c.nodes, l)].URL}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n4)
+	c.peers = append(c.peers, Peer{Name: "n4", URL: "http://" + ln.Addr().String()})
+	c.mu.Unlock()
+	c.start(n4)
+	testkit.Eventually(t, 10*time.Second, func() bool { return ready(n4.b, "jobs") == 30 }, "the new member to hold the log")
+	voter := func(name string) bool {
+		for _, m := range l.raft.Members() {
+			if m.Name == name {
+				return !m.Learner
+			}
+		}
+		return false
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return voter("n4") }, "n4 to be promoted")
+	// Four voters: a majority is three, so one founder may be down.
+	var f *member
+	for _, m := range c.nodes[:3] {
+		if m != l {
+			f = m
+			break
+		}
+	}
+	c.stop(f)
+	sendN(t, c.leader().b, "jobs", 30, 5)
+	testkit.Eventually(t, 10*time.Second, func() bool { return ready(n4.b, "jobs") == 35 }, "n4 to follow")
+	c.start(f)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var members []Member
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		members, err = c.leader().raft.RemoveMember(ctx, "n4")
+		return err == nil
+	}, "n4 to be removed: %v", err)
+	if len(members) != 3 || slices.ContainsFunc(members, func(m Member) bool { return m.Name == "n4" }) {
+		t.Fatalf("members after the removal: %+v", members)
+	}
+	if _, err := c.leader().raft.AddMember(ctx, "n1", "http://elsewhere:1"); !errors.Is(err, ErrMemberExists) {
+		t.Fatalf("adding a name taken at another URL: %v", err)
 	}
 }

@@ -47,6 +47,7 @@ type transport struct {
 	r      *Raft
 	proof  string
 	client *http.Client
+	mu     sync.Mutex // guards peers
 	peers  map[uint64]*peerQueue
 	wg     sync.WaitGroup
 	ctx    context.Context
@@ -58,6 +59,7 @@ type peerQueue struct {
 	mu   sync.Mutex
 	msgs []*pb.Message
 	wake chan struct{}
+	stop chan struct{} // closed when the member is removed
 }
 
 // peerQueueMax bounds the messages waiting for one peer.
@@ -70,19 +72,40 @@ func newTransport(r *Raft) *transport {
 	}
 	t := &transport{r: r, proof: proof(r.cfg.Secret), client: c, peers: map[uint64]*peerQueue{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	for id, url := range r.urls {
-		if id == r.id {
-			continue
+	r.peersMu.RLock()
+	for id, m := range r.peers {
+		if id != r.id {
+			t.addPeer(id, m.URL)
 		}
-		q := &peerQueue{url: url, wake: make(chan struct{}, 1)}
-		t.peers[id] = q
-		t.wg.Add(1)
-		go func() {
-			defer t.wg.Done()
-			t.sender(id, q)
-		}()
 	}
+	r.peersMu.RUnlock()
 	return t
+}
+
+// addPeer starts sending to a member (run's goroutine, or newTransport's).
+func (t *transport) addPeer(id uint64, url string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id == t.r.id || t.peers[id] != nil {
+		return
+	}
+	q := &peerQueue{url: url, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	t.peers[id] = q
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.sender(id, q)
+	}()
+}
+
+// removePeer stops sending to a member removed.
+func (t *transport) removePeer(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if q := t.peers[id]; q != nil {
+		close(q.stop)
+		delete(t.peers, id)
+	}
 }
 
 func (t *transport) close() {
@@ -92,6 +115,8 @@ func (t *transport) close() {
 
 // send queues msgs for their peers. It does not block.
 func (t *transport) send(msgs []*pb.Message) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, m := range msgs {
 		q := t.peers[m.GetTo()]
 		if q == nil {
@@ -115,6 +140,8 @@ func (t *transport) sender(id uint64, q *peerQueue) {
 		select {
 		case <-t.ctx.Done():
 			return
+		case <-q.stop:
+			return
 		case <-q.wake:
 		}
 		for {
@@ -127,7 +154,11 @@ func (t *transport) sender(id uint64, q *peerQueue) {
 			}
 			buf.Reset()
 			var scratch []byte
+			snaps := 0
 			for _, m := range msgs {
+				if m.GetType() == pb.MessageType_MsgSnap {
+					snaps++
+				}
 				b, err := proto.Marshal(m)
 				if err != nil {
 					continue
@@ -136,13 +167,20 @@ func (t *transport) sender(id uint64, q *peerQueue) {
 				buf.Write(scratch)
 				buf.Write(b)
 			}
-			if err := t.post(q.url, buf.Bytes()); err != nil {
+			err := t.post(q.url, buf.Bytes())
+			if err != nil {
 				select {
 				case t.r.fails <- id:
 				default:
 				}
 				// A peer that is down is tried again with the next messages; raft sends
 				// heartbeats often enough.
+			}
+			for range snaps { // raft waits to hear of every snapshot it sent
+				select {
+				case t.r.snaps <- snapReport{to: id, ok: err == nil}:
+				case <-t.ctx.Done():
+				}
 			}
 		}
 	}

@@ -2,17 +2,23 @@ package node
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"time"
 
+	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/cluster"
 	"github.com/okiba/okiba/internal/metrics"
 	"github.com/okiba/okiba/internal/reply"
+	"github.com/okiba/okiba/internal/service"
 )
 
 // ForwardedHeader marks a request a follower forwarded to the leader: a node forwards
@@ -28,7 +34,7 @@ func (n *Node) openCluster(bcfg *broker.Config) error {
 	if err := cluster.PrepareDataDir(n.rt.FS, c.Data, c.clusterSecret); err != nil {
 		return err
 	}
-	r, err := cluster.Open(cluster.Config{Name: c.Cluster.Node, Peers: c.peers, Dir: c.Data, FS: n.rt.FS,
+	r, err := cluster.Open(cluster.Config{Name: c.Cluster.Node, Peers: c.peers, Join: c.Cluster.Join, Dir: c.Data, FS: n.rt.FS,
 		Secret: c.clusterSecret, Logger: n.log})
 	if err != nil {
 		return err
@@ -36,28 +42,99 @@ func (n *Node) openCluster(bcfg *broker.Config) error {
 	n.raft = r
 	bcfg.Replication = r
 	n.leaders = map[string]*httputil.ReverseProxy{}
-	for _, p := range c.peers {
-		target, err := url.Parse(p.URL)
-		if err != nil {
-			return fmt.Errorf("cluster: peer %s: %w", p.Name, err)
-		}
-		n.leaders[p.Name] = &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.SetURL(target)
-				pr.Out.Host = pr.In.Host // what the client signed (SQS) and addressed
-				pr.SetXForwarded()
-				pr.Out.Header.Set(ForwardedHeader, c.Cluster.Node)
-			},
-			FlushInterval: -1, // long polls and backups stream as they come
-			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-				n.log.Warn("cluster: forwarding to the leader failed", "leader", p.Name, "error", err)
-				reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
-					Message: fmt.Sprintf("the leader, %s, did not answer the forwarded request: retry", p.Name)})
-			},
-		}
-	}
-	n.log.Info("cluster member", "node", c.Cluster.Node, "members", len(c.peers))
+	n.log.Info("cluster member", "node", c.Cluster.Node, "members", len(r.Members()))
 	return nil
+}
+
+// proxyTo returns the reverse proxy that forwards to the member named name at u.
+func (n *Node) proxyTo(name, u string) (*httputil.ReverseProxy, error) {
+	n.leadersMu.Lock()
+	defer n.leadersMu.Unlock()
+	if p := n.leaders[u]; p != nil {
+		return p, nil
+	}
+	target, err := url.Parse(u)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: member %s: %w", name, err)
+	}
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host // what the client signed (SQS) and addressed
+			pr.SetXForwarded()
+			pr.Out.Header.Set(ForwardedHeader, n.cfg.Cluster.Node)
+		},
+		FlushInterval: -1, // long polls and backups stream as they come
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			n.log.Warn("cluster: forwarding to the leader failed", "leader", name, "error", err)
+			reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
+				Message: fmt.Sprintf("the leader, %s, did not answer the forwarded request: retry", name)})
+		},
+	}
+	n.leaders[u] = p
+	return p, nil
+}
+
+// serveJoin answers a node asking to join: on the leader itself, else forwarded to it.
+func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
+	if n.raft.Term() != 0 {
+		n.raft.JoinHandler().ServeHTTP(w, r)
+		return
+	}
+	name, u, self := n.raft.Leader()
+	if u == "" || self || r.Header.Get(ForwardedHeader) != "" {
+		http.Error(w, "no leader ready: retry", http.StatusServiceUnavailable)
+		return
+	}
+	p, err := n.proxyTo(name, u)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	p.ServeHTTP(w, r)
+}
+
+// MembersPath is the admin API of membership: GET lists, POST {"name","url"} adds a
+// learner, DELETE MembersPath/NAME removes one (admin permission; on the leader).
+const MembersPath = "/v1/cluster/members"
+
+// serveMembers answers the membership admin API.
+func (n *Node) serveMembers(w http.ResponseWriter, r *http.Request) {
+	if err := auth.Require(r.Context(), access.Admin, access.Resource{}); err != nil {
+		reply.Error(w, service.ErrorOf(n.log, err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	defer cancel()
+	var members []cluster.Member
+	var err error
+	switch name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, MembersPath), "/"); {
+	case r.Method == http.MethodGet && name == "":
+		members = n.raft.Members()
+	case r.Method == http.MethodPost && name == "":
+		var m cluster.Member
+		if derr := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&m); derr != nil || m.Name == "" ||
+			!(strings.HasPrefix(m.URL, "http://") || strings.HasPrefix(m.URL, "https://")) {
+			reply.Error(w, &api.Error{Code: api.CodeInvalidRequest, Message: `want {"name":"n4","url":"http://10.0.0.4:7070"}: the member's name and the URL its port answers on`})
+			return
+		}
+		members, err = n.raft.AddMember(ctx, m.Name, m.URL)
+	case r.Method == http.MethodDelete && name != "":
+		members, err = n.raft.RemoveMember(ctx, name)
+	default:
+		reply.Error(w, &api.Error{Code: api.CodeMethod, Message: "GET or POST " + MembersPath + ", DELETE " + MembersPath + "/NAME"})
+		return
+	}
+	switch {
+	case errors.Is(err, cluster.ErrMemberUnknown):
+		reply.Error(w, &api.Error{Code: api.CodeNotFound, Message: err.Error()})
+	case errors.Is(err, cluster.ErrMemberExists):
+		reply.Error(w, &api.Error{Code: api.CodeInvalidRequest, Message: err.Error()})
+	case err != nil:
+		reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second), Message: err.Error() + "; retry"})
+	default:
+		reply.JSON(w, http.StatusOK, map[string]any{"members": members})
+	}
 }
 
 // forward serves r on the leader when this node does not lead, and reports whether it
@@ -67,7 +144,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) bool {
 	if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" || n.raft.Term() != 0 {
 		return false
 	}
-	name, _, self := n.raft.Leader()
+	name, leaderURL, self := n.raft.Leader()
 	switch {
 	case name == "" || self:
 		reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
@@ -83,7 +160,12 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) bool {
 		reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
 			Message: fmt.Sprintf("this node follows %s: open the stream there (%s)", name, n.leaderURL(name))})
 	default:
-		n.leaders[name].ServeHTTP(w, r)
+		p, err := n.proxyTo(name, leaderURL)
+		if err != nil {
+			reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second), Message: err.Error()})
+			break
+		}
+		p.ServeHTTP(w, r)
 	}
 	return true
 }
@@ -92,9 +174,9 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) bool {
 const LeaderHeader = "Okiba-Leader"
 
 func (n *Node) leaderURL(name string) string {
-	for _, p := range n.cfg.peers {
-		if p.Name == name {
-			return p.URL
+	for _, m := range n.raft.Members() {
+		if m.Name == name {
+			return m.URL
 		}
 	}
 	return ""

@@ -103,6 +103,10 @@ type ClusterConfig struct {
 	// from it.
 	Secret     string `json:"secret,omitempty"`
 	SecretFile string `json:"secret_file,omitempty"`
+	// Join is the URL of a member of a running cluster: a node on an empty data
+	// directory asks to be added (as a learner, promoted once caught up) instead of
+	// bootstrapping a cluster of Peers, which then needs only this node's NAME=URL.
+	Join string `json:"join,omitempty"`
 }
 
 // PrincipalConfig declares one principal.
@@ -601,8 +605,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // resolveCluster reads and checks the cluster's configuration.
 func (r *resolved) resolveCluster() error {
 	c := r.Cluster
-	if c.Node == "" && len(c.Peers) == 0 && c.Secret == "" && c.SecretFile == "" {
+	if c.Node == "" && len(c.Peers) == 0 && c.Secret == "" && c.SecretFile == "" && c.Join == "" {
 		return nil
+	}
+	if c.Join != "" && !(strings.HasPrefix(c.Join, "http://") || strings.HasPrefix(c.Join, "https://")) {
+		return fieldError("cluster.join", fmt.Sprintf("want the URL of a member, such as http://10.0.0.1:7070, got %q", c.Join))
 	}
 	if c.Node == "" || len(c.Peers) == 0 {
 		return fieldError("cluster.node", "a cluster member needs its name (--node) and every member's NAME=URL (--peers)")

@@ -88,18 +88,19 @@ type Node struct {
 	broker *broker.Broker
 	// raft is the node's member of its cluster's Raft group; nil for a single node.
 	// leaders are the reverse proxies to each peer, which a follower forwards through.
-	raft    *cluster.Raft
-	leaders map[string]*httputil.ReverseProxy
-	native  *nativeapi.Server
-	sqs     *sqs.Front // nil when off
-	sns     *sns.Front // nil when the SQS front is off
-	console *console.Console
-	self    *client.Client // the console's playground's client of this node, on inproc; nil without a console or URL
-	metrics *metrics.Metrics
-	guard   *crossorigin.Guard
-	keys    *auth.Keyring
-	audit   *audit.Log
-	auditTo *os.File // the audit log's file, when configured
+	raft      *cluster.Raft
+	leadersMu sync.Mutex
+	leaders   map[string]*httputil.ReverseProxy // by URL
+	native    *nativeapi.Server
+	sqs       *sqs.Front // nil when off
+	sns       *sns.Front // nil when the SQS front is off
+	console   *console.Console
+	self      *client.Client // the console's playground's client of this node, on inproc; nil without a console or URL
+	metrics   *metrics.Metrics
+	guard     *crossorigin.Guard
+	keys      *auth.Keyring
+	audit     *audit.Log
+	auditTo   *os.File // the audit log's file, when configured
 	// throttle delays answers to failed authentication, per source address.
 	throttle *auth.Throttle
 	sources  auth.Sources
@@ -532,6 +533,10 @@ func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 		n.raft.Handler().ServeHTTP(w, r) // the nodes prove the cluster secret instead
 		return "cluster"
 	}
+	if n.raft != nil && r.URL.Path == cluster.JoinPath {
+		n.serveJoin(w, r) // so does a node that joins
+		return "cluster"
+	}
 	if n.guard.Serve(w, r) { // before credentials: preflights carry none
 		return "cross-origin"
 	}
@@ -569,6 +574,13 @@ func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 		return "unauthorized"
 	}
 	r = r.WithContext(auth.With(r.Context(), p))
+	if n.raft != nil && (r.URL.Path == MembersPath || strings.HasPrefix(r.URL.Path, MembersPath+"/")) {
+		ctx, rec := auth.WithRecorder(r.Context())
+		r = r.WithContext(ctx)
+		n.serveMembers(w, r)
+		n.auditAs(r, w.Status, rec.Decisions(), r.Method+" "+r.URL.Path)
+		return "cluster-members"
+	}
 	if _, pattern := n.mux.Handler(r); pattern == "/" {
 		n.native.Handler().ServeHTTP(w, r)
 		return ""

@@ -74,6 +74,15 @@ const bootstrapIndex = 1
 // with that membership. Every founding member is bootstrapped alike, so they start from
 // the same state, as raft recommends over its own Bootstrap, which writes entries.
 func Bootstrap(s Storage, voters []uint64) error {
+	return BootstrapLearner(s, voters, 0)
+}
+
+// BootstrapLearner is Bootstrap for a member that joins after the founders: the same
+// snapshot at index 1, of the founders' voters, with the joining node a learner beside
+// them (raft takes no snapshot that leaves its own node out), so that the leader's log
+// from index 2 on — every change of membership since the founding, its own addition
+// among them — follows it. learner 0 is Bootstrap.
+func BootstrapLearner(s Storage, voters []uint64, learner uint64) error {
 	if len(voters) == 0 {
 		return errors.New("replica: bootstrap: no voters")
 	}
@@ -97,8 +106,16 @@ func Bootstrap(s Storage, voters []uint64) error {
 		Metadata: &pb.SnapshotMetadata{
 			Index:     new(uint64(bootstrapIndex)),
 			Term:      new(uint64(1)),
-			ConfState: &pb.ConfState{Voters: append([]uint64(nil), voters...)},
+			ConfState: bootConf(voters, learner),
 		},
 		Data: NewMachines().AppendSnapshot(nil),
 	})
+}
+
+func bootConf(voters []uint64, learner uint64) *pb.ConfState {
+	cs := &pb.ConfState{Voters: append([]uint64(nil), voters...)}
+	if learner != 0 {
+		cs.Learners = []uint64{learner}
+	}
+	return cs
 }
