@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/okiba/okiba/api"
 )
 
 // DefaultFailoverTimeout is Options.FailoverTimeout when it is zero: longer than an
@@ -22,6 +25,17 @@ const LeaderHeader = "Okiba-Leader"
 
 // maxFailoverWait bounds the pause between two tries of a call riding through a failover.
 const maxFailoverWait = 200 * time.Millisecond
+
+// attemptTimeout is how long one try of a call riding through a failover may take: a
+// few seconds, or for a long poll (a receive, a pull, a topic read) the longest wait
+// the API allows and as much again.
+func attemptTimeout(req *http.Request) time.Duration {
+	p := req.URL.Path
+	if strings.HasSuffix(p, "/receive") || strings.HasSuffix(p, "/pull") || strings.HasSuffix(p, "/records") && req.Method == http.MethodGet {
+		return api.MaxWait + 5*time.Second
+	}
+	return 5 * time.Second
+}
 
 func (c *Client) scheme() string {
 	u, _ := url.Parse(c.base)
@@ -49,8 +63,13 @@ func (c *Client) roundTripFailover(req *http.Request, body []byte) (*http.Respon
 	deadline := time.Now().Add(c.failoverFor)
 	for attempt := 0; ; attempt++ {
 		at := c.cur.Load()
-		resp, data, err := c.roundTripOnce(req, body)
-		if !retryable(resp, err) || ctx.Err() != nil {
+		// A node that is paused or cut off accepts the connection and never answers: an
+		// attempt that outlives attemptTimeout moves on, as a refused one does.
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout(req))
+		resp, data, err := c.roundTripOnce(req.WithContext(actx), body)
+		hung := err != nil && actx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if !(hung || retryable(resp, err)) || ctx.Err() != nil {
 			return resp, data, err
 		}
 		var hint string

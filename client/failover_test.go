@@ -72,3 +72,34 @@ func TestClientFailsOverToTheLeader(t *testing.T) {
 		t.Fatal("a server address of another scheme was taken")
 	}
 }
+
+// A node that accepts the connection and never answers (paused, or cut off past the
+// kernel's backlog) holds a call only for an attempt's timeout: then it goes on to the
+// next node.
+func TestClientFailsOverPastAHungNode(t *testing.T) {
+	t.Parallel()
+	leader := okibatest.New(t, okibatest.Options{})
+	hang := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hung.Close()
+	defer close(hang)
+	c, err := client.New(hung.URL, client.Options{Servers: []string{leader.URL}, NoStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	began := time.Now()
+	if _, err := c.PutQueue(ctx, "jobs", api.QueueConfig{}); err != nil {
+		t.Fatalf("a call past a hung node: %v", err)
+	}
+	if d := time.Since(began); d > 15*time.Second {
+		t.Fatalf("the call took %v", d)
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -20,7 +22,8 @@ import (
 
 // TestClusterBinary runs a cluster of three real okiba processes on loopback, kills its
 // leader with SIGKILL twice (each restarted after) and pauses the third with SIGSTOP
-// past an election timeout, then resumes it (which must answer nothing stale): every send
+// past an election timeout, then resumes it (which must answer nothing stale), and has a
+// fourth node join (through a follower), be promoted and removed: every send
 // acknowledged before a kill is delivered after it, a receipt handed out by a killed
 // leader settles its lease on the next, a restarted node catches up, and every node
 // forwards to the leader. A client given every node's URL rides through both kills with
@@ -208,6 +211,27 @@ func TestClusterBinary(t *testing.T) {
 		return ok && h.Cluster.Role == "follower"
 	}, "the resumed leader to follow")
 
+	// A fourth node joins through a follower, catches up and is promoted; then it is
+	// removed again.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr4 := ln.Addr().String()
+	ln.Close()
+	follower = (pc.leader([]int{0, 1, 2}) + 1) % 3
+	n4 := startBinary(t, pc.bin, cleanEnv(), "serve", "--node", "n4", "--peers", "n4=http://"+addr4, "--join", pc.url(follower),
+		"--cluster-secret-file", pc.secret, "--addr", addr4, "--data", filepath.Join(pc.dir, "data4"))
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		ms, err := clients[follower].ClusterMembers(ctx)
+		return err == nil && len(ms) == 4 && slices.ContainsFunc(ms, func(m api.ClusterMember) bool { return m.Name == "n4" && !m.Learner })
+	}, "n4 to join and be promoted")
+	if out, err := exec.Command(pc.bin, "cluster", "remove", "n4", "--server", pc.url(follower)).CombinedOutput(); err != nil || strings.Contains(string(out), "n4") {
+		t.Fatalf("okiba cluster remove n4: %v\n%s", err, out)
+	}
+	n4.cmd.Process.Kill()
+	n4.cmd.Wait()
+
 	got := map[string]int{}
 	for {
 		var ms []client.Delivery
@@ -241,7 +265,7 @@ func TestClusterBinary(t *testing.T) {
 	if len(lost) > 0 || len(extra) > 0 {
 		t.Fatalf("%d acknowledged messages lost %v; %d delivered that were settled or never sent %v", len(lost), lost, len(extra), extra)
 	}
-	t.Logf("%d acknowledged messages all delivered after two leader kills and a paused leader; failover (kill to first acknowledged send): %v", len(acked), failovers)
+	t.Logf("%d acknowledged messages all delivered after two leader kills, a paused leader and a member joining and leaving; failover (kill to first acknowledged send): %v", len(acked), failovers)
 }
 
 func grepLines(s, sub string) string {
