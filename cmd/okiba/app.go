@@ -12,6 +12,7 @@ import (
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/client"
 	"github.com/okiba/okiba/internal/buildinfo"
 )
 
@@ -26,6 +27,9 @@ type app struct {
 	// confirmation only on a terminal, and redrive progress is redrawn in place only there.
 	StdinTTY  bool
 	StderrTTY bool
+	// client is the last client a command made, which an error message may ask (the
+	// queues, to suggest the name meant).
+	client *client.Client
 }
 
 func newOSApp() *app {
@@ -185,6 +189,9 @@ func (a *app) exit(ctx context.Context, cmd string, err error) int {
 		msg := err.Error() // the code and message, with any hint wrapped around them
 		if ae.Code == api.CodeUnauthorized {
 			msg += " (give the server's token with --token or OKIBA_TOKEN)"
+		}
+		if ae.Code == api.CodeQueueNotFound {
+			msg += a.queueMeant(ctx, ae.Message)
 		}
 		fmt.Fprintln(a.Stderr, prefix+msg)
 	case errors.As(err, &oe) && oe.Op == "dial":

@@ -247,6 +247,7 @@ func (f *flags) clientArgs(args []string, min, max int, synopsis string) ([]stri
 		return nil, nil, err
 	}
 	cl, err := f.client()
+	f.app.client = cl
 	return pos, cl, err
 }
 

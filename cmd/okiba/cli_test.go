@@ -313,3 +313,14 @@ func TestTokenFromFlagOrEnvironment(t *testing.T) {
 	h.env["OKIBA_SERVER"] = "http://127.0.0.1:1"
 	contains(t, "list", h.ok("queue", "list", "--token", "s3cret-s3cret-s3cret-s3cret", "--server", srv.URL), "q")
 }
+
+// A queue that is not found names the closest one the server has.
+func TestQueueNotFoundSuggestsTheName(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.ok("queue", "create", "orders")
+	contains(t, "stderr", h.fails(1, "send", "ordres", "x").err, "queue_not_found", `did you mean "orders"?`)
+	if r := h.fails(1, "send", "zzzzzzzz", "x"); strings.Contains(r.err, "did you mean") {
+		t.Fatalf("a suggestion for a name close to none: %s", r.err)
+	}
+}

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"regexp"
 	"strings"
+	"time"
 )
 
 // didYouMean returns ` (did you mean "x"?)` for the candidate closest to name, or ""
@@ -52,4 +56,32 @@ func editDistance(a, b string) int {
 		}
 	}
 	return d[len(a)][len(b)]
+}
+
+// quotedName finds the first quoted name in an error's message: queue_not_found's names
+// the queue (`queue "ordres" not found`).
+var quotedName = regexp.MustCompile(`"([^"]+)"`)
+
+// queueMeant suggests the queue closest to the one an error says is not found, from the
+// server's list, or says nothing when none is close (or the list cannot be had: the
+// caller may not browse, the server is gone).
+func (a *app) queueMeant(ctx context.Context, msg string) string {
+	m := quotedName.FindStringSubmatch(msg)
+	if m == nil || a.client == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	qs, err := a.client.Queues(ctx, "")
+	if err != nil {
+		return ""
+	}
+	names := make([]string, len(qs))
+	for i, q := range qs {
+		names[i] = q.Name
+	}
+	if s := didYouMean(m[1], names); s != "" && s != m[1] {
+		return fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return ""
 }
