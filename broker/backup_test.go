@@ -14,6 +14,7 @@ import (
 
 	"github.com/okiba/okiba/access"
 	"github.com/okiba/okiba/internal/export"
+	"github.com/okiba/okiba/internal/testkit"
 	"github.com/okiba/okiba/queue"
 	"github.com/okiba/okiba/topic"
 )
@@ -170,9 +171,7 @@ func TestBackupUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	for sent.Load() < 500 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, func() bool { return sent.Load() >= 500 }, "500 sends answered")
 	mu.Lock()
 	beforeBackup := slices.Clone(acked)
 	mu.Unlock()

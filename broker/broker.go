@@ -404,11 +404,17 @@ func (s *sink) emit(r encoder) {
 			return
 		}
 	}
-	s.scratch = r.AppendTo(s.scratch[:0])
+	var raw []byte
 	if s.cluster {
-		s.recs = append(s.recs, append([]byte(nil), s.scratch...))
+		// The entry keeps the record: encoded once into bytes of its own, which the log
+		// copies as it copies the scratch.
+		raw = r.AppendTo(nil)
+		s.recs = append(s.recs, raw)
+	} else {
+		s.scratch = r.AppendTo(s.scratch[:0])
+		raw = s.scratch
 	}
-	pos, t, err := s.log.Append(s.scratch)
+	pos, t, err := s.log.Append(raw)
 	s.store.At(pos, false)
 	if err != nil {
 		if s.err == nil {

@@ -540,9 +540,7 @@ func (r *Raft) process() error {
 		if err := r.noteLeadership(); err != nil {
 			return err
 		}
-		for _, rs := range rd.ReadStates {
-			r.noteReadStates([]readState{{index: rs.Index, ctx: rs.RequestCtx}})
-		}
+		r.noteReadStates(rd.ReadStates)
 		for _, e := range rd.CommittedEntries {
 			if err := r.apply(e); err != nil {
 				return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"time"
+
+	"go.etcd.io/raft/v3"
 )
 
 // A read answered from a leader's state must not be stale: a leader cut off from the
@@ -74,17 +76,12 @@ func (r *Raft) startReads() {
 }
 
 // noteReadStates takes the index raft confirmed for the round out.
-func (r *Raft) noteReadStates(states []readState) {
+func (r *Raft) noteReadStates(states []raft.ReadState) {
 	for _, rs := range states {
-		if r.round != nil && len(rs.ctx) == 8 && binary.BigEndian.Uint64(rs.ctx) == r.round.id {
-			r.round.index = max(rs.index, 1)
+		if r.round != nil && len(rs.RequestCtx) == 8 && binary.BigEndian.Uint64(rs.RequestCtx) == r.round.id {
+			r.round.index = max(rs.Index, 1)
 		}
 	}
-}
-
-type readState struct {
-	index uint64
-	ctx   []byte
 }
 
 // finishReads ends the round once its index is applied.
