@@ -25,7 +25,8 @@
 // 0x80..0xBF, access 0xC0..0xCF); 0xD0 entry, 0xD1 hard state, 0xD2 snapshot installed,
 // 0xD3 snapshot taken, the rest reserved. Snapshots are files beside the log.
 //
-// Status: slice 2 of the replicated cluster in progress. Membership is fixed at
-// Bootstrap, and a snapshot holds the machines but not the bodies: a node does not yet
-// serve from a replica.
+// What runs in a node: the entry format and WALStorage, under internal/cluster, which
+// drives a node's broker by the same rules. The Replica and its Machines (no bodies) are
+// the protocol's model, checked by the deterministic simulation; its snapshots hold the
+// machines, not the bodies.
 package replica
