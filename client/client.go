@@ -301,7 +301,7 @@ func (c *Client) roundTripOnce(req *http.Request, body []byte) (*http.Response, 
 				break
 			}
 			resp, data, err := st.roundTrip(req, body)
-			if err == nil || !errors.Is(err, errStreamBroken) || !readOnly(req) || req.Context().Err() != nil || try == streamConns {
+			if err == nil || !errors.Is(err, errStreamBroken) || !repeatable(req) || req.Context().Err() != nil || try == streamConns {
 				return resp, data, err
 			}
 		}
@@ -321,10 +321,10 @@ func (c *Client) roundTripOnce(req *http.Request, body []byte) (*http.Response, 
 	return resp, data, nil
 }
 
-// readOnly reports whether req may be sent twice. Every POST is refused, a receive too:
+// repeatable reports whether req may be sent twice. Every POST is refused, a receive too:
 // a receive-and-delete sent twice could settle messages nobody sees (ReceiveOptions.Delete);
 // but a producer's numbered send is answered once however often it arrives.
-func readOnly(req *http.Request) bool {
+func repeatable(req *http.Request) bool {
 	if req.Context().Value(idempotentKey{}) != nil {
 		return true
 	}
@@ -501,7 +501,7 @@ func (c *Client) sendBinary(ctx context.Context, queue string, msgs []Message) (
 		size += len(m.Body) + len(m.Group) + len(m.DedupID) + 16
 	}
 	var out []SendResult
-	body := make([]byte, 0, size+16+queueProducerIDMax)
+	body := make([]byte, 0, size+16+producerRoom)
 	if producer, seq := c.nextSequence(ctx); producer != "" {
 		body, ctx = api.AppendSendRequestFrom(body, producer, seq, bm), idempotent(ctx)
 	} else {

@@ -8,8 +8,8 @@ import (
 	"github.com/okiba/okiba/api"
 )
 
-// queueProducerIDMax is room for a producer id and sequence in a send's buffer.
-const queueProducerIDMax = 80
+// producerRoom is room for a producer id and sequence in a send's buffer.
+const producerRoom = 80
 
 // idempotentKey marks the context of a request that may be sent twice with no harm: a
 // producer's numbered send.
