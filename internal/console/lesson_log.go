@@ -418,7 +418,10 @@ func (l *logLesson) state(r *run) any {
 	for i, rd := range l.readers {
 		readers[i] = logReader{Name: rd.Name, Committed: rd.Committed, Read: append([]logEntry{}, rd.Read...), Replays: rd.Replays}
 	}
-	done := l.scriptDone && !l.busy && len(l.jobs) == jobsDue && l.delivered == uint64(jobsDue) && l.depth == 0
+	// Done once the page shows it all: the watcher samples the topic apart from the
+	// subscription, so its retained count may lag the last publish by one sample.
+	done := l.scriptDone && !l.busy && len(l.jobs) == jobsDue && l.delivered == uint64(jobsDue) && l.depth == 0 &&
+		l.retained == int64(len(l.events))
 	return map[string]any{
 		"pace_ms": l.pace.Milliseconds(), "phase": l.phase, "done": done, "busy": l.busy, "failure": l.failure,
 		"topic": l.topic, "queue": l.queue, "events": append([]logEvent{}, l.events...), "end": len(l.events),
