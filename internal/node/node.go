@@ -533,6 +533,10 @@ func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 		n.raft.Handler().ServeHTTP(w, r) // the nodes prove the cluster secret instead
 		return "cluster"
 	}
+	if n.raft != nil && r.URL.Path == cluster.SnapshotPath {
+		n.raft.SnapshotHandler().ServeHTTP(w, r) // a member installing a snapshot
+		return "cluster"
+	}
 	if n.raft != nil && r.URL.Path == cluster.JoinPath {
 		n.serveJoin(w, r) // so does a node that joins
 		return "cluster"
