@@ -722,6 +722,42 @@ func (c *Client) Nack(ctx context.Context, queue string, delay *time.Duration, r
 	return c.receipts(ctx, queue, "nack", req)
 }
 
+// NackError is Nack with the handler's error (at most 1024 bytes): the server stores it
+// with each message, explain shows it, and it is the description of the dead letter a
+// message becomes when max_deliveries ends it.
+func (c *Client) NackError(ctx context.Context, queue string, delay *time.Duration, handlerErr string, receipts ...string) ([]error, error) {
+	req := api.ReceiptsRequest{Receipts: receipts, Error: handlerErr}
+	if delay != nil {
+		req.Delay = api.Ptr(*delay)
+	}
+	return c.receipts(ctx, queue, "nack", req)
+}
+
+// Explain says why a message is or is not being delivered now, in words (Summary) and
+// fields: ready and its place in line, delayed, leased, waiting for its group,
+// dead-lettered, gone (acked, purged, …) or unknown.
+func (c *Client) Explain(ctx context.Context, queue, id string) (*api.Explanation, error) {
+	var r api.Explanation
+	if err := c.do(ctx, "GET", qpath(queue, "messages", url.PathEscape(id), "explain"), nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ExplainDedup explains by dedup id (group: on a queue whose dedup scope is the group):
+// whether a send with it is deduplicated, into which message, and that message's state.
+func (c *Client) ExplainDedup(ctx context.Context, queue, dedupID, group string) (*api.Explanation, error) {
+	v := url.Values{"dedup_id": {dedupID}}
+	if group != "" {
+		v.Set("group", group)
+	}
+	var r api.Explanation
+	if err := c.do(ctx, "GET", qpath(queue, "explain")+"?"+v.Encode(), nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // Extend sets leases to end visibility from now.
 func (c *Client) Extend(ctx context.Context, queue string, visibility time.Duration, receipts ...string) ([]error, error) {
 	return c.receipts(ctx, queue, "extend", api.ReceiptsRequest{Receipts: receipts, Visibility: api.Ptr(visibility)})

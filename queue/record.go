@@ -44,6 +44,7 @@ const (
 	KindLimits2       Kind = 16
 	KindDeliverDelete Kind = 17
 	KindProducer      Kind = 18 // a producer's request answered (producers.go)
+	KindNackError     Kind = 19 // a nack whose items carry the handler's error (NackRecord.Errors)
 )
 
 // MaxKind is the highest kind this package can ever use.
@@ -74,6 +75,7 @@ var kinds = [...]struct {
 	KindLimits2:       {"limits", func() Record { return new(LimitsRecord) }},
 	KindDeliverDelete: {"deliver_delete", func() Record { return new(DeliverDeleteRecord) }},
 	KindProducer:      {"producer", func() Record { return new(ProducerRecord) }},
+	KindNackError:     {"nack_error", func() Record { return &NackRecord{Errors: []string{}} }},
 }
 
 func (k Kind) String() string {

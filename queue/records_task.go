@@ -161,8 +161,10 @@ func (r *TaskMoveRecord) apply(m *Machine) error {
 		if g := m.ar.group(x); g != nil {
 			key = g.key
 		}
+		src.noteSettled(x.id, r.Now, GoneRedriven, dst.id)
 		m.detach(src, x)
 		m.ar.setDead(x, nil)
+		m.ar.setHist(x, nil)
 		x.deliv = 0
 		x.firstRecv = 0
 		m.attachGroup(dst, x, key)

@@ -62,6 +62,7 @@ func (a *app) commands() []entry {
 		{"send", "send a message", func(a *app, _ string) command { return &sendCmd{app: a} }},
 		{"recv", "receive (lease) messages", func(a *app, _ string) command { return &recvCmd{app: a} }},
 		{"peek", "list a queue's messages without leasing them", func(a *app, _ string) command { return &peekCmd{app: a} }},
+		{"explain", "say why a message is or is not being delivered now", func(a *app, _ string) command { return &explainCmd{app: a} }},
 		{"consume", "run a command for each message: ack on exit 0, nack otherwise", func(a *app, _ string) command { return &consumeCmd{app: a} }},
 		{"ack", "settle received messages", newSettle},
 		{"nack", "release received messages for redelivery", newSettle},

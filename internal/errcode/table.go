@@ -66,6 +66,13 @@ var table = []Row{
 	// parameter (a standard queue's delete succeeds: the SQS front never asks here), and
 	// a visibility change of a message deleted or received again in two other ways (a
 	// lease that merely ran out is changed with no effect: the front answers that itself).
+	// A receipt whose message has left the queue: also stale, so SQS answers it alike.
+	{match: errs(is(queue.ErrAlreadySettled)), Code: api.CodeAlreadySettled, SQS: "InvalidParameterValue",
+		SQSMessage: "Value {receipt} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.",
+		SQSActions: map[string]SQSAnswer{
+			"ChangeMessageVisibility":      {"InvalidParameterValue", "Value {receipt} for parameter ReceiptHandle is invalid. Reason: " + visibilityGone + "."},
+			"ChangeMessageVisibilityBatch": {"ReceiptHandleIsInvalid", visibilityGone},
+		}},
 	{match: errs(is(queue.ErrReceiptStale)), Code: api.CodeReceiptStale, SQS: "InvalidParameterValue",
 		SQSMessage: "Value {receipt} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.",
 		SQSActions: map[string]SQSAnswer{

@@ -211,6 +211,17 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 	reply.JSON(w, http.StatusOK, m)
 }
 
+// explain answers …/messages/{id}/explain, and …/explain?dedup_id=…[&group=…].
+func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ex, e := s.svc.Explain(r.Context(), r.PathValue("name"), r.PathValue("id"), q.Get("dedup_id"), q.Get("group"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, ex)
+}
+
 func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request) {
 	if e := s.svc.DeleteMessage(r.Context(), r.PathValue("name"), r.PathValue("id")); e != nil {
 		reply.Error(w, e)

@@ -169,6 +169,12 @@ func (f *fixture) probes() map[string]func() probe {
 		"GET /v1/queues/{name}/messages/{id}": func() probe {
 			return probe{method: "GET", path: "/v1/queues/pm-q/messages/" + f.e.send("pm-q", "peeked")[0]}
 		},
+		"GET /v1/queues/{name}/messages/{id}/explain": func() probe {
+			return probe{method: "GET", path: "/v1/queues/pm-q/messages/" + f.e.send("pm-q", "explained")[0] + "/explain"}
+		},
+		"GET /v1/queues/{name}/explain": func() probe {
+			return probe{method: "GET", path: "/v1/queues/pm-q/explain?dedup_id=d1"}
+		},
 		"DELETE /v1/queues/{name}/messages/{id}": func() probe {
 			return probe{method: "DELETE", path: "/v1/queues/pm-q/messages/" + f.e.send("pm-q", "deleted")[0]}
 		},

@@ -193,6 +193,8 @@ func (s *Server) Routes() []Route {
 		{"GET", "/v1/queues/{name}/messages", on(browse, queue, "name"), s.peek},
 		{"GET", "/v1/queues/{name}/messages/{id}", on(browse, queue, "name"), s.getMessage},
 		{"DELETE", "/v1/queues/{name}/messages/{id}", on(manage, queue, "name"), s.deleteMessage},
+		{"GET", "/v1/queues/{name}/messages/{id}/explain", on(browse, queue, "name"), s.explain},
+		{"GET", "/v1/queues/{name}/explain", on(browse, queue, "name"), s.explain},
 		{"POST", "/v1/queues/{name}/receive", on(receive, queue, "name"), s.receive},
 		{"POST", "/v1/queues/{name}/ack", on(receive, queue, "name"), settle((*service.Service).Ack)},
 		{"POST", "/v1/queues/{name}/nack", on(receive, queue, "name"), settle((*service.Service).Nack)},
