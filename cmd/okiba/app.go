@@ -30,6 +30,9 @@ type app struct {
 	// client is the last client a command made, which an error message may ask (the
 	// queues, to suggest the name meant).
 	client *client.Client
+	// collect, when set, is handed each command's flag set in place of parsing it (the
+	// command then returns errHelp): okiba completion reads the commands' flags so.
+	collect func(*flags)
 }
 
 func newOSApp() *app {
@@ -78,6 +81,7 @@ func (a *app) commands() []entry {
 		{"torture", "kill -9 this binary under load and check no acknowledged message is lost", func(a *app, _ string) command { return &tortureCmd{app: a} }},
 		{"cluster", "a replicated cluster's members, leader and progress", func(a *app, _ string) command { return clusterGroup(a) }},
 		{"health", "exit 0 when the server serves (for health checks)", func(a *app, _ string) command { return &healthCmd{app: a} }},
+		{"completion", "print a shell completion script (bash, zsh, fish)", func(a *app, _ string) command { return &completionCmd{app: a} }},
 		{"version", "print the version", func(a *app, _ string) command { return &versionCmd{app: a} }},
 		{"help", "show help for a command", func(a *app, _ string) command { return &helpCmd{app: a} }},
 	}
