@@ -30,6 +30,9 @@ type app struct {
 	// client is the last client a command made, which an error message may ask (the
 	// queues, to suggest the name meant).
 	client *client.Client
+	// collect, when set, is handed each command's flag set in place of parsing it (the
+	// command then returns errHelp): okiba completion reads the commands' flags so.
+	collect func(*flags)
 }
 
 func newOSApp() *app {
@@ -70,6 +73,7 @@ func (a *app) commands() []entry {
 		{"deadletter", "move received messages to the dead-letter queue", newSettle},
 		{"dlq", "list dead letters and redrive them", func(a *app, _ string) command { return dlqGroup(a) }},
 		{"stats", "queue statistics, rates and Little's law", func(a *app, _ string) command { return &statsCmd{app: a} }},
+		{"consumers", "a queue's receivers seen lately: long polls waiting, leases held", func(a *app, _ string) command { return &consumersCmd{app: a} }},
 		{"topic", "create and manage topics (partitioned logs), publish and read records", func(a *app, _ string) command { return topicGroup(a) }},
 		{"subscription", "feed a topic's records into a queue, filtered", func(a *app, _ string) command { return subscriptionGroup(a) }},
 		{"group", "create, inspect, list, delete and seek a topic's consumer groups", func(a *app, _ string) command { return consumerGroupCommands(a) }},
@@ -79,6 +83,7 @@ func (a *app) commands() []entry {
 		{"torture", "kill -9 this binary under load and check no acknowledged message is lost", func(a *app, _ string) command { return &tortureCmd{app: a} }},
 		{"cluster", "a replicated cluster's members, leader and progress", func(a *app, _ string) command { return clusterGroup(a) }},
 		{"health", "exit 0 when the server serves (for health checks)", func(a *app, _ string) command { return &healthCmd{app: a} }},
+		{"completion", "print a shell completion script (bash, zsh, fish)", func(a *app, _ string) command { return &completionCmd{app: a} }},
 		{"version", "print the version", func(a *app, _ string) command { return &versionCmd{app: a} }},
 		{"help", "show help for a command", func(a *app, _ string) command { return &helpCmd{app: a} }},
 	}

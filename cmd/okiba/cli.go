@@ -63,6 +63,10 @@ func (a *app) flags(cmd, usage, examples string) *flags {
 // parse parses args and returns the positional arguments. On -h or --help it prints the
 // help to stdout and returns errHelp.
 func (f *flags) parse(args []string) ([]string, error) {
+	if f.app.collect != nil {
+		f.app.collect(f)
+		return nil, errHelp
+	}
 	var pos []string
 	for {
 		err := f.Parse(args)

@@ -202,6 +202,24 @@ func (s *Service) Receive(ctx context.Context, name string, in api.ReceiveReques
 	return Received{ms: ms}, nil
 }
 
+// Leases returns the receipts of the messages leased and their lease deadline (none for
+// a receive-and-delete), for the table of consumers.
+func (x Received) Leases() ([]string, time.Time) {
+	var receipts []string
+	var deadline time.Time
+	for i := range x.ms {
+		m := &x.ms[i]
+		if m.Receipt == "" || m.LeaseDeadline.IsZero() {
+			continue
+		}
+		receipts = append(receipts, m.Receipt)
+		if m.LeaseDeadline.After(deadline) {
+			deadline = m.LeaseDeadline
+		}
+	}
+	return receipts, deadline
+}
+
 // JSON is the receive's answer in the JSON encoding.
 func (x Received) JSON() api.ReceiveResponse {
 	out := api.ReceiveResponse{Messages: make([]api.Message, len(x.ms))}
