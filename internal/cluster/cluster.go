@@ -129,6 +129,9 @@ type Raft struct {
 	// not; lead the leader it knows of. Read by the broker and the node without a lock.
 	term atomic.Uint64
 	lead atomic.Uint64
+	// leadChanged is closed when lead changes (LeaderChanged).
+	leadMu      sync.Mutex
+	leadChanged chan struct{}
 
 	mu        sync.Mutex
 	queued    []queued     // proposals handed over by the broker, not yet given to raft
@@ -512,6 +515,17 @@ func (r *Raft) Status() Status {
 	return r.status
 }
 
+// LeaderChanged returns a channel closed when the leader this node knows of changes
+// (or is lost): a forward to the one it knew ends then.
+func (r *Raft) LeaderChanged() <-chan struct{} {
+	r.leadMu.Lock()
+	defer r.leadMu.Unlock()
+	if r.leadChanged == nil {
+		r.leadChanged = make(chan struct{})
+	}
+	return r.leadChanged
+}
+
 // Leader returns the name and URL of the leader this node knows of ("" if none) and
 // whether it is this node.
 func (r *Raft) Leader() (name, url string, self bool) {
@@ -663,7 +677,14 @@ func (r *Raft) proposeQueued() (void bool) {
 // noteLeadership compares raft's role with the one the broker acts on.
 func (r *Raft) noteLeadership() error {
 	st := r.rn.BasicStatus()
-	r.lead.Store(st.Lead)
+	if old := r.lead.Swap(st.Lead); old != st.Lead {
+		r.leadMu.Lock()
+		if r.leadChanged != nil {
+			close(r.leadChanged)
+			r.leadChanged = nil
+		}
+		r.leadMu.Unlock()
+	}
 	leading := st.RaftState == raft.StateLeader
 	if r.leaderTerm != 0 && (!leading || st.GetTerm() != r.leaderTerm) {
 		r.leaderTerm = 0
