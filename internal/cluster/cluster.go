@@ -261,6 +261,9 @@ func Open(cfg Config) (*Raft, error) {
 		if members, err = membersOfPeers(cfg.Peers); err != nil {
 			return nil, err
 		}
+		if err := r.probePeers(); err != nil {
+			return nil, err
+		}
 	}
 	for _, m := range members {
 		r.peers[m.ID] = m
