@@ -618,6 +618,14 @@ func (r *Raft) process(ctx context.Context) error {
 				return err
 			}
 		}
+		// A leader sends its appends while it saves them (the Raft thesis, 10.2.1): its
+		// followers' fsyncs overlap its own, and an entry commits once a majority, which
+		// may or may not include the leader, has it durable. Everything else a node sends
+		// (an append's answer, a vote) waits for its save: it promises what it saved.
+		leading := r.rn.BasicStatus().RaftState == raft.StateLeader
+		if leading {
+			r.net.send(rd.Messages)
+		}
 		if err := r.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 			return fmt.Errorf("save the raft log: %w", err)
 		}
@@ -632,7 +640,9 @@ func (r *Raft) process(ctx context.Context) error {
 			first, _ := r.storage.FirstIndex()
 			r.forgetBefore(first)
 		}
-		r.net.send(rd.Messages)
+		if !leading {
+			r.net.send(rd.Messages)
+		}
 		if err := r.noteLeadership(); err != nil {
 			return err
 		}
