@@ -253,7 +253,7 @@ func seqNumber(seq uint64) string { return fmt.Sprintf("%020d", seq) }
 
 func (f *Front) sendMessage(q *request) (any, *apiError) {
 	var in sendMessageIn
-	if e := q.decode(&in); e != nil {
+	if e := decodeIn(q, &in); e != nil {
 		return nil, e
 	}
 	qi, e := f.queueInfo(in.QueueURL)
@@ -321,7 +321,7 @@ func failed(id string, e *apiError) batchError {
 
 func (f *Front) sendMessageBatch(q *request) (any, *apiError) {
 	var in sendMessageBatchIn
-	if e := q.decode(&in); e != nil {
+	if e := decodeIn(q, &in); e != nil {
 		return nil, e
 	}
 	if e := checkBatchIDs(in.Entries); e != nil {
@@ -543,7 +543,7 @@ func brokerMark(m *broker.Message, name string) bool {
 
 func (f *Front) receiveMessage(q *request) (any, *apiError) {
 	var in receiveMessageIn
-	if e := q.decode(&in); e != nil {
+	if e := decodeIn(q, &in); e != nil {
 		return nil, e
 	}
 	qi, e := f.queueInfo(in.QueueURL)
@@ -649,7 +649,7 @@ const settleHeader = "X-Okiba-Settled"
 
 func (f *Front) deleteMessage(q *request) (any, *apiError) {
 	var in deleteMessageIn
-	if e := q.decode(&in); e != nil {
+	if e := decodeIn(q, &in); e != nil {
 		return nil, e
 	}
 	qi, e := f.queueInfo(in.QueueURL)
@@ -726,7 +726,7 @@ type receiptBatch struct {
 // them in order.
 func (f *Front) openReceiptBatch(q *request, check func(e *receiptEntry) *apiError) (*receiptBatch, *apiError) {
 	var in receiptBatchIn
-	if e := q.decode(&in); e != nil {
+	if e := decodeIn(q, &in); e != nil {
 		return nil, e
 	}
 	if e := checkBatchIDs(in.Entries); e != nil {
@@ -810,7 +810,7 @@ func checkVisibility(v *int64) (time.Duration, *apiError) {
 
 func (f *Front) changeVisibility(q *request) (any, *apiError) {
 	var in changeVisibilityIn
-	if e := q.decode(&in); e != nil {
+	if e := decodeIn(q, &in); e != nil {
 		return nil, e
 	}
 	qi, e := f.queueInfo(in.QueueURL)

@@ -33,6 +33,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/okiba/okiba/access"
@@ -166,6 +167,7 @@ type request struct {
 	action string
 	body   []byte
 	form   url.Values  // the query protocol's parameters; nil for the JSON protocol
+	pre    any         // the JSON body of a hot action as predecode read it, or nil
 	header http.Header // extra response headers
 }
 
@@ -338,10 +340,25 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 	w.WriteHeader(statusOK)
+	if a, ok := out.(jsonAppender); ok {
+		bp := answerBuffers.Get().(*[]byte)
+		*bp = append(a.appendJSON((*bp)[:0]), '\n')
+		_, _ = w.Write(*bp)
+		if cap(*bp) <= maxPooledAnswer {
+			answerBuffers.Put(bp)
+		}
+		return
+	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(out)
 }
+
+// answerBuffers hold the JSON answers of the hot actions while they are written; one
+// larger than maxPooledAnswer (a receive of big messages) is left to the collector.
+var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxPooledAnswer = 256 << 10
 
 // readRequest checks what every SQS request must be, reads its body and, for the query
 // protocol, its parameters, and decides which service a query request is for. Its
@@ -407,6 +424,7 @@ func (f *Front) serve(q *request) (any, *apiError) {
 		return nil, newErr(kUnknownOperation, "unknown operation %q: X-Amz-Target must be AmazonSQS.<Action>, see docs/sqs.md for the supported actions", q.r.Header.Get("X-Amz-Target"))
 	}
 	q.action = name
+	q.predecode()
 	if e := f.check(q, a.Rule); e != nil {
 		return nil, e
 	}
