@@ -39,7 +39,7 @@ type fastDecoder interface {
 // encoding/json must decide. An empty body is an empty object, as decode has it.
 func decodeFast(body []byte, v fastDecoder) bool {
 	s := &jsonScan{b: body}
-	if s.peek() == 0 {
+	if s.peek() == 0 && s.i == len(s.b) { // (peek's 0 may be a NUL byte, not the end)
 		return true
 	}
 	if !v.decodeFast(s) {
@@ -154,6 +154,7 @@ func (s *jsonScan) str() (string, bool) {
 		return "", false
 	}
 	start := s.i
+	s.i += plainPrefix(unsafeString(s.b[s.i:]))
 	plain := true
 	for s.i < len(s.b) {
 		c := s.b[s.i]
@@ -263,6 +264,7 @@ func (s *jsonScan) skip(depth int) bool {
 		return s.array(func() bool { return s.skip(depth + 1) })
 	case '"':
 		s.i++
+		s.i += plainPrefix(unsafeString(s.b[s.i:]))
 		for s.i < len(s.b) {
 			c := s.b[s.i]
 			switch {
