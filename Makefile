@@ -149,6 +149,8 @@ fuzz:
 	$(GO) test ./wal -run '^$$' -fuzz '^FuzzLoadCheckpoint$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzQueryForm$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzBinaryTopics$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/names -run '^$$' -fuzz '^FuzzGrammarIsWithinTheCore$$' -fuzztime $(FUZZTIME)
