@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/okiba/okiba/internal/auth"
 	"github.com/okiba/okiba/internal/cluster"
 	"github.com/okiba/okiba/internal/metrics"
+	"github.com/okiba/okiba/internal/nativeapi"
 	"github.com/okiba/okiba/internal/reply"
 	"github.com/okiba/okiba/internal/service"
 )
@@ -155,6 +157,12 @@ func (n *Node) serveMembers(w http.ResponseWriter, r *http.Request) {
 // node: a follower's state may lag, and only the leader runs commands.
 func (n *Node) forward(w http.ResponseWriter, r *http.Request) bool {
 	if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" || n.raft.Term() != 0 {
+		return false
+	}
+	if r.Method == http.MethodGet && r.URL.Query().Get("stale") == "true" && strings.HasPrefix(r.URL.Path, "/v1/") {
+		// A stale read is served here, from what this follower has applied (the native
+		// API skips the barrier and says so).
+		w.Header().Set(nativeapi.AppliedHeader, strconv.FormatUint(n.broker.Applied(), 10))
 		return false
 	}
 	name, leaderURL, self := n.raft.Leader()

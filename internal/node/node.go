@@ -246,6 +246,7 @@ func (n *Node) open(ctx context.Context) error {
 	if n.raft != nil {
 		nopts.Cluster = n.clusterHealth
 		nopts.ReadBarrier = n.readBarrier
+		nopts.StaleBarrier = b.Barrier
 	}
 	n.native = nativeapi.New(b, nopts)
 	if !c.SQS.Disabled {
