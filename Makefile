@@ -112,7 +112,7 @@ storage: $(REPORT)
 ## namespaces the test makes and removes, as root; about 8 s, in parallel with the rest).
 binary: $(REPORT)
 	@$(call tier,binary,135) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:|failover' -- \
-		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC|TestClusterBinary|TestClusterPartitionBinary|TestServeBinaryFullDisk)$$' ./internal/torture ./cmd/okiba
+		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC|TestClusterBinary|TestClusterPartitionBinary|TestClusterMutualTLSBinary|TestServeBinaryFullDisk)$$' ./internal/torture ./cmd/okiba
 torture-short: binary
 
 ## torture-cluster: a cluster of three processes under load through 200 fault cycles

@@ -37,8 +37,17 @@ func (n *Node) openCluster(bcfg *broker.Config) error {
 	if err := cluster.PrepareDataDir(n.rt.FS, c.Data, c.clusterSecret); err != nil {
 		return err
 	}
-	r, err := cluster.Open(cluster.Config{Name: c.Cluster.Node, Peers: c.peers, Join: c.Cluster.Join, Dir: c.Data, FS: n.rt.FS,
-		Secret: c.clusterSecret, Logger: n.log, SnapshotEntries: c.Cluster.SnapshotEntries, CatchUpEntries: c.Cluster.CatchUpEntries})
+	ccfg := cluster.Config{Name: c.Cluster.Node, Peers: c.peers, Join: c.Cluster.Join, Dir: c.Data, FS: n.rt.FS,
+		Secret: c.clusterSecret, Logger: n.log, SnapshotEntries: c.Cluster.SnapshotEntries, CatchUpEntries: c.Cluster.CatchUpEntries}
+	n.fwd = forwardTransport
+	if c.tls != nil && c.tls.cluster != nil {
+		// Mutual TLS between the members: every call to another node, raft's and the
+		// forwarded requests alike, trusts the cluster's authority and shows this node's
+		// certificate.
+		n.fwd = n.clusterTransport(c.tls)
+		ccfg.Client = &http.Client{Timeout: 5 * time.Second, Transport: n.fwd}
+	}
+	r, err := cluster.Open(ccfg)
 	if err != nil {
 		return err
 	}
@@ -67,7 +76,7 @@ func (n *Node) proxyTo(name, u string) (*httputil.ReverseProxy, error) {
 			pr.SetXForwarded()
 			pr.Out.Header.Set(ForwardedHeader, n.cfg.Cluster.Node)
 		},
-		Transport:     forwardTransport,
+		Transport:     n.fwd,
 		FlushInterval: -1, // long polls and backups stream as they come
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			n.log.Warn("cluster: forwarding to the leader failed", "leader", name, "error", err)
