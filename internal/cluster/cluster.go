@@ -92,6 +92,9 @@ type Config struct {
 	// many of them it keeps for followers a little behind. Default
 	// DefaultSnapshotEntries and DefaultCatchUpEntries.
 	SnapshotEntries, CatchUpEntries int
+	// Version is this node's okiba version and commit (internal/buildinfo), sent with a
+	// join; the leader refuses a node whose version is not its own.
+	Version string
 }
 
 // Errors callers branch on.

@@ -187,3 +187,28 @@ func TestLostDataDirectoryIsNotBootstrappedAgain(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 }
+
+// A node of another okiba version is refused when it asks to join: every member runs the
+// same version (a newer one's records, an older one could not apply).
+func TestJoinOfAnotherVersionIsRefused(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	l := c.leader()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := filepath.Join(t.TempDir(), "n4")
+	if err := PrepareDataDir(nil, dir, testSecret); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(Config{Name: "n4", Peers: []Peer{{Name: "n4", URL: "http://" + ln.Addr().String()}}, Join: c.peers[slices.Index(c.nodes, l)].URL,
+		Dir: dir, Secret: testSecret, Version: "v99.0.0", Logger: testLogger(t, "n4")})
+	if err == nil || !strings.Contains(err.Error(), "same okiba version") || !strings.Contains(err.Error(), "v99.0.0") {
+		t.Fatalf("a join of another version: %v", err)
+	}
+	if n := len(l.raft.Members()); n != 3 {
+		t.Fatalf("the refused join changed the members: %d", n)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/auth"
+	"github.com/okiba/okiba/internal/buildinfo"
 	"github.com/okiba/okiba/internal/cluster"
 	"github.com/okiba/okiba/internal/metrics"
 	"github.com/okiba/okiba/internal/nativeapi"
@@ -38,7 +39,8 @@ func (n *Node) openCluster(bcfg *broker.Config) error {
 		return err
 	}
 	ccfg := cluster.Config{Name: c.Cluster.Node, Peers: c.peers, Join: c.Cluster.Join, Dir: c.Data, FS: n.rt.FS,
-		Secret: c.clusterSecret, Logger: n.log, SnapshotEntries: c.Cluster.SnapshotEntries, CatchUpEntries: c.Cluster.CatchUpEntries}
+		Secret: c.clusterSecret, Logger: n.log, SnapshotEntries: c.Cluster.SnapshotEntries, CatchUpEntries: c.Cluster.CatchUpEntries,
+		Version: clusterVersion()}
 	n.fwd = forwardTransport
 	if c.tls != nil && c.tls.cluster != nil {
 		// Mutual TLS between the members: every call to another node, raft's and the
@@ -261,4 +263,14 @@ func (n *Node) readBarrier(ctx context.Context) error {
 		return fmt.Errorf("%w (%v)", broker.ErrNotLeader, err)
 	}
 	return n.broker.Barrier(ctx)
+}
+
+// clusterVersion names the build a joining node must match: the release version and,
+// for a build that is not a release's, its commit.
+func clusterVersion() string {
+	b := buildinfo.Get()
+	if b.Version == "devel" || b.Version == "" {
+		return b.Version + "+" + b.Commit
+	}
+	return b.Version
 }
