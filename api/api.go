@@ -518,6 +518,10 @@ type ClusterHealth struct {
 	Commit  uint64   `json:"commit_index"`
 	Applied uint64   `json:"applied_index"`
 	Members []string `json:"members"`
+	// Lag is, on the leader, how many committed entries each follower has yet to store.
+	Lag map[string]uint64 `json:"lag,omitempty"`
+	// Snapshot is the index of this node's raft log snapshot: its entries start after it.
+	Snapshot uint64 `json:"snapshot_index,omitempty"`
 }
 
 // Build is which okiba a binary is (okiba version, /healthz): the commit's time rather

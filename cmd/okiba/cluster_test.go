@@ -124,6 +124,19 @@ func TestClusterBinary(t *testing.T) {
 	if resp, err := http.Get(pc.url(follower) + "/v1/queues/jobs?stale=maybe"); err != nil || resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("stale=maybe: %v %v", resp, err)
 	}
+	// The console reached through a follower: made by the leader, it says so.
+	if resp, err := http.Get(pc.url(follower) + "/"); err != nil {
+		t.Fatal(err)
+	} else {
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := []string{fmt.Sprintf("via <strong>n%d</strong>", follower+1), fmt.Sprintf(`node <strong id="cluster-node">n%d</strong> (<span id="cluster-role">leader</span>)`, l+1), "3 members: n1, n2, n3", "id=\"cluster-lag\""}
+		for _, w := range want {
+			if !strings.Contains(string(page), w) {
+				t.Fatalf("the console through a follower lacks %q:\n%s", w, grepLines(string(page), "cluster"))
+			}
+		}
+	}
 
 	var failovers []time.Duration
 	// A client given every node, calling the leader, rides through its death by itself.

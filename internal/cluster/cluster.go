@@ -164,6 +164,7 @@ type Raft struct {
 	founders    []uint64
 	compactions uint64
 	installs    uint64
+	snapsSent   uint64
 	wantSnap    uint64        // a snapshot at this index at least is wanted (noteAdded)
 	ckptAsked   bool          // a checkpoint for it is under way
 	ckptDone    chan struct{} // it ended
@@ -207,10 +208,11 @@ type Status struct {
 	// Snapshot is the index of the raft log's snapshot (its entries start after it);
 	// Compactions counts the times this node dropped entries, Installs the snapshots
 	// of another node's state it installed (snapshot.go).
-	Snapshot    uint64
-	Compactions uint64
-	Installs    uint64
-	learners    []uint64
+	Snapshot      uint64
+	Compactions   uint64
+	Installs      uint64
+	SnapshotsSent uint64
+	learners      []uint64
 }
 
 // Open opens this node's raft storage, bootstrapping a new cluster of Peers if it is
@@ -846,7 +848,7 @@ func (r *Raft) noteStatus() {
 	st := r.rn.BasicStatus()
 	s := Status{Node: r.cfg.Name, Term: st.GetTerm(), Leader: r.nameOf(st.Lead), Leading: r.term.Load() != 0,
 		Commit: st.GetCommit(), Applied: r.applied, Rebuilds: r.rebuilds,
-		Snapshot: r.snapIndex, Compactions: r.compactions, Installs: r.installs}
+		Snapshot: r.snapIndex, Compactions: r.compactions, Installs: r.installs, SnapshotsSent: r.snapsSent}
 	s.Members = r.memberNames()
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()

@@ -558,6 +558,9 @@ type snapReport struct {
 }
 
 func (r *Raft) reportSnap(to uint64, ok bool) {
+	if ok {
+		r.snapsSent++
+	}
 	st := raft.SnapshotFinish
 	if !ok {
 		st = raft.SnapshotFailure

@@ -238,7 +238,8 @@ func (n *Node) Cluster() *cluster.Status {
 
 func (n *Node) clusterHealth() *api.ClusterHealth {
 	st := n.raft.Status()
-	h := &api.ClusterHealth{Node: st.Node, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Applied: st.Applied, Members: st.Members}
+	h := &api.ClusterHealth{Node: st.Node, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Applied: st.Applied, Members: st.Members,
+		Lag: st.Lag, Snapshot: st.Snapshot}
 	switch {
 	case st.Leading:
 		h.Role = "leader"
@@ -253,7 +254,8 @@ func (n *Node) clusterHealth() *api.ClusterHealth {
 func (n *Node) clusterStats() metrics.ClusterStats {
 	st := n.raft.Status()
 	return metrics.ClusterStats{Term: st.Term, Leading: st.Leading, HasLeader: st.Leader != "", Commit: st.Commit,
-		Applied: st.Applied, Lag: st.Lag, Rebuilds: st.Rebuilds}
+		Applied: st.Applied, Lag: st.Lag, Rebuilds: st.Rebuilds,
+		Snapshot: st.Snapshot, Compactions: st.Compactions, Installs: st.Installs, SnapshotsSent: st.SnapshotsSent}
 }
 
 // readBarrier makes a read on the leader linearizable: raft confirms the lead after the

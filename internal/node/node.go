@@ -279,6 +279,9 @@ func (n *Node) open(ctx context.Context) error {
 		// The console reads through the operations the native API runs (a service holds
 		// no state of its own, so the console's and the server's are alike).
 		copts := console.Options{Logger: log, Client: n.self}
+		if n.raft != nil {
+			copts.Cluster = n.clusterHealth
+		}
 		if c.authOn() {
 			copts.Keys, copts.SessionKey, copts.Now = n.keys, b.DeriveKey("console sessions"), now
 			copts.Refused = func(r *http.Request) {
