@@ -502,10 +502,17 @@ func (r *Raft) transfer() {
 	}
 	r.term.Store(0) // no more commands here; what is pending commits or fails as usual
 	r.handingOff = true
+	// The follower furthest along, an active one first: raft clears RecentActive at each
+	// quorum check, so a handoff right after one may find none marked, and handing the
+	// lead to the furthest then is still better than none.
 	var to, best uint64
+	active := false
 	for id, pr := range st.Progress {
-		if id != r.id && pr.Match >= best && pr.RecentActive {
-			to, best = id, pr.Match
+		if id == r.id || pr.IsLearner {
+			continue
+		}
+		if to == 0 || (pr.RecentActive && !active) || (pr.RecentActive == active && pr.Match > best) {
+			to, best, active = id, pr.Match, pr.RecentActive
 		}
 	}
 	if to == 0 {
