@@ -113,16 +113,7 @@ func TestCompactedLogsInstallSnapshots(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, func() bool { return ready(f.b, "jobs") == 160 }, "the follower to reopen its installed state")
 
 	// A member joining now starts from a snapshot too.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n4 := &member{name: "n4", dir: filepath.Join(t.TempDir(), "n4"), ln: ln, join: c.peers[slices.Index(c.nodes, l)].URL}
-	c.mu.Lock()
-	c.nodes = append(c.nodes, n4)
-	c.peers = append(c.peers, Peer{Name: "n4", URL: "http://" + ln.Addr().String()})
-	c.mu.Unlock()
-	c.start(n4)
+	n4 := c.join("n4", l)
 	testkit.Eventually(t, 15*time.Second, func() bool { return ready(n4.b, "jobs") == 160 && n4.raft.Status().Installs > 0 },
 		"the new member to install the state")
 	if st := n4.raft.Status(); st.Installs != 1 {
