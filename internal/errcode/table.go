@@ -97,6 +97,7 @@ var table = []Row{
 	// keeps to itself whether a message it looks up by id is gone, and dead-letters
 	// nothing by hand): should one reach it, it answers in the nearest of SQS's words.
 	{match: errs(as[*queue.InUseError](), is(queue.ErrQueueInUse)), Code: api.CodeQueueInUse, SQS: "InvalidParameterValue"},
+	{match: errs(as[*queue.ExistsError]()), Code: api.CodeQueueExists, SQS: "QueueNameExists"},
 	{match: errs(is(queue.ErrMessageNotFound)), Code: api.CodeMessageNotFound, SQS: "ResourceNotFoundException"},
 	{match: errs(is(queue.ErrNoDeadLetter)), Code: api.CodeNoDeadLetter, SQS: "InvalidParameterValue"},
 
