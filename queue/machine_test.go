@@ -709,3 +709,33 @@ func TestDedupTotalBoundsEveryQueue(t *testing.T) {
 		}
 	}
 }
+
+// A redrive back to the source finds it by name when the source was deleted and created
+// again: the dead letter goes to the queue that has its name now.
+func TestRedriveFindsARecreatedSourceByName(t *testing.T) {
+	m, s := newMachine(t, "orders", nil)
+	ids := sendBodies(t, m, s, t0, "orders", "", "poison")
+	_, ls := receiveBodies(t, m, s, t0, "orders", 1, 1000)
+	if _, err := m.DeadLetter(t0, s, "orders", ls, "poison", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteQueue(t0, s, "orders", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.PutQueue(t0+1, s, "orders", testConfig("orders")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.RedriveTargets(t0+1, RedriveSpec{Source: "orders-dlq"}); err != nil || len(got) != 1 || got[0] != "orders" {
+		t.Fatalf("targets: %v %v", got, err)
+	}
+	task, err := m.StartRedrive(t0+1, s, RedriveSpec{Source: "orders-dlq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := m.RedriveStep(t0+1, s, task.ID, 10); err != nil || st.Moved != 1 {
+		t.Fatalf("step: %+v %v", st, err)
+	}
+	if got, _ := m.Peek(t0+1, "orders", 0, 10); len(got) != 1 || got[0].ID != ids[0] {
+		t.Fatalf("the recreated source holds %+v", got)
+	}
+}

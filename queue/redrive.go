@@ -108,8 +108,8 @@ func (m *Machine) RedriveTargets(now int64, spec RedriveSpec) ([]string, error) 
 	f := newFilter(spec.Filter)
 	seen := map[uint64]bool{}
 	src.msgs.each(0, func(x *message) bool {
-		if d := m.ar.dead(x); d != nil && !seen[d.Source] && f.match(&m.ar, x, now) {
-			seen[d.Source] = true
+		if d := m.ar.dead(x); d != nil && f.match(&m.ar, x, now) {
+			seen[m.sourceOf(d)] = true
 		}
 		return true
 	})
@@ -213,7 +213,7 @@ func (m *Machine) RedriveStep(now int64, sink Sink, id uint64, max int) (StepRes
 		}
 		target := t.Target
 		if target == 0 && m.ar.dead(x) != nil {
-			target = m.ar.dead(x).Source
+			target = m.sourceOf(m.ar.dead(x))
 		}
 		dst := m.byID[target]
 		if x.state() == StateInFlight || x.state() == statePending || dst == nil || dst == src || corruptDead(&m.ar, x) {
@@ -262,4 +262,17 @@ func (m *Machine) CancelRedrive(now int64, sink Sink, id uint64) (Task, error) {
 	}
 	m.emit(sink, &TaskEndRecord{Now: now, TaskID: id, State: TaskCancelled})
 	return m.Task(id)
+}
+
+// sourceOf is the queue a dead letter goes back to: the one it came from, or, when that
+// one was deleted, the queue that has its name now (it was created again): redrive finds
+// its source by name, as the operator who recreated it expects. 0 when neither exists.
+func (m *Machine) sourceOf(d *DeadInfo) uint64 {
+	if m.byID[d.Source] != nil {
+		return d.Source
+	}
+	if q := m.queues[d.SourceName]; q != nil && d.SourceName != "" {
+		return q.id
+	}
+	return 0
 }
