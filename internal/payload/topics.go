@@ -470,7 +470,9 @@ func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, m
 		}
 		out := make([]*topic.PublishRecord, 0, len(rs))
 		for _, r := range rs {
-			pr, derr := decodePublish(r.Data, k, r.Offset)
+			// Each record's bytes are its own (partlog copies them out of its read
+			// buffer), so the record may alias them rather than be copied again.
+			pr, derr := decodePublish(r.Data, true, k, r.Offset)
 			if derr != nil {
 				return out, true, derr
 			}
@@ -520,7 +522,7 @@ func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, m
 		if err != nil {
 			return out, false, fmt.Errorf("payload: read record %d of partition %d/%d: %w", from+uint64(j), topicID, part, err)
 		}
-		pr, err := decodePublish(raw, k, from+uint64(j))
+		pr, err := decodePublish(raw, false, k, from+uint64(j))
 		if err != nil {
 			return out, false, err
 		}
@@ -529,8 +531,10 @@ func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, m
 	return out, false, nil
 }
 
-func decodePublish(raw []byte, k partKey, offset uint64) (*topic.PublishRecord, error) {
-	pr, err := topic.DecodePublish(raw, false)
+// decodePublish decodes the publish of offset in partition k; shared lets the record
+// alias raw (which must then be the record's alone), otherwise its bytes are copied.
+func decodePublish(raw []byte, shared bool, k partKey, offset uint64) (*topic.PublishRecord, error) {
+	pr, err := topic.DecodePublish(raw, shared)
 	if err != nil {
 		return nil, fmt.Errorf("payload: record %d of partition %d/%d: %w", offset, k.topic, k.part, err)
 	}
