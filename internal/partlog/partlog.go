@@ -564,13 +564,14 @@ func (p *Partition) Read(offset uint64, max int, maxBytes int) ([]Record, error)
 	bufp := chunks.Get().(*[]byte)
 	defer chunks.Put(bufp)
 	chunk := *bufp
-	ahead := readAhead(max, maxBytes)
+	first := int64(-1) // file position of the first record returned
 	out := make([]Record, 0, min(uint64(max), end-offset, 4096))
 	var buf []byte // file bytes from pos on, read but not parsed yet
 	read := 0
 	for next < end && len(out) < max && (read < maxBytes || len(out) == 0) {
 		if len(buf) < frameHeader {
 			var err error
+			ahead := readAhead(max-len(out), maxBytes-read, first, pos, len(out), next < offset)
 			if buf, err = p.refill(s, chunk, buf, pos, limit, frameHeader, ahead); err != nil {
 				return out, err
 			}
@@ -581,6 +582,7 @@ func (p *Partition) Read(offset uint64, max int, maxBytes int) ([]Record, error)
 		}
 		if len(buf) < 8+n {
 			var err error
+			ahead := readAhead(max-len(out), maxBytes-read, first, pos, len(out), next < offset)
 			if buf, err = p.refill(s, chunk, buf, pos, limit, 8+n, ahead); err != nil {
 				return out, err
 			}
@@ -593,6 +595,9 @@ func (p *Partition) Read(offset uint64, max int, maxBytes int) ([]Record, error)
 			return out, &CorruptionError{File: name(), Offset: pos, Reason: fmt.Sprintf("offset %d where %d belongs", got, next)}
 		}
 		if next >= offset {
+			if first < 0 {
+				first = pos
+			}
 			// The read buffer is reused: each record gets bytes of its own, which the
 			// caller may keep (and alias) for as long as it likes.
 			out = append(out, Record{Offset: next, Data: append([]byte(nil), fr[16:]...)})
@@ -616,13 +621,21 @@ var chunks = sync.Pool{New: func() any {
 	return &b
 }}
 
-// readAhead is how much one read of the file asks for when a Read of at most max
-// records and about maxBytes continues: enough for the records wanted (and the frames
-// before offset that the index leaves to be skipped), at least 64 KiB and at most
-// readChunk, so that a small read does not pay for a megabyte.
-func readAhead(records, maxBytes int) int {
-	want := int64(IndexEvery) + int64(maxBytes) + int64(records)*frameHeader
-	return int(min(max(want, 64<<10), readChunk))
+// readAhead is how much one read of the file asks for when a Read still wants up to
+// records records and about maxBytes: enough for them (and, while skipping is set, the
+// frames before the offset asked for, which the index leaves to be skipped), estimated
+// from the frames returned so far (got of them, from file position first to pos) once
+// there are some, so that the last read of a call does not fetch a chunk the next call
+// reads again; at least 16 KiB and at most readChunk.
+func readAhead(records, maxBytes int, first, pos int64, got int, skipping bool) int {
+	want := int64(max(maxBytes, 1)) + int64(records)*frameHeader
+	if got > 0 {
+		want = min(want, (pos-first)/int64(got)*int64(records))
+	}
+	if skipping {
+		want += IndexEvery
+	}
+	return int(min(max(want, 16<<10), readChunk))
 }
 
 // refill returns the file's bytes from pos on with at least need of them: the bytes of

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/okiba/okiba/internal/vfs"
@@ -194,7 +196,7 @@ func TestReadInChunksAcrossBoundaries(t *testing.T) {
 	t.Parallel()
 	fs := vfs.NewMemFS()
 	p := mustOpen(t, fs)
-	const n = 2000 // about 6 MiB
+	const n = 1000 // about 3 MiB
 	for o := uint64(0); o < n; o++ {
 		if err := p.Append(o, o == 0, bigRec(o)); err != nil {
 			t.Fatal(err)
@@ -309,5 +311,53 @@ func TestDamageInTheMiddleOfAChunkIsRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSequentialReaderReadsEachByteOnceInLargeReads: a reader going through a segment
+// in calls of 1000 records (a group's pulls) reads the log file in calls of up to
+// readChunk, each byte about once: a call does not fetch what the next one reads again,
+// and no call reads a record at a time.
+func TestSequentialReaderReadsEachByteOnceInLargeReads(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var reads, bytesRead int64
+	fs := vfs.NewFaulty(vfs.NewMemFS(), func(e vfs.Event) error {
+		if e.Op == vfs.OpRead && strings.HasSuffix(e.Name, logExt) {
+			mu.Lock()
+			reads++
+			bytesRead += e.Length
+			mu.Unlock()
+		}
+		return nil
+	})
+	p := mustOpen(t, fs)
+	const n = 4000 // about 12 MiB
+	for o := uint64(0); o < n; o++ {
+		if err := p.Append(o, o == 0, bigRec(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	reads, bytesRead = 0, 0 // Open and Sync's own reads, if any
+	mu.Unlock()
+	size := p.segs[0].size
+	for from := uint64(0); from < n; {
+		rs, err := p.Read(from, 1000, 16<<20)
+		if err != nil || len(rs) == 0 {
+			t.Fatalf("Read %d: %d records, %v", from, len(rs), err)
+		}
+		from = rs[len(rs)-1].Offset + 1
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if bytesRead < size || bytesRead > size+size/50 {
+		t.Fatalf("read %d bytes of a %d-byte file (want it once, within 2 %%)", bytesRead, size)
+	}
+	if per := bytesRead / reads; per < 256<<10 {
+		t.Fatalf("%d reads of %d bytes on average, want large ones", reads, per)
 	}
 }
