@@ -348,20 +348,23 @@ func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 	skip := w.files.End() // records the files hold already (a previous step's)
 	for _, e := range w.ents {
 		if off >= skip {
-			raw, err := e.raw, error(nil)
+			// A cached record is the store's own encoding of the publish it was told of
+			// at exactly this offset (Published), so it goes in as it is. One read back
+			// from the log is checked to be that publish, and a publish that fanned out
+			// is cut down to the record (the files keep it, not what the queues took).
+			raw := e.raw
 			if raw == nil {
-				raw, err = s.log.ReadAt(e.pos)
-			}
-			if err != nil {
-				return 0, 0, fmt.Errorf("payload: read record %d of partition %d/%d at %v: %w", off, w.k.topic, w.k.part, e.pos, err)
-			}
-			pr, err := checkPublish(raw, w.k, off)
-			if err != nil {
-				return 0, 0, fmt.Errorf("payload: record at %v: %w", e.pos, err)
-			}
-			if raw[0] != byte(topic.KindPublish) {
-				// A publish fanned out: the files keep the record, not what the queues took.
-				raw = pr.AppendTo(nil)
+				var err error
+				if raw, err = s.log.ReadAt(e.pos); err != nil {
+					return 0, 0, fmt.Errorf("payload: read record %d of partition %d/%d at %v: %w", off, w.k.topic, w.k.part, e.pos, err)
+				}
+				pr, err := checkPublish(raw, w.k, off)
+				if err != nil {
+					return 0, 0, fmt.Errorf("payload: record at %v: %w", e.pos, err)
+				}
+				if raw[0] != byte(topic.KindPublish) {
+					raw = pr.AppendTo(nil)
+				}
 			}
 			if err := w.files.Append(off, e.newSeg, raw); err != nil {
 				return 0, 0, err
