@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/okiba/okiba/internal/payload"
@@ -229,6 +230,15 @@ func (b *Broker) Pull(ctx context.Context, topicName, groupName string, opts Pul
 			return Pulled{}, err
 		}
 		out := Pulled{Session: sess}
+		n := 0
+		for i, r := range got {
+			if ok[i] {
+				n += len(recs[r.Partition])
+			}
+		}
+		if n > 0 {
+			out.Records = make([]TopicRecord, 0, n)
+		}
 		for i, r := range got {
 			if ok[i] {
 				out.Records = append(out.Records, recs[r.Partition]...)
@@ -260,6 +270,7 @@ func (b *Broker) readRanges(plan topic.PullPlan, maxBytes int) (map[int][]TopicR
 			if len(recs) == 0 {
 				break
 			}
+			out[r.Partition] = slices.Grow(out[r.Partition], len(recs))
 			for _, pr := range recs {
 				out[r.Partition] = append(out[r.Partition], TopicRecord{Partition: pr.Partition, Offset: pr.Offset, Time: pr.Now,
 					HasKey: pr.HasKey, Key: pr.Key, Headers: pr.Headers, Body: pr.Body})

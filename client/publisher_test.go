@@ -500,3 +500,41 @@ func BenchmarkTopicPublisherPublishParallel(b *testing.B) {
 		b.ReportMetric(float64(b.N)/float64(n), "records/req")
 	}
 }
+
+// A batch is filled up to MaxBytes as the client's encoding sizes its records: in the
+// binary encoding a record is its bytes and a few more, whatever they hold; in JSON a body
+// of characters that JSON escapes takes six bytes for each. The linger runs on a fake
+// clock that never moves, so a batch leaves only when it is full (or flushed).
+func TestTopicPublisherBatchesByTheSizeInItsEncoding(t *testing.T) {
+	t.Parallel()
+	srv := okibatest.New(t, okibatest.Options{})
+	srv.PutTopic(t, "t", api.TopicConfig{})
+	body := []byte(strings.Repeat("<", 1000)) // 1,000 bytes; 6,000 in JSON ("\u003c")
+	for _, c := range []struct {
+		name     string
+		json     bool
+		requests int
+	}{{"binary", false, 10}, {"json", true, 60}} {
+		t.Run(c.name, func(t *testing.T) {
+			cl, tr := countingClientWith(t, srv, &countingTransport{}, client.Options{Clock: fakeClock(), JSON: c.json})
+			p := client.NewTopicPublisher(cl, "t", client.TopicPublisherOptions{MaxBatch: 1000, MaxBytes: 61_000, Linger: time.Hour})
+			defer p.Close(context.Background())
+			const n = 600
+			done := make(chan error, n)
+			for range n {
+				p.PublishAsync(context.Background(), client.Record{Body: body}, func(r client.Published) { done <- r.Err })
+			}
+			if err := p.Flush(context.Background()); err != nil {
+				t.Fatalf("Flush: %v", err)
+			}
+			for range n {
+				if err := testkit.Recv(t, done, 10*time.Second, "a publish's result"); err != nil {
+					t.Fatalf("publish: %v", err)
+				}
+			}
+			if got := tr.count("records"); got != c.requests {
+				t.Fatalf("%d records of %d bytes in %d requests of at most 61,000 bytes, want %d", n, len(body), got, c.requests)
+			}
+		})
+	}
+}

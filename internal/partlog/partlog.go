@@ -561,12 +561,18 @@ func (p *Partition) Read(offset uint64, max int, maxBytes int) ([]Record, error)
 		p.mu.Unlock()
 	}
 	name := func() string { return filepath.Join(p.dir, segName(s.base, logExt)) }
-	var out []Record
-	var buf []byte // file bytes from pos on
+	bufp := chunks.Get().(*[]byte)
+	defer chunks.Put(bufp)
+	chunk := *bufp
+	first := int64(-1) // file position of the first record returned
+	out := make([]Record, 0, min(uint64(max), end-offset, 4096))
+	var buf []byte // file bytes from pos on, read but not parsed yet
 	read := 0
 	for next < end && len(out) < max && (read < maxBytes || len(out) == 0) {
 		if len(buf) < frameHeader {
-			if err := p.fill(s, &buf, pos, limit, frameHeader); err != nil {
+			var err error
+			ahead := readAhead(max-len(out), maxBytes-read, first, pos, len(out), next < offset)
+			if buf, err = p.refill(s, chunk, buf, pos, limit, frameHeader, ahead); err != nil {
 				return out, err
 			}
 		}
@@ -575,7 +581,9 @@ func (p *Partition) Read(offset uint64, max int, maxBytes int) ([]Record, error)
 			return out, &CorruptionError{File: name(), Offset: pos, Reason: fmt.Sprintf("impossible frame length %d", n)}
 		}
 		if len(buf) < 8+n {
-			if err := p.fill(s, &buf, pos, limit, 8+n); err != nil {
+			var err error
+			ahead := readAhead(max-len(out), maxBytes-read, first, pos, len(out), next < offset)
+			if buf, err = p.refill(s, chunk, buf, pos, limit, 8+n, ahead); err != nil {
 				return out, err
 			}
 		}
@@ -587,6 +595,11 @@ func (p *Partition) Read(offset uint64, max int, maxBytes int) ([]Record, error)
 			return out, &CorruptionError{File: name(), Offset: pos, Reason: fmt.Sprintf("offset %d where %d belongs", got, next)}
 		}
 		if next >= offset {
+			if first < 0 {
+				first = pos
+			}
+			// The read buffer is reused: each record gets bytes of its own, which the
+			// caller may keep (and alias) for as long as it likes.
 			out = append(out, Record{Offset: next, Data: append([]byte(nil), fr[16:]...)})
 			read += n - 8
 		}
@@ -595,6 +608,58 @@ func (p *Partition) Read(offset uint64, max int, maxBytes int) ([]Record, error)
 		pos += int64(8 + n)
 	}
 	return out, nil
+}
+
+// readChunk is the most one read of a segment file asks for: a reader going through a
+// partition reads it in calls of this size, sequentially, rather than a call per record.
+// The buffers are pooled (one per reader in flight), so memory is bounded by the readers
+// and not by what they read.
+const readChunk = 1 << 20
+
+var chunks = sync.Pool{New: func() any {
+	b := make([]byte, readChunk)
+	return &b
+}}
+
+// readAhead is how much one read of the file asks for when a Read still wants up to
+// records records and about maxBytes: enough for them (and, while skipping is set, the
+// frames before the offset asked for, which the index leaves to be skipped), estimated
+// from the frames returned so far (got of them, from file position first to pos) once
+// there are some, so that the last read of a call does not fetch a chunk the next call
+// reads again; at least 16 KiB and at most readChunk.
+func readAhead(records, maxBytes int, first, pos int64, got int, skipping bool) int {
+	want := int64(max(maxBytes, 1)) + int64(records)*frameHeader
+	if got > 0 {
+		want = min(want, (pos-first)/int64(got)*int64(records))
+	}
+	if skipping {
+		want += IndexEvery
+	}
+	return int(min(max(want, 16<<10), readChunk))
+}
+
+// refill returns the file's bytes from pos on with at least need of them: the bytes of
+// buf (those from pos on already read) moved to the front of chunk, then up to ahead
+// bytes in all read after them, never past limit. A frame larger than chunk gets a
+// buffer of its own size.
+func (p *Partition) refill(s *segment, chunk, buf []byte, pos, limit int64, need, ahead int) ([]byte, error) {
+	have := len(buf)
+	want := int64(max(need, min(ahead, len(chunk))))
+	if want > limit-pos {
+		want = limit - pos
+	}
+	if want < int64(need) {
+		return buf, &CorruptionError{File: filepath.Join(p.dir, segName(s.base, logExt)), Offset: pos, Reason: "frame runs past the durable end"}
+	}
+	dst := chunk
+	if int(want) > len(chunk) {
+		dst = make([]byte, want)
+	}
+	copy(dst, buf) // buf may lie in chunk: copy moves overlapping bytes correctly
+	if _, err := s.f.ReadAt(dst[have:want], pos+int64(have)); err != nil {
+		return buf, fmt.Errorf("partlog: read %s: %w", p.dir, err)
+	}
+	return dst[:want], nil
 }
 
 // locate returns the file position and offset of the last index entry at or before
@@ -640,27 +705,6 @@ func (p *Partition) startLocked() uint64 {
 		return p.segs[0].base
 	}
 	return p.end
-}
-
-// fill makes buf, the file's bytes from pos on, hold at least n bytes, reading ahead
-// up to 256 KiB but never past limit.
-func (p *Partition) fill(s *segment, buf *[]byte, pos, limit int64, n int) error {
-	have := len(*buf)
-	start := pos + int64(have)
-	want := max(n-have, 256<<10)
-	if start+int64(want) > limit {
-		want = int(limit - start)
-	}
-	if want < n-have {
-		return &CorruptionError{File: filepath.Join(p.dir, segName(s.base, logExt)), Offset: start, Reason: "frame runs past the durable end"}
-	}
-	nb := make([]byte, have+want)
-	copy(nb, *buf)
-	if _, err := s.f.ReadAt(nb[have:], start); err != nil {
-		return fmt.Errorf("partlog: read %s: %w", p.dir, err)
-	}
-	*buf = nb
-	return nil
 }
 
 // Segments lists the segment files: their first offset and the offset after their last

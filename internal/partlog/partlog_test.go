@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/okiba/okiba/internal/vfs"
@@ -178,5 +180,184 @@ func TestBitRotIsReportedNotSkipped(t *testing.T) {
 	var ce *CorruptionError
 	if !errors.As(err, &ce) {
 		t.Fatalf("read over a flipped bit: %v", err)
+	}
+}
+
+// bigRec is a record of about 3 KiB, so that a segment of a few thousand spans many of
+// the reader's chunks.
+func bigRec(off uint64) []byte {
+	return append([]byte(fmt.Sprintf("record %d ", off)), bytes.Repeat([]byte{byte(off)}, 3000+int(off%97))...)
+}
+
+// TestReadInChunksAcrossBoundaries reads a segment of several megabytes (frames cut by
+// the chunk boundaries at every place) in reads of every size, and checks that what one
+// read returned is not changed by the next, which reuses the read buffer.
+func TestReadInChunksAcrossBoundaries(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMemFS()
+	p := mustOpen(t, fs)
+	const n = 1000 // about 3 MiB
+	for o := uint64(0); o < n; o++ {
+		if err := p.Append(o, o == 0, bigRec(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ max, maxBytes int }{{1, 1}, {7, 1 << 30}, {10_000, 100 << 10}, {10_000, 16 << 20}} {
+		var all []Record
+		for from := uint64(0); from < n; {
+			rs, err := p.Read(from, c.max, c.maxBytes)
+			if err != nil || len(rs) == 0 {
+				t.Fatalf("max %d maxBytes %d: Read %d: %d records, %v", c.max, c.maxBytes, from, len(rs), err)
+			}
+			all = append(all, rs...)
+			from = rs[len(rs)-1].Offset + 1
+		}
+		for i, r := range all {
+			if r.Offset != uint64(i) || !bytes.Equal(r.Data, bigRec(r.Offset)) {
+				t.Fatalf("max %d maxBytes %d: record %d: offset %d, data %.20q", c.max, c.maxBytes, i, r.Offset, r.Data)
+			}
+		}
+	}
+}
+
+// TestReadRecordLargerThanTheChunk: a record larger than the read buffer is read whole,
+// between small ones.
+func TestReadRecordLargerThanTheChunk(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMemFS()
+	p := mustOpen(t, fs)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3*readChunk/16+5)
+	recs := [][]byte{rec(0), big, rec(2), big, rec(4)}
+	for i, r := range recs {
+		if err := p.Append(uint64(i), i == 0, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, max := range []int{1, 10} {
+		var got []Record
+		for from := uint64(0); from < uint64(len(recs)); {
+			rs, err := p.Read(from, max, 1<<30)
+			if err != nil {
+				t.Fatalf("Read %d: %v", from, err)
+			}
+			got = append(got, rs...)
+			from = rs[len(rs)-1].Offset + 1
+		}
+		for i, r := range got {
+			if !bytes.Equal(r.Data, recs[i]) {
+				t.Fatalf("max %d: record %d differs (%d bytes, want %d)", max, i, len(r.Data), len(recs[i]))
+			}
+		}
+	}
+}
+
+// TestDamageInTheMiddleOfAChunkIsRefused flips one byte of a record in the middle of what
+// one read of the file takes: the records before it are returned, the damaged one and
+// those after it never are, and a read from the damaged one on is refused too.
+func TestDamageInTheMiddleOfAChunkIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, where := range []string{"body", "offset", "length"} {
+		t.Run(where, func(t *testing.T) {
+			fs := vfs.NewMemFS()
+			p := mustOpen(t, fs)
+			const n, bad = 300, 150 // 300 records of ~3 KiB: one chunk of the reader
+			var at int64
+			for o := uint64(0); o < n; o++ {
+				if o == bad {
+					at = p.segs[0].size + int64(len(p.pending))
+				}
+				if err := p.Append(o, o == 0, bigRec(o)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := p.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			pos := map[string]int64{"body": at + frameHeader + 1000, "offset": at + 8, "length": at + 2}[where]
+			f, _ := fs.OpenFile("/data/topics/1/0/"+segName(0, logExt), 2, 0)
+			var b [1]byte
+			f.ReadAt(b[:], pos)
+			b[0] ^= 0x40
+			f.WriteAt(b[:], pos)
+
+			rs, err := p.Read(0, 10_000, 16<<20)
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || ce.Offset != at {
+				t.Fatalf("read over the damaged record: %v, want a CorruptionError at byte %d", err, at)
+			}
+			if len(rs) != bad {
+				t.Fatalf("read returned %d records before the damaged one, want %d", len(rs), bad)
+			}
+			for i, r := range rs {
+				if r.Offset != uint64(i) || !bytes.Equal(r.Data, bigRec(r.Offset)) {
+					t.Fatalf("record %d: offset %d, data %.20q", i, r.Offset, r.Data)
+				}
+			}
+			for _, from := range []uint64{bad - 3, bad} {
+				rs, err := p.Read(from, 10, 1<<20)
+				if !errors.As(err, &ce) {
+					t.Fatalf("read from %d: %v, want a CorruptionError", from, err)
+				}
+				for _, r := range rs {
+					if r.Offset >= bad {
+						t.Fatalf("read from %d returned record %d, at or past the damaged one", from, r.Offset)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSequentialReaderReadsEachByteOnceInLargeReads: a reader going through a segment
+// in calls of 1000 records (a group's pulls) reads the log file in calls of up to
+// readChunk, each byte about once: a call does not fetch what the next one reads again,
+// and no call reads a record at a time.
+func TestSequentialReaderReadsEachByteOnceInLargeReads(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var reads, bytesRead int64
+	fs := vfs.NewFaulty(vfs.NewMemFS(), func(e vfs.Event) error {
+		if e.Op == vfs.OpRead && strings.HasSuffix(e.Name, logExt) {
+			mu.Lock()
+			reads++
+			bytesRead += e.Length
+			mu.Unlock()
+		}
+		return nil
+	})
+	p := mustOpen(t, fs)
+	const n = 4000 // about 12 MiB
+	for o := uint64(0); o < n; o++ {
+		if err := p.Append(o, o == 0, bigRec(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	reads, bytesRead = 0, 0 // Open and Sync's own reads, if any
+	mu.Unlock()
+	size := p.segs[0].size
+	for from := uint64(0); from < n; {
+		rs, err := p.Read(from, 1000, 16<<20)
+		if err != nil || len(rs) == 0 {
+			t.Fatalf("Read %d: %d records, %v", from, len(rs), err)
+		}
+		from = rs[len(rs)-1].Offset + 1
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if bytesRead < size || bytesRead > size+size/50 {
+		t.Fatalf("read %d bytes of a %d-byte file (want it once, within 2 %%)", bytesRead, size)
+	}
+	if per := bytesRead / reads; per < 256<<10 {
+		t.Fatalf("%d reads of %d bytes on average, want large ones", reads, per)
 	}
 }

@@ -348,20 +348,23 @@ func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 	skip := w.files.End() // records the files hold already (a previous step's)
 	for _, e := range w.ents {
 		if off >= skip {
-			raw, err := e.raw, error(nil)
+			// A cached record is the store's own encoding of the publish it was told of
+			// at exactly this offset (Published), so it goes in as it is. One read back
+			// from the log is checked to be that publish, and a publish that fanned out
+			// is cut down to the record (the files keep it, not what the queues took).
+			raw := e.raw
 			if raw == nil {
-				raw, err = s.log.ReadAt(e.pos)
-			}
-			if err != nil {
-				return 0, 0, fmt.Errorf("payload: read record %d of partition %d/%d at %v: %w", off, w.k.topic, w.k.part, e.pos, err)
-			}
-			pr, err := checkPublish(raw, w.k, off)
-			if err != nil {
-				return 0, 0, fmt.Errorf("payload: record at %v: %w", e.pos, err)
-			}
-			if raw[0] != byte(topic.KindPublish) {
-				// A publish fanned out: the files keep the record, not what the queues took.
-				raw = pr.AppendTo(nil)
+				var err error
+				if raw, err = s.log.ReadAt(e.pos); err != nil {
+					return 0, 0, fmt.Errorf("payload: read record %d of partition %d/%d at %v: %w", off, w.k.topic, w.k.part, e.pos, err)
+				}
+				pr, err := checkPublish(raw, w.k, off)
+				if err != nil {
+					return 0, 0, fmt.Errorf("payload: record at %v: %w", e.pos, err)
+				}
+				if raw[0] != byte(topic.KindPublish) {
+					raw = pr.AppendTo(nil)
+				}
 			}
 			if err := w.files.Append(off, e.newSeg, raw); err != nil {
 				return 0, 0, err
@@ -470,7 +473,9 @@ func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, m
 		}
 		out := make([]*topic.PublishRecord, 0, len(rs))
 		for _, r := range rs {
-			pr, derr := decodePublish(r.Data, k, r.Offset)
+			// Each record's bytes are its own (partlog copies them out of its read
+			// buffer), so the record may alias them rather than be copied again.
+			pr, derr := decodePublish(r.Data, true, k, r.Offset)
 			if derr != nil {
 				return out, true, derr
 			}
@@ -520,7 +525,7 @@ func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, m
 		if err != nil {
 			return out, false, fmt.Errorf("payload: read record %d of partition %d/%d: %w", from+uint64(j), topicID, part, err)
 		}
-		pr, err := decodePublish(raw, k, from+uint64(j))
+		pr, err := decodePublish(raw, false, k, from+uint64(j))
 		if err != nil {
 			return out, false, err
 		}
@@ -529,8 +534,10 @@ func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, m
 	return out, false, nil
 }
 
-func decodePublish(raw []byte, k partKey, offset uint64) (*topic.PublishRecord, error) {
-	pr, err := topic.DecodePublish(raw, false)
+// decodePublish decodes the publish of offset in partition k; shared lets the record
+// alias raw (which must then be the record's alone), otherwise its bytes are copied.
+func decodePublish(raw []byte, shared bool, k partKey, offset uint64) (*topic.PublishRecord, error) {
+	pr, err := topic.DecodePublish(raw, shared)
 	if err != nil {
 		return nil, fmt.Errorf("payload: record %d of partition %d/%d: %w", offset, k.topic, k.part, err)
 	}
