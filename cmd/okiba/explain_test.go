@@ -29,6 +29,14 @@ func TestExplainCommand(t *testing.T) {
 	contains(t, "explain with both", h.fails(2, "explain", "orders", id, "--dedup-id", "x").err, "not both")
 	contains(t, "explain of a bad id", h.fails(1, "explain", "orders", "xyz").err, "invalid_id")
 	contains(t, "explain of a missing queue", h.fails(1, "explain", "nope", id).err, "queue_not_found")
+
+	// okiba nack --error: the handler's error travels with the message.
+	got := h.recvJSON("orders")
+	if len(got) != 1 {
+		t.Fatalf("recv: %+v", got)
+	}
+	h.ok("nack", "orders", got[0].Receipt, "--delay", "0s", "--error", "payment gateway timed out")
+	contains(t, "explain after nack --error", h.ok("explain", "orders", id), "payment gateway timed out")
 }
 
 // Durations take bare seconds, as the HTTP API's do.

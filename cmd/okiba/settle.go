@@ -26,13 +26,16 @@ Acks (settles) received messages: they are removed from the queue for good.`, `
 okiba ack orders AAEAAAAB…
 okiba recv orders --max 10 --json | jq -r .receipt | okiba ack orders -`, "acked"},
 	"nack": {`
-Usage: okiba nack QUEUE RECEIPT... [--delay D] [flags]
+Usage: okiba nack QUEUE RECEIPT... [--delay D] [--error TEXT] [flags]
 
 Releases received messages for redelivery: visible again after --delay, or after the
 queue's backoff (random, growing with the delivery count) when --delay is not given.
-A message whose deliveries reach the queue's max_deliveries is dead-lettered instead.`, `
+A message whose deliveries reach the queue's max_deliveries is dead-lettered instead.
+--error records why the handler failed (up to 1024 bytes) with the message: okiba explain
+shows it, and it becomes the dead letter's description if this was the last delivery.`, `
 okiba nack orders AAEAAAAB…
-okiba nack orders AAEAAAAB… --delay 0s`, "nacked"},
+okiba nack orders AAEAAAAB… --delay 0s
+okiba nack orders AAEAAAAB… --error 'payment gateway timed out'`, "nacked"},
 	"extend": {`
 Usage: okiba extend QUEUE RECEIPT... --visibility D [flags]
 
@@ -56,12 +59,13 @@ RECEIPT "-" reads receipts from stdin, one per line. Each receipt gets its own r
 a stale receipt (receipt_stale: its lease ended, or the message was settled or
 redelivered) changes nothing. The exit status is 1 if any receipt failed.`, h.examples)
 	var (
-		delay, vis          *time.Duration
-		reason, description *string
+		delay, vis                      *time.Duration
+		reason, description, handlerErr *string
 	)
 	switch c.op {
 	case "nack":
 		delay = f.Duration("delay", 0, "visible again after this long (default the queue's backoff)")
+		handlerErr = f.String("error", "", "why the handler failed, `TEXT` recorded with the message (up to 1024 bytes)")
 	case "extend":
 		vis = f.Duration("visibility", 0, "required: the lease's new length from now, 0..12h")
 	case "deadletter":
@@ -113,7 +117,7 @@ redelivered) changes nothing. The exit status is 1 if any receipt failed.`, h.ex
 		case "ack":
 			errs, err = cl.Ack(ctx, queue, batch...)
 		case "nack":
-			errs, err = cl.Nack(ctx, queue, delay, batch...)
+			errs, err = cl.NackError(ctx, queue, delay, *handlerErr, batch...)
 		case "extend":
 			errs, err = cl.Extend(ctx, queue, *vis, batch...)
 		case "deadletter":
