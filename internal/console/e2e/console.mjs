@@ -148,6 +148,9 @@ async function light() {
   await page.waitForFunction(() => document.querySelector('#stat-acked .value')?.textContent === '1', null, { timeout: T });
   await page.waitForFunction(() => document.querySelectorAll('#browse > tbody > tr').length === 8, null, { timeout: T });
   await page.locator('#browse > tbody > tr').first().locator('summary').click();
+  // Why? explains the message under its row, in words and fields.
+  await page.locator('#browse > tbody > tr').first().getByRole('button', { name: /^Explain message/ }).click();
+  await page.waitForFunction(() => /Leased until .* by delivery #1|next in line|behind/.test(document.querySelector('#browse tr.explain .explain-summary')?.textContent || ''), null, { timeout: T });
   await page.waitForFunction(() => document.querySelector('#chart-tput .uplot') && document.querySelector('#chart-depth .uplot'), null, { timeout: T });
   await accessibility(page, 'queue');
   await shot(page, '03-queue');
@@ -416,9 +419,11 @@ async function viewer() {
   await page.goto(base + '/queues/orders');
   await page.waitForFunction(() => document.querySelector('#stat-ready .value'), null, { timeout: T });
   await page.waitForFunction(() => document.querySelectorAll('#browse > tbody > tr').length > 0, null, { timeout: T });
-  for (const sel of ['#send-form', '#recv-form', '#purge-open', '#browse button', '[data-edit]', '[data-delete]']) {
+  for (const sel of ['#send-form', '#recv-form', '#purge-open', '#browse button:not([aria-label^="Explain"])', '[data-edit]', '[data-delete]']) {
     expect(await page.locator(sel).count() === 0, `no ${sel} for a read-only principal`);
   }
+  // Explaining is reading: a read-only principal may.
+  expect(await page.locator('#browse button[aria-label^="Explain"]').count() > 0, 'Why? for a read-only principal');
   await shot(page, '21-queue-read-only');
   // A dead letter to look at (the admin's pages redrove the others), made through the API.
   const v1 = async (path, body) => {

@@ -183,12 +183,34 @@
       el('td', { class: 'num' }, num(m.deliveries)),
       el('td', { title: m.first_delivered_at ? 'first delivered ' + time(m.first_delivered_at) : 'never delivered' }, time(m.enqueued_at)),
       el('td', {}, messageDetails(m)),
-      el('td', {}, canManage ? el('button', { type: 'button', class: 'link', 'aria-label': 'Delete message ' + m.id, onclick: () => del(m.id) }, 'Delete') : null)));
+      el('td', {},
+        el('button', { type: 'button', class: 'link', 'aria-label': 'Explain message ' + m.id, onclick: (ev) => explain(m.id, ev.target.closest('tr')) }, 'Why?'),
+        canManage ? el('button', { type: 'button', class: 'link', 'aria-label': 'Delete message ' + m.id, onclick: () => del(m.id) }, 'Delete') : null)));
     if (reset) btbody.replaceChildren(...trs); else btbody.append(...trs);
     shown += trs.length;
     next = r.next || '';
     more.hidden = !next;
     document.getElementById('browse-count').textContent = shown ? `${num(shown)} shown` : 'No messages.';
+  }
+  // explain opens (or closes) a row under a message's saying why it is, or is not, being
+  // delivered now (GET /v1/queues/{name}/messages/{id}/explain), in words and in fields.
+  async function explain(id, tr) {
+    const open = tr.nextElementSibling;
+    if (open && open.dataset.explainOf === id) { open.remove(); return; }
+    try {
+      const ex = await api('GET', qpath(name, 'messages', id, 'explain'));
+      const fields = Object.entries(ex).filter(([k, v]) => k !== 'summary' && k !== 'history' && v !== null && v !== '' && typeof v !== 'object');
+      const row = el('tr', { class: 'explain', dataset: { explainOf: id } },
+        el('td', { colspan: 7 },
+          el('div', { class: 'notice' },
+            el('p', { class: 'explain-summary' }, ex.summary),
+            el('dl', { class: 'kv' }, ...fields.flatMap(([k, v]) => [el('dt', {}, k.replaceAll('_', ' ')), el('dd', { class: 'mono' }, String(v))])),
+            ex.history ? el('details', {}, el('summary', {}, 'History' + (ex.history.partial ? ' (what the index keeps)' : '')),
+              el('pre', { class: 'mono' }, JSON.stringify(ex.history, null, 2))) : null)));
+      tr.after(row);
+    } catch (e) {
+      toast(`explain ${id}: ${e.message}`, 'error');
+    }
   }
   async function del(id) {
     if (!confirm(`Delete message ${id}? It cannot be undone.`)) return;
