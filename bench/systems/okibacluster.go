@@ -141,6 +141,7 @@ func (o *OkibaCluster3) waitLeader(ctx context.Context) error {
 				if len(h.Cluster.Members) != len(o.nodes) {
 					return fmt.Errorf("leader %s has members %v, want %d", n.name, h.Cluster.Members, len(o.nodes))
 				}
+				o.env.Logf("okiba-cluster3: %s leads (term %d)", n.name, h.Cluster.Term)
 				return nil
 			}
 		}
