@@ -18,7 +18,7 @@ export TESTREPORT_DIR ?= .test-report
 REPORT := $(TESTREPORT_DIR)/testreport
 TIERS := build vet unit model storage binary bench-smoke browser
 
-.PHONY: test deps torture-cluster release release-binary image build vet unit model storage binary torture-short bench-smoke browser torture torture-replica fuzz bench bench-quick bench-setup bench-go bench-topics bench-topic-memory clean
+.PHONY: test deps torture-cluster release release-binary image build vet unit model storage binary torture-short bench-smoke browser torture torture-replica fuzz bench bench-quick bench-cluster bench-setup bench-go bench-topics bench-topic-memory clean
 
 ## test: everything CI checks, tier by tier, then the summary (printed even when a tier fails).
 test: $(REPORT)
@@ -180,6 +180,12 @@ bench: bench-setup
 ## and the log ceiling on the 1 KiB headline cells of scenarios 1–3.
 bench-quick: bench-setup
 	cd bench && $(GO) run ./cmd/okibabench --mode quick $(BENCH_FLAGS)
+
+## bench-cluster: three-node clusters on this one machine — okiba (okiba-cluster3), NATS
+## JetStream R3, a RabbitMQ quorum queue on three nodes — beside one okiba: publish (s2) and
+## fill + drain of 50k (s5) at 1 KiB, three interleaved repeats; a few minutes.
+bench-cluster: bench-setup
+	cd bench && $(GO) run ./cmd/okibabench --mode cluster $(BENCH_FLAGS)
 
 ## bench-topics: the topic scenarios alone (t1–t4: topic vs queue publish, group drain beside
 ## Redis streams, JetStream and RabbitMQ streams, fan-out, the cold read of 10M records).

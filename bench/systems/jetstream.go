@@ -157,15 +157,37 @@ func (j *JetStream) Kill(ctx context.Context) error {
 func (j *JetStream) Restart(ctx context.Context) error { return j.start(ctx) }
 
 func (j *JetStream) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness.Queue, error) {
+	return newJSQueue(ctx, j.client, j.connect, spec, 1)
+}
+
+// connect opens a connection of its own (a producer's).
+func (j *JetStream) connect() (*nats.Conn, error) {
+	return nats.Connect(j.url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+}
+
+// newJSQueue creates the spec's stream (of replicas) and its durable consumer through
+// client's (the system's connection now: a restart replaces it); connect opens each
+// producer's own connection.
+func newJSQueue(ctx context.Context, client func() jetstream.JetStream, connect func() (*nats.Conn, error), spec harness.QueueSpec, replicas int) (harness.Queue, error) {
 	vis := spec.Lease()
-	js := j.client()
+	js := client()
 	name := strings.ReplaceAll(spec.Name, "-", "_")
-	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: name, Subjects: []string{name}, Storage: jetstream.FileStorage,
-		Retention: jetstream.WorkQueuePolicy, Replicas: 1,
+		Retention: jetstream.WorkQueuePolicy, Replicas: replicas,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if replicas > 1 {
+		// What is measured is a stream on every server: a leader and replicas-1 others.
+		info, err := st.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if c := info.Cluster; c == nil || c.Leader == "" || len(c.Replicas) != replicas-1 {
+			return nil, fmt.Errorf("stream %s: want a leader and %d replicas, got %+v", name, replicas-1, info.Cluster)
+		}
 	}
 	_, err = js.CreateOrUpdateConsumer(ctx, name, jetstream.ConsumerConfig{
 		Durable: "workers", AckPolicy: jetstream.AckExplicitPolicy, AckWait: vis, MaxAckPending: 20000,
@@ -174,21 +196,21 @@ func (j *JetStream) NewQueue(ctx context.Context, spec harness.QueueSpec) (harne
 	if err != nil {
 		return nil, err
 	}
-	return &jsQueue{j: j, name: name}, nil
+	return &jsQueue{client: client, connect: connect, name: name}, nil
 }
 
 type jsQueue struct {
-	j    *JetStream
-	name string
+	client  func() jetstream.JetStream
+	connect func() (*nats.Conn, error)
+	name    string
 }
 
 func (q *jsQueue) Delete(ctx context.Context) error {
-	js := q.j.client()
-	return js.DeleteStream(ctx, q.name)
+	return q.client().DeleteStream(ctx, q.name)
 }
 
 func (q *jsQueue) NewProducer(ctx context.Context, window int) (harness.Producer, error) {
-	nc, err := nats.Connect(q.j.url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := q.connect()
 	if err != nil {
 		return nil, err
 	}
@@ -213,8 +235,7 @@ func (q *jsQueue) NewProducer(ctx context.Context, window int) (harness.Producer
 }
 
 func (q *jsQueue) NewConsumer(ctx context.Context, opts harness.ConsumerOptions) (harness.Consumer, error) {
-	js := q.j.client()
-	c, err := js.Consumer(ctx, q.name, "workers")
+	c, err := q.client().Consumer(ctx, q.name, "workers")
 	if err != nil {
 		return nil, err
 	}

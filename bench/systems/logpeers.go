@@ -87,7 +87,7 @@ func (j *JetStream) NewLog(ctx context.Context, spec harness.LogSpec) (harness.L
 	if err != nil {
 		return nil, err
 	}
-	return &jsLog{q: &jsQueue{j: j, name: name}}, nil
+	return &jsLog{q: &jsQueue{client: j.client, connect: j.connect, name: name}}, nil
 }
 
 type jsLog struct {
@@ -99,7 +99,7 @@ func (l *jsLog) NewProducer(ctx context.Context, window int) (harness.Producer, 
 }
 
 func (l *jsLog) NewGroup(ctx context.Context, group string) error {
-	_, err := l.q.j.client().CreateOrUpdateConsumer(ctx, l.q.name, jetstream.ConsumerConfig{
+	_, err := l.q.client().CreateOrUpdateConsumer(ctx, l.q.name, jetstream.ConsumerConfig{
 		Durable: group, DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckExplicitPolicy,
 		MaxAckPending: 20000, MaxWaiting: 512, MaxDeliver: -1,
 	})
@@ -107,7 +107,7 @@ func (l *jsLog) NewGroup(ctx context.Context, group string) error {
 }
 
 func (l *jsLog) NewMember(ctx context.Context, group string, i int, opts harness.ConsumerOptions) (harness.Consumer, error) {
-	c, err := l.q.j.client().Consumer(ctx, l.q.name, group)
+	c, err := l.q.client().Consumer(ctx, l.q.name, group)
 	if err != nil {
 		return nil, err
 	}

@@ -33,14 +33,36 @@ type okibaServer struct {
 	proc *harness.Proc
 }
 
-func startOkiba(ctx context.Context, env *harness.Env) (*okibaServer, error) {
-	s, err := env.Shared("okiba", func() (any, func(), error) {
+// okibaBuild is `go build ./cmd/okiba` of the working tree, once per run, shared by
+// the single node and the cluster: the binary's path and what it is ("okiba <rev>").
+type okibaBuild struct{ bin, version string }
+
+func buildOkiba(ctx context.Context, env *harness.Env) (okibaBuild, error) {
+	b, err := env.Shared("okiba-build", func() (any, func(), error) {
 		bin := filepath.Join(env.Tools, "okiba")
 		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/okiba")
 		build.Dir = env.Repo
 		build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false "+os.Getenv("GOFLAGS")) // make's flags kept: its build cache
 		if out, err := build.CombinedOutput(); err != nil {
 			return nil, nil, fmt.Errorf("go build ./cmd/okiba: %v\n%s", err, out)
+		}
+		rev := output("git", "-C", env.Repo, "rev-parse", "--short", "HEAD")
+		if st := output("git", "-C", env.Repo, "status", "--porcelain", "--untracked-files=no"); st != "" && !strings.HasPrefix(st, "unknown") {
+			rev += "+changes"
+		}
+		return okibaBuild{bin: bin, version: "okiba " + rev}, func() {}, nil
+	})
+	if err != nil {
+		return okibaBuild{}, err
+	}
+	return b.(okibaBuild), nil
+}
+
+func startOkiba(ctx context.Context, env *harness.Env) (*okibaServer, error) {
+	s, err := env.Shared("okiba", func() (any, func(), error) {
+		b, err := buildOkiba(ctx, env)
+		if err != nil {
+			return nil, nil, err
 		}
 		dir, err := env.DataDir("okiba")
 		if err != nil {
@@ -50,11 +72,7 @@ func startOkiba(ctx context.Context, env *harness.Env) (*okibaServer, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		rev := output("git", "-C", env.Repo, "rev-parse", "--short", "HEAD")
-		if st := output("git", "-C", env.Repo, "status", "--porcelain", "--untracked-files=no"); st != "" && !strings.HasPrefix(st, "unknown") {
-			rev += "+changes"
-		}
-		srv := &okibaServer{env: env, bin: bin, dataDir: dir, addr: fmt.Sprintf("127.0.0.1:%d", port), version: "okiba " + rev}
+		srv := &okibaServer{env: env, bin: b.bin, dataDir: dir, addr: fmt.Sprintf("127.0.0.1:%d", port), version: b.version}
 		if err := srv.start(ctx); err != nil {
 			return nil, nil, err
 		}
@@ -192,16 +210,22 @@ func (o *OkibaHTTP) Kill(ctx context.Context) error    { return o.srv.kill() }
 func (o *OkibaHTTP) Restart(ctx context.Context) error { return o.srv.start(ctx) }
 
 func (o *OkibaHTTP) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness.Queue, error) {
+	return newOkibaQueue(ctx, o.c, spec, o.sendBatch, o.linger)
+}
+
+// newOkibaQueue creates the spec's queue through c: the queue of every okiba system,
+// one node or a cluster.
+func newOkibaQueue(ctx context.Context, c *client.Client, spec harness.QueueSpec, sendBatch bool, linger time.Duration) (*okibaQueue, error) {
 	vis := spec.Lease()
 	cfg := api.QueueConfig{VisibilityTimeout: api.Ptr(vis)}
 	if spec.Groups {
 		t := true
 		cfg.OrderedGroups = &t
 	}
-	if _, err := o.c.PutQueue(ctx, spec.Name, cfg); err != nil {
+	if _, err := c.PutQueue(ctx, spec.Name, cfg); err != nil {
 		return nil, err
 	}
-	return &okibaQueue{c: o.c, name: spec.Name, sendBatch: o.sendBatch, linger: o.linger}, nil
+	return &okibaQueue{c: c, name: spec.Name, sendBatch: sendBatch, linger: linger}, nil
 }
 
 type okibaQueue struct {
@@ -366,10 +390,13 @@ func (c *okibaConsumer) Close() error {
 
 // fsyncs reads okiba_wal_syncs_total from the broker's Prometheus endpoint (/metrics),
 // where the build serves one; an error leaves the figure blank in the report.
-func (s *okibaServer) fsyncs(ctx context.Context) (uint64, error) {
+func (s *okibaServer) fsyncs(ctx context.Context) (uint64, error) { return walSyncs(ctx, s.addr) }
+
+// walSyncs reads okiba_wal_syncs_total from /metrics of the okiba serving on addr.
+func walSyncs(ctx context.Context, addr string) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.addr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}

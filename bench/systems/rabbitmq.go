@@ -33,6 +33,7 @@ const (
 type rabbitServer struct {
 	env                 *harness.Env
 	dir                 string
+	nodename            string // RABBITMQ_NODENAME
 	port, dist, epmdPrt int
 	streamPort          int // the rabbitmq_stream plugin's listener
 	version             string
@@ -44,46 +45,23 @@ type rabbitServer struct {
 
 func startRabbit(ctx context.Context, env *harness.Env) (*rabbitServer, error) {
 	s, err := env.Shared("rabbitmq", func() (any, func(), error) {
-		if _, err := os.Stat("/usr/lib/rabbitmq/bin/rabbitmq-server"); err != nil {
-			return nil, nil, errors.New("rabbitmq-server not installed (make bench-setup installs Debian's rabbitmq-server)")
+		if err := rabbitInstalled(); err != nil {
+			return nil, nil, err
 		}
 		dir, err := env.DataDir("rabbitmq")
 		if err != nil {
 			return nil, nil, err
 		}
-		s := &rabbitServer{env: env, dir: dir}
-		for _, p := range []*int{&s.port, &s.dist, &s.epmdPrt, &s.streamPort} {
-			if *p, err = freePort(); err != nil {
-				return nil, nil, err
-			}
-		}
-		for _, d := range []string{"mnesia", "log", "home"} {
-			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-				return nil, nil, err
-			}
-		}
-		conf := fmt.Sprintf("listeners.tcp.default = 127.0.0.1:%d\ndisk_free_limit.absolute = 2GB\nlog.console = false\nlog.file.level = warning\n", s.port)
-		// The stream plugin (rabbitmq-stream), on loopback only.
-		conf += fmt.Sprintf("stream.listeners.tcp.1 = 127.0.0.1:%d\nstream.advertised_host = 127.0.0.1\nstream.advertised_port = %d\n", s.streamPort, s.streamPort)
-		if err := os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(conf), 0o644); err != nil {
-			return nil, nil, err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte("[rabbitmq_stream].\n"), 0o644); err != nil {
-			return nil, nil, err
-		}
-		// Started as root, RabbitMQ must run as the rabbitmq user, which must own
-		// every directory it writes.
-		if out, err := exec.Command("chown", "-R", "rabbitmq:rabbitmq", dir).CombinedOutput(); err != nil {
-			return nil, nil, fmt.Errorf("chown %s: %v: %s", dir, err, out)
-		}
-		// Our own epmd, on a private port, as a child of the harness (rabbitmq-server
-		// would otherwise start a daemon that outlives the run).
-		ep, err := env.StartProc("epmd", exec.Command("runuser", "-u", "rabbitmq", "--", "epmd", "-port", strconv.Itoa(s.epmdPrt)))
+		epmdPort, err := freePort()
 		if err != nil {
 			return nil, nil, err
 		}
-		s.epmd = ep
-		if err := harness.WaitFor(ctx, ep, 30*time.Second, "epmd", dialable(fmt.Sprintf("127.0.0.1:%d", s.epmdPrt))); err != nil {
+		// The stream plugin (rabbitmq-stream), on loopback only.
+		s, err := prepareRabbitNode(env, dir, "okibabench@localhost", epmdPort, true, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		if s.epmd, err = startEpmd(ctx, env, epmdPort); err != nil {
 			return nil, nil, err
 		}
 		if err := s.start(ctx); err != nil {
@@ -99,6 +77,81 @@ func startRabbit(ctx context.Context, env *harness.Env) (*rabbitServer, error) {
 	return s.(*rabbitServer), nil
 }
 
+func rabbitInstalled() error {
+	if _, err := os.Stat("/usr/lib/rabbitmq/bin/rabbitmq-server"); err != nil {
+		return errors.New("rabbitmq-server not installed (make bench-setup installs Debian's rabbitmq-server)")
+	}
+	return nil
+}
+
+// prepareRabbitNode lays out one node under dir (its mnesia, log and home directories,
+// rabbitmq.conf on fresh loopback ports, enabled_plugins; with a cookie, the Erlang
+// cookie in its home, which the CLI run with that home reads too), all owned by the
+// rabbitmq user. The node registers with the epmd on epmdPort.
+func prepareRabbitNode(env *harness.Env, dir, nodename string, epmdPort int, stream bool, cookie string) (*rabbitServer, error) {
+	s := &rabbitServer{env: env, dir: dir, nodename: nodename, epmdPrt: epmdPort}
+	ports := []*int{&s.port, &s.dist}
+	if stream {
+		ports = append(ports, &s.streamPort)
+	}
+	for _, p := range ports {
+		var err error
+		if *p, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range []string{"mnesia", "log", "home"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	plugins := "[].\n"
+	if stream {
+		plugins = "[rabbitmq_stream].\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(rabbitConf(s.port, s.streamPort)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte(plugins), 0o644); err != nil {
+		return nil, err
+	}
+	if cookie != "" {
+		if err := os.WriteFile(filepath.Join(dir, "home", ".erlang.cookie"), []byte(cookie), 0o400); err != nil {
+			return nil, err
+		}
+	}
+	// Started as root, RabbitMQ must run as the rabbitmq user, which must own
+	// every directory it writes.
+	if out, err := exec.Command("chown", "-R", "rabbitmq:rabbitmq", dir).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("chown %s: %v: %s", dir, err, out)
+	}
+	return s, nil
+}
+
+// rabbitConf is a node's rabbitmq.conf: AMQP on port, the stream listener on
+// streamPort unless 0, all on loopback.
+func rabbitConf(port, streamPort int) string {
+	conf := fmt.Sprintf("listeners.tcp.default = 127.0.0.1:%d\ndisk_free_limit.absolute = 2GB\nlog.console = false\nlog.file.level = warning\n", port)
+	if streamPort != 0 {
+		conf += fmt.Sprintf("stream.listeners.tcp.1 = 127.0.0.1:%d\nstream.advertised_host = 127.0.0.1\nstream.advertised_port = %d\n", streamPort, streamPort)
+	}
+	return conf
+}
+
+// startEpmd starts an epmd of our own, on a private port, as a child of the harness
+// (rabbitmq-server would otherwise start a daemon that outlives the run).
+func startEpmd(ctx context.Context, env *harness.Env, port int) (*harness.Proc, error) {
+	ep, err := env.StartProc("epmd", exec.Command("runuser", "-u", "rabbitmq", "--", "epmd", "-port", strconv.Itoa(port)))
+	if err != nil {
+		return nil, err
+	}
+	if err := harness.WaitFor(ctx, ep, 30*time.Second, "epmd", dialable(fmt.Sprintf("127.0.0.1:%d", port))); err != nil {
+		_ = ep.Stop(syscall.SIGTERM, 5*time.Second)
+		return nil, err
+	}
+	return ep, nil
+}
+
 func rabbitVersion() string {
 	v := output("dpkg-query", "-W", "-f=${Version}", "rabbitmq-server")
 	if i := strings.IndexByte(v, '-'); i > 0 {
@@ -110,36 +163,74 @@ func rabbitVersion() string {
 func (s *rabbitServer) url() string { return fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", s.port) }
 
 func (s *rabbitServer) start(ctx context.Context) error {
-	env := []string{
-		"HOME=" + filepath.Join(s.dir, "home"),
-		"RABBITMQ_NODENAME=okibabench@localhost",
+	env := append(s.cliEnv(),
 		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
-		"RABBITMQ_NODE_PORT=" + strconv.Itoa(s.port),
-		"RABBITMQ_DIST_PORT=" + strconv.Itoa(s.dist),
-		"ERL_EPMD_PORT=" + strconv.Itoa(s.epmdPrt),
-		"RABBITMQ_MNESIA_BASE=" + filepath.Join(s.dir, "mnesia"),
-		"RABBITMQ_LOG_BASE=" + filepath.Join(s.dir, "log"),
-		"RABBITMQ_PID_FILE=" + filepath.Join(s.dir, "rabbitmq.pid"),
-		"RABBITMQ_CONFIG_FILE=" + filepath.Join(s.dir, "rabbitmq.conf"),
-		"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(s.dir, "enabled_plugins"),
-		"RABBITMQ_CONF_ENV_FILE=/dev/null",
-	}
+		"RABBITMQ_NODE_PORT="+strconv.Itoa(s.port),
+		"RABBITMQ_DIST_PORT="+strconv.Itoa(s.dist),
+		"RABBITMQ_MNESIA_BASE="+filepath.Join(s.dir, "mnesia"),
+		"RABBITMQ_LOG_BASE="+filepath.Join(s.dir, "log"),
+		"RABBITMQ_PID_FILE="+filepath.Join(s.dir, "rabbitmq.pid"),
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(s.dir, "rabbitmq.conf"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(s.dir, "enabled_plugins"),
+	)
 	args := append([]string{"-u", "rabbitmq", "--", "env"}, env...)
 	args = append(args, "/usr/lib/rabbitmq/bin/rabbitmq-server")
-	p, err := s.env.StartProc("rabbitmq", exec.Command("runuser", args...))
+	p, err := s.env.StartProc(s.procName(), exec.Command("runuser", args...))
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	s.proc = p
 	s.mu.Unlock()
-	return harness.WaitFor(ctx, p, 3*time.Minute, "rabbitmq", func(ctx context.Context) error {
+	return harness.WaitFor(ctx, p, 3*time.Minute, s.procName(), func(ctx context.Context) error {
 		c, err := amqp.Dial(s.url())
 		if err != nil {
 			return err
 		}
 		return c.Close()
 	})
+}
+
+// cliEnv is the environment the node and rabbitmqctl share: its name, its home (its
+// Erlang cookie), the epmd and no rabbitmq-env.conf.
+func (s *rabbitServer) cliEnv() []string {
+	return []string{
+		"HOME=" + filepath.Join(s.dir, "home"),
+		"RABBITMQ_NODENAME=" + s.nodename,
+		"ERL_EPMD_PORT=" + strconv.Itoa(s.epmdPrt),
+		"RABBITMQ_CONF_ENV_FILE=/dev/null",
+	}
+}
+
+// procName names the node's process in the harness's logs: "rabbitmq" for the single
+// node, "rabbitmq-NAME" for a cluster's.
+func (s *rabbitServer) procName() string {
+	if s.nodename == "okibabench@localhost" {
+		return "rabbitmq"
+	}
+	return "rabbitmq-" + strings.TrimSuffix(s.nodename, "@localhost")
+}
+
+// ctl runs rabbitmqctl against this node (see cli).
+func (s *rabbitServer) ctl(ctx context.Context, timeout time.Duration, args ...string) error {
+	_, err := s.cli(ctx, timeout, "rabbitmqctl", args...)
+	return err
+}
+
+// cli runs one of RabbitMQ's command-line tools (rabbitmqctl, rabbitmq-queues) against
+// this node, as the rabbitmq user with the node's environment, bounded by timeout, and
+// returns what it printed.
+func (s *rabbitServer) cli(ctx context.Context, timeout time.Duration, tool string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := append([]string{"-u", "rabbitmq", "--", "env"}, s.cliEnv()...)
+	cmd = append(cmd, "/usr/lib/rabbitmq/bin/"+tool, "-n", s.nodename)
+	cmd = append(cmd, args...)
+	out, err := exec.CommandContext(ctx, "runuser", cmd...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s -n %s %s: %v: %s", tool, s.nodename, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
 }
 
 // beamPid reads the node's pid file (the Erlang VM may sit in a process group of its
@@ -269,16 +360,16 @@ func (r *Rabbit) NewQueue(ctx context.Context, spec harness.QueueSpec) (harness.
 	if _, err := ch.QueueDeclare(spec.Name, true, false, false, false, args); err != nil {
 		return nil, err
 	}
-	return &rabbitQueue{r: r, name: spec.Name}, nil
+	return &rabbitQueue{dial: r.channel, name: spec.Name}, nil
 }
 
 type rabbitQueue struct {
-	r    *Rabbit
+	dial func() (*amqp.Connection, *amqp.Channel, error)
 	name string
 }
 
 func (q *rabbitQueue) Delete(ctx context.Context) error {
-	c, ch, err := q.r.channel()
+	c, ch, err := q.dial()
 	if err != nil {
 		return err
 	}
@@ -288,7 +379,7 @@ func (q *rabbitQueue) Delete(ctx context.Context) error {
 }
 
 func (q *rabbitQueue) NewProducer(ctx context.Context, window int) (harness.Producer, error) {
-	c, ch, err := q.r.channel()
+	c, ch, err := q.dial()
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +405,7 @@ func (q *rabbitQueue) NewProducer(ctx context.Context, window int) (harness.Prod
 }
 
 func (q *rabbitQueue) NewConsumer(ctx context.Context, opts harness.ConsumerOptions) (harness.Consumer, error) {
-	c, ch, err := q.r.channel()
+	c, ch, err := q.dial()
 	if err != nil {
 		return nil, err
 	}

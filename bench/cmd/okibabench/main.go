@@ -50,6 +50,15 @@ func modeConfig(mode string) (harness.Config, string, error) {
 		c.S2Sizes, c.S2Producers, c.S2Windows = []int{1024}, []int{16}, []int{64}
 		c.S3Sizes, c.S3Pairs, c.S3AckModes = []int{1024}, []int{4}, []string{"batched"}
 		return c, "okiba-http,redis-always,postgres-queue,rabbitmq-quorum,log-ceiling", nil
+	case "cluster":
+		// Three-node clusters on this one machine beside one okiba (issue 15): publish
+		// (s2) and fill + drain (s5) at 1 KiB, every cell three times, interleaved.
+		c := full
+		c.Scenarios = []string{"s2", "s5"}
+		c.Warmup, c.Duration, c.Repeats = time.Second, 3*time.Second, 3
+		c.Sizes, c.S2Sizes, c.S2Producers, c.S2Windows = []int{1024}, []int{1024}, []int{16}, []int{64}
+		c.BacklogCount, c.BacklogSize, c.BacklogPhaseCap, c.BacklogRepeats = 50_000, 1024, 90*time.Second, 3
+		return c, "okiba-http,okiba-cluster3,jetstream-r3,rabbitmq-quorum3", nil
 	case "smoke":
 		c := full
 		// t4 (the cold read, with its page-cache drops) is for make bench only.
@@ -65,7 +74,7 @@ func modeConfig(mode string) (harness.Config, string, error) {
 		c.TopicSize, c.TopicProducers, c.TopicCount, c.ColdCount, c.ColdDropCaches = 128, 4, 2000, 5000, false
 		return c, "okiba-http,okiba-http-json,okiba-sqs,log-ceiling", nil
 	}
-	return harness.Config{}, "", fmt.Errorf("--mode must be quick, full or smoke, got %q", mode)
+	return harness.Config{}, "", fmt.Errorf("--mode must be quick, full, cluster or smoke, got %q", mode)
 }
 
 func ints(s string) ([]int, error) {
@@ -86,7 +95,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	f := flag.NewFlagSet("okibabench", flag.ContinueOnError)
 	f.SetOutput(stdout)
-	mode := f.String("mode", "quick", "preset: quick (1–2 min), full (the whole matrix; hours), smoke (seconds, okiba only)")
+	mode := f.String("mode", "quick", "preset: quick (1–2 min), full (the whole matrix; hours), cluster (three-node clusters beside one okiba; a few minutes), smoke (seconds, okiba only)")
 	sysList := f.String("systems", "", "systems to run, comma-separated (default: the mode's; \"all\" for every one)")
 	scen := f.String("scenarios", "", "scenarios to run, e.g. s1,s2 (default: the mode's)")
 	sizes := f.String("sizes", "", "body sizes in bytes for every scenario, e.g. 128,1024")
@@ -97,6 +106,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	windows := f.String("windows", "", "s2 windows, e.g. 1,64,512")
 	large := f.Bool("large", false, "s5: a backlog of 10M messages instead of 1M")
 	backlog := f.Int("backlog", 0, "s5: backlog size in messages")
+	backlogRepeats := f.Int("backlog-repeats", 0, "s5: runs per system, interleaved (default: the mode's; 1 but in cluster mode)")
 	topicCount := f.Int("topic-count", 0, "t2, t3: records pre-filled (default: the mode's)")
 	coldCount := f.Int("cold-count", 0, "t4: records retained and read cold (default: the mode's; 10M in full)")
 	topicCons := f.Int("topic-consumers", 0, "t2: consumers and group members (default 4)")
@@ -155,6 +165,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *backlog > 0 {
 		cfg.BacklogCount = *backlog
+	}
+	if *backlogRepeats > 0 {
+		cfg.BacklogRepeats = *backlogRepeats
 	}
 	if *topicCount > 0 {
 		cfg.TopicCount = *topicCount
