@@ -661,7 +661,10 @@ func (r *Runner) backlog(ctx context.Context, sys System, q Queue, c Cell, res *
 		drained += int64(got)
 		res.Extra["restart_first_receive_s"] = time.Since(t0).Seconds()
 	}
-	// Drain.
+	// Drain, with its own CPU window: the fill's figures above say nothing of what a
+	// receive and its acks cost each side.
+	dw := r.openWindow(ctx, sys)
+	defer dw.end(ctx, r) // on the early returns; the drain's close below ends it first
 	start := time.Now()
 	var acked atomic.Int64
 	acked.Add(drained)
@@ -722,6 +725,13 @@ loop:
 		}
 	}
 	del := time.Since(start)
+	var dres Result
+	dw.close(ctx, r, &dres, acked.Load()-drained)
+	res.Extra["drain_broker_cpu_us_per_msg"] = dres.BrokerCPUPerMsg
+	res.Extra["drain_client_cpu_us_per_msg"] = dres.ClientCPUPerMsg
+	if dres.FsyncsPerSec != nil {
+		res.Extra["drain_fsyncs_per_s"] = *dres.FsyncsPerSec
+	}
 	res.Series = append(res.Series, curvePoint(sys, dirs, del, acked.Load(), "drain"))
 	res.ConsumeRate = float64(acked.Load()-drained) / del.Seconds()
 	res.Extra["drained"] = float64(acked.Load())
