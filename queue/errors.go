@@ -23,6 +23,9 @@ var (
 	// ErrMessageCorrupt: a redrive named dead letters of reason corrupt, whose bodies
 	// this node cannot read (ReasonCorrupt): moving them would deliver nothing.
 	ErrMessageCorrupt = errors.New("message is corrupt: its body failed its checksum on this node")
+	// ErrNotDeferred: a fetch by id named a message that is not deferred in the queue
+	// (never deferred, fetched already and leased, settled, or gone).
+	ErrNotDeferred = errors.New("message is not deferred in this queue")
 )
 
 // NameError reports a queue or topic name outside a naming rule: the core's, or a

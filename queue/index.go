@@ -26,6 +26,13 @@ type message struct {
 // msgExt holds what only some messages have, to keep the common index entry small.
 type msgExt struct {
 	dead *DeadInfo // set when this message was dead-lettered into this queue
+	// deferred: a consumer deferred the message (Machine.Defer) and it has not left the
+	// queue since: it is in StateDeferred, or leased by a fetch by id (and goes back to
+	// StateDeferred when that lease ends without an ack). A deferred message is out of
+	// its group (it neither holds nor follows it); group keeps the group's key, for
+	// peek and for where it goes as a dead letter.
+	deferred bool
+	group    string
 }
 
 // maxIndexedSize bounds what meta can hold of a size (max_message_size is at most 1 MiB).
@@ -213,7 +220,7 @@ func (a *arena) ext(x *message) *msgExt {
 
 // setExt sets x's extension; nil or an empty one gives its slot back.
 func (a *arena) setExt(x *message, e *msgExt) {
-	if e != nil && e.dead == nil {
+	if e != nil && e.dead == nil && !e.deferred {
 		e = nil
 	}
 	switch {

@@ -132,7 +132,12 @@ type queueState struct {
 	nReady    int64
 	nDelayed  int64
 	nInFlight int64
+	nDeferred int64
 	bytes     int64
+	// deferred finds the messages a consumer deferred by id (StateDeferred, and those a
+	// fetch by id leased): a fetch names them by id, and scanning the index for each
+	// would cost a deep backlog's length.
+	deferred  map[uint64]Ref
 	stats     Counters
 	timer     Ref    // this queue's slot in the machine's event heap
 	retCursor uint64 // seqs at or below are known past retention (only in-flight ones remain)
@@ -270,6 +275,10 @@ func (m *Machine) settle(q *queueState, now int64) {
 				x.setState(statePending)
 				q.pending = append(q.pending, pendingDL{x, reason})
 				m.maybeReadyGroup(q, m.ar.group(x))
+				continue
+			}
+			if m.ar.isDeferred(x) {
+				m.backToDeferred(q, x) // a fetched deferred message's lease ended
 				continue
 			}
 			m.makeReady(q, x)
@@ -579,13 +588,19 @@ func (m *Machine) detach(q *queueState, x *message) {
 				break
 			}
 		}
+	case StateDeferred:
+		q.nDeferred--
+	}
+	if m.ar.isDeferred(x) {
+		delete(q.deferred, x.id)
+		m.ar.setDeferred(x, false, "")
 	}
 	q.msgs.remove(x.seq)
 	q.bytes -= x.size()
 	if g := m.ar.group(x); g != nil {
 		g.remove(x)
 		if len(g.msgs) == 0 {
-			delete(q.groups, g.key)
+			q.dropGroup(g)
 		} else {
 			// The head may have changed, or the last lease of the group may have ended.
 			m.maybeReadyGroup(q, g)
@@ -1029,9 +1044,7 @@ func (m *Machine) delivery(q *queueState, x *message) Delivery {
 		EnqueuedAt:     x.enqueuedAt(),
 		FirstDelivered: x.firstRecv,
 		Dead:           m.ar.dead(x),
-	}
-	if g := m.ar.group(x); g != nil {
-		d.Group = g.key
+		Group:          m.ar.groupKey(x),
 	}
 	return d
 }
@@ -1129,7 +1142,9 @@ func (m *Machine) Nack(now int64, sink Sink, queue string, items []NackInput) ([
 			continue
 		}
 		delay := it.Delay
-		if delay < 0 {
+		if m.ar.isDeferred(x) {
+			delay = 0 // it goes back to deferred, where only a fetch by id takes it
+		} else if delay < 0 {
 			delay = Backoff(&q.cfg, x.deliv, it.Jitter)
 		}
 		nacks = append(nacks, SeqTime{Seq: x.seq, Time: now + delay})

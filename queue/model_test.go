@@ -45,7 +45,13 @@ type mmsg struct {
 	deadReason string
 	deadDeliv  uint32
 	moves      int // dead-letters and redrives: a move restarts the delivery count
+	// deferred: a consumer deferred it and it has not left the queue since (deferred, or
+	// leased by a fetch by id); it is out of its group for ordering and fairness.
+	deferred bool
 }
+
+// grouped says whether x takes part in its group (ordering, fairness).
+func (x *mmsg) grouped() bool { return x.group != "" && !x.deferred }
 
 type mqueue struct {
 	name    string
@@ -94,6 +100,7 @@ func (md *model) deadLetter(x *mmsg, reason string) {
 		return
 	}
 	x.moves++
+	x.deferred = false
 	x.deadReason, x.deadDeliv = reason, x.deliv
 	x.deliv, x.at = 0, 0
 	md.add(md.dlq, x, md.now)
@@ -135,6 +142,8 @@ func (md *model) advance() {
 		if r := md.mustDL(x); r != "" {
 			dls = append(dls, x)
 			reasons[x] = r
+		} else if x.deferred {
+			x.state, x.at = StateDeferred, 0
 		} else {
 			x.state, x.at = StateReady, 0
 		}
@@ -215,7 +224,7 @@ func (md *model) receive(max int, vis int64, ask func(*mmsg) Admission) ([]*mmsg
 	locked := map[string]bool{}
 	head := map[string]*mmsg{}
 	for _, x := range q.msgs {
-		if x.group == "" {
+		if !x.grouped() {
 			continue
 		}
 		if head[x.group] == nil {
@@ -231,7 +240,7 @@ func (md *model) receive(max int, vis int64, ask func(*mmsg) Admission) ([]*mmsg
 		if len(taken)+len(deferred) >= max {
 			break
 		}
-		if x.state != StateReady || (x.group != "" && (locked[x.group] || head[x.group] != x)) {
+		if x.state != StateReady || (x.grouped() && (locked[x.group] || head[x.group] != x)) {
 			continue
 		}
 		if x.group != "" {
@@ -246,7 +255,7 @@ func (md *model) receive(max int, vis int64, ask func(*mmsg) Admission) ([]*mmsg
 			if x.group == "" {
 				break
 			}
-			if y.group != x.group {
+			if y.group != x.group || y.deferred {
 				continue
 			}
 			if len(taken)+len(deferred)+len(run) >= max || y.state != StateReady {
@@ -284,7 +293,7 @@ func (md *model) receiveFair(max int, vis int64, ask func(*mmsg) Admission) ([]*
 	q := md.q
 	load := map[string]int{}
 	for _, x := range q.msgs {
-		if x.group != "" && x.state == StateInFlight {
+		if x.grouped() && x.state == StateInFlight {
 			load[x.group]++
 		}
 	}
@@ -412,6 +421,8 @@ func TestMachineMatchesModel(t *testing.T) {
 			"send":       h.send,
 			"receive":    h.receive,
 			"rdelete":    h.receiveAndDelete,
+			"defer":      h.deferMsgs,
+			"fetch":      h.fetchDeferred,
 			"ack":        h.ack,
 			"nack":       h.nack,
 			"extend":     h.extend,
@@ -555,6 +566,85 @@ func (h *harness) receiveAndDelete(t *rapid.T) {
 	}
 }
 
+// deferMsgs defers leased messages: each valid lease ends, its message is set aside
+// (deferred), out of its group.
+func (h *harness) deferMsgs(t *rapid.T) {
+	ls := h.pickLeases(t)
+	if ls == nil {
+		t.Skip("no leases")
+	}
+	got, err := h.m.Defer(h.md.now, h.sink, "q", ls)
+	if err != nil {
+		t.Fatalf("Defer: %v", err)
+	}
+	h.md.advance()
+	for i, l := range ls {
+		x := h.md.lease(l)
+		var want error
+		if x == nil {
+			want = ErrReceiptStale
+		} else {
+			x.state, x.at, x.deferred = StateDeferred, 0, true
+		}
+		if !sameErr(got[i], want) {
+			t.Fatalf("defer %d %+v: got %v, want %v", i, l, got[i], want)
+		}
+	}
+}
+
+// fetchDeferred fetches messages by id: a deferred one is leased (a delivery), any other
+// id answers ErrNotDeferred, as does an id named twice.
+func (h *harness) fetchDeferred(t *rapid.T) {
+	if len(h.ids) == 0 {
+		t.Skip("no ids")
+	}
+	// Mostly ids of deferred messages (any id would seldom be one), sometimes any.
+	var deferred []uint64
+	for _, x := range h.md.q.msgs {
+		if x.state == StateDeferred {
+			deferred = append(deferred, x.id)
+		}
+	}
+	n := rapid.IntRange(1, 3).Draw(t, "n")
+	ids := make([]uint64, n)
+	for i := range ids {
+		from := h.ids
+		if len(deferred) > 0 && rapid.IntRange(0, 3).Draw(t, "anyID") != 0 {
+			from = deferred
+		}
+		ids[i] = rapid.SampledFrom(from).Draw(t, "id")
+	}
+	vis := rapid.SampledFrom([]int64{-1, 300, 2000}).Draw(t, "vis")
+	got, errs, err := h.m.ReceiveDeferred(h.md.now, h.sink, "q", ids, vis)
+	if err != nil {
+		t.Fatalf("ReceiveDeferred: %v", err)
+	}
+	if vis < 0 {
+		vis = h.md.q.cfg.VisibilityTimeout.Milliseconds()
+	}
+	h.md.advance()
+	taken := map[*mmsg]bool{}
+	for i, id := range ids {
+		q, x := h.md.find(id)
+		if q != h.md.q || x.state != StateDeferred || taken[x] {
+			if !errors.Is(errs[i], ErrNotDeferred) {
+				t.Fatalf("fetch %d of %d (not deferred): got %v", i, id, errs[i])
+			}
+			continue
+		}
+		taken[x] = true
+		x.state, x.at = StateInFlight, h.md.now+vis
+		x.deliv++
+		if errs[i] != nil {
+			t.Fatalf("fetch %d of deferred %d: %v", i, id, errs[i])
+		}
+		if g := got[i]; g.MsgID != x.id || g.Epoch != x.deliv || g.Seq != x.seq || g.Deadline != x.at || g.Group != x.group {
+			t.Fatalf("fetch %d: got %+v group %q, want id %d epoch %d group %q", i, g.Lease, g.Group, x.id, x.deliv, x.group)
+		}
+		h.lease = append(h.lease, got[i].Lease)
+	}
+}
+
 func deliveryIDs(ds []Delivery) []uint64 {
 	var ids []uint64
 	for _, d := range ds {
@@ -644,7 +734,9 @@ func (h *harness) nack(t *rapid.T) {
 				delay = backoffModel(h.md.q.cfg, x.deliv, it.Jitter)
 			}
 			x.state, x.at = StateReady, 0
-			if delay > 0 {
+			if x.deferred {
+				x.state = StateDeferred
+			} else if delay > 0 {
 				x.state, x.at = StateDelayed, h.md.now+delay
 			}
 		}
@@ -941,6 +1033,9 @@ func (h *harness) check(t *rapid.T) {
 			st := x.state
 			if (st == StateDelayed || st == StateInFlight) && x.at <= md.now {
 				st = StateReady
+				if x.deferred {
+					st = StateDeferred
+				}
 			}
 			reason := ""
 			if g.Dead != nil {

@@ -359,7 +359,9 @@ func (r *NackRecord) apply(m *Machine) error {
 			g.leased--
 			q.refair(g)
 		}
-		if it.Time > r.Now {
+		if m.ar.isDeferred(x) {
+			m.backToDeferred(q, x) // a fetched deferred message goes back to deferred
+		} else if it.Time > r.Now {
 			x.setState(StateDelayed)
 			x.at = it.Time
 			q.nDelayed++
@@ -423,10 +425,7 @@ func (r *DeadLetterRecord) apply(m *Machine) error {
 		if err != nil {
 			return fmt.Errorf("dead letter: %w", err)
 		}
-		key := ""
-		if g := m.ar.group(x); g != nil {
-			key = g.key
-		}
+		key := m.ar.groupKey(x)
 		deliv := x.deliv
 		m.detach(q, x)
 		if r.Reason == ReasonExpired {
@@ -533,7 +532,8 @@ func (r *PurgeRecord) apply(m *Machine) error {
 	q.timers = newHeap(&m.ar)
 	q.pending = nil
 	q.groups = nil
-	q.nReady, q.nDelayed, q.nInFlight, q.bytes = 0, 0, 0, 0
+	q.deferred = nil
+	q.nReady, q.nDelayed, q.nInFlight, q.nDeferred, q.bytes = 0, 0, 0, 0, 0
 	q.retCursor = 0
 	m.reschedule(q)
 	return nil

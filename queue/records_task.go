@@ -157,10 +157,7 @@ func (r *TaskMoveRecord) apply(m *Machine) error {
 		if err != nil {
 			return err
 		}
-		key := ""
-		if g := m.ar.group(x); g != nil {
-			key = g.key
-		}
+		key := m.ar.groupKey(x)
 		m.detach(src, x)
 		m.ar.setDead(x, nil)
 		x.deliv = 0

@@ -22,7 +22,9 @@ import (
 // broker's lock is held and lives in memory until it is written (docs/benchmarks.md "The
 // deep backlog").
 //
-// Version 6 (this one) is version 5 with the producers of idempotent sends after the
+// Version 7 (this one) is version 6 with deferred messages (state codes 5 to 7, see
+// snapDeferred) and one more counter per queue, Deferrals, after ReceivedAndDeleted.
+// Version 6 is version 5 with the producers of idempotent sends after the
 // tasks: varint last sweep | uvarint count | (string id | varint last used | uvarint
 // answers | (uvarint seq | uvarint queue id | results)*)* (producers.go).
 // Version 5 is version 4 with one more counter per queue, ReceivedAndDeleted,
@@ -32,7 +34,16 @@ import (
 // function, for the payload store.
 const (
 	snapshotMagic   = "OKQS"
-	snapshotVersion = 6
+	snapshotVersion = 7
+)
+
+// State codes of a message entry (its flag byte's low three bits) beyond the states
+// themselves, from version 7: a message a consumer deferred, by where it is. A deferred
+// message's key (snapKey) is the group it left.
+const (
+	snapDeferred         = 5 // StateDeferred
+	snapDeferredInFlight = 6 // fetched by id and leased
+	snapDeferredPending  = 7 // its fetched lease ended into a dead letter, not yet recorded
 )
 
 // Flag bits of a version-2 message entry; the low three bits hold the state.
@@ -141,7 +152,7 @@ func appendCounters(b []byte, c *Counters) []byte {
 	for _, v := range []uint64{c.Sent, c.Acked, c.Nacked, c.Delivered, c.Redelivered, c.Extended,
 		c.DeadLettered, c.Expired, c.DeadLetteredIn, c.Overflow, c.RedrivenIn, c.RedrivenOut,
 		c.Purged, c.Deleted, c.WaitSum, c.WaitCount, c.SojournSum, c.SojournCount, c.DedupEvictedEarly,
-		c.ReceivedAndDeleted} {
+		c.ReceivedAndDeleted, c.Deferrals} {
 		b = appendUvarint(b, v)
 	}
 	keys := slices.Sorted(func(yield func(string) bool) {
@@ -168,6 +179,9 @@ func (d *decoder) counters(version uint64) Counters {
 		&c.Purged, &c.Deleted, &c.WaitSum, &c.WaitCount, &c.SojournSum, &c.SojournCount, &c.DedupEvictedEarly}
 	if version >= 5 {
 		ps = append(ps, &c.ReceivedAndDeleted)
+	}
+	if version >= 7 {
+		ps = append(ps, &c.Deferrals)
 	}
 	for _, p := range ps {
 		*p = d.uvarint()
@@ -200,11 +214,20 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 	var prev message
 	q.msgs.each(0, func(x *message) bool {
 		flags := byte(x.state()) & snapStateMask
+		if q.msgs.a.isDeferred(x) {
+			switch x.state() {
+			case StateInFlight:
+				flags = snapDeferredInFlight
+			case statePending:
+				flags = snapDeferredPending
+			}
+		}
 		dead := q.msgs.a.dead(x)
 		if dead != nil {
 			flags |= snapDead
 		}
-		if q.msgs.a.group(x) != nil {
+		key := q.msgs.a.groupKey(x)
+		if key != "" {
 			flags |= snapKey
 		}
 		if x.at != 0 {
@@ -234,8 +257,8 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 		if x.state() == statePending {
 			b = appendString(b, pendingReason[x])
 		}
-		if g := q.msgs.a.group(x); g != nil {
-			b = appendString(b, g.key)
+		if key != "" {
+			b = appendString(b, key)
 		}
 		if dead != nil {
 			b = appendUvarint(b, dead.Source)
@@ -419,9 +442,17 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 			break
 		}
 		lastSeq = x.seq
-		m.attachGroup(q, x, key)
 		q.msgs.add(x)
 		q.bytes += x.size()
+		if code := byte(x.state()); code >= snapDeferred && code <= snapDeferredPending {
+			if version < 7 {
+				d.fail(fmt.Errorf("queue %q: message seq %d has unknown state %d", q.name, x.seq, code))
+				break
+			}
+			m.restoreDeferred(q, x, code, key, reason)
+			continue
+		}
+		m.attachGroup(q, x, key)
 		if g := m.ar.group(x); g != nil {
 			g.msgs = append(g.msgs, x)
 		}
@@ -463,6 +494,28 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 		q.dedup.order = append(q.dedup.order, k)
 	}
 	return q
+}
+
+// restoreDeferred places a deferred message of a snapshot (state code code, see
+// snapDeferred): out of any group, with the key of the one it left.
+func (m *Machine) restoreDeferred(q *queueState, x *message, code byte, key, reason string) {
+	m.ar.setDeferred(x, true, key)
+	if q.deferred == nil {
+		q.deferred = make(map[uint64]Ref)
+	}
+	q.deferred[x.id] = x.self
+	switch code {
+	case snapDeferred:
+		x.setState(StateDeferred)
+		q.nDeferred++
+	case snapDeferredInFlight:
+		x.setState(StateInFlight)
+		q.nInFlight++
+		q.timers.push(x)
+	case snapDeferredPending:
+		x.setState(statePending)
+		q.pending = append(q.pending, pendingDL{x, reason})
+	}
 }
 
 // messageV1 decodes a message entry of a version-1 snapshot, and its log position.
@@ -510,7 +563,7 @@ func (d *decoder) messageV2(x, prev *message, version uint64, prevPos *uint64) (
 	if flags&snapDeliv != 0 {
 		x.deliv = uint32(d.uvarint())
 	}
-	if x.state() == statePending {
+	if x.state() == statePending || x.state() == snapDeferredPending {
 		reason = d.string()
 	}
 	if flags&snapKey != 0 {
