@@ -38,6 +38,7 @@ const (
 	CodeNoDeadLetter    = "no_dead_letter_queue" // dead-letter on a queue with dead_letter_queue none
 	CodeTaskFinished    = "task_finished"        // cancel of a finished redrive
 	CodeMessageCorrupt  = "message_corrupt"      // a redrive of dead letters whose body failed its checksum
+	CodeNotDeferred     = "not_deferred"         // a fetch by id of a message that is not deferred
 	CodeQueueFull       = "queue_full"           // backpressure: max_messages/max_bytes
 	CodeTooManyQueues   = "too_many_queues"      // the broker's max_queues is reached
 	CodeTooManyInFlight = "too_many_in_flight"   // the queue's leases are at max_in_flight
@@ -82,7 +83,7 @@ var Status = map[string]int{
 	CodeMessageTooLarge: 413, CodeBatchTooLarge: 400, CodeRequestTooLarge: 413,
 	CodeQueueNotFound: 404, CodeMessageNotFound: 404, CodeTaskNotFound: 404, CodeNotFound: 404,
 	CodeMethod: 405, CodeReceiptStale: 409, CodeQueueInUse: 409, CodeDLQCycle: 409,
-	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeMessageCorrupt: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
+	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeMessageCorrupt: 409, CodeNotDeferred: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
 	CodeTooManyQueues: 409, CodeTooManyInFlight: 429, CodeDiskFull: 507,
 	CodeUnavailable: 503, CodeUnauthorized: 401, CodeForbidden: 403, CodeInternal: 500,
 	CodeTopicNotFound: 404, CodeTopicFull: 429, CodeOffsetOutOfRange: 409,
@@ -187,9 +188,12 @@ type Queue struct {
 
 // Stats are a queue's statistics. Times are in milliseconds.
 type Stats struct {
-	Ready       int64 `json:"ready"`
-	Delayed     int64 `json:"delayed"`
-	InFlight    int64 `json:"in_flight"`
+	Ready    int64 `json:"ready"`
+	Delayed  int64 `json:"delayed"`
+	InFlight int64 `json:"in_flight"`
+	// Deferred counts messages a consumer set aside, fetched only by id (a fetched one
+	// counts in in_flight while it is leased).
+	Deferred    int64 `json:"deferred"`
 	Bytes       int64 `json:"bytes"`
 	DeadLetters int64 `json:"dead_letters"` // messages in this queue's dead-letter queue
 	Groups      int   `json:"groups"`
@@ -222,6 +226,8 @@ type Stats struct {
 	// ReceivedAndDeleted counts messages settled by receive-and-delete receives (they
 	// count in delivered too, never in acked).
 	ReceivedAndDeleted uint64 `json:"received_and_deleted"`
+	// Deferrals counts how often a consumer deferred a message of the queue.
+	Deferrals uint64 `json:"deferrals"`
 	// DedupIDs is how many dedup ids the queue remembers (the server bounds them all
 	// together: limits.max_dedup_ids).
 	DedupIDs int `json:"dedup_ids"`
@@ -360,6 +366,29 @@ type ReceiptsRequest struct {
 	// Reason and Description (deadletter).
 	Reason      string `json:"reason,omitempty"`
 	Description string `json:"description,omitempty"`
+}
+
+// DeferredReceiveRequest is the body of POST /v1/queues/{name}/deferred/receive: the ids
+// of deferred messages to fetch, each leased for Visibility (default the queue's
+// visibility_timeout).
+type DeferredReceiveRequest struct {
+	IDs        []string  `json:"ids"`
+	Visibility *Duration `json:"visibility,omitempty"`
+}
+
+// DeferredResult is the outcome of one id of a fetch of deferred messages: the message,
+// leased, or the error (not_deferred when the id names no deferred message).
+type DeferredResult struct {
+	ID      string   `json:"id"`
+	Message *Message `json:"message,omitempty"`
+	Error   *Error   `json:"error,omitempty"`
+}
+
+// DeferredReceiveResponse answers a fetch of deferred messages, one result per id in
+// request order; Error repeats the common error when every id failed alike.
+type DeferredReceiveResponse struct {
+	Results []DeferredResult `json:"results"`
+	Error   *Error           `json:"error,omitempty"`
 }
 
 // ItemResult is the outcome of one receipt.

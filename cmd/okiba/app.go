@@ -67,6 +67,8 @@ func (a *app) commands() []entry {
 		{"nack", "release received messages for redelivery", newSettle},
 		{"extend", "lengthen the leases of received messages", newSettle},
 		{"deadletter", "move received messages to the dead-letter queue", newSettle},
+		{"defer", "set received messages aside, to fetch them later by id", newSettle},
+		{"fetch", "fetch deferred messages by id, leasing them again", func(a *app, _ string) command { return &fetchCmd{app: a} }},
 		{"dlq", "list dead letters and redrive them", func(a *app, _ string) command { return dlqGroup(a) }},
 		{"stats", "queue statistics, rates and Little's law", func(a *app, _ string) command { return &statsCmd{app: a} }},
 		{"topic", "create and manage topics (partitioned logs), publish and read records", func(a *app, _ string) command { return topicGroup(a) }},

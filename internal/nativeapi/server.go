@@ -198,6 +198,8 @@ func (s *Server) Routes() []Route {
 		{"POST", "/v1/queues/{name}/nack", on(receive, queue, "name"), settle((*service.Service).Nack)},
 		{"POST", "/v1/queues/{name}/extend", on(receive, queue, "name"), settle((*service.Service).Extend)},
 		{"POST", "/v1/queues/{name}/deadletter", on(receive, queue, "name"), settle((*service.Service).DeadLetter)},
+		{"POST", "/v1/queues/{name}/defer", on(receive, queue, "name"), settle((*service.Service).Defer)},
+		{"POST", "/v1/queues/{name}/deferred/receive", on(receive, queue, "name"), s.receiveDeferred},
 		{"POST", "/v1/queues/{name}/purge", on(manage, queue, "name"), s.purge},
 		{"POST", "/v1/queues/{name}/redrive", also(on(manage, queue, "name"), "send on every queue it moves messages into: to, or each queue its dead letters came from"), s.redrive},
 		{"GET", "/v1/redrives", listing(browse, queue), s.listRedrives},

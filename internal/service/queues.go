@@ -181,7 +181,7 @@ func wireQueue(qi broker.QueueInfo) api.Queue {
 		Name: qi.Name, CreatedAt: time.UnixMilli(qi.CreatedAt).UTC(), UpdatedAt: time.UnixMilli(qi.UpdatedAt).UTC(),
 		Config: wireConfig(qi.Config), DeadLetterSources: qi.DeadLetterSources,
 		Stats: api.Stats{
-			Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Bytes: st.Bytes,
+			Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Deferred: st.Deferred, Bytes: st.Bytes,
 			DeadLetters: qi.DeadLetters, Groups: st.Groups,
 			OldestReadyAgeMS: qi.OldestAge.Milliseconds(), OldestReadyAt: oldest,
 			Sent: st.Sent, Acked: st.Acked, Nacked: st.Nacked, Delivered: st.Delivered,
@@ -191,6 +191,7 @@ func wireQueue(qi broker.QueueInfo) api.Queue {
 			Deleted: st.Deleted, Overflow: st.Overflow, DedupHits: qi.Volatile.DedupHits,
 			Refused: qi.Volatile.Refused, DedupEvictedEarly: st.DedupEvictedEarly, DedupIDs: st.DedupIDs,
 			ReceivedAndDeleted: st.ReceivedAndDeleted,
+			Deferrals:          st.Deferrals,
 			Rates: api.Rates{
 				WindowMS: r.Window.Milliseconds(), Sent: r.Sent, Acked: r.Acked, Nacked: r.Nacked,
 				Delivered: r.Delivered, DeadLettered: r.DeadLettered, Expired: r.Expired,
