@@ -148,6 +148,23 @@ async function light() {
   await go.click();
   await page.waitForFunction(() => document.querySelector('#stat-ready .value')?.textContent === '0', null, { timeout: T });
 
+  step('a deferred message: counted on the queue page, listed by the browser as deferred');
+  const post = async (path, body) => {
+    const r = await fetch(base + path, { method: 'POST', headers: { Authorization: 'Bearer ' + token, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    expect(r.ok, `POST ${path}: ${r.status}`);
+    return r.json();
+  };
+  await post('/v1/queues/scratch/messages', { body: 'set aside' });
+  const toDefer = await post('/v1/queues/scratch/receive', { max: 1, wait: '0s' });
+  await post('/v1/queues/scratch/defer', { receipts: [toDefer.messages[0].receipt] });
+  await page.waitForFunction(() => document.querySelector('#stat-deferred .value')?.textContent === '1', null, { timeout: T });
+  await page.locator('#browse-state').selectOption('deferred');
+  await page.locator('#browse-refresh').click();
+  await page.waitForFunction(() => {
+    const rows = document.querySelectorAll('#browse > tbody > tr');
+    return rows.length === 1 && rows[0].querySelector('.badge.info')?.textContent === 'deferred';
+  }, null, { timeout: T });
+
   step('dead letters: browse by reason, redrive by reason, redrive selected');
   await page.goto(base + '/dead-letters?queue=payments-dlq');
   const reasons = page.locator('#reasons tbody tr');

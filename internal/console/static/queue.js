@@ -23,6 +23,7 @@
       card('Ready', num(s.ready), '', 'stat-ready'),
       card('Delayed', num(s.delayed), '', 'stat-delayed'),
       card('In flight', num(s.in_flight), '', 'stat-in-flight'),
+      card('Deferred', num(s.deferred || 0), '', 'stat-deferred'),
       card('Dead letters', dlq && dlq !== 'none' ? el('a', { href: '/dead-letters?queue=' + encodeURIComponent(dlq) }, num(s.dead_letters)) : '–', s.dead_letters ? 'bad' : '', 'stat-dead'),
       card('Oldest ready', s.oldest_ready_age_ms ? dur(s.oldest_ready_age_ms) : '–'),
       card('Sent /s', rate(s.rates.sent)),
@@ -158,7 +159,7 @@
     const r = await api('GET', qpath(name, 'messages') + '?' + qs);
     const trs = r.messages.map((m) => el('tr', { dataset: { message: m.id } },
       el('td', { class: 'mono' }, m.id),
-      el('td', {}, el('span', { class: 'badge' + (m.state === 'in_flight' ? ' warn' : '') }, m.state.replace('_', ' '))),
+      el('td', {}, el('span', { class: 'badge' + (m.state === 'in_flight' ? ' warn' : m.state === 'deferred' ? ' info' : '') }, m.state.replace('_', ' '))),
       el('td', {}, m.group || ''),
       el('td', { class: 'num' }, num(m.deliveries)),
       el('td', { title: m.first_delivered_at ? 'first delivered ' + time(m.first_delivered_at) : 'never delivered' }, time(m.enqueued_at)),
