@@ -106,10 +106,12 @@ storage: $(REPORT)
 ## release build reproduced (built twice, the same bytes); deploy/okiba.service checked
 ## by systemd-analyze; the container image built and run by podman (about 10 s more, hence
 ## 105 s); okiba consume's commands surviving a terminal's Ctrl-C; a cluster of three
-## processes whose leader is killed twice (about 10 s more, hence 120 s).
+## processes whose leader is killed twice (about 10 s more, hence 120 s); a full disk (a
+## 24 MiB tmpfs the test mounts, as root) filled, killed on, restarted and drained (2-5 s
+## more, hence 125 s).
 binary: $(REPORT)
-	@$(call tier,binary,120) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:|failover' -- \
-		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC|TestClusterBinary)$$' ./internal/torture ./cmd/okiba
+	@$(call tier,binary,125) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:|failover' -- \
+		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC|TestClusterBinary|TestServeBinaryFullDisk)$$' ./internal/torture ./cmd/okiba
 torture-short: binary
 
 ## torture-cluster: a cluster of three processes under load through 200 fault cycles

@@ -33,6 +33,7 @@ const (
 	CodeNotFound        = "not_found"            // no such route
 	CodeMethod          = "method_not_allowed"   //
 	CodeReceiptStale    = "receipt_stale"        // the lease ended; nothing changed
+	CodeAlreadySettled  = "already_settled"      // the receipt's message is no longer in the queue (a retried ack succeeded)
 	CodeQueueInUse      = "queue_in_use"         // the queue is another queue's DLQ
 	CodeDLQCycle        = "dlq_cycle"            // dead-letter queues would form a cycle
 	CodeNoDeadLetter    = "no_dead_letter_queue" // dead-letter on a queue with dead_letter_queue none
@@ -82,7 +83,7 @@ var Status = map[string]int{
 	CodeInvalidBody: 400, CodeInvalidDelay: 400, CodeInvalidReceipt: 400, CodeInvalidID: 400,
 	CodeMessageTooLarge: 413, CodeBatchTooLarge: 400, CodeRequestTooLarge: 413,
 	CodeQueueNotFound: 404, CodeMessageNotFound: 404, CodeTaskNotFound: 404, CodeNotFound: 404,
-	CodeMethod: 405, CodeReceiptStale: 409, CodeQueueInUse: 409, CodeDLQCycle: 409,
+	CodeMethod: 405, CodeReceiptStale: 409, CodeAlreadySettled: 409, CodeQueueInUse: 409, CodeDLQCycle: 409,
 	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeMessageCorrupt: 409, CodeNotDeferred: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
 	CodeTooManyQueues: 409, CodeTooManyInFlight: 429, CodeDiskFull: 507,
 	CodeUnavailable: 503, CodeUnauthorized: 401, CodeForbidden: 403, CodeInternal: 500,
@@ -342,6 +343,67 @@ type Message struct {
 	DeadLetter       *DeadLetter       `json:"dead_letter,omitempty"`
 }
 
+// Explanation answers GET /v1/queues/{name}/messages/{id}/explain (and
+// /v1/queues/{name}/explain?dedup_id=…): why a message is or is not being delivered now,
+// in words (Summary) and fields. State is one of ready, delayed, leased,
+// waiting_for_group, dead_lettered, gone, deduplicated, unknown; the fields after it are
+// those of its state.
+type Explanation struct {
+	Queue   string `json:"queue"`
+	ID      string `json:"id,omitempty"`
+	State   string `json:"state"`
+	Summary string `json:"summary"`
+	Seq     uint64 `json:"seq,omitempty"`
+	Group   string `json:"group,omitempty"`
+	// ready: how many others a receive serves first, exact unless AheadExact is false
+	// (more than 10000, or at least Ahead where the count stopped at its bound).
+	Ahead      *int `json:"ahead,omitempty"`
+	AheadExact bool `json:"ahead_exact,omitempty"`
+	// FairGroups: on an unordered queue, the groups with ready messages that fair
+	// delivery serves in turn with this message's.
+	FairGroups int `json:"fair_groups,omitempty"`
+	// delayed, leased: until when; leased: the lease's delivery number, and whether
+	// max_deliveries makes it the last.
+	Until        *time.Time `json:"until,omitempty"`
+	Delivery     uint32     `json:"delivery,omitempty"`
+	LastDelivery bool       `json:"last_delivery,omitempty"`
+	// waiting_for_group: the message of its ordered group it waits for.
+	Blocker *Blocker `json:"blocker,omitempty"`
+	// gone, dead_lettered: when and how it left (acked, received_and_deleted,
+	// dead_lettered, expired, deleted, purged, redriven) and where to.
+	At  *time.Time `json:"at,omitempty"`
+	How string     `json:"how,omitempty"`
+	To  string     `json:"to,omitempty"`
+	// DeadLetter: why it was dead-lettered (a dead letter here, or in To).
+	DeadLetter *DeadLetter `json:"dead_letter,omitempty"`
+	// deduplicated: the dedup id asked about, the message it names and its explanation.
+	DedupID string       `json:"dedup_id,omitempty"`
+	Into    string       `json:"into,omitempty"`
+	Target  *Explanation `json:"target,omitempty"`
+	History *History     `json:"history,omitempty"`
+}
+
+// Blocker is the message of an ordered group another waits for.
+type Blocker struct {
+	ID    string     `json:"id"`
+	State string     `json:"state"` // ready, delayed or leased
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// History is what the broker keeps of a message's past in its queue. Partial: the log's
+// records of the message are not searched, only what the index keeps.
+type History struct {
+	EnqueuedAt       time.Time  `json:"enqueued_at"`
+	EnteredAt        time.Time  `json:"entered_at"`
+	Deliveries       uint32     `json:"deliveries"`
+	FirstDeliveredAt *time.Time `json:"first_delivered_at,omitempty"`
+	LastDeliveredAt  *time.Time `json:"last_delivered_at,omitempty"`
+	Nacks            uint32     `json:"nacks,omitempty"`
+	LastNackDelay    *Duration  `json:"last_nack_delay,omitempty"`
+	LastError        string     `json:"last_error,omitempty"`
+	Partial          bool       `json:"partial"`
+}
+
 // DeadLetter says why and from where a message was dead-lettered.
 type DeadLetter struct {
 	Source      string    `json:"source"`
@@ -366,6 +428,9 @@ type ReceiptsRequest struct {
 	// Reason and Description (deadletter).
 	Reason      string `json:"reason,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Error (nack): the handler's error, at most 1024 bytes, stored with each message
+	// for explain and made the description of its dead letter if max_deliveries ends it.
+	Error string `json:"error,omitempty"`
 }
 
 // DeferredReceiveRequest is the body of POST /v1/queues/{name}/deferred/receive: the ids

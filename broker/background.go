@@ -273,6 +273,7 @@ func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 	}
 	b.mu.Lock()
 	b.ckptPos = pos
+	b.ckptApplied = applied
 	b.ckptSize = int64(size)
 	b.ckptRecs, b.ckptMsgs = recs, msgs
 	b.ckptEmptied = emptied

@@ -26,15 +26,20 @@ import (
 // nothing of where this node keeps its bytes: a restore writes them its own way. The
 // contents of each frame, after the package's framing:
 //
-//	Header:      uvarint contents version (1) | varint now (Unix ms) | uvarint broker
-//	             format | uvarint queues | uvarint messages | uvarint partitions
+//	Header:      uvarint contents version (2) | varint now (Unix ms) | uvarint broker
+//	             format | uvarint queues | uvarint messages | uvarint partitions |
+//	             uvarint applied (from version 2: on a node of a cluster, the index of
+//	             the last committed entry the backup holds; 0 elsewhere)
 //	Secret:      the 32+ bytes of <data>/secret
 //	Queues, Topics, Access: the machines' snapshots, in pieces that concatenate
 //	Bodies:      (uvarint message id | uvarint length | payload)*, canonical order
 //	TopicRecord: uvarint topic id | uvarint partition | (uvarint offset | uvarint
 //	             length | publish record)*, offsets dense and ascending
 //	End:         uvarint messages | uvarint topic records
-const backupContents = 1
+const backupContents = 2
+
+// backupContentsV1 is the first version, without the applied index; still read.
+const backupContentsV1 = 1
 
 // bodiesPerFrame bounds the bytes of bodies one Bodies frame gathers.
 const bodiesPerFrame = 1 << 20
@@ -48,6 +53,9 @@ type BackupInfo struct {
 	Partitions   int
 	TopicRecords int64
 	Bytes        int64 // of the export stream
+	// Applied is, for a backup of a cluster's node, the index of the last committed
+	// entry it holds (a raft snapshot's state, internal/cluster); 0 elsewhere.
+	Applied uint64
 }
 
 // ErrBackupRace: a topic's retention deleted records, or the topic was deleted, while a
@@ -89,14 +97,20 @@ func (b *Broker) Backup(ctx context.Context, w io.Writer) (BackupInfo, error) {
 	}
 	queues := len(b.m.Queues(""))
 	pin := b.store.Pin(refs)
-	t := b.lastTicket
+	t, applied := b.lastTicket, b.applied
 	b.mu.Unlock()
 	defer pin.Release()
 	if err := t.Wait(ctx); err != nil {
 		return BackupInfo{}, err
 	}
+	if t.p != nil {
+		// A leader's machines hold its proposals: the backup is of committed state once
+		// the last of them is, at its index (as a checkpoint).
+		idx, _ := t.p.Wait(ctx)
+		applied = max(applied, idx)
+	}
 
-	info := BackupInfo{At: time.UnixMilli(now), Queues: queues, Messages: int64(len(refs)), Partitions: len(parts)}
+	info := BackupInfo{At: time.UnixMilli(now), Queues: queues, Messages: int64(len(refs)), Partitions: len(parts), Applied: applied}
 	ew := export.NewWriter(w)
 	h := codec.AppendUvarint(nil, backupContents)
 	h = codec.AppendVarint(h, now)
@@ -104,6 +118,7 @@ func (b *Broker) Backup(ctx context.Context, w io.Writer) (BackupInfo, error) {
 	h = codec.AppendUvarint(h, uint64(queues))
 	h = codec.AppendUvarint(h, uint64(len(refs)))
 	h = codec.AppendUvarint(h, uint64(len(parts)))
+	h = codec.AppendUvarint(h, applied)
 	if err := ew.Frame(export.Header, h); err != nil {
 		return info, err
 	}
@@ -240,14 +255,18 @@ func restoreInto(cfg Config, dir string, r io.Reader) (BackupInfo, error) {
 		return info, err
 	}
 	d := &codec.Decoder{B: h}
-	if v := d.Uvarint(); d.Err == nil && v != backupContents {
-		return info, fmt.Errorf("restore: %w: backup contents version %d; this okiba reads %d", export.ErrNewer, v, backupContents)
+	version := d.Uvarint()
+	if d.Err == nil && version != backupContents && version != backupContentsV1 {
+		return info, fmt.Errorf("restore: %w: backup contents version %d; this okiba reads %d and %d", export.ErrNewer, version, backupContentsV1, backupContents)
 	}
 	info.At = time.UnixMilli(d.Varint())
 	if v := d.Uvarint(); d.Err == nil && v > FormatVersion {
 		return info, fmt.Errorf("restore: %w: the backup is of format %d; this okiba reads %d", ErrNewerFormat, v, FormatVersion)
 	}
 	info.Queues, info.Messages, info.Partitions = int(d.Uvarint()), int64(d.Uvarint()), int(d.Uvarint())
+	if version >= 2 {
+		info.Applied = d.Uvarint()
+	}
 	if err := d.Finish(); err != nil {
 		return info, fmt.Errorf("restore: %w: header: %v", export.ErrCorrupt, err)
 	}
@@ -258,7 +277,7 @@ func restoreInto(cfg Config, dir string, r io.Reader) (BackupInfo, error) {
 	if len(secret) < 32 {
 		return info, fmt.Errorf("restore: %w: a secret of %d bytes", export.ErrCorrupt, len(secret))
 	}
-	if err := cfg.FS.MkdirAll(dir, vfs.DirMode); err != nil {
+	if err := cfg.FS.MkdirAll(filepath.Join(dir, "topics"), vfs.DirMode); err != nil {
 		return info, fmt.Errorf("restore: %w", err)
 	}
 	if err := vfs.WriteFile(cfg.FS, filepath.Join(dir, "secret"), vfs.FileMode, secret); err != nil {
@@ -309,6 +328,7 @@ func restoreInto(cfg Config, dir string, r io.Reader) (BackupInfo, error) {
 	}
 	b.mu.Lock()
 	b.m, b.t, b.a = m, t, a
+	b.applied = info.Applied // the checkpoint says which entry the state is of
 	b.m.SetBodies(b.store)
 	b.t.SetBodies(b.store)
 	b.t.SetQueues(b.m)

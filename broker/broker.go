@@ -286,9 +286,12 @@ type Broker struct {
 	fenced     bool
 	limitsTerm uint64
 	ckptPos    wal.Pos
-	ckptSize   int64 // bytes of the last checkpoint
-	ckptRecs   int64 // sink.total when the last checkpoint was taken
-	ckptMsgs   int64 // messages the last checkpoint held
+	// ckptApplied is the applied index of the last durable checkpoint: a cluster's raft
+	// log may drop the entries up to it (CheckpointedApplied).
+	ckptApplied uint64
+	ckptSize    int64 // bytes of the last checkpoint
+	ckptRecs    int64 // sink.total when the last checkpoint was taken
+	ckptMsgs    int64 // messages the last checkpoint held
 	// ckptEmptied is the payload store's Emptied when the last checkpoint was taken.
 	ckptEmptied uint64
 	// ckptWanted: compaction rewrote messages since the last checkpoint, and the next
@@ -457,7 +460,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, fs: fs, dirLock: lock, clock: cfg.Clock, logger: cfg.Logger, repl: cfg.Replication}
 	b.reset()
-	if err := b.open(start); err != nil {
+	if err := b.open(start, false); err != nil {
 		if b.log != nil {
 			b.log.Close()
 		}
@@ -491,6 +494,7 @@ func (b *Broker) reset() {
 	b.m, b.t, b.a, b.log = nil, nil, nil, nil
 	b.lastTicket = ticket{}
 	b.ckptPos, b.ckptSize, b.ckptRecs, b.ckptMsgs, b.ckptWanted, b.ckptEmptied = 0, 0, 0, 0, false, 0
+	b.ckptApplied = 0
 	b.closed = false
 	b.applied, b.term, b.seq, b.proposed, b.limitsTerm = 0, 0, 0, nil, 0
 	b.recovery = Recovery{}
@@ -512,7 +516,12 @@ func seed() uint64 {
 	return v
 }
 
-func (b *Broker) open(start time.Time) error {
+// open fills the broker from its data directory. held says the caller holds b.mu
+// throughout (a reopen: readers wait rather than see machines half replayed).
+func (b *Broker) open(start time.Time, held bool) error {
+	if err := finishInstall(b.fs, b.cfg.Dir); err != nil {
+		return err
+	}
 	if err := b.checkFormat(); err != nil {
 		return err
 	}
@@ -537,6 +546,7 @@ func (b *Broker) open(start time.Time) error {
 			return fmt.Errorf("restore checkpoint at %v: %w", pos, err)
 		}
 		b.ckptPos, b.ckptSize, b.ckptMsgs = pos, int64(len(ckpt)), b.m.MessageCount()
+		b.ckptApplied = b.applied
 		b.recovery.Checkpoint = true
 		// The log may create a segment at Open: only beside room for the next checkpoint.
 		b.space.mu.Lock()
@@ -578,7 +588,9 @@ func (b *Broker) open(start time.Time) error {
 	b.store.FinishReplay()
 	b.store.SetLog(b.log)
 	b.sink.log = b.log
-	b.mu.Lock()
+	if !held {
+		b.mu.Lock()
+	}
 	var lerr error
 	if groups != nil {
 		// A cluster's leader brings time and limits up to date, through the log, once
@@ -596,7 +608,9 @@ func (b *Broker) open(start time.Time) error {
 	infos := b.m.Queues("")
 	deadSeen := make(map[string]autoDead) // dead letters from before this start are not news
 	autoDeadLocked(b.m.AllCounters(), deadSeen)
-	b.mu.Unlock()
+	if !held {
+		b.mu.Unlock()
+	}
 	if lerr != nil {
 		return fmt.Errorf("broker: %w", lerr)
 	}
@@ -625,7 +639,9 @@ func (b *Broker) open(start time.Time) error {
 		b.goBackground(ctx, b.copyLoop)
 	}
 	b.goBackground(ctx, func(ctx context.Context) { b.sampleLoop(ctx, deadSeen) })
-	b.correctSpace()
+	if !held {
+		b.correctSpace()
+	}
 	b.goBackground(ctx, b.diskLoop)
 	b.goBackground(ctx, b.scrubLoop)
 	b.logger.Debug("recovered", "queues", b.recovery.Queues, "messages", b.recovery.Messages,

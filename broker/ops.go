@@ -731,10 +731,19 @@ func (b *Broker) Ack(ctx context.Context, name string, receipts []string) ([]err
 // Nack makes leased messages visible again after delay, or after the queue's backoff if
 // delay is negative.
 func (b *Broker) Nack(ctx context.Context, name string, receipts []string, delay time.Duration) ([]error, error) {
+	return b.NackError(ctx, name, receipts, delay, "")
+}
+
+// NackError is Nack with the handler's error (queue.NackInput.Error), stored with each
+// message: "" for none.
+func (b *Broker) NackError(ctx context.Context, name string, receipts []string, delay time.Duration, handlerErr string) ([]error, error) {
+	if err := queue.CheckHandlerError(handlerErr); err != nil {
+		return nil, err
+	}
 	return b.settle(ctx, name, receipts, func(now int64, ls []queue.Lease, _ []int) ([]error, error) {
 		in := make([]queue.NackInput, len(ls))
 		for i, l := range ls {
-			in[i] = queue.NackInput{Lease: l, Delay: -1, Jitter: b.rng.Uint64()}
+			in[i] = queue.NackInput{Lease: l, Delay: -1, Jitter: b.rng.Uint64(), Error: handlerErr}
 			if delay >= 0 {
 				in[i].Delay = delay.Milliseconds()
 			}
@@ -926,6 +935,26 @@ func (b *Broker) GetMessage(ctx context.Context, name string, id uint64) (Peeked
 		return PeekedMessage{}, err
 	}
 	return out[0], nil
+}
+
+// Explain says why message id of queue name is or is not being delivered now
+// (queue.Machine.Explain); with id 0 and a dedup id, by dedup id (ExplainDedup). It reads
+// like a peek: under the lock, bounded, and also after a storage failure.
+func (b *Broker) Explain(ctx context.Context, name string, id uint64, dedupID, group string) (queue.Explanation, error) {
+	var ex queue.Explanation
+	pin, err := b.readPinned(ctx, func(now int64) ([]queue.Ref, error) {
+		var err error
+		if id == 0 {
+			ex, err = b.m.ExplainDedup(now, name, dedupID, group)
+		} else {
+			ex, err = b.m.Explain(now, name, id)
+		}
+		return nil, err
+	})
+	if pin != nil {
+		pin.Release()
+	}
+	return ex, err
 }
 
 // DeleteMessage removes one message by id, whatever its state.

@@ -159,6 +159,15 @@ func (b *Broker) Applied() uint64 {
 	return b.applied
 }
 
+// CheckpointedApplied is the index of the last committed entry the broker's latest
+// durable checkpoint holds: its own data directory restores everything up to it without
+// the raft log, which may therefore drop those entries (internal/cluster compacts it).
+func (b *Broker) CheckpointedApplied() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ckptApplied
+}
+
 // NoteCommitted tells a leader's broker that its proposals up to the entry at index
 // are committed (their Proposals resolved): the checkpoint may say so, and the topic
 // mover may move their records into partition files.
@@ -319,33 +328,11 @@ func (b *Broker) Rebuild() error {
 	if b.repl == nil {
 		return errors.New("broker: Rebuild is for a node of a cluster")
 	}
-	b.ckptMu.Lock()
-	defer b.ckptMu.Unlock()
-	b.Fence()
-	b.cancel()
-	b.wg.Wait()
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return ErrClosed
-	}
-	log := b.log
-	b.mu.Unlock()
-	if err := log.Close(); err != nil {
-		b.logger.Warn("rebuild: closing the log", "error", err)
-	}
-	b.mu.Lock()
-	b.reset()
-	b.fenced = true
-	b.mu.Unlock()
 	start := time.Now()
-	if err := b.open(start); err != nil {
+	if err := b.reopen(nil); err != nil {
 		return fmt.Errorf("broker: rebuild: %w", err)
 	}
-	b.mu.Lock()
-	b.fenced = false
-	applied := b.applied
-	b.mu.Unlock()
+	applied := b.Applied()
 	b.logger.Info("rebuilt from the committed state", "applied", applied, "duration", time.Since(start))
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,6 +104,11 @@ type Options struct {
 	// milliseconds a receive in flight gets to be answered when Consume stops — since
 	// only real time shows a peer that stopped answering.
 	Clock clock.Clock
+	// Name is how the server lists this client among a queue's consumers (GET
+	// /v1/queues/{name}/consumers, the console's queue page, okiba consumers): sent in
+	// the api.ClientHeader header. Defaults to host/pid, which tells a program's
+	// processes apart; "-" sends none (the server then knows it by principal and address).
+	Name string
 }
 
 // Client talks to one okiba server. It is safe for concurrent use.
@@ -126,6 +132,7 @@ type Client struct {
 	prop        propagation.TextMapPropagator
 	tracer      trace.Tracer
 
+	name     string // api.ClientHeader's value, "" for none
 	clock    clock.Clock
 	noStream bool
 	streams  streamState
@@ -164,6 +171,20 @@ func New(base string, opts Options) (*Client, error) {
 			c.servers = append(c.servers, s)
 		}
 	}
+	c.name = opts.Name
+	switch c.name {
+	case "":
+		c.name = defaultName()
+	case "-":
+		c.name = ""
+	}
+	// A header value holds no control characters.
+	c.name = strings.TrimSpace(strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return -1
+		}
+		return r
+	}, c.name))
 	c.failoverFor = cmp.Or(opts.FailoverTimeout, DefaultFailoverTimeout)
 	c.idempotent = opts.Idempotent || len(c.servers) > 1
 	if c.clock == nil {
@@ -309,6 +330,9 @@ func (c *Client) roundTripOnce(req *http.Request, body []byte) (*http.Response, 
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	if c.name != "" {
+		req.Header.Set(api.ClientHeader, c.name)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, nil, err
@@ -383,6 +407,26 @@ func (c *Client) Queue(ctx context.Context, name string) (*api.Queue, error) {
 		return nil, err
 	}
 	return &q, nil
+}
+
+// Consumers lists the receivers of a queue that the server saw lately: each with its
+// name (Options.Name) or principal and address, its long polls waiting and the leases it
+// holds. It is the memory of the node asked, not replicated.
+func (c *Client) Consumers(ctx context.Context, queue string) (*api.ConsumerList, error) {
+	var l api.ConsumerList
+	if err := c.do(ctx, "GET", qpath(queue, "consumers"), nil, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// defaultName is Options.Name's default: host/pid.
+func defaultName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return host + "/" + strconv.Itoa(os.Getpid())
 }
 
 // Queues lists queues whose name starts with prefix.
@@ -720,6 +764,42 @@ func (c *Client) Nack(ctx context.Context, queue string, delay *time.Duration, r
 		req.Delay = api.Ptr(*delay)
 	}
 	return c.receipts(ctx, queue, "nack", req)
+}
+
+// NackError is Nack with the handler's error (at most 1024 bytes): the server stores it
+// with each message, explain shows it, and it is the description of the dead letter a
+// message becomes when max_deliveries ends it.
+func (c *Client) NackError(ctx context.Context, queue string, delay *time.Duration, handlerErr string, receipts ...string) ([]error, error) {
+	req := api.ReceiptsRequest{Receipts: receipts, Error: handlerErr}
+	if delay != nil {
+		req.Delay = api.Ptr(*delay)
+	}
+	return c.receipts(ctx, queue, "nack", req)
+}
+
+// Explain says why a message is or is not being delivered now, in words (Summary) and
+// fields: ready and its place in line, delayed, leased, waiting for its group,
+// dead-lettered, gone (acked, purged, …) or unknown.
+func (c *Client) Explain(ctx context.Context, queue, id string) (*api.Explanation, error) {
+	var r api.Explanation
+	if err := c.do(ctx, "GET", qpath(queue, "messages", url.PathEscape(id), "explain"), nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ExplainDedup explains by dedup id (group: on a queue whose dedup scope is the group):
+// whether a send with it is deduplicated, into which message, and that message's state.
+func (c *Client) ExplainDedup(ctx context.Context, queue, dedupID, group string) (*api.Explanation, error) {
+	v := url.Values{"dedup_id": {dedupID}}
+	if group != "" {
+		v.Set("group", group)
+	}
+	var r api.Explanation
+	if err := c.do(ctx, "GET", qpath(queue, "explain")+"?"+v.Encode(), nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // Extend sets leases to end visibility from now.

@@ -785,3 +785,36 @@ func TestConsumeSurvivesAnswersItCannotRead(t *testing.T) {
 		t.Fatalf("unreadable answers logged %d times at WARN, want once:\n%s", n, logs.String())
 	}
 }
+
+// Consume nacks with the handler's error: explain shows it, and once max_deliveries ends
+// the message, it is its dead letter's description (it used to be empty).
+func TestConsumeNacksWithTheHandlersError(t *testing.T) {
+	t.Parallel()
+	srv := okibatest.New(t, okibatest.Options{})
+	cfg := noBackoff()
+	two := 2
+	cfg.MaxDeliveries = &two
+	srv.PutQueue(t, "q", cfg)
+	ids := send(t, srv.Client, "q", "", "poison")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := consume(t, ctx, srv.Client, "q", func(ctx context.Context, d *client.Delivery) error {
+		if d.Deliveries >= 2 {
+			cancel()
+		}
+		return fmt.Errorf("charge card: attempt %d: gateway timeout", d.Deliveries)
+	}, client.ConsumeOptions{})
+	if err := testkit.Recv(t, done, 10*time.Second, "Consume to return"); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	var ex *api.Explanation
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		var err error
+		ex, err = srv.Client.Explain(context.Background(), "q", ids[0])
+		return err == nil && ex.State == "dead_lettered"
+	}, "message %s dead-lettered (last: %+v)", ids[0], testkit.Lazy(func() string { return fmt.Sprint(ex) }))
+	if d := ex.DeadLetter; d == nil || d.Reason != "max_deliveries" || d.Description != "charge card: attempt 2: gateway timeout" {
+		t.Fatalf("dead letter %+v, want max_deliveries described by the handler's last error", d)
+	}
+}

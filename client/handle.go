@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"runtime/debug"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // handle runs the handler for one delivery on its own goroutine and books the outcome.
@@ -54,13 +56,31 @@ func judge(err error, stopped bool) verdict {
 	case errors.As(err, &dl):
 		return verdict{kind: settleDeadLetter, reason: dl.Reason, desc: dl.Description}
 	case errors.As(err, &ra):
-		return verdict{kind: settleNack, delay: nackDelay(ra.Delay), failed: true}
+		return verdict{kind: settleNack, delay: nackDelay(ra.Delay), desc: handlerError(err), failed: true}
 	case stopped:
-		// Stopped hard: not the message's fault, so no backoff.
+		// Stopped hard: not the message's fault, so no backoff and no error of its own.
 		return verdict{kind: settleNack, failed: true}
 	default:
-		return verdict{kind: settleNack, delay: -1, failed: true}
+		return verdict{kind: settleNack, delay: -1, desc: handlerError(err), failed: true}
 	}
+}
+
+// maxHandlerError is the most of a handler's error a nack carries (the server's bound).
+const maxHandlerError = 1024
+
+// handlerError is the text a nack carries of a handler's error: the server stores it with
+// the message (okiba explain shows it) and makes it the description of the dead letter
+// if the message runs out of deliveries. Cut at maxHandlerError bytes, on a rune's edge.
+func handlerError(err error) string {
+	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if len(s) <= maxHandlerError {
+		return s
+	}
+	s = s[:maxHandlerError]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // nackDelay turns a requested retry delay into one the server accepts: whole

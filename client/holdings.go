@@ -66,7 +66,7 @@ type settleOp struct {
 	kind      settleKind
 	delay     time.Duration // nack: negative means the queue's backoff
 	reason    string
-	desc      string
+	desc      string // dead-letter: the description; nack: the handler's error
 	tries     int
 	notBefore time.Time
 }
@@ -81,7 +81,7 @@ type verdict struct {
 	kind   settleKind
 	delay  time.Duration // nack: negative means the queue's backoff
 	reason string        // dead-letter
-	desc   string
+	desc   string        // dead-letter: the description; nack: the handler's error
 	failed bool
 }
 

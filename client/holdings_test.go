@@ -118,9 +118,10 @@ func TestHoldingsJudgeEveryOutcome(t *testing.T) {
 		{nil, false, verdict{kind: settleAck}},
 		{nil, true, verdict{kind: settleAck}},
 		{fmt.Errorf("parse: %w", DeadLetter("bad", "no total")), false, verdict{kind: settleDeadLetter, reason: "bad", desc: "no total"}},
-		{fmt.Errorf("busy: %w", RetryAfter(1500*time.Microsecond)), true, verdict{kind: settleNack, delay: 2 * time.Millisecond, failed: true}},
+		{fmt.Errorf("busy: %w", RetryAfter(1500*time.Microsecond)), true, verdict{kind: settleNack, delay: 2 * time.Millisecond, desc: "busy: retry after 1.5ms", failed: true}},
 		{errors.New("context canceled"), true, verdict{kind: settleNack, failed: true}},
-		{errors.New("boom"), false, verdict{kind: settleNack, delay: -1, failed: true}},
+		{errors.New("boom"), false, verdict{kind: settleNack, delay: -1, desc: "boom", failed: true}},
+		{errors.New(strings.Repeat("é", 600)), false, verdict{kind: settleNack, delay: -1, desc: strings.Repeat("é", 512), failed: true}},
 	} {
 		if got := judge(c.err, c.stopped); got != c.want {
 			t.Errorf("judge(%v, stopped %v) = %+v, want %+v", c.err, c.stopped, got, c.want)

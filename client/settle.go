@@ -132,7 +132,7 @@ func (co *consumer) settleBatch(ops []*settleOp) {
 		if op0.delay >= 0 {
 			delay = &op0.delay
 		}
-		errs, err = co.c.Nack(ctx, co.queue, delay, receipts...)
+		errs, err = co.c.NackError(ctx, co.queue, delay, op0.desc, receipts...)
 	case settleDeadLetter:
 		what = "dead-letter"
 		errs, err = co.c.DeadLetter(ctx, co.queue, op0.reason, op0.desc, receipts...)
@@ -180,8 +180,13 @@ func (co *consumer) settleBatch(ops []*settleOp) {
 	}
 	for i, op := range ops {
 		if e := errs[i]; e != nil {
-			if IsCode(e, api.CodeReceiptStale) {
+			if op.kind == settleAck && op.tries > 0 && IsCode(e, api.CodeAlreadySettled) {
+				// A retried ack whose first try took effect (its answer was lost): done.
+				co.log.Debug("okiba: retried ack found its message already settled", "queue", co.queue, "message", op.l.d.ID)
+			} else if IsCode(e, api.CodeReceiptStale) {
 				co.log.Warn("okiba: lease ended before its "+what+"; the message will be delivered again", "queue", co.queue, "message", op.l.d.ID, correlation(&op.l.d))
+			} else if IsCode(e, api.CodeAlreadySettled) {
+				co.log.Warn("okiba: message already settled before its "+what+" (acked, dead-lettered, deleted or purged elsewhere)", "queue", co.queue, "message", op.l.d.ID, correlation(&op.l.d))
 			} else {
 				co.log.Error("okiba: settle failed", "queue", co.queue, "op", what, "message", op.l.d.ID, correlation(&op.l.d), "error", e)
 			}

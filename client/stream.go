@@ -193,6 +193,9 @@ func (c *Client) dialStream(ctx context.Context) (*stream, error) {
 	if c.token != "" {
 		req += "Authorization: Bearer " + c.token + "\r\n"
 	}
+	if c.name != "" {
+		req += api.ClientHeader + ": " + c.name + "\r\n" // the stream's frames go by it
+	}
 	br := bufio.NewReaderSize(conn, 64<<10)
 	resp, err := func() (*http.Response, error) {
 		if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
@@ -303,7 +306,7 @@ func (st *stream) readLoop(br *bufio.Reader) {
 // ctx ends first, it tells the server to cancel the request and returns ctx's error.
 func (st *stream) roundTrip(req *http.Request, body []byte) (*http.Response, []byte, error) {
 	f := api.Frame{Kind: api.FrameRequest, Method: req.Method, Target: req.URL.RequestURI(), Body: body,
-		Header: api.FrameHeader(req.Header, "Authorization")} // the stream was authorized when it opened
+		Header: api.FrameHeader(req.Header, "Authorization", api.ClientHeader)} // the stream was authorized and named when it opened
 	ch := make(chan answer, 1)
 	st.mu.Lock()
 	if st.err != nil {

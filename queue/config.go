@@ -27,9 +27,12 @@ const (
 	MaxDedupIDLen        = 128
 	MaxReasonLen         = 128
 	MaxDescriptionLen    = 1024
-	MaxAttrNameLen       = 256
-	MaxAttrs             = 64
-	MaxTags              = 50
+	// MaxHandlerErrorLen bounds the handler's error a nack carries (NackInput.Error): it
+	// becomes a dead letter's description, so it fits one.
+	MaxHandlerErrorLen = MaxDescriptionLen
+	MaxAttrNameLen     = 256
+	MaxAttrs           = 64
+	MaxTags            = 50
 )
 
 // DedupScope says which messages share a dedup id namespace.

@@ -269,6 +269,7 @@ func (r *ReceiveDeferredRecord) apply(m *Machine) error {
 		q.stats.Delivered++
 		if x.deliv > 1 {
 			q.stats.Redelivered++
+			m.ar.editHist(x).lastRecv = r.Now
 		}
 		if x.firstRecv == 0 {
 			x.firstRecv = r.Now

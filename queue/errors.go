@@ -9,17 +9,22 @@ import (
 // Sentinel errors for the expected outcomes callers branch on. The edge (api package)
 // maps each to a stable code.
 var (
-	ErrQueueNotFound   = errors.New("queue not found")
-	ErrReceiptStale    = errors.New("receipt is stale: the lease it names has ended (expired, settled, redelivered, or the queue was recreated)")
-	ErrQueueFull       = errors.New("queue is full")
-	ErrMessageTooLarge = errors.New("message too large")
-	ErrInvalidDelay    = errors.New("invalid delay")
-	ErrMessageNotFound = errors.New("message not found")
-	ErrTaskNotFound    = errors.New("redrive task not found")
-	ErrTaskFinished    = errors.New("redrive task already finished")
-	ErrNoDeadLetter    = errors.New("queue has no dead-letter queue")
-	ErrQueueInUse      = errors.New("queue is in use")
-	ErrInvalidMessage  = errors.New("invalid message")
+	ErrQueueNotFound = errors.New("queue not found")
+	ErrReceiptStale  = errors.New("receipt is stale: the lease it names has ended (expired, settled, redelivered, or the queue was recreated)")
+	// ErrAlreadySettled: the receipt's message is no longer in its queue at all (acked,
+	// dead-lettered, deleted, purged, expired or redriven away), as opposed to a lease
+	// that ended while the message stays. It is also ErrReceiptStale (errors.Is), so
+	// that a caller who only knows of stale receipts (the SQS front) answers both alike.
+	ErrAlreadySettled  error = settledError{}
+	ErrQueueFull             = errors.New("queue is full")
+	ErrMessageTooLarge       = errors.New("message too large")
+	ErrInvalidDelay          = errors.New("invalid delay")
+	ErrMessageNotFound       = errors.New("message not found")
+	ErrTaskNotFound          = errors.New("redrive task not found")
+	ErrTaskFinished          = errors.New("redrive task already finished")
+	ErrNoDeadLetter          = errors.New("queue has no dead-letter queue")
+	ErrQueueInUse            = errors.New("queue is in use")
+	ErrInvalidMessage        = errors.New("invalid message")
 	// ErrMessageCorrupt: a redrive named dead letters of reason corrupt, whose bodies
 	// this node cannot read (ReasonCorrupt): moving them would deliver nothing.
 	ErrMessageCorrupt = errors.New("message is corrupt: its body failed its checksum on this node")
@@ -155,3 +160,12 @@ type DelayError struct{ Reason string }
 func (e *DelayError) Error() string { return "invalid delay: " + e.Reason }
 
 func (e *DelayError) Unwrap() error { return ErrInvalidDelay }
+
+type settledError struct{}
+
+func (settledError) Error() string {
+	return "already settled: the receipt's message is no longer in the queue (acked, dead-lettered, deleted, purged, expired or redriven away); a retried ack of your own has succeeded"
+}
+
+// Is makes an already-settled receipt a stale one too.
+func (settledError) Is(target error) bool { return target == ErrReceiptStale }

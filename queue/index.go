@@ -33,6 +33,20 @@ type msgExt struct {
 	// peek and for where it goes as a dead letter.
 	deferred bool
 	group    string
+	hist     *msgHist // set once it was delivered again or nacked in this queue (explain.go)
+}
+
+// msgHist is what explain tells of a message's past beyond the index entry's own fields
+// (deliveries, first delivery): only a message delivered more than once or nacked has
+// one, so a deep backlog of messages never delivered pays nothing for it. It is semantic
+// state: records set it (DeliverRecord, NackRecord), snapshots hold it, and it starts
+// afresh when the message moves to another queue (dead letter, redrive), as its delivery
+// count does.
+type msgHist struct {
+	lastRecv  int64  // the latest delivery (when deliveries > 1)
+	nacks     uint32 // nacks in this queue
+	nackDelay int64  // the latest nack's delay, ms
+	lastErr   string // the handler's error the latest nack carried, if any
 }
 
 // maxIndexedSize bounds what meta can hold of a size (max_message_size is at most 1 MiB).
@@ -220,7 +234,7 @@ func (a *arena) ext(x *message) *msgExt {
 
 // setExt sets x's extension; nil or an empty one gives its slot back.
 func (a *arena) setExt(x *message, e *msgExt) {
-	if e != nil && e.dead == nil && !e.deferred {
+	if e != nil && e.dead == nil && !e.deferred && e.hist == nil {
 		e = nil
 	}
 	switch {
@@ -252,6 +266,33 @@ func (a *arena) dead(x *message) *DeadInfo {
 func (a *arena) setDead(x *message, d *DeadInfo) {
 	e := a.extValue(x)
 	e.dead = d
+	a.setExt(x, &e)
+}
+
+func (a *arena) hist(x *message) *msgHist {
+	if e := a.ext(x); e != nil {
+		return e.hist
+	}
+	return nil
+}
+
+// editHist returns x's history, giving it one if it has none.
+func (a *arena) editHist(x *message) *msgHist {
+	if h := a.hist(x); h != nil {
+		return h
+	}
+	e := a.extValue(x)
+	e.hist = &msgHist{}
+	a.setExt(x, &e)
+	return e.hist
+}
+
+func (a *arena) setHist(x *message, h *msgHist) {
+	if a.hist(x) == h {
+		return
+	}
+	e := a.extValue(x)
+	e.hist = h
 	a.setExt(x, &e)
 }
 

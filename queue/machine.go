@@ -139,13 +139,15 @@ type queueState struct {
 	// would cost a deep backlog's length.
 	deferred  map[uint64]Ref
 	stats     Counters
-	timer     Ref    // this queue's slot in the machine's event heap
-	retCursor uint64 // seqs at or below are known past retention (only in-flight ones remain)
+	timer     Ref         // this queue's slot in the machine's event heap
+	retCursor uint64      // seqs at or below are known past retention (only in-flight ones remain)
+	settled   settledRing // the last messages that left, for explain (explain.go)
 }
 
 type pendingDL struct {
 	m      *message
 	reason string
+	desc   string // the dead letter's description ("" for none, see deadLetterAll)
 }
 
 // newQueueState returns an empty queue id whose index lives in m's arena, with its
@@ -242,7 +244,7 @@ func (m *Machine) advance(sink Sink, q *queueState, now int64) {
 	due := m.sweepRetention(q, now)
 	if len(q.pending) > 0 || len(due) > 0 {
 		due = append(due, q.pending...)
-		m.deadLetterAll(sink, q, now, due, "")
+		m.deadLetterAll(sink, q, now, due)
 		if len(q.pending) > 0 {
 			panic("queue: dead-letter records did not clear pending")
 		}
@@ -273,7 +275,7 @@ func (m *Machine) settle(q *queueState, now int64) {
 			}
 			if reason := q.mustDeadLetter(x, now); reason != "" {
 				x.setState(statePending)
-				q.pending = append(q.pending, pendingDL{x, reason})
+				q.pending = append(q.pending, pendingDL{m: x, reason: reason})
 				m.maybeReadyGroup(q, m.ar.group(x))
 				continue
 			}
@@ -300,19 +302,29 @@ func (q *queueState) mustDeadLetter(x *message, now int64) string {
 
 // deadLetterAll dead-letters a set of messages of q in arrival (seq) order — so a group's
 // messages keep their order in the dead-letter queue, and the outcome does not depend on
-// when time was last applied — with one record per run of equal reasons.
-func (m *Machine) deadLetterAll(sink Sink, q *queueState, now int64, dl []pendingDL, desc string) {
+// when time was last applied — with one record per run of equal reasons and
+// descriptions. A message dead-lettered for max_deliveries is described by the handler's
+// last error: the one its final nack carried, else the last one a nack stored with it
+// (docs/semantics.md "The handler's error").
+func (m *Machine) deadLetterAll(sink Sink, q *queueState, now int64, dl []pendingDL) {
 	sort.Slice(dl, func(i, j int) bool { return dl[i].m.seq < dl[j].m.seq })
+	for i := range dl {
+		if p := &dl[i]; p.desc == "" && p.reason == ReasonMaxDeliveries {
+			if h := m.ar.hist(p.m); h != nil {
+				p.desc = h.lastErr
+			}
+		}
+	}
 	for len(dl) > 0 {
 		n := 1
-		for n < len(dl) && dl[n].reason == dl[0].reason {
+		for n < len(dl) && dl[n].reason == dl[0].reason && dl[n].desc == dl[0].desc {
 			n++
 		}
 		seqs := make([]uint64, n)
 		for i := range seqs {
 			seqs[i] = dl[i].m.seq
 		}
-		m.deadLetter(sink, q, now, seqs, dl[0].reason, desc)
+		m.deadLetter(sink, q, now, seqs, dl[0].reason, dl[0].desc)
 		dl = dl[n:]
 	}
 }
@@ -332,7 +344,7 @@ func (m *Machine) sweepRetention(q *queueState, now int64) []pendingDL {
 		}
 		q.retCursor = x.seq
 		if x.state() != StateInFlight && x.state() != statePending {
-			due = append(due, pendingDL{x, ReasonExpired})
+			due = append(due, pendingDL{m: x, reason: ReasonExpired})
 		}
 		return true
 	})
@@ -1049,12 +1061,18 @@ func (m *Machine) delivery(q *queueState, x *message) Delivery {
 	return d
 }
 
-// lease finds the in-flight message a lease names, or reports it stale.
+// lease finds the in-flight message a lease names, or reports it stale, or, when the
+// message is no longer in the queue at all (its sequence was issued and nothing holds it
+// now: acked, dead-lettered, deleted, purged…), already settled — which a client that
+// retries its own ack takes for the success it is.
 func (q *queueState) lease(l Lease, now int64) (*message, error) {
 	if l.QueueID != q.id {
 		return nil, ErrReceiptStale
 	}
 	x := q.msgs.get(l.Seq)
+	if x == nil && l.Seq > 0 && l.Seq <= q.nextSeq {
+		return nil, ErrAlreadySettled
+	}
 	if x == nil || x.id != l.MsgID || x.state() != StateInFlight || x.deliv != l.Epoch || x.at <= now {
 		return nil, ErrReceiptStale
 	}
@@ -1116,9 +1134,16 @@ func (m *Machine) Nack(now int64, sink Sink, queue string, items []NackInput) ([
 	if err != nil {
 		return nil, err
 	}
+	for _, it := range items {
+		if err := CheckHandlerError(it.Error); err != nil {
+			return nil, err
+		}
+	}
 	m.advance(sink, q, now)
 	out := make([]error, len(items))
 	var nacks []SeqTime
+	var errTexts []string
+	withErrors := false
 	var dead []pendingDL
 	seen := make(map[uint64]bool, len(items))
 	for i, it := range items {
@@ -1138,7 +1163,11 @@ func (m *Machine) Nack(now int64, sink Sink, queue string, items []NackInput) ([
 		}
 		seen[x.seq] = true
 		if reason := q.mustDeadLetter(x, now); reason != "" {
-			dead = append(dead, pendingDL{x, reason})
+			desc := ""
+			if reason == ReasonMaxDeliveries {
+				desc = it.Error
+			}
+			dead = append(dead, pendingDL{m: x, reason: reason, desc: desc})
 			continue
 		}
 		delay := it.Delay
@@ -1148,11 +1177,17 @@ func (m *Machine) Nack(now int64, sink Sink, queue string, items []NackInput) ([
 			delay = Backoff(&q.cfg, x.deliv, it.Jitter)
 		}
 		nacks = append(nacks, SeqTime{Seq: x.seq, Time: now + delay})
+		errTexts = append(errTexts, it.Error)
+		withErrors = withErrors || it.Error != ""
 	}
 	if len(nacks) > 0 {
-		m.emit(sink, &NackRecord{Now: now, QueueID: q.id, Items: nacks})
+		r := &NackRecord{Now: now, QueueID: q.id, Items: nacks}
+		if withErrors {
+			r.Errors = errTexts
+		}
+		m.emit(sink, r)
 	}
-	m.deadLetterAll(sink, q, now, dead, "")
+	m.deadLetterAll(sink, q, now, dead)
 	m.reschedule(q)
 	return out, nil
 }

@@ -43,8 +43,10 @@ type mmsg struct {
 	deliv      uint32
 	entered    int64
 	deadReason string
+	deadDesc   string // the dead letter's description: the handler's last error for max_deliveries
 	deadDeliv  uint32
-	moves      int // dead-letters and redrives: a move restarts the delivery count
+	lastErr    string // the handler's error of its latest nack that carried one, in this queue
+	moves      int    // dead-letters and redrives: a move restarts the delivery count
 	// deferred: a consumer deferred it and it has not left the queue since (deferred, or
 	// leased by a fetch by id); it is out of its group for ordering and fairness.
 	deferred bool
@@ -75,6 +77,17 @@ type model struct {
 	acked  map[uint64]bool
 	gone   map[uint64]bool // purged or deleted
 	task   *mtask
+	// settled is what left q, in order (explain's ring keeps the last SettledRingSize).
+	settled []msettled
+}
+
+type msettled struct {
+	id  uint64
+	how GoneHow
+}
+
+func (md *model) settle(x *mmsg, how GoneHow) {
+	md.settled = append(md.settled, msettled{x.id, how})
 }
 
 func (md *model) add(q *mqueue, x *mmsg, visibleAt int64) {
@@ -94,14 +107,25 @@ func (md *model) remove(q *mqueue, x *mmsg) {
 }
 
 func (md *model) deadLetter(x *mmsg, reason string) {
+	md.deadLetterDesc(x, reason, "")
+}
+
+// deadLetterDesc dead-letters x; a dead letter for max_deliveries is described by desc,
+// else by the handler's last error.
+func (md *model) deadLetterDesc(x *mmsg, reason, desc string) {
 	md.remove(md.q, x)
 	if md.dlq.name == "" { // no DLQ: only expiry gets here, and removes with a record
 		md.gone[x.id] = true
+		md.settle(x, GoneExpired)
 		return
+	}
+	md.settle(x, GoneDeadLettered)
+	if reason == ReasonMaxDeliveries && desc == "" {
+		desc = x.lastErr
 	}
 	x.moves++
 	x.deferred = false
-	x.deadReason, x.deadDeliv = reason, x.deliv
+	x.deadReason, x.deadDesc, x.deadDeliv, x.lastErr = reason, desc, x.deliv, ""
 	x.deliv, x.at = 0, 0
 	md.add(md.dlq, x, md.now)
 }
@@ -345,6 +369,30 @@ func (md *model) lease(l Lease) *mmsg {
 	return nil
 }
 
+// leaseErr is why a lease that names no live lease is refused: already settled when its
+// message is no longer in q at all, stale when it is there under another lease.
+func (md *model) leaseErr(l Lease) error {
+	for _, x := range md.q.msgs {
+		if x.seq == l.Seq {
+			return ErrReceiptStale
+		}
+	}
+	if l.Seq <= md.q.nextSeq {
+		return ErrAlreadySettled
+	}
+	return ErrReceiptStale
+}
+
+// leaseMsg is the message of q a lease names by sequence, in whatever state.
+func (md *model) leaseMsg(l Lease) *mmsg {
+	for _, x := range md.q.msgs {
+		if x.seq == l.Seq {
+			return x
+		}
+	}
+	return nil
+}
+
 func backoffModel(cfg Config, deliv uint32, jitter uint64) int64 {
 	ceil := cfg.BackoffBase.Milliseconds()
 	for i := uint32(1); i < deliv; i++ {
@@ -386,6 +434,9 @@ type harness struct {
 func sameErr(got, want error) bool {
 	if want == nil || got == nil {
 		return got == want
+	}
+	if (got == ErrAlreadySettled) != (want == ErrAlreadySettled) {
+		return false
 	}
 	return errors.Is(got, want)
 }
@@ -561,6 +612,7 @@ func (h *harness) receiveAndDelete(t *rapid.T) {
 		if g := got[i]; g.MsgID != w.id || g.Seq != w.seq || g.Epoch != w.deliv || g.Deadline != 0 || g.Group != w.group {
 			t.Fatalf("receive-and-delete %d: got %+v deadline %d, want id %d epoch %d", i, g.Lease, g.Deadline, w.id, w.deliv)
 		}
+		h.md.settle(w, GoneReceivedAndDeleted)
 		h.md.remove(h.md.q, w)
 		h.md.acked[w.id] = true
 	}
@@ -582,7 +634,7 @@ func (h *harness) deferMsgs(t *rapid.T) {
 		x := h.md.lease(l)
 		var want error
 		if x == nil {
-			want = ErrReceiptStale
+			want = h.md.leaseErr(l)
 		} else {
 			x.state, x.at, x.deferred = StateDeferred, 0, true
 		}
@@ -683,12 +735,18 @@ func (h *harness) ack(t *rapid.T) {
 		t.Fatalf("Ack: %v", err)
 	}
 	h.md.advance()
+	acked := map[uint64]bool{}
 	for i, l := range ls {
 		x := h.md.lease(l)
 		var want error
 		if x == nil {
-			want = ErrReceiptStale
+			want = h.md.leaseErr(l)
+			if acked[l.Seq] {
+				want = ErrReceiptStale // the same lease twice in one call
+			}
 		} else {
+			acked[l.Seq] = true
+			h.md.settle(x, GoneAcked)
 			h.md.remove(h.md.q, x)
 			h.md.acked[x.id] = true
 		}
@@ -705,7 +763,8 @@ func (h *harness) nack(t *rapid.T) {
 	}
 	in := make([]NackInput, len(ls))
 	for i, l := range ls {
-		in[i] = NackInput{Lease: l, Delay: rapid.SampledFrom([]int64{-1, 0, 700}).Draw(t, "delay"), Jitter: rapid.Uint64().Draw(t, "jitter")}
+		in[i] = NackInput{Lease: l, Delay: rapid.SampledFrom([]int64{-1, 0, 700}).Draw(t, "delay"), Jitter: rapid.Uint64().Draw(t, "jitter"),
+			Error: rapid.SampledFrom([]string{"", "", "timeout", "parse error: line 3"}).Draw(t, "error")}
 	}
 	got, err := h.m.Nack(h.md.now, h.sink, "q", in)
 	if err != nil {
@@ -714,6 +773,7 @@ func (h *harness) nack(t *rapid.T) {
 	h.md.advance()
 	var dead []*mmsg
 	var reasons []string
+	descs := map[*mmsg]string{}
 	done := map[*mmsg]bool{}
 	for i, it := range in {
 		x := h.md.lease(it.Lease)
@@ -722,13 +782,20 @@ func (h *harness) nack(t *rapid.T) {
 		}
 		var want error
 		if x == nil {
-			want = ErrReceiptStale
+			want = h.md.leaseErr(it.Lease)
+			if done[h.md.leaseMsg(it.Lease)] {
+				want = ErrReceiptStale // the same lease twice in one call
+			}
 		} else if r := h.md.mustDL(x); r != "" {
 			done[x] = true
 			dead = append(dead, x)
 			reasons = append(reasons, r)
+			descs[x] = it.Error
 		} else {
 			done[x] = true
+			if it.Error != "" {
+				x.lastErr = it.Error
+			}
 			delay := it.Delay
 			if delay < 0 {
 				delay = backoffModel(h.md.q.cfg, x.deliv, it.Jitter)
@@ -748,7 +815,10 @@ func (h *harness) nack(t *rapid.T) {
 	for i, x := range dead {
 		rs[x] = reasons[i]
 	}
-	h.md.deadLetterSorted(dead, func(x *mmsg) string { return rs[x] })
+	sort.Slice(dead, func(i, j int) bool { return dead[i].seq < dead[j].seq })
+	for _, x := range dead {
+		h.md.deadLetterDesc(x, rs[x], descs[x])
+	}
 }
 
 func (h *harness) extend(t *rapid.T) {
@@ -773,7 +843,7 @@ func (h *harness) extend(t *rapid.T) {
 		}
 		var want error
 		if x == nil {
-			want = ErrReceiptStale
+			want = h.md.leaseErr(it.Lease)
 		} else {
 			done[x] = true
 			x.at = h.md.now + it.Visibility
@@ -808,7 +878,7 @@ func (h *harness) deadLetter(t *rapid.T, hasDLQ bool) {
 		}
 		var want error
 		if x == nil {
-			want = ErrReceiptStale
+			want = h.md.leaseErr(l)
 		} else {
 			dead = append(dead, x)
 		}
@@ -816,7 +886,10 @@ func (h *harness) deadLetter(t *rapid.T, hasDLQ bool) {
 			t.Fatalf("deadletter %d: got %v, want %v", i, got[i], want)
 		}
 	}
-	h.md.deadLetterSorted(dead, func(*mmsg) string { return "poison" })
+	sort.Slice(dead, func(i, j int) bool { return dead[i].seq < dead[j].seq })
+	for _, x := range dead {
+		h.md.deadLetterDesc(x, "poison", "bad input")
+	}
 }
 
 // quarantine dead-letters a message no consumer holds with reason corrupt, as the broker
@@ -847,7 +920,7 @@ func (h *harness) quarantine(t *rapid.T, hasDLQ bool) {
 		t.Fatalf("Quarantine of %d: got %v, want %v", id, ok, want)
 	}
 	if want {
-		h.md.deadLetter(x, ReasonCorrupt)
+		h.md.deadLetterDesc(x, ReasonCorrupt, "checksum mismatch at 00000001.wal@4096")
 	}
 }
 
@@ -874,6 +947,7 @@ func (h *harness) deleteMsg(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("delete: %v", err)
 	}
+	h.md.settle(x, GoneDeleted)
 	h.md.remove(q, x)
 	h.md.gone[id] = true
 }
@@ -888,6 +962,7 @@ func (h *harness) purge(t *rapid.T) {
 	h.md.advance()
 	for _, x := range h.md.q.msgs {
 		h.md.gone[x.id] = true
+		h.md.settle(x, GonePurged)
 	}
 	h.md.q.msgs = nil
 }
@@ -952,7 +1027,7 @@ func (h *harness) redrive(t *rapid.T) {
 	md.task.cursor = cursor
 	for _, x := range items {
 		md.remove(md.dlq, x)
-		x.deadReason, x.deadDeliv, x.deliv, x.at = "", 0, 0, 0
+		x.deadReason, x.deadDesc, x.deadDeliv, x.deliv, x.at, x.lastErr = "", "", 0, 0, 0, ""
 		x.moves++
 		md.add(md.q, x, md.now)
 	}
@@ -1045,8 +1120,8 @@ func (h *harness) check(t *rapid.T) {
 				t.Fatalf("%s[%d]: got id %d seq %d %s deliv %d group %q reason %q; want id %d seq %d %s deliv %d group %q reason %q",
 					mq.name, i, g.ID, g.Seq, g.State, g.Deliveries, g.Group, reason, x.id, x.seq, st, x.deliv, x.group, x.deadReason)
 			}
-			if g.Dead != nil && g.Dead.Deliveries != x.deadDeliv {
-				t.Fatalf("%s[%d]: dead-letter delivery count %d, want %d", mq.name, i, g.Dead.Deliveries, x.deadDeliv)
+			if g.Dead != nil && (g.Dead.Deliveries != x.deadDeliv || g.Dead.Description != x.deadDesc) {
+				t.Fatalf("%s[%d]: dead-letter delivery count %d description %q, want %d %q", mq.name, i, g.Dead.Deliveries, g.Dead.Description, x.deadDeliv, x.deadDesc)
 			}
 			// Delivery counts only grow while a message stays in a queue.
 			key := seenKey{x.id, x.moves}
@@ -1084,6 +1159,17 @@ func (h *harness) check(t *rapid.T) {
 			t.Fatalf("message %d is in %d places", id, n)
 		}
 	}
+	// Explain says of each message what the model does.
+	for _, id := range h.ids[max(0, len(h.ids)-40):] {
+		ex, err := h.m.Explain(md.now, "q", id)
+		if err != nil {
+			t.Fatalf("explain %d: %v", id, err)
+		}
+		st, ahead, how := md.explain(id)
+		if ex.Status != st || ex.Ahead != ahead || ex.How != how || ex.Summary == "" {
+			t.Fatalf("explain %d: got %s ahead %d how %s (%s); want %s ahead %d how %s", id, ex.Status, ex.Ahead, ex.How, ex.Summary, st, ahead, how)
+		}
+	}
 	// No message has two live leases: at most one in-flight entry per id.
 	infl := map[uint64]int{}
 	got, err := h.m.Peek(md.now, "q", 0, 1<<20, StateInFlight)
@@ -1099,6 +1185,70 @@ func (h *harness) check(t *rapid.T) {
 			t.Fatalf("message %d leased twice", g.ID)
 		}
 	}
+}
+
+// explain is what Explain must say of id in q: its status, how many are ahead of a ready
+// message, and how a gone one left — written from docs/semantics.md "Explain".
+func (md *model) explain(id uint64) (Status, int, GoneHow) {
+	q := md.q
+	eff := func(y *mmsg) State {
+		if y.deferred && y.state == StateInFlight && y.at <= md.now {
+			return StateDeferred // a fetched deferred message whose lease ended
+		}
+		if (y.state == StateDelayed || y.state == StateInFlight) && y.at <= md.now {
+			return StateReady
+		}
+		return y.state
+	}
+	blocked := func(x *mmsg) bool {
+		if !q.cfg.OrderedGroups || !x.grouped() {
+			return false
+		}
+		for _, y := range q.msgs {
+			if y.grouped() && y.group == x.group && (y.seq < x.seq || eff(y) == StateInFlight) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, x := range q.msgs {
+		if x.id != id {
+			continue
+		}
+		switch eff(x) {
+		case StateDelayed:
+			return StatusDelayed, 0, 0
+		case StateInFlight:
+			return StatusLeased, 0, 0
+		}
+		if blocked(x) {
+			return StatusGroupWait, 0, 0
+		}
+		n := 0
+		for _, y := range q.msgs {
+			if y.seq >= x.seq || eff(y) != StateReady {
+				continue
+			}
+			if !q.cfg.OrderedGroups && x.grouped() {
+				if y.grouped() && y.group == x.group {
+					n++
+				}
+			} else if !blocked(y) {
+				n++
+			}
+		}
+		return StatusReady, n, 0
+	}
+	ring := md.settled[max(0, len(md.settled)-SettledRingSize):]
+	for i := len(ring) - 1; i >= 0; i-- {
+		if ring[i].id == id {
+			if ring[i].how == GoneDeadLettered {
+				return StatusDeadLettered, 0, GoneDeadLettered
+			}
+			return StatusGone, 0, ring[i].how
+		}
+	}
+	return StatusUnknown, 0, 0
 }
 
 func infoIDs(xs []MessageInfo) []uint64 {

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -30,8 +31,8 @@ func TestReceiveAndDelete(t *testing.T) {
 	if strings.Join(got, ",") != "g3,x" {
 		t.Fatalf("after receive-and-delete of g1,g2: %v, want g3,x", got)
 	}
-	// Nothing to ack: the messages are gone, receipts or not.
-	if errs, _ := m.Ack(t0+7, s, "q", []Lease{ds[0].Lease}); errs[0] != ErrReceiptStale {
+	// Nothing to ack: the messages are gone (already settled), receipts or not.
+	if errs, _ := m.Ack(t0+7, s, "q", []Lease{ds[0].Lease}); errs[0] != ErrAlreadySettled || !errors.Is(errs[0], ErrReceiptStale) {
 		t.Fatalf("ack of a receive-and-delete's lease: %v", errs[0])
 	}
 	qi, _ := m.Queue("q")

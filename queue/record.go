@@ -44,8 +44,9 @@ const (
 	KindLimits2         Kind = 16
 	KindDeliverDelete   Kind = 17
 	KindProducer        Kind = 18 // a producer's request answered (producers.go)
-	KindDefer           Kind = 19 // leased messages set aside (defer.go)
-	KindReceiveDeferred Kind = 20 // deferred messages fetched by id and leased (defer.go)
+	KindNackError       Kind = 19 // a nack whose items carry the handler's error (NackRecord.Errors)
+	KindDefer           Kind = 20 // leased messages set aside (defer.go)
+	KindReceiveDeferred Kind = 21 // deferred messages fetched by id and leased (defer.go)
 )
 
 // MaxKind is the highest kind this package can ever use.
@@ -76,6 +77,7 @@ var kinds = [...]struct {
 	KindLimits2:         {"limits", func() Record { return new(LimitsRecord) }},
 	KindDeliverDelete:   {"deliver_delete", func() Record { return new(DeliverDeleteRecord) }},
 	KindProducer:        {"producer", func() Record { return new(ProducerRecord) }},
+	KindNackError:       {"nack_error", func() Record { return &NackRecord{Errors: []string{}} }},
 	KindDefer:           {"defer", func() Record { return new(DeferRecord) }},
 	KindReceiveDeferred: {"receive_deferred", func() Record { return new(ReceiveDeferredRecord) }},
 }

@@ -168,6 +168,7 @@ func (r *DeliverRecord) apply(m *Machine) error {
 		q.stats.Delivered++
 		if x.deliv > 1 {
 			q.stats.Redelivered++
+			m.ar.editHist(x).lastRecv = r.Now
 		}
 		if x.firstRecv == 0 {
 			x.firstRecv = r.Now
@@ -223,6 +224,7 @@ func (r *DeliverDeleteRecord) apply(m *Machine) error {
 			q.stats.WaitSum += uint64(max(r.Now-x.entered, 0))
 			q.stats.WaitCount++
 		}
+		q.noteSettled(x.id, r.Now, GoneReceivedAndDeleted, 0)
 		m.detach(q, x)
 		q.stats.ReceivedAndDeleted++
 		q.stats.SojournSum += uint64(max(r.Now-x.entered, 0))
@@ -311,6 +313,7 @@ func (r *AckRecord) apply(m *Machine) error {
 		if err != nil {
 			return fmt.Errorf("ack: %w", err)
 		}
+		q.noteSettled(x.id, r.Now, GoneAcked, 0)
 		m.detach(q, x)
 		q.stats.Acked++
 		q.stats.SojournSum += uint64(max(r.Now-x.entered, 0))
@@ -321,26 +324,48 @@ func (r *AckRecord) apply(m *Machine) error {
 	return nil
 }
 
-// NackRecord ends leases early; each message becomes visible at its time.
+// NackRecord ends leases early; each message becomes visible at its time. Errors, when
+// not nil, holds the handler's error text each nack carried ("" for none), item by item:
+// such a record is written as KindNackError (a nack of an older okiba, or one without
+// errors, is KindNack, which has no such field).
 type NackRecord struct {
 	Now     int64
 	QueueID uint64
 	Items   []SeqTime
+	Errors  []string
 }
 
-func (r *NackRecord) Kind() Kind  { return KindNack }
+func (r *NackRecord) Kind() Kind {
+	if r.Errors != nil {
+		return KindNackError
+	}
+	return KindNack
+}
+
 func (r *NackRecord) Time() int64 { return r.Now }
 
 func (r *NackRecord) AppendTo(b []byte) []byte {
-	b = header(b, KindNack, r.Now)
+	b = header(b, r.Kind(), r.Now)
 	b = appendUvarint(b, r.QueueID)
-	return appendSeqTimes(b, r.Items, r.Now)
+	b = appendSeqTimes(b, r.Items, r.Now)
+	if r.Errors != nil {
+		for i := range r.Items {
+			b = appendString(b, r.Errors[i])
+		}
+	}
+	return b
 }
 
 func (r *NackRecord) decode(d *decoder, now int64) {
 	r.Now = now
 	r.QueueID = d.uvarint()
 	r.Items = d.seqTimes(now)
+	if r.Errors != nil { // made by kinds[KindNackError]
+		r.Errors = make([]string, 0, len(r.Items))
+		for range r.Items {
+			r.Errors = append(r.Errors, d.string())
+		}
+	}
 }
 
 func (r *NackRecord) apply(m *Machine) error {
@@ -348,10 +373,19 @@ func (r *NackRecord) apply(m *Machine) error {
 	if err != nil {
 		return err
 	}
-	for _, it := range r.Items {
+	if r.Errors != nil && len(r.Errors) != len(r.Items) {
+		return fmt.Errorf("nack: %d errors for %d items", len(r.Errors), len(r.Items))
+	}
+	for i, it := range r.Items {
 		x, err := q.msg(it.Seq, StateInFlight)
 		if err != nil {
 			return fmt.Errorf("nack: %w", err)
+		}
+		h := m.ar.editHist(x)
+		h.nacks++
+		h.nackDelay = max(it.Time-r.Now, 0)
+		if r.Errors != nil && r.Errors[i] != "" {
+			h.lastErr = r.Errors[i]
 		}
 		q.timers.remove(x)
 		q.nInFlight--
@@ -427,6 +461,11 @@ func (r *DeadLetterRecord) apply(m *Machine) error {
 		}
 		key := m.ar.groupKey(x)
 		deliv := x.deliv
+		if t == nil {
+			q.noteSettled(x.id, r.Now, GoneExpired, 0)
+		} else {
+			q.noteSettled(x.id, r.Now, GoneDeadLettered, t.id)
+		}
 		m.detach(q, x)
 		if r.Reason == ReasonExpired {
 			q.stats.Expired++
@@ -446,6 +485,7 @@ func (r *DeadLetterRecord) apply(m *Machine) error {
 		m.ar.setDead(x, &DeadInfo{Source: q.id, SourceName: q.name, Reason: r.Reason, Description: r.Description, At: r.Now, Deliveries: deliv})
 		x.deliv = 0
 		x.firstRecv = 0
+		m.ar.setHist(x, nil)
 		m.attachGroup(t, x, key)
 		m.add(t, x, r.Now, r.Now)
 		t.stats.DeadLetteredIn++
@@ -489,6 +529,7 @@ func (r *RemoveRecord) apply(m *Machine) error {
 		if err != nil {
 			return fmt.Errorf("remove: %w", err)
 		}
+		q.noteSettled(x.id, r.Now, GoneDeleted, 0)
 		m.detach(q, x)
 		m.drop(x)
 		q.stats.Deleted++
@@ -522,6 +563,7 @@ func (r *PurgeRecord) apply(m *Machine) error {
 		return err
 	}
 	q.msgs.each(0, func(x *message) bool {
+		q.noteSettled(x.id, r.Now, GonePurged, 0)
 		m.drop(x)
 		return true
 	})

@@ -158,8 +158,10 @@ func (r *TaskMoveRecord) apply(m *Machine) error {
 			return err
 		}
 		key := m.ar.groupKey(x)
+		src.noteSettled(x.id, r.Now, GoneRedriven, dst.id)
 		m.detach(src, x)
 		m.ar.setDead(x, nil)
+		m.ar.setHist(x, nil)
 		x.deliv = 0
 		x.firstRecv = 0
 		m.attachGroup(dst, x, key)

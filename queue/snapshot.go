@@ -22,8 +22,13 @@ import (
 // broker's lock is held and lives in memory until it is written (docs/benchmarks.md "The
 // deep backlog").
 //
-// Version 7 (this one) is version 6 with deferred messages (state codes 5 to 7, see
+// Version 8 (this one) is version 7 with deferred messages (state codes 5 to 7, see
 // snapDeferred) and one more counter per queue, Deferrals, after ReceivedAndDeleted.
+// Version 7 is version 6 with two more lists at the end of each queue, after
+// its dedup entries, for explain (explain.go): the history of the messages that have one
+// (uvarint count | (uvarint seq delta | varint last delivery | uvarint nacks | varint last
+// nack delay | string last error)*, in sequence order), and the ring of the last settled
+// messages (uvarint count | (uvarint id | varint at | uvarint to | u8 how)*, oldest first).
 // Version 6 is version 5 with the producers of idempotent sends after the
 // tasks: varint last sweep | uvarint count | (string id | varint last used | uvarint
 // answers | (uvarint seq | uvarint queue id | results)*)* (producers.go).
@@ -34,11 +39,11 @@ import (
 // function, for the payload store.
 const (
 	snapshotMagic   = "OKQS"
-	snapshotVersion = 7
+	snapshotVersion = 8
 )
 
 // State codes of a message entry (its flag byte's low three bits) beyond the states
-// themselves, from version 7: a message a consumer deferred, by where it is. A deferred
+// themselves, from version 8: a message a consumer deferred, by where it is. A deferred
 // message's key (snapKey) is the group it left.
 const (
 	snapDeferred         = 5 // StateDeferred
@@ -180,7 +185,7 @@ func (d *decoder) counters(version uint64) Counters {
 	if version >= 5 {
 		ps = append(ps, &c.ReceivedAndDeleted)
 	}
-	if version >= 7 {
+	if version >= 8 {
 		ps = append(ps, &c.Deferrals)
 	}
 	for _, p := range ps {
@@ -295,6 +300,37 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 		b = appendUvarint(b, e.seq)
 		b = appendVarint(b, e.expires)
 	}
+
+	// v7: histories, then the settled ring.
+	nh := 0
+	q.msgs.each(0, func(x *message) bool {
+		if q.msgs.a.hist(x) != nil {
+			nh++
+		}
+		return true
+	})
+	b = appendUvarint(b, uint64(nh))
+	prevSeq := uint64(0)
+	q.msgs.each(0, func(x *message) bool {
+		h := q.msgs.a.hist(x)
+		if h == nil {
+			return true
+		}
+		b = appendUvarint(b, x.seq-prevSeq)
+		prevSeq = x.seq
+		b = appendVarint(b, h.lastRecv)
+		b = appendUvarint(b, uint64(h.nacks))
+		b = appendVarint(b, h.nackDelay)
+		b = appendString(b, h.lastErr)
+		return true
+	})
+	b = appendUvarint(b, uint64(len(q.settled.e)))
+	q.settled.each(func(e settledEntry) {
+		b = appendUvarint(b, e.id)
+		b = appendVarint(b, e.at)
+		b = appendUvarint(b, e.to)
+		b = append(b, byte(e.how))
+	})
 	w.b = b
 }
 
@@ -445,7 +481,7 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 		q.msgs.add(x)
 		q.bytes += x.size()
 		if code := byte(x.state()); code >= snapDeferred && code <= snapDeferredPending {
-			if version < 7 {
+			if version < 8 {
 				d.fail(fmt.Errorf("queue %q: message seq %d has unknown state %d", q.name, x.seq, code))
 				break
 			}
@@ -473,7 +509,7 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 				q.refair(g)
 			}
 		case statePending:
-			q.pending = append(q.pending, pendingDL{x, reason})
+			q.pending = append(q.pending, pendingDL{m: x, reason: reason})
 		default:
 			d.fail(fmt.Errorf("queue %q: message seq %d has unknown state %d", q.name, x.seq, x.state()))
 		}
@@ -492,6 +528,9 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 		}
 		q.dedup.m[k] = dedupEntry{id: id, seq: seq, expires: exp}
 		q.dedup.order = append(q.dedup.order, k)
+	}
+	if version >= 7 {
+		d.restoreExplain(q)
 	}
 	return q
 }
@@ -514,7 +553,35 @@ func (m *Machine) restoreDeferred(q *queueState, x *message, code byte, key, rea
 		q.timers.push(x)
 	case snapDeferredPending:
 		x.setState(statePending)
-		q.pending = append(q.pending, pendingDL{x, reason})
+		q.pending = append(q.pending, pendingDL{m: x, reason: reason})
+	}
+}
+
+// restoreExplain reads what a version-7 queue holds for explain: message histories and
+// the ring of settled messages.
+func (d *decoder) restoreExplain(q *queueState) {
+	nh := d.count()
+	seq := uint64(0)
+	for i := 0; i < nh && d.err == nil; i++ {
+		seq += d.uvarint()
+		h := &msgHist{lastRecv: d.varint(), nacks: uint32(d.uvarint()), nackDelay: d.varint(), lastErr: d.string()}
+		x := q.msgs.get(seq)
+		if d.err == nil && x == nil {
+			d.fail(fmt.Errorf("queue %q: history of a message seq %d it does not hold", q.name, seq))
+			return
+		}
+		if d.err == nil {
+			q.msgs.a.setHist(x, h)
+		}
+	}
+	ns := d.count()
+	if ns > SettledRingSize {
+		d.fail(fmt.Errorf("queue %q: %d settled messages, more than %d", q.name, ns, SettledRingSize))
+		return
+	}
+	for i := 0; i < ns && d.err == nil; i++ {
+		e := settledEntry{id: d.uvarint(), at: d.varint(), to: d.uvarint(), how: GoneHow(d.byte())}
+		q.settled.e = append(q.settled.e, e)
 	}
 }
 

@@ -204,6 +204,10 @@ type NackInput struct {
 	// Jitter is a random value chosen by the caller (outside the machine, so that the
 	// machine stays deterministic) that picks the backoff within its range.
 	Jitter uint64
+	// Error is the handler's error, as the consumer reports it (at most MaxHandlerErrorLen
+	// bytes of UTF-8; "" for none): stored with the message for explain, and the dead
+	// letter's description when the message is dead-lettered for max_deliveries.
+	Error string
 }
 
 // ExtendInput changes one lease's deadline to now + Visibility (milliseconds).

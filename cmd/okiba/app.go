@@ -30,6 +30,9 @@ type app struct {
 	// client is the last client a command made, which an error message may ask (the
 	// queues, to suggest the name meant).
 	client *client.Client
+	// collect, when set, is handed each command's flag set in place of parsing it (the
+	// command then returns errHelp): okiba completion reads the commands' flags so.
+	collect func(*flags)
 }
 
 func newOSApp() *app {
@@ -62,6 +65,7 @@ func (a *app) commands() []entry {
 		{"send", "send a message", func(a *app, _ string) command { return &sendCmd{app: a} }},
 		{"recv", "receive (lease) messages", func(a *app, _ string) command { return &recvCmd{app: a} }},
 		{"peek", "list a queue's messages without leasing them", func(a *app, _ string) command { return &peekCmd{app: a} }},
+		{"explain", "say why a message is or is not being delivered now", func(a *app, _ string) command { return &explainCmd{app: a} }},
 		{"consume", "run a command for each message: ack on exit 0, nack otherwise", func(a *app, _ string) command { return &consumeCmd{app: a} }},
 		{"ack", "settle received messages", newSettle},
 		{"nack", "release received messages for redelivery", newSettle},
@@ -71,6 +75,7 @@ func (a *app) commands() []entry {
 		{"fetch", "fetch deferred messages by id, leasing them again", func(a *app, _ string) command { return &fetchCmd{app: a} }},
 		{"dlq", "list dead letters and redrive them", func(a *app, _ string) command { return dlqGroup(a) }},
 		{"stats", "queue statistics, rates and Little's law", func(a *app, _ string) command { return &statsCmd{app: a} }},
+		{"consumers", "a queue's receivers seen lately: long polls waiting, leases held", func(a *app, _ string) command { return &consumersCmd{app: a} }},
 		{"topic", "create and manage topics (partitioned logs), publish and read records", func(a *app, _ string) command { return topicGroup(a) }},
 		{"subscription", "feed a topic's records into a queue, filtered", func(a *app, _ string) command { return subscriptionGroup(a) }},
 		{"group", "create, inspect, list, delete and seek a topic's consumer groups", func(a *app, _ string) command { return consumerGroupCommands(a) }},
@@ -80,6 +85,7 @@ func (a *app) commands() []entry {
 		{"torture", "kill -9 this binary under load and check no acknowledged message is lost", func(a *app, _ string) command { return &tortureCmd{app: a} }},
 		{"cluster", "a replicated cluster's members, leader and progress", func(a *app, _ string) command { return clusterGroup(a) }},
 		{"health", "exit 0 when the server serves (for health checks)", func(a *app, _ string) command { return &healthCmd{app: a} }},
+		{"completion", "print a shell completion script (bash, zsh, fish)", func(a *app, _ string) command { return &completionCmd{app: a} }},
 		{"version", "print the version", func(a *app, _ string) command { return &versionCmd{app: a} }},
 		{"help", "show help for a command", func(a *app, _ string) command { return &helpCmd{app: a} }},
 	}

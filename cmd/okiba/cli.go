@@ -63,6 +63,10 @@ func (a *app) flags(cmd, usage, examples string) *flags {
 // parse parses args and returns the positional arguments. On -h or --help it prints the
 // help to stdout and returns errHelp.
 func (f *flags) parse(args []string) ([]string, error) {
+	if f.app.collect != nil {
+		f.app.collect(f)
+		return nil, errHelp
+	}
 	var pos []string
 	for {
 		err := f.Parse(args)
@@ -146,6 +150,9 @@ func (f *flags) printHelp(w io.Writer) {
 // printFlag writes one flag of the help: its name and argument, then its usage.
 func printFlag(w io.Writer, fl *flag.Flag) {
 	arg, usage := flag.UnquoteUsage(fl)
+	if _, ok := fl.Value.(secondsOrDuration); ok && arg == "value" {
+		arg = "duration"
+	}
 	switch arg {
 	case "duration":
 		arg = "DURATION"
@@ -480,4 +487,44 @@ func printList[T any](a *app, asJSON bool, wire any, items []T, none string, ali
 		fmt.Fprintln(w, row(it))
 	}
 	return w.Flush()
+}
+
+// secondsOrDuration is a duration flag that also takes bare seconds ("30", "1.5"), as the
+// HTTP API's durations do, besides Go's forms ("30s", "1m30s").
+type secondsOrDuration struct{ p *time.Duration }
+
+func (d secondsOrDuration) String() string {
+	if d.p == nil {
+		return "0s"
+	}
+	return d.p.String()
+}
+
+func (d secondsOrDuration) Set(s string) error {
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		if v != v || v > float64(1<<62)/float64(time.Second) || v < -float64(1<<62)/float64(time.Second) {
+			return fmt.Errorf("%q is out of range", s)
+		}
+		*d.p = time.Duration(v * float64(time.Second))
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: give seconds (30) or a duration (30s, 1m30s, 500ms)", s)
+	}
+	*d.p = v
+	return nil
+}
+
+// DurationVar defines a duration flag that accepts bare seconds too (secondsOrDuration).
+func (f *flags) DurationVar(p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	f.Var(secondsOrDuration{p}, name, usage)
+}
+
+// Duration is DurationVar returning the variable.
+func (f *flags) Duration(name string, value time.Duration, usage string) *time.Duration {
+	p := new(time.Duration)
+	f.DurationVar(p, name, value, usage)
+	return p
 }

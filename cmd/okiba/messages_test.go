@@ -116,20 +116,20 @@ func TestSettleCommands(t *testing.T) {
 	r1, r2, r3, r4 := ms[0].Receipt, ms[1].Receipt, ms[2].Receipt, ms[3].Receipt
 
 	contains(t, "ack", h.ok("ack", "q", r1), "acked ")
-	// A stale receipt: non-zero exit, the server's code and message on stderr.
+	// A receipt of a settled message: non-zero exit, the server's code and message on stderr.
 	r := h.fails(1, "ack", "q", r1)
-	contains(t, "stderr", r.err, "okiba ack: ", "receipt_stale: receipt is stale")
+	contains(t, "stderr", r.err, "okiba ack: ", "already_settled: already settled")
 	// Mixed: one result each, exit 1.
 	r = h.fails(1, "ack", "q", r2, r1)
 	contains(t, "stdout", r.out, "acked "+short(r2), "acked 1 of 2")
-	contains(t, "stderr", r.err, short(r1)+": receipt_stale")
+	contains(t, "stderr", r.err, short(r1)+": already_settled")
 	r = h.fails(1, "ack", "q", "not-a-receipt")
 	contains(t, "stderr", r.err, "invalid_receipt")
 
 	// extend keeps the receipt valid; the lease moves.
 	contains(t, "extend", h.ok("extend", "q", r3, "--visibility", "10m"), "extended ")
 	r = h.fails(1, "extend", "q", r1, "--visibility", "1m")
-	contains(t, "stderr", r.err, "receipt_stale")
+	contains(t, "stderr", r.err, "already_settled")
 
 	// nack with a delay of 0: visible again at once, with a second delivery.
 	contains(t, "nack", h.ok("nack", "q", r3, "--delay", "0s"), "nacked ")
@@ -146,7 +146,7 @@ func TestSettleCommands(t *testing.T) {
 	}
 	contains(t, "deadletter", r.out, "dead-lettered 2 of 2")
 	r = h.fails(1, "deadletter", "q", r4, "--reason", "poison")
-	contains(t, "stderr", r.err, "receipt_stale")
+	contains(t, "stderr", r.err, "already_settled")
 	dl := decodeLines[dlqLine](t, h.ok("dlq", "list", "q", "--json"))
 	if len(dl) != 2 || dl[0].DeadLetter.Reason != "poison" || dl[0].DeadLetter.Description != "bad json" || dl[0].DeadLetter.Source != "q" {
 		t.Fatalf("dead letters: %+v", dl)
@@ -159,8 +159,8 @@ func TestSettleCommands(t *testing.T) {
 		OK      bool
 		Error   *struct{ Code string }
 	}](t, out.out)
-	if out.code != 1 || len(items) != 1 || items[0].OK || items[0].Error == nil || items[0].Error.Code != "receipt_stale" {
-		t.Errorf("ack --json of a stale receipt: %+v (%+v)", items, out)
+	if out.code != 1 || len(items) != 1 || items[0].OK || items[0].Error == nil || items[0].Error.Code != "already_settled" {
+		t.Errorf("ack --json of a settled message's receipt: %+v (%+v)", items, out)
 	}
 	r = h.fails(1, "ack", "missing", r1)
 	contains(t, "stderr", r.err, "okiba ack: ")

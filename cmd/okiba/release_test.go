@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"os"
 	"os/exec"
@@ -30,6 +31,10 @@ var release struct {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv("OKIBA_TEST_AS_OKIBA") == "1" {
+		// The test binary as the okiba command, for a shell to run (the completion test).
+		os.Exit(newOSApp().run(context.Background(), os.Args[1:]))
+	}
 	code := m.Run()
 	if release.dir != "" {
 		os.RemoveAll(release.dir)

@@ -35,7 +35,7 @@ OKIBA_TLS_CERT, OKIBA_TLS_KEY, OKIBA_TLS_CLIENT_CA), then flags: a flag wins ove
 environment, and the environment over the file.
 
 Runs a broker on a data directory and serves the native HTTP API on --addr, and on the
-same address the Amazon SQS-compatible API (JSON protocol; docs/sqs.md), unless --sqs=false,
+same address the Amazon SQS-compatible API (JSON and query protocols; docs/sqs.md), unless --sqs=false,
 Prometheus metrics at /metrics, and the web console at / (docs/console.md), unless
 --console=false.
 

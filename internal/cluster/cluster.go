@@ -26,6 +26,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,6 +87,11 @@ type Config struct {
 	Client *http.Client
 	// Logger receives the cluster's events. Defaults to discarding them.
 	Logger *slog.Logger
+	// SnapshotEntries is how many entries the broker's checkpoints must hold beyond the
+	// raft log's snapshot before the log drops them (snapshot.go); CatchUpEntries how
+	// many of them it keeps for followers a little behind. Default
+	// DefaultSnapshotEntries and DefaultCatchUpEntries.
+	SnapshotEntries, CatchUpEntries int
 }
 
 // Errors callers branch on.
@@ -145,8 +151,18 @@ type Raft struct {
 	ticks      int
 	pending    []pending
 	applied    uint64 // the last entry run handed on
-	round      *readRound
-	rounds     uint64
+	// confLog holds the configurations since the raft log's snapshot, snapIndex, with
+	// the entries they start at; founders are the founding voters (snapshot.go).
+	confLog     []confPoint
+	snapIndex   uint64
+	founders    []uint64
+	compactions uint64
+	installs    uint64
+	wantSnap    uint64        // a snapshot at this index at least is wanted (noteAdded)
+	ckptAsked   bool          // a checkpoint for it is under way
+	ckptDone    chan struct{} // it ended
+	round       *readRound
+	rounds      uint64
 
 	statusMu sync.Mutex
 	status   Status
@@ -182,7 +198,13 @@ type Status struct {
 	// (by name); nil elsewhere. Rebuilds counts the broker's rebuilds.
 	Lag      map[string]uint64
 	Rebuilds uint64
-	learners []uint64
+	// Snapshot is the index of the raft log's snapshot (its entries start after it);
+	// Compactions counts the times this node dropped entries, Installs the snapshots
+	// of another node's state it installed (snapshot.go).
+	Snapshot    uint64
+	Compactions uint64
+	Installs    uint64
+	learners    []uint64
 }
 
 // Open opens this node's raft storage, bootstrapping a new cluster of Peers if it is
@@ -204,12 +226,18 @@ func Open(cfg Config) (*Raft, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.SnapshotEntries <= 0 {
+		cfg.SnapshotEntries = DefaultSnapshotEntries
+	}
+	if cfg.CatchUpEntries <= 0 {
+		cfg.CatchUpEntries = DefaultCatchUpEntries
+	}
 	if len(cfg.Secret) < 22 {
 		return nil, errors.New("cluster: the cluster secret must be at least 22 characters (okiba token makes one)")
 	}
 	r := &Raft{cfg: cfg, log: cfg.Logger, peers: map[uint64]Member{},
 		own: map[[2]uint64]uint64{}, wake: make(chan struct{}, 1), handoff: make(chan struct{}, 1), inbox: make(chan []*pb.Message, 256),
-		fails: make(chan uint64, 64), snaps: make(chan snapReport, 16), confs: make(chan confReq, 4), done: make(chan struct{})}
+		fails: make(chan uint64, 64), ckptDone: make(chan struct{}, 1), snaps: make(chan snapReport, 16), confs: make(chan confReq, 4), done: make(chan struct{})}
 	dir := filepath.Join(cfg.Dir, "raft")
 	if err := cfg.FS.MkdirAll(dir, vfs.DirMode); err != nil {
 		return nil, err
@@ -245,7 +273,8 @@ func Open(cfg Config) (*Raft, error) {
 			return nil, err
 		}
 	}
-	if r.storage, err = replica.OpenWAL(replica.WALOptions{FS: cfg.FS, Dir: dir, Logger: cfg.Logger}); err != nil {
+	if r.storage, err = replica.OpenWAL(replica.WALOptions{FS: cfg.FS, Dir: dir, Logger: cfg.Logger,
+		Keep: uint64(cfg.CatchUpEntries)}); err != nil {
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
 	snap, err := r.storage.Snapshot()
@@ -275,7 +304,31 @@ func Open(cfg Config) (*Raft, error) {
 		r.storage.Close()
 		return nil, err
 	}
+	if err := r.loadFounders(); err != nil {
+		r.storage.Close()
+		return nil, err
+	}
 	return r, nil
+}
+
+// loadFounders learns the founders' voters from the raft log's snapshot: the founding
+// one's configuration, or a later one's data.
+func (r *Raft) loadFounders() error {
+	snap, err := r.storage.Snapshot()
+	if err != nil {
+		return err
+	}
+	r.snapIndex = snap.GetMetadata().GetIndex()
+	if r.snapIndex <= 1 {
+		r.founders = snap.GetMetadata().GetConfState().GetVoters()
+		return nil
+	}
+	var sd snapData
+	if err := json.Unmarshal(snap.GetData(), &sd); err != nil {
+		return fmt.Errorf("cluster: the raft log's snapshot at %d: %w", r.snapIndex, err)
+	}
+	r.founders = sd.Founders
+	return nil
 }
 
 // indexOwn learns which of this node's proposals the raft log holds committed, for the
@@ -343,15 +396,21 @@ func (r *Raft) Propose(term, seq uint64, now int64, recs [][]byte) *broker.Propo
 func (r *Raft) Start(b *broker.Broker) error {
 	r.b = b
 	snap, _ := r.storage.Snapshot()
-	applied := max(b.Applied(), snap.GetMetadata().GetIndex())
-	b.NoteCommitted(applied) // the bootstrap snapshot holds nothing to apply
+	snapIndex := snap.GetMetadata().GetIndex()
+	b.NoteCommitted(snapIndex) // the bootstrap snapshot holds nothing to apply
 	hs, _, _ := r.storage.InitialState()
-	if applied > max(hs.GetCommit(), snap.GetMetadata().GetIndex()) {
-		return fmt.Errorf("cluster: the broker holds entry %d, the raft log commits only %d", applied, hs.GetCommit())
+	if b.Applied() < snapIndex {
+		return fmt.Errorf("cluster: the raft log starts after entry %d, the broker holds only up to entry %d: "+
+			"its data directory is not this raft log's", snapIndex, b.Applied())
+	}
+	applied := raftApplied(b.Applied(), hs.GetCommit(), snapIndex)
+	if applied < b.Applied() {
+		// The broker installed a state (snapshot.go) the raft log has yet to receive.
+		r.log.Info("cluster: the broker holds entries the raft log has yet to receive", "broker", b.Applied(), "commit", hs.GetCommit())
 	}
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: r.id, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
-		Storage: r.storage, Applied: applied,
+		Storage: guardedStorage{r.storage, r}, Applied: applied,
 		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 0,
 		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true,
 		Logger: raftLogger{r.log},
@@ -362,6 +421,10 @@ func (r *Raft) Start(b *broker.Broker) error {
 	r.rn, r.applied = rn, applied
 	_, cs, _ := r.storage.InitialState()
 	r.confState = cs
+	r.noteConf(snapIndex, cs)
+	if err := r.replayConf(snapIndex, applied); err != nil {
+		return err
+	}
 	r.net = newTransport(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -471,11 +534,19 @@ func (r *Raft) run(ctx context.Context) {
 			r.rn.Tick()
 			if r.ticks++; r.ticks%10 == 0 {
 				r.promote()
+				if err := r.maybeCompact(); err != nil {
+					r.log.Warn("cluster: compacting the raft log failed", "error", err)
+				}
 			}
 		case q := <-r.confs:
 			r.proposeConf(q)
 		case s := <-r.snaps:
 			r.reportSnap(s.to, s.ok)
+		case <-r.ckptDone:
+			r.ckptAsked = false
+			if err := r.maybeCompact(); err != nil {
+				r.log.Warn("cluster: compacting the raft log failed", "error", err)
+			}
 		case msgs := <-r.inbox:
 			for _, m := range msgs {
 				_ = r.rn.Step(m) // a message from a stale term or an unknown peer: dropped
@@ -501,7 +572,7 @@ func (r *Raft) run(ctx context.Context) {
 				break drain
 			}
 		}
-		if err := r.process(); err != nil {
+		if err := r.process(ctx); err != nil {
 			r.log.Error("cluster: this node stops replicating", "error", err)
 			r.term.Store(0)
 			r.b.Fence()
@@ -514,7 +585,7 @@ func (r *Raft) run(ctx context.Context) {
 }
 
 // process proposes what is queued, then handles everything raft has ready.
-func (r *Raft) process() error {
+func (r *Raft) process(ctx context.Context) error {
 	if void := r.proposeQueued(); void {
 		if err := r.rebuild("raft did not take a command the leader ran"); err != nil {
 			return err
@@ -522,19 +593,27 @@ func (r *Raft) process() error {
 	}
 	for r.rn.HasReady() {
 		rd := r.rn.Ready()
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			// The leader's log no longer reaches this node's: the broker takes the state
+			// before the raft log takes the snapshot, so that a crash in between leaves
+			// the log as it was (and the snapshot sent again).
+			if err := r.installSnapshot(ctx, rd.Snapshot); err != nil {
+				return err
+			}
+		}
 		if err := r.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 			return fmt.Errorf("save the raft log: %w", err)
 		}
 		if !raft.IsEmptySnap(rd.Snapshot) {
-			// A member that joined gets the cluster's first snapshot, the bootstrap's,
-			// which holds nothing; snapshots of a broker's state are not built yet.
 			idx := rd.Snapshot.GetMetadata().GetIndex()
-			if idx > 1 {
-				return fmt.Errorf("a snapshot at %d from the leader: this okiba cannot install snapshots of state yet", idx)
-			}
 			r.applied = max(r.applied, idx)
 			r.b.NoteCommitted(idx)
 			r.confState = rd.Snapshot.GetMetadata().GetConfState()
+			r.confLog = nil
+			r.noteConf(idx, r.confState)
+			r.snapIndex = idx
+			first, _ := r.storage.FirstIndex()
+			r.forgetBefore(first)
 		}
 		r.net.send(rd.Messages)
 		if err := r.noteLeadership(); err != nil {
@@ -616,13 +695,14 @@ func (r *Raft) apply(e *pb.Entry) error {
 		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
 			return fmt.Errorf("entry %d: %w", idx, err)
 		}
-		r.rn.ApplyConfChange(&cc)
+		r.confState = r.rn.ApplyConfChange(&cc)
+		r.noteConf(idx, r.confState)
 	case pb.EntryConfChangeV2:
 		var cc pb.ConfChangeV2
 		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
 			return fmt.Errorf("entry %d: %w", idx, err)
 		}
-		if err := r.applyConf(&cc); err != nil {
+		if err := r.applyConf(idx, &cc); err != nil {
 			return fmt.Errorf("entry %d: %w", idx, err)
 		}
 	case pb.EntryNormal:
@@ -728,7 +808,8 @@ func (r *Raft) failQueued(err error) {
 func (r *Raft) noteStatus() {
 	st := r.rn.BasicStatus()
 	s := Status{Node: r.cfg.Name, Term: st.GetTerm(), Leader: r.nameOf(st.Lead), Leading: r.term.Load() != 0,
-		Commit: st.GetCommit(), Applied: r.applied, Rebuilds: r.rebuilds}
+		Commit: st.GetCommit(), Applied: r.applied, Rebuilds: r.rebuilds,
+		Snapshot: r.snapIndex, Compactions: r.compactions, Installs: r.installs}
 	s.Members = r.memberNames()
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()

@@ -42,6 +42,8 @@ type testCluster struct {
 	t     testing.TB
 	peers []Peer
 	nodes []*member
+	// snapEntries and catchUp are the nodes' Config.SnapshotEntries and CatchUpEntries.
+	snapEntries, catchUp int
 }
 
 // cutTransport drops requests while its member is cut off, or its target is.
@@ -68,9 +70,11 @@ func (c cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func newCluster(t *testing.T, n int) *testCluster { return newClusterTB(t, n) }
 
-func newClusterTB(t testing.TB, n int) *testCluster {
+func newClusterTB(t testing.TB, n int) *testCluster { return newClusterWith(t, n, 0, 0) }
+
+func newClusterWith(t testing.TB, n, snapEntries, catchUp int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t}
+	c := &testCluster{t: t, snapEntries: snapEntries, catchUp: catchUp}
 	base := t.TempDir()
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -106,6 +110,7 @@ func (c *testCluster) start(m *member) {
 		t.Fatal(err)
 	}
 	r, err := Open(Config{Name: m.name, Peers: c.peers, Join: m.join, Dir: m.dir, Secret: testSecret, Tick: 20 * time.Millisecond, Logger: testLogger(t, m.name),
+		SnapshotEntries: c.snapEntries, CatchUpEntries: c.catchUp,
 		Client: &http.Client{Timeout: 2 * time.Second, Transport: cutTransport{from: m, c: c, rt: http.DefaultTransport}}})
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +124,7 @@ func (c *testCluster) start(m *member) {
 		t.Fatal(err)
 	}
 	m.raft, m.b = r, b
-	h, jh := r.Handler(), r.JoinHandler()
+	h, jh, sh := r.Handler(), r.JoinHandler(), r.SnapshotHandler()
 	m.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if m.cut.Load() {
 			http.Error(w, "cut off", http.StatusServiceUnavailable)
@@ -127,6 +132,10 @@ func (c *testCluster) start(m *member) {
 		}
 		if req.URL.Path == JoinPath {
 			jh.ServeHTTP(w, req)
+			return
+		}
+		if req.URL.Path == SnapshotPath {
+			sh.ServeHTTP(w, req)
 			return
 		}
 		h.ServeHTTP(w, req)

@@ -332,7 +332,7 @@ func (r *Raft) promote() {
 
 // applyConf applies a committed membership change: raft's configuration, and the
 // member it names in this node's members and transport.
-func (r *Raft) applyConf(cc *pb.ConfChangeV2) error {
+func (r *Raft) applyConf(index uint64, cc *pb.ConfChangeV2) error {
 	cs := r.rn.ApplyConfChange(cc)
 	var m Member
 	if len(cc.GetContext()) > 0 {
@@ -343,6 +343,9 @@ func (r *Raft) applyConf(cc *pb.ConfChangeV2) error {
 	for _, ch := range cc.GetChanges() {
 		switch ch.GetType() {
 		case pb.ConfChangeType_ConfChangeAddNode, pb.ConfChangeType_ConfChangeAddLearnerNode:
+			if ch.GetType() == pb.ConfChangeType_ConfChangeAddLearnerNode {
+				r.noteAdded(index) // a new member: every one is a learner first
+			}
 			if m.ID == ch.GetNodeId() && m.Name != "" {
 				r.peersMu.Lock()
 				r.peers[m.ID] = m
@@ -366,6 +369,7 @@ func (r *Raft) applyConf(cc *pb.ConfChangeV2) error {
 		r.maxID = max(r.maxID, ch.GetNodeId())
 	}
 	r.confState = cs
+	r.noteConf(index, cs)
 	if err := r.saveMembers(); err != nil {
 		return err
 	}
@@ -415,13 +419,15 @@ func (r *Raft) JoinHandler() http.Handler {
 		case err != nil:
 			http.Error(w, err.Error(), http.StatusConflict)
 		default:
-			snap, err := r.storage.Snapshot()
-			if err != nil || snap.GetMetadata().GetIndex() != 1 {
-				http.Error(w, "this cluster's log no longer starts at its founding: a node can join only once snapshots are built", http.StatusConflict)
+			// The joining node starts from the founding snapshot; if the log no longer
+			// reaches back to it, raft sends the node a later one (snapshot.go).
+			founders := r.joinFounders()
+			if len(founders) == 0 {
+				http.Error(w, "this node does not know the cluster's founders", http.StatusServiceUnavailable)
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(membersFile{Version: 2, Members: members, Founders: snap.GetMetadata().GetConfState().GetVoters()})
+			json.NewEncoder(w).Encode(membersFile{Version: 2, Members: members, Founders: founders})
 		}
 	})
 }

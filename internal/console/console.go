@@ -274,6 +274,7 @@ func (c *Console) Routes() []Route {
 		{Method: "GET", Pattern: "/ui/static/{file...}", Rule: open, h: hf(func(w http.ResponseWriter, r *http.Request) { c.serveStatic(w, r, r.PathValue("file")) })},
 		{Method: "GET", Pattern: "/ui/api/overview", Rule: listing(queue), h: data(c.overview)},
 		{Method: "GET", Pattern: "/ui/api/queues/{name}/history", Rule: named(browse, queue), h: data(c.queueHistory)},
+		{Method: "GET", Pattern: "/ui/api/dead-letters", Rule: listing(queue), h: data(c.deadOverview)},
 		{Method: "GET", Pattern: "/ui/api/dead-letters/{name}", Rule: named(browse, queue), h: data(c.deadLetters)},
 		{Method: "POST", Pattern: "/ui/api/playground/{lesson}", Rule: play, on: playgroundNames, h: data(c.play.start)},
 		{Method: "GET", Pattern: "/ui/api/playground/runs/{id}", Rule: runs, on: playgroundNames, h: data(c.play.get)},
@@ -361,6 +362,10 @@ type pageData struct {
 	CanSend, CanReceive, CanManage bool
 	// CanPlay: the principal may start playground runs (playgroundNames).
 	CanPlay bool
+	// CanCreate: the overview offers a new queue, the topics page a new topic, to a
+	// principal with manage on every name of the kind (queue:* or topic:*); a narrower
+	// grant creates through the API or the CLI.
+	CanCreate bool
 	// Data is what a page rendered on the server shows (the topic pages).
 	Data any
 }
@@ -399,6 +404,8 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name, title str
 		d.offers(r.Context(), access.QueueNamed(d.Queue))
 	case "playground":
 		d.CanPlay = mayPlay(r.Context())
+	case "overview":
+		d.CanCreate = auth.Allowed(r.Context(), access.Manage, access.QueueNamed("*"))
 	}
 	c.write(w, r, status, name, d)
 }

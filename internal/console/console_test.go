@@ -572,4 +572,28 @@ func TestDeadLetterSummary(t *testing.T) {
 	if r := do(t, "GET", e.url+"/ui/api/dead-letters/nope", nil); r.StatusCode != 404 {
 		t.Fatalf("missing queue: %s", r.Status)
 	}
+	// The overview: every dead-letter queue, the one holding dead letters first, with
+	// its counts by source and reason; the queues' own empty DLQs after it.
+	var all struct{ Queues []deadQueue }
+	r = do(t, "GET", e.url+"/ui/api/dead-letters", nil)
+	if err := json.NewDecoder(r.Body).Decode(&all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Queues) != 1 {
+		t.Fatalf("overview = %+v, want shared-dlq only", all)
+	}
+	d := all.Queues[0]
+	if d.Queue != "shared-dlq" || d.Messages != 6 || fmt.Sprint(d.Reasons) != fmt.Sprint(want) || fmt.Sprint(d.Sources) != "[orders payments]" || !d.Complete {
+		t.Fatalf("overview's shared-dlq = %+v", d)
+	}
+	if _, err := e.api.PutQueue(ctx, "audit", api.QueueConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	r = do(t, "GET", e.url+"/ui/api/dead-letters", nil)
+	if err := json.NewDecoder(r.Body).Decode(&all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Queues) != 2 || all.Queues[0].Queue != "shared-dlq" || all.Queues[1].Queue != "audit-dlq" || all.Queues[1].Messages != 0 {
+		t.Fatalf("overview with an empty DLQ = %+v", all.Queues)
+	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"context"
 	"net/http"
 	"slices"
 	"strconv"
@@ -40,12 +41,21 @@ type deadLetterAnswer struct {
 func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	q := r.URL.Query()
-	reason, source := q.Get("reason"), q.Get("source")
 	limit := 100
 	if v, err := strconv.Atoi(q.Get("limit")); err == nil && v > 0 && v <= api.MaxBatch {
 		limit = v
 	}
-	ctx := r.Context()
+	out, e := c.scanDead(r.Context(), name, deadLetterScan, q.Get("reason"), q.Get("source"), limit)
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, out)
+}
+
+// scanDead reads up to scan messages of dead-letter queue name and counts them by
+// source and reason, keeping up to limit of those matching reason and source.
+func (c *Console) scanDead(ctx context.Context, name string, scan int, reason, source string, limit int) (deadLetterAnswer, *api.Error) {
 	out := deadLetterAnswer{Queue: name, Complete: true, Reasons: []reasonCount{}, Messages: []api.Message{},
 		CanManage: auth.Allowed(ctx, access.Manage, access.QueueNamed(name)), RedriveTo: map[string]bool{}}
 	counts := map[[2]string]int{}
@@ -54,8 +64,7 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 		page, e := c.svc.Peek(ctx, name, after, api.MaxBatch, nil)
 		if e != nil {
 			if out.Scanned == 0 {
-				reply.Error(w, e)
-				return
+				return out, e
 			}
 			break
 		}
@@ -75,7 +84,7 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 		if len(ms) < api.MaxBatch {
 			break
 		}
-		if out.Scanned >= deadLetterScan {
+		if out.Scanned >= scan {
 			out.Complete = false
 			break
 		}
@@ -90,5 +99,45 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 	slices.SortFunc(out.Reasons, func(a, b reasonCount) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Reason, b.Reason))
 	})
+	return out, nil
+}
+
+// overviewScan bounds how many messages the overview reads of each dead-letter queue.
+const overviewScan = 5_000
+
+// deadQueue is one dead-letter queue on the overview.
+type deadQueue struct {
+	Queue    string        `json:"queue"`
+	Sources  []string      `json:"sources"`  // the queues whose dead-letter queue it is
+	Messages int64         `json:"messages"` // ready, delayed and in flight
+	Scanned  int           `json:"scanned"`
+	Complete bool          `json:"complete"` // false: the counts are of the first overviewScan
+	Reasons  []reasonCount `json:"reasons"`
+}
+
+// deadOverview lists every dead-letter queue the principal may browse (a queue that
+// some queue names as its dead-letter queue) with its dead letters counted by source
+// and reason, those holding some first: the page the dead letters open on, so that no
+// dead letter hides in a queue the page did not open.
+func (c *Console) deadOverview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	out := struct {
+		Queues []deadQueue `json:"queues"`
+	}{Queues: []deadQueue{}}
+	for _, q := range browsable(ctx, c.svc.Queues(ctx, "")) {
+		if len(q.DeadLetterSources) == 0 {
+			continue
+		}
+		d := deadQueue{Queue: q.Name, Sources: q.DeadLetterSources, Messages: q.Stats.Ready + q.Stats.Delayed + q.Stats.InFlight,
+			Complete: true, Reasons: []reasonCount{}}
+		if d.Messages > 0 {
+			a, e := c.scanDead(ctx, q.Name, overviewScan, "", "", 0)
+			if e == nil {
+				d.Scanned, d.Complete, d.Reasons = a.Scanned, a.Complete, a.Reasons
+			}
+		}
+		out.Queues = append(out.Queues, d)
+	}
+	slices.SortStableFunc(out.Queues, func(a, b deadQueue) int { return cmp.Compare(b.Messages, a.Messages) })
 	reply.JSON(w, http.StatusOK, out)
 }

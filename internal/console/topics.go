@@ -126,7 +126,8 @@ func (c *Console) topicsList(w http.ResponseWriter, r *http.Request) {
 		}
 		page.Topics = append(page.Topics, c.row(t))
 	}
-	c.write(w, r, http.StatusOK, "topics", pageData{Title: "Topics", Page: "topics", Data: page})
+	c.write(w, r, http.StatusOK, "topics", pageData{Title: "Topics", Page: "topics", Data: page,
+		CanCreate: auth.Allowed(r.Context(), access.Manage, access.TopicNamed("*"))})
 }
 
 // topicPage serves /topics/{name}.

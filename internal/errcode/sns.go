@@ -59,7 +59,7 @@ var snsOfNative = map[string]string{
 	api.CodeMemberUnknown: "InvalidParameter", api.CodeEpochStale: "InvalidParameter",
 	api.CodeOffsetRegressed: "InvalidParameter", api.CodeOffsetOutOfRange: "InvalidParameter",
 	api.CodePartitionOutOfRange: "InvalidParameter", api.CodeMessageCorrupt: "InvalidParameter", api.CodeNotDeferred: "InvalidParameter",
-	api.CodeReceiptStale: "InvalidParameter", api.CodeNoDeadLetter: "InvalidParameter",
+	api.CodeReceiptStale: "InvalidParameter", api.CodeAlreadySettled: "InvalidParameter", api.CodeNoDeadLetter: "InvalidParameter",
 	api.CodePrincipalNotFound: "InvalidParameter", api.CodePrincipalExists: "InvalidParameter",
 	api.CodeQueueNotFound: "NotFound", api.CodeTopicNotFound: "NotFound",
 	api.CodeSubscriptionNotFound: "NotFound", api.CodeGroupNotFound: "NotFound",

@@ -66,6 +66,13 @@ var table = []Row{
 	// parameter (a standard queue's delete succeeds: the SQS front never asks here), and
 	// a visibility change of a message deleted or received again in two other ways (a
 	// lease that merely ran out is changed with no effect: the front answers that itself).
+	// A receipt whose message has left the queue: also stale, so SQS answers it alike.
+	{match: errs(is(queue.ErrAlreadySettled)), Code: api.CodeAlreadySettled, SQS: "InvalidParameterValue",
+		SQSMessage: "Value {receipt} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.",
+		SQSActions: map[string]SQSAnswer{
+			"ChangeMessageVisibility":      {"InvalidParameterValue", "Value {receipt} for parameter ReceiptHandle is invalid. Reason: " + visibilityGone + "."},
+			"ChangeMessageVisibilityBatch": {"ReceiptHandleIsInvalid", visibilityGone},
+		}},
 	{match: errs(is(queue.ErrReceiptStale)), Code: api.CodeReceiptStale, SQS: "InvalidParameterValue",
 		SQSMessage: "Value {receipt} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.",
 		SQSActions: map[string]SQSAnswer{
@@ -101,6 +108,9 @@ var table = []Row{
 	// stay ready, and a retry may find the disk well (or the broker failed for good).
 	{match: errs(is(broker.ErrReadFailed)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
 	{match: errs(is(broker.ErrBackupRace)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
+	// A cluster's node offered a state older than the raft snapshot it installs: fetched
+	// again, from the leader or a node further along.
+	{match: errs(is(broker.ErrInstallBehind)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
 	// A node of a cluster that does not lead, or rebuilds after losing the lead, ran
 	// nothing: the node forwards calls to the leader, and clients retry.
 	{match: errs(is(broker.ErrNotLeader), is(broker.ErrRebuilding)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},

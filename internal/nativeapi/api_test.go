@@ -510,7 +510,9 @@ func TestSettleMixedReceipts(t *testing.T) {
 			}
 		}
 	}
-	const ok, stale, invalid = "ok", api.CodeReceiptStale, api.CodeInvalidReceipt
+	// A receipt whose message was settled by an earlier call is already_settled; the
+	// same receipt twice in one call is stale the second time.
+	const ok, stale, settled, invalid = "ok", api.CodeReceiptStale, api.CodeAlreadySettled, api.CodeInvalidReceipt
 
 	check("ack", []string{r[0], r[0], "garbage", foreign, r[1]}, "", ok, stale, invalid, invalid, ok)
 	if _, out := e.settle("s", "ack", []string{foreign}, ""); !strings.Contains(out.Results[0].Error.Message, `"o"`) {
@@ -518,7 +520,7 @@ func TestSettleMixedReceipts(t *testing.T) {
 	}
 
 	now := clk.Now()
-	check("nack", []string{r[2], r[0], "garbage"}, `,"delay":"10s"`, ok, stale, invalid)
+	check("nack", []string{r[2], r[0], "garbage"}, `,"delay":"10s"`, ok, settled, invalid)
 	var pk api.Message
 	e.call("GET", "/v1/queues/s/messages/"+ms[2].ID, nil, 200, &pk)
 	if pk.State != "delayed" || !pk.VisibleAt.Equal(now.Add(10*time.Second)) || pk.Deliveries != 1 {
@@ -530,12 +532,12 @@ func TestSettleMixedReceipts(t *testing.T) {
 		t.Fatalf("nacked with backoff: %s", js(pk))
 	}
 
-	check("extend", []string{r[3], r[1], "garbage"}, `,"visibility":"2m"`, ok, stale, invalid)
+	check("extend", []string{r[3], r[1], "garbage"}, `,"visibility":"2m"`, ok, settled, invalid)
 	e.call("GET", "/v1/queues/s/messages/"+ms[3].ID, nil, 200, &pk)
 	if !pk.VisibleAt.Equal(now.Add(2 * time.Minute)) {
 		t.Fatalf("extended: %s", js(pk))
 	}
-	check("deadletter", []string{r[4], r[1], "garbage"}, `,"reason":"bad_payload","description":"not JSON"`, ok, stale, invalid)
+	check("deadletter", []string{r[4], r[1], "garbage"}, `,"reason":"bad_payload","description":"not JSON"`, ok, settled, invalid)
 	dl := e.peek("s-dlq", "")
 	if len(dl.Messages) != 1 || dl.Messages[0].ID != ms[4].ID || dl.Messages[0].DeadLetter == nil {
 		t.Fatalf("DLQ: %s", js(dl))
@@ -693,7 +695,7 @@ func TestMessageByID(t *testing.T) {
 	if m.State != "in_flight" || m.Deliveries != 1 || !m.VisibleAt.Equal(*leased[0].VisibleAt) {
 		t.Fatalf("get leased: %s", js(m))
 	}
-	// Deleting removes a message in any state; its receipt goes stale.
+	// Deleting removes a message in any state; its receipt is already settled.
 	r := e.do("DELETE", "/v1/queues/q/messages/"+leased[0].ID, nil)
 	if r.Status != 204 || len(r.Body) != 0 {
 		t.Fatalf("delete: %v", r)
@@ -701,7 +703,7 @@ func TestMessageByID(t *testing.T) {
 	expectError(t, e.do("GET", "/v1/queues/q/messages/"+leased[0].ID, nil), api.CodeMessageNotFound)
 	expectError(t, e.do("DELETE", "/v1/queues/q/messages/"+leased[0].ID, nil), api.CodeMessageNotFound)
 	res, _ := e.settle("q", "ack", receiptsOf(leased), "")
-	expectError(t, res, api.CodeReceiptStale)
+	expectError(t, res, api.CodeAlreadySettled)
 	if st := e.queue("q").Stats; st.Deleted != 1 || st.InFlight != 0 || st.Ready != 1 {
 		t.Fatalf("stats: %s", js(st))
 	}
@@ -726,7 +728,7 @@ func TestPurge(t *testing.T) {
 		t.Fatalf("peek after purge: %s", js(p))
 	}
 	res, _ := e.settle("q", "ack", receiptsOf(leased), "")
-	expectError(t, res, api.CodeReceiptStale)
+	expectError(t, res, api.CodeAlreadySettled)
 	// Dedup entries outlive a purge.
 	var dup api.SendResponse
 	e.call("POST", "/v1/queues/q/messages", `{"body":"again","dedup_id":"k"}`, 200, &dup)

@@ -128,7 +128,16 @@ func TestEveryErrorCode(t *testing.T) {
 			return r
 		}},
 		api.CodeReceiptStale: {[]string{"stale"}, func(t *testing.T) *response {
+			// The message stays, its lease ended (nacked): stale.
 			e.send("q", "stale")
+			ms := e.receive("q", 1, "")
+			if r, _ := e.settle("q", "nack", receiptsOf(ms), `,"delay":"1h"`); r.Status != 200 {
+				t.Fatalf("nack: %v", r)
+			}
+			return e.do("POST", "/v1/queues/q/ack", receiptsBody(receiptsOf(ms), ""))
+		}},
+		api.CodeAlreadySettled: {[]string{"already settled", "no longer in the queue"}, func(t *testing.T) *response {
+			e.send("q", "settled")
 			ms := e.receive("q", 1, "")
 			if r, _ := e.settle("q", "ack", receiptsOf(ms), ""); r.Status != 200 {
 				t.Fatalf("first ack: %v", r)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/internal/buildinfo"
@@ -50,7 +51,14 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
-	del(w, r, true, func(force bool) *api.Error { return s.svc.DeleteQueue(r.Context(), r.PathValue("name"), force) })
+	name := r.PathValue("name")
+	del(w, r, true, func(force bool) *api.Error {
+		e := s.svc.DeleteQueue(r.Context(), name, force)
+		if e == nil {
+			s.table.Forget(name)
+		}
+		return e
+	})
 }
 
 func boolParam(r *http.Request, name string) (bool, *api.Error) {
@@ -140,11 +148,22 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 		reply.Error(w, e)
 		return
 	}
-	got, e := s.svc.Receive(r.Context(), r.PathValue("name"), in)
+	name := r.PathValue("name")
+	// A receive that may wait is a long poll while it waits: the queue's receive_wait
+	// applies when it gives none, so only an explicit 0 is no poll.
+	polling := in.Wait == nil || in.Wait.D() > 0
+	rec := s.table.Receiving(name, who(r), polling, s.now())
+	got, e := s.svc.Receive(r.Context(), name, in)
 	if e != nil {
+		rec.Done(nil, time.Time{}, s.now())
+		if e.Code == api.CodeQueueNotFound {
+			s.table.Forget(name)
+		}
 		reply.Error(w, e)
 		return
 	}
+	receipts, deadline := got.Leases()
+	rec.Done(receipts, deadline, s.now())
 	if wantsBinary(r) {
 		writeBinaryReceive(w, got)
 		return
@@ -175,15 +194,34 @@ func (s *Server) settle(op func(*service.Service, context.Context, string, api.R
 		var in api.ReceiptsRequest
 		e := decode(w, r, &in, false)
 		var out api.ReceiptsResponse
+		name := r.PathValue("name")
 		if e == nil {
-			out, e = op(s.svc, r.Context(), r.PathValue("name"), in)
+			out, e = op(s.svc, r.Context(), name, in)
 		}
 		if e != nil {
 			reply.Error(w, e)
 			return
 		}
+		s.settled(name, in, out)
 		reply.Batch(w, out.Error, out)
 	}
+}
+
+// settled takes what a settle did off the consumers' table: an extend moves its leases'
+// deadlines, the others end them. A receipt that failed (stale, not found) ends its
+// lease too: it is no longer held.
+func (s *Server) settled(name string, in api.ReceiptsRequest, out api.ReceiptsResponse) {
+	if in.Visibility != nil {
+		var ok []string
+		for i, res := range out.Results {
+			if res.Error == nil && i < len(in.Receipts) {
+				ok = append(ok, in.Receipts[i])
+			}
+		}
+		s.table.Extended(name, ok, s.now().Add(in.Visibility.D()))
+		return
+	}
+	s.table.Settled(name, in.Receipts)
 }
 
 func (s *Server) peek(w http.ResponseWriter, r *http.Request) {
@@ -225,6 +263,17 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply.JSON(w, http.StatusOK, m)
+}
+
+// explain answers …/messages/{id}/explain, and …/explain?dedup_id=…[&group=…].
+func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ex, e := s.svc.Explain(r.Context(), r.PathValue("name"), r.PathValue("id"), q.Get("dedup_id"), q.Get("group"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, ex)
 }
 
 func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request) {

@@ -182,9 +182,16 @@ func (f *fixture) probes() map[string]func() probe {
 		"GET /v1/queues/{name}/messages/{id}": func() probe {
 			return probe{method: "GET", path: "/v1/queues/pm-q/messages/" + f.e.send("pm-q", "peeked")[0]}
 		},
+		"GET /v1/queues/{name}/messages/{id}/explain": func() probe {
+			return probe{method: "GET", path: "/v1/queues/pm-q/messages/" + f.e.send("pm-q", "explained")[0] + "/explain"}
+		},
+		"GET /v1/queues/{name}/explain": func() probe {
+			return probe{method: "GET", path: "/v1/queues/pm-q/explain?dedup_id=d1"}
+		},
 		"DELETE /v1/queues/{name}/messages/{id}": func() probe {
 			return probe{method: "DELETE", path: "/v1/queues/pm-q/messages/" + f.e.send("pm-q", "deleted")[0]}
 		},
+		"GET /v1/queues/{name}/consumers": func() probe { return probe{method: "GET", path: "/v1/queues/pm-q/consumers"} },
 		"POST /v1/queues/{name}/receive": func() probe {
 			return probe{method: "POST", path: "/v1/queues/pm-q/receive", body: `{"max":1,"wait":0}`}
 		},

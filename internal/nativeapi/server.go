@@ -25,6 +25,7 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/auth"
+	"github.com/okiba/okiba/internal/consumers"
 	"github.com/okiba/okiba/internal/reply"
 	"github.com/okiba/okiba/internal/service"
 )
@@ -55,6 +56,12 @@ type Options struct {
 	// this long and no request is in flight, as HTTP servers close idle keep-alive
 	// connections. Default 5 minutes; the Go client closes its own idle streams sooner.
 	StreamIdleTimeout time.Duration
+	// Consumers is the node's table of receivers (internal/consumers), which receives
+	// and settles feed and GET /v1/queues/{name}/consumers lists; the node shares it with
+	// its SQS front. Defaults to a table of this server's own.
+	Consumers *consumers.Table
+	// Now tells the time of the consumers' table. Defaults to time.Now.
+	Now func() time.Time
 	// Cluster, on a node of a cluster, says what the node knows of it, for /healthz.
 	Cluster func() *api.ClusterHealth
 	// ReadBarrier, on a node of a cluster, runs before every read (GET) but /healthz,
@@ -68,10 +75,11 @@ type Options struct {
 // It serves the native API only: who may call it is decided before (the node's router
 // authenticates every request and refuses browsers from elsewhere, internal/node).
 type Server struct {
-	svc  *service.Service
-	opts Options
-	log  *slog.Logger
-	mux  *http.ServeMux
+	svc   *service.Service
+	opts  Options
+	table *consumers.Table
+	log   *slog.Logger
+	mux   *http.ServeMux
 
 	streams streams
 	busy    atomic.Int64 // stream requests in flight, all streams
@@ -87,7 +95,10 @@ func New(b *broker.Broker, opts Options) *Server {
 	if opts.ServerStreamBytes <= 0 {
 		opts.ServerStreamBytes = defaultServerStreamBytes
 	}
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, table: opts.Consumers}
+	if s.table == nil {
+		s.table = consumers.New(consumers.Options{})
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -193,6 +204,9 @@ func (s *Server) Routes() []Route {
 		{"GET", "/v1/queues/{name}/messages", on(browse, queue, "name"), s.peek},
 		{"GET", "/v1/queues/{name}/messages/{id}", on(browse, queue, "name"), s.getMessage},
 		{"DELETE", "/v1/queues/{name}/messages/{id}", on(manage, queue, "name"), s.deleteMessage},
+		{"GET", "/v1/queues/{name}/messages/{id}/explain", on(browse, queue, "name"), s.explain},
+		{"GET", "/v1/queues/{name}/explain", on(browse, queue, "name"), s.explain},
+		{"GET", "/v1/queues/{name}/consumers", on(browse, queue, "name"), s.consumers},
 		{"POST", "/v1/queues/{name}/receive", on(receive, queue, "name"), s.receive},
 		{"POST", "/v1/queues/{name}/ack", on(receive, queue, "name"), settle((*service.Service).Ack)},
 		{"POST", "/v1/queues/{name}/nack", on(receive, queue, "name"), settle((*service.Service).Nack)},

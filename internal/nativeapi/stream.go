@@ -140,6 +140,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		remote: r.RemoteAddr,
 	}
 	sc.token, _ = auth.Bearer(r)
+	sc.client = r.Header.Get(api.ClientHeader)
 	// The request's context ends when this handler returns; the stream's lives as long
 	// as the connection, and keeps the values (trace context of the upgrade, say).
 	sc.ctx, sc.cancel = context.WithCancel(context.WithValue(context.WithoutCancel(r.Context()), framedKey{}, true))
@@ -186,6 +187,7 @@ type streamConn struct {
 	wg           sync.WaitGroup
 	done         chan struct{}
 	host, remote string
+	client       string // the upgrade's api.ClientHeader, which its frames inherit
 
 	// token is the bearer token the stream was opened with: each frame runs as the
 	// principal it proves then (current).
@@ -458,6 +460,9 @@ func (sc *streamConn) request(ctx context.Context, f api.Frame) (*http.Request, 
 	r.Host = sc.host
 	r.RemoteAddr = sc.remote
 	r.Header = f.HTTPHeader()
+	if sc.client != "" && r.Header.Get(api.ClientHeader) == "" {
+		r.Header.Set(api.ClientHeader, sc.client) // named once, at the upgrade
+	}
 	return r, nil
 }
 

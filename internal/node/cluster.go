@@ -35,7 +35,7 @@ func (n *Node) openCluster(bcfg *broker.Config) error {
 		return err
 	}
 	r, err := cluster.Open(cluster.Config{Name: c.Cluster.Node, Peers: c.peers, Join: c.Cluster.Join, Dir: c.Data, FS: n.rt.FS,
-		Secret: c.clusterSecret, Logger: n.log})
+		Secret: c.clusterSecret, Logger: n.log, SnapshotEntries: c.Cluster.SnapshotEntries, CatchUpEntries: c.Cluster.CatchUpEntries})
 	if err != nil {
 		return err
 	}

@@ -107,6 +107,12 @@ type ClusterConfig struct {
 	// directory asks to be added (as a learner, promoted once caught up) instead of
 	// bootstrapping a cluster of Peers, which then needs only this node's NAME=URL.
 	Join string `json:"join,omitempty"`
+	// SnapshotEntries and CatchUpEntries tune the raft log's compaction: once the
+	// broker's checkpoints hold SnapshotEntries entries beyond the log's snapshot, the
+	// log drops them but the last CatchUpEntries (a follower further behind installs a
+	// snapshot of another node's state). Defaults 10000 and 5000.
+	SnapshotEntries int `json:"snapshot_entries,omitempty"`
+	CatchUpEntries  int `json:"catch_up_entries,omitempty"`
 }
 
 // PrincipalConfig declares one principal.
@@ -613,6 +619,9 @@ func (r *resolved) resolveCluster() error {
 	}
 	if c.Node == "" || len(c.Peers) == 0 {
 		return fieldError("cluster.node", "a cluster member needs its name (--node) and every member's NAME=URL (--peers)")
+	}
+	if c.SnapshotEntries < 0 || c.CatchUpEntries < 0 {
+		return fieldError("cluster.snapshot_entries", "snapshot_entries and catch_up_entries must not be negative (0 takes the defaults, 10000 and 5000)")
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Peers {

@@ -36,6 +36,7 @@ import (
 	"github.com/okiba/okiba/internal/buildinfo"
 	"github.com/okiba/okiba/internal/cluster"
 	"github.com/okiba/okiba/internal/console"
+	"github.com/okiba/okiba/internal/consumers"
 	"github.com/okiba/okiba/internal/crossorigin"
 	"github.com/okiba/okiba/internal/gcpace"
 	"github.com/okiba/okiba/internal/metrics"
@@ -238,7 +239,10 @@ func (n *Node) open(ctx context.Context) error {
 		}
 	}
 
-	nopts := nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest, Audit: n.audited, Keys: n.keys}
+	// The receivers seen lately, per queue: fed by the native API's and the SQS front's
+	// receives, listed by GET /v1/queues/{name}/consumers. Memory of this node only.
+	table := consumers.New(consumers.Options{})
+	nopts := nativeapi.Options{Logger: log, Observe: n.metrics.ObserveRequest, Audit: n.audited, Keys: n.keys, Consumers: table, Now: now}
 	if n.raft != nil {
 		nopts.Cluster = n.clusterHealth
 		nopts.ReadBarrier = n.readBarrier
@@ -248,7 +252,7 @@ func (n *Node) open(ctx context.Context) error {
 		// SNS shares the SQS front's port, protocol, region and account (internal/sns).
 		n.sns = sns.New(b, sns.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL,
 			SigningSeed: b.DeriveKey("sns signing key"), Logger: log})
-		opts := sqs.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL, Clock: n.rt.Clock, Logger: log, SNS: n.sns}
+		opts := sqs.Options{Region: c.SQS.Region, AccountID: c.SQS.AccountID, BaseURL: c.SQS.BaseURL, Clock: n.rt.Clock, Logger: log, SNS: n.sns, Consumers: table}
 		if n.raft != nil {
 			opts.ReadBarrier = n.readBarrier
 		}
@@ -531,6 +535,10 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 	if n.raft != nil && r.URL.Path == cluster.RaftPath {
 		n.raft.Handler().ServeHTTP(w, r) // the nodes prove the cluster secret instead
+		return "cluster"
+	}
+	if n.raft != nil && r.URL.Path == cluster.SnapshotPath {
+		n.raft.SnapshotHandler().ServeHTTP(w, r) // a member installing a snapshot
 		return "cluster"
 	}
 	if n.raft != nil && r.URL.Path == cluster.JoinPath {

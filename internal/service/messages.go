@@ -202,6 +202,24 @@ func (s *Service) Receive(ctx context.Context, name string, in api.ReceiveReques
 	return Received{ms: ms}, nil
 }
 
+// Leases returns the receipts of the messages leased and their lease deadline (none for
+// a receive-and-delete), for the table of consumers.
+func (x Received) Leases() ([]string, time.Time) {
+	var receipts []string
+	var deadline time.Time
+	for i := range x.ms {
+		m := &x.ms[i]
+		if m.Receipt == "" || m.LeaseDeadline.IsZero() {
+			continue
+		}
+		receipts = append(receipts, m.Receipt)
+		if m.LeaseDeadline.After(deadline) {
+			deadline = m.LeaseDeadline
+		}
+	}
+	return receipts, deadline
+}
+
 // JSON is the receive's answer in the JSON encoding.
 func (x Received) JSON() api.ReceiveResponse {
 	out := api.ReceiveResponse{Messages: make([]api.Message, len(x.ms))}
@@ -291,7 +309,7 @@ func (s *Service) items(errs []error, err error) (api.ReceiptsResponse, *api.Err
 // Ack ends the leases of in.Receipts: their messages are done.
 func (s *Service) Ack(ctx context.Context, name string, in api.ReceiptsRequest) (api.ReceiptsResponse, *api.Error) {
 	e := checkReceipts(&in)
-	if e == nil && (in.Delay != nil || in.Visibility != nil || in.Reason != "" || in.Description != "") {
+	if e == nil && (in.Delay != nil || in.Visibility != nil || in.Reason != "" || in.Description != "" || in.Error != "") {
 		e = Invalid("ack takes only \"receipts\"")
 	}
 	if e != nil {
@@ -305,7 +323,12 @@ func (s *Service) Ack(ctx context.Context, name string, in api.ReceiptsRequest) 
 func (s *Service) Nack(ctx context.Context, name string, in api.ReceiptsRequest) (api.ReceiptsResponse, *api.Error) {
 	e := checkReceipts(&in)
 	if e == nil && (in.Visibility != nil || in.Reason != "" || in.Description != "") {
-		e = Invalid("nack takes \"receipts\" and an optional \"delay\"")
+		e = Invalid("nack takes \"receipts\", an optional \"delay\" and an optional \"error\"")
+	}
+	if e == nil {
+		if err := queue.CheckHandlerError(in.Error); err != nil {
+			e = s.errorOf(err)
+		}
 	}
 	delay := time.Duration(-1)
 	if e == nil && in.Delay != nil {
@@ -317,13 +340,13 @@ func (s *Service) Nack(ctx context.Context, name string, in api.ReceiptsRequest)
 	if e != nil {
 		return api.ReceiptsResponse{}, e
 	}
-	return s.items(s.b.Nack(ctx, name, in.Receipts, delay))
+	return s.items(s.b.NackError(ctx, name, in.Receipts, delay, in.Error))
 }
 
 // Extend sets the leases to end in.Visibility from now.
 func (s *Service) Extend(ctx context.Context, name string, in api.ReceiptsRequest) (api.ReceiptsResponse, *api.Error) {
 	e := checkReceipts(&in)
-	if e == nil && (in.Delay != nil || in.Reason != "" || in.Description != "") {
+	if e == nil && (in.Delay != nil || in.Reason != "" || in.Description != "" || in.Error != "") {
 		e = Invalid("extend takes \"receipts\" and \"visibility\"")
 	}
 	if e == nil && in.Visibility == nil {
@@ -344,7 +367,7 @@ func (s *Service) Extend(ctx context.Context, name string, in api.ReceiptsReques
 // in.Reason ("consumer" when empty) and in.Description.
 func (s *Service) DeadLetter(ctx context.Context, name string, in api.ReceiptsRequest) (api.ReceiptsResponse, *api.Error) {
 	e := checkReceipts(&in)
-	if e == nil && (in.Delay != nil || in.Visibility != nil) {
+	if e == nil && (in.Delay != nil || in.Visibility != nil || in.Error != "") {
 		e = Invalid("deadletter takes \"receipts\", \"reason\" and an optional \"description\"")
 	}
 	if e != nil {
@@ -475,6 +498,65 @@ func (s *Service) Message(ctx context.Context, name, id string) (api.Message, *a
 		return api.Message{}, s.errorOf(err)
 	}
 	return peeked(&m), nil
+}
+
+// Explain says why a message of a queue is or is not being delivered now: by its id, or,
+// with id empty, by dedup id (and group, for a queue whose dedup scope is the group).
+func (s *Service) Explain(ctx context.Context, name, id, dedupID, group string) (api.Explanation, *api.Error) {
+	var n uint64
+	switch {
+	case id != "" && dedupID != "":
+		return api.Explanation{}, Invalid("give a message id or a dedup_id, not both")
+	case id != "":
+		var e *api.Error
+		if n, e = parseID(id); e != nil {
+			return api.Explanation{}, e
+		}
+	case dedupID == "":
+		return api.Explanation{}, Invalid("explain needs a message id (…/messages/{id}/explain) or ?dedup_id=")
+	}
+	ex, err := s.b.Explain(ctx, name, n, dedupID, group)
+	if err != nil {
+		return api.Explanation{}, s.errorOf(err)
+	}
+	return wireExplanation(&ex), nil
+}
+
+func wireExplanation(ex *queue.Explanation) api.Explanation {
+	w := api.Explanation{Queue: ex.Queue, State: ex.Status.String(), Summary: ex.Summary, Seq: ex.Seq, Group: ex.Group,
+		FairGroups: ex.FairGroups, Delivery: ex.Delivery, LastDelivery: ex.LastDelivery, To: ex.To, DedupID: ex.DedupID,
+		Until: timePtr(ex.Until), At: timePtr(ex.At), DeadLetter: wireDead(ex.Dead)}
+	if ex.ID != 0 {
+		w.ID = queue.FormatID(ex.ID)
+	}
+	if ex.Status == queue.StatusReady {
+		n := ex.Ahead
+		w.Ahead = &n
+		w.AheadExact = !ex.AheadMore && !ex.AheadAtLeast
+	}
+	if ex.How != 0 {
+		w.How = ex.How.String()
+	}
+	if b := ex.Blocker; b != nil {
+		w.Blocker = &api.Blocker{ID: queue.FormatID(b.ID), State: b.Status.String(), Until: timePtr(b.Until)}
+	}
+	if ex.Into != 0 {
+		w.Into = queue.FormatID(ex.Into)
+	}
+	if ex.Target != nil {
+		t := wireExplanation(ex.Target)
+		w.Target = &t
+	}
+	if ex.Seq != 0 {
+		h := ex.History
+		w.History = &api.History{EnqueuedAt: time.UnixMilli(h.EnqueuedAt).UTC(), EnteredAt: time.UnixMilli(h.EnteredAt).UTC(),
+			Deliveries: h.Deliveries, FirstDeliveredAt: timePtr(h.FirstDelivered), LastDeliveredAt: timePtr(h.LastDelivered),
+			Nacks: h.Nacks, LastError: h.LastError, Partial: h.Partial}
+		if h.Nacks > 0 {
+			w.History.LastNackDelay = api.Ptr(time.Duration(h.LastNackDelay) * time.Millisecond)
+		}
+	}
+	return w
 }
 
 // DeleteMessage deletes one message of a queue, by its id, whatever its state.

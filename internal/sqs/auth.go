@@ -40,9 +40,14 @@ import (
 // hash is part of the canonical request), host, x-amz-date, and x-amz-target and
 // content-type when the request has them — x-amz-target names the action, so a
 // signature that left it out would let anyone who saw one request replay its body as
-// another action. (The query protocol names its action in the body, which the hash
-// covers, or in the query string, which the canonical request covers.) The AWS SDKs
-// and CLI sign every header they send.
+// another action. The AWS SDKs and CLI sign every header they send.
+//
+// A query-protocol request (one without x-amz-target) need not sign its content-type:
+// it names its action in the body, which the hash covers, or in the query string, which
+// the canonical request covers, and its body is read as a form whatever its
+// content-type says (queryParams), so an unsigned one changes nothing the front does.
+// kombu 5.2 relies on this: it signs its receives over host and x-amz-date only, and
+// libcurl then adds the form's content-type.
 //
 // The credential scope must be this front's: service "sqs" and Options.Region. AWS
 // refuses a scope whose region is not the endpoint's, and the SDKs sign with the region
@@ -92,10 +97,15 @@ func parseAuthorization(h string) (sigV4, *apiError) {
 }
 
 // signedRequired returns the first header r has (host and x-amz-date it must have) that
-// the signature must cover and does not.
+// the signature must cover and does not: content-type only with x-amz-target (the JSON
+// protocol), since a query request's content-type decides nothing.
 func signedRequired(r *http.Request, signed []string) (string, bool) {
+	json := len(r.Header.Values("X-Amz-Target")) > 0
 	for _, h := range []string{"host", "x-amz-date", "x-amz-target", "content-type"} {
 		present := h == "host" || h == "x-amz-date" || len(r.Header.Values(h)) > 0
+		if h == "content-type" && !json {
+			present = false
+		}
 		if present && !slices.Contains(signed, h) {
 			return h, true
 		}
@@ -146,7 +156,7 @@ func (f *Front) authenticate(r *http.Request, body []byte, now time.Time, servic
 		return none, e
 	}
 	if missing, ok := signedRequired(r, s.signedHeaders); ok {
-		return none, newErr(kIncompleteSignature, "SignedHeaders must include %s: a signature must cover the headers that say what the request does (host, x-amz-date, x-amz-target, content-type)", missing)
+		return none, newErr(kIncompleteSignature, "SignedHeaders must include %s: a signature must cover the headers that say what the request does (host, x-amz-date, and x-amz-target and content-type when given)", missing)
 	}
 	if e := f.checkScope(s, service); e != nil {
 		return none, e

@@ -118,3 +118,48 @@ func TestSigV4(t *testing.T) {
 		}
 	}
 }
+
+// TestSigV4QueryFormContentTypeUnsigned: kombu 5.2 posts its receives as a form signed
+// over host and x-amz-date only, and libcurl adds the form's Content-Type after the
+// signing. The query protocol's content-type decides nothing (the body is read as a
+// form whatever it says, and its hash is signed), so the front accepts such a request;
+// a JSON-protocol request must still sign its content-type, and the body is still
+// covered.
+func TestSigV4QueryFormContentTypeUnsigned(t *testing.T) {
+	t.Parallel()
+	keys, err := auth.NewKeyring(make([]byte, 32), nil, []auth.Static{{Name: "AKIDOKIBA", Secret: "s3cret", Grants: auth.AdminGrants}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New(nil, Options{Keys: keys, Region: "eu-west-3"})
+	now := time.Now()
+	body := []byte("Action=ReceiveMessage&MaxNumberOfMessages=10")
+	// kombu signs before libcurl adds the header: the same as a form signed without it.
+	form := func(body []byte) *http.Request {
+		req := httptest.NewRequest(http.MethodPost, "http://localhost:7070/000000000000/orders", bytes.NewReader(body))
+		date := now.UTC().Format(amzDate)
+		req.Header.Set("X-Amz-Date", date)
+		headers := []string{"host", "x-amz-date"}
+		sum := sha256.Sum256(body)
+		s := sigV4{keyID: "AKIDOKIBA", date: date[:8], region: "eu-west-3", service: "sqs", signedHeaders: headers}
+		sig := signature("s3cret", s, date, canonicalRequest(req, headers, hex.EncodeToString(sum[:])))
+		req.Header.Set("Authorization", sigAlgorithm+" Credential=AKIDOKIBA/"+date[:8]+"/eu-west-3/sqs/aws4_request, SignedHeaders=host;x-amz-date, Signature="+sig)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		return req
+	}
+	if !isQuery(form(body)) {
+		t.Fatal("a form post is not taken for the query protocol")
+	}
+	if _, e := f.authenticate(form(body), body, now, "sqs"); e != nil {
+		t.Errorf("a form signed over host and x-amz-date, its content-type added after signing (kombu 5.2): %v", e)
+	}
+	if _, e := f.authenticate(form(body), []byte("Action=DeleteQueue"), now, "sqs"); e == nil || e.Code != "SignatureDoesNotMatch" {
+		t.Errorf("a form whose body changed after signing: got %v, want SignatureDoesNotMatch", e)
+	}
+	// The same signature on a JSON-protocol request: its content-type must be signed.
+	req := form(body)
+	req.Header.Set("X-Amz-Target", "AmazonSQS.ReceiveMessage")
+	if _, e := f.authenticate(req, body, now, "sqs"); e == nil || e.Code != "IncompleteSignature" {
+		t.Errorf("a JSON-protocol request without x-amz-target and content-type signed: got %v, want IncompleteSignature", e)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,7 +16,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/auth"
+	"github.com/okiba/okiba/internal/consumers"
 	"github.com/okiba/okiba/internal/names"
 	"github.com/okiba/okiba/queue"
 )
@@ -560,10 +564,19 @@ func (f *Front) receiveMessage(q *request) (any, *apiError) {
 	if msgs, ok := f.replayAttempt(ctx, qi, key, spec.attemptID); ok {
 		return receiveMessageOut{Messages: msgs}, nil
 	}
+	rec := f.opts.Consumers.Receiving(qi.Name, f.who(q.r), spec.wait != 0, f.opts.Clock.Now())
 	msgs, err := f.b.Receive(ctx, qi.Name, broker.ReceiveOptions{Max: spec.max, Wait: spec.wait, Visibility: spec.vis})
 	if err != nil {
+		rec.Done(nil, time.Time{}, f.opts.Clock.Now())
 		return nil, f.errorOf(err, qi.Name)
 	}
+	var receipts []string
+	var deadline time.Time
+	for i := range msgs {
+		receipts = append(receipts, msgs[i].Receipt)
+		deadline = later(deadline, msgs[i].LeaseDeadline)
+	}
+	rec.Done(receipts, deadline, f.opts.Clock.Now())
 	out := receiveMessageOut{}
 	if f.opts.SNS != nil { // messages of SNS subscriptions are shaped as SNS delivers them
 		kept := msgs[:0]
@@ -663,6 +676,7 @@ func (f *Front) deleteMessage(q *request) (any, *apiError) {
 	if err != nil {
 		return nil, f.errorOf(err, qi.Name)
 	}
+	f.opts.Consumers.Settled(qi.Name, []string{*in.ReceiptHandle})
 	settled, ae := f.deleteResult(errs[0], q.action, qi.Name, *in.ReceiptHandle)
 	if ae != nil {
 		return nil, ae
@@ -696,6 +710,7 @@ func (f *Front) deleteMessageBatch(q *request) (any, *apiError) {
 	if err != nil {
 		return nil, f.errorOf(err, rb.qi.Name)
 	}
+	f.opts.Consumers.Settled(rb.qi.Name, rb.receipts)
 	var unsettled []string
 	rb.record(errs, func(i int, err error) *apiError {
 		settled, ae := f.deleteResult(err, q.action, rb.qi.Name, rb.receipts[i])
@@ -828,6 +843,7 @@ func (f *Front) changeVisibility(q *request) (any, *apiError) {
 	if err != nil {
 		return nil, f.errorOf(err, qi.Name)
 	}
+	f.leaseMoved(qi.Name, *in.ReceiptHandle, vis)
 	if ae := f.visibilityResult(q.r.Context(), errs[0], q.action, qi, *in.ReceiptHandle); ae != nil {
 		return nil, ae
 	}
@@ -854,8 +870,41 @@ func (f *Front) changeVisibilityBatch(q *request) (any, *apiError) {
 	if err != nil {
 		return nil, f.errorOf(err, rb.qi.Name)
 	}
+	for i, rc := range rb.receipts {
+		f.leaseMoved(rb.qi.Name, rc, vis[i])
+	}
 	rb.record(errs, func(i int, err error) *apiError {
 		return f.visibilityResult(q.r.Context(), err, q.action, rb.qi, rb.receipts[i])
 	})
 	return rb.out, nil
+}
+
+// who is the receiver an SQS request shows: its access key's principal and address
+// (and a name, if it sends api.ClientHeader).
+func (f *Front) who(r *http.Request) consumers.Who {
+	w := consumers.Who{Name: strings.TrimSpace(r.Header.Get(api.ClientHeader)), Remote: r.RemoteAddr, Via: "sqs"}
+	if len(w.Name) > api.MaxClientName {
+		w.Name = strings.ToValidUTF8(w.Name[:api.MaxClientName], "")
+	}
+	if p, ok := auth.From(r.Context()); ok {
+		w.Principal = p.Name
+	}
+	return w
+}
+
+// leaseMoved tells the consumers' table of a visibility change: 0 makes the message
+// visible again (the lease ends), another moves the lease's deadline.
+func (f *Front) leaseMoved(queue, receipt string, vis time.Duration) {
+	if vis == 0 {
+		f.opts.Consumers.Settled(queue, []string{receipt})
+		return
+	}
+	f.opts.Consumers.Extended(queue, []string{receipt}, f.opts.Clock.Now().Add(vis))
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -27,6 +27,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/okiba/okiba/internal/consumers"
 	"io"
 	"log/slog"
 	"net/http"
@@ -69,6 +70,10 @@ type Options struct {
 	// Clock times purges and ReceiveRequestAttemptId memory. Defaults to clock.Real;
 	// give the broker's clock so that tests on a fake clock can move past the limits.
 	Clock clock.Clock
+	// Consumers is the node's table of receivers (internal/consumers), which
+	// ReceiveMessage feeds and deletes and visibility changes update, as the native
+	// API's receives do. Nil: none kept.
+	Consumers *consumers.Table
 	// Logger receives internal errors. Defaults to discarding them.
 	Logger *slog.Logger
 	// ReadBarrier, on a node of a cluster, runs before every action that only reads

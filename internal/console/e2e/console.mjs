@@ -18,11 +18,17 @@ const T = 20_000; // the longest any condition may take to show
 function expect(cond, what) {
   if (!cond) throw new Error('expected: ' + what);
 }
-const step = (s) => console.log('step: ' + s);
+let last = Date.now();
+const step = (s) => {
+  const now = Date.now();
+  console.log(`step: ${s} (previous step ${((now - last) / 1000).toFixed(1)} s)`);
+  last = now;
+};
 
 let current = null; // the page in use, for a screenshot of a failure
 const browser = await chromium.launch({ executablePath, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
 const errors = [];
+let refusals = 0; // answers of 400 a step expects (the browser logs them as errors)
 let failed = false;
 try {
   await light();
@@ -52,6 +58,10 @@ async function newPage(colorScheme) {
   page.on('console', (m) => {
     // The sign-in page answers a wrong token with 401, which Chromium logs: expected.
     if (m.type() !== 'error' || (new URL(page.url()).pathname === '/login' && m.text().includes('status of 401'))) return;
+    if (refusals > 0 && m.text().includes('status of 400')) {
+      refusals--;
+      return;
+    }
     errors.push(`${page.url()}: console: ${m.text()}`);
   });
   return { ctx, page };
@@ -129,6 +139,11 @@ async function light() {
   await page.getByRole('button', { name: 'Receive', exact: true }).click();
   const lease = page.locator('#leased .notice').first();
   await lease.waitFor({ timeout: T });
+  // The page's own receive makes it a consumer: over HTTP, known by principal and address.
+  await page.waitForFunction(() => {
+    const tr = document.querySelector('#consumers tr[data-via="http"]');
+    return tr && Number(tr.querySelector('[data-k=leases]').textContent) >= 1 && tr.textContent.includes('admin');
+  }, null, { timeout: T });
   await lease.getByRole('button', { name: 'Ack', exact: true }).click();
   await page.waitForFunction(() => document.querySelector('#stat-acked .value')?.textContent === '1', null, { timeout: T });
   await page.waitForFunction(() => document.querySelectorAll('#browse > tbody > tr').length === 8, null, { timeout: T });
@@ -165,6 +180,20 @@ async function light() {
     return rows.length === 1 && rows[0].querySelector('.badge.info')?.textContent === 'deferred';
   }, null, { timeout: T });
 
+  step('dead letters: the overview of every dead-letter queue, then one of them');
+  await page.goto(base + '/dead-letters');
+  await page.waitForSelector('#dlqs tr[data-dlq="payments-dlq"]', { timeout: T });
+  const counts = await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#dlqs tr[data-dlq="payments-dlq"] .badge')]
+    .map((b) => [b.dataset.reason, b.textContent.trim()])));
+  expect(counts['invalid-card'] === 'invalid-card 2' && counts.timeout === 'timeout 1', 'payments-dlq by reason: ' + JSON.stringify(counts));
+  expect(await page.locator('#dlqs tr[data-dlq="orders-dlq"]').count() === 1, 'the empty orders-dlq listed too');
+  expect(await page.locator('#dlqs tbody tr').first().getAttribute('data-dlq') === 'payments-dlq', 'the one holding dead letters first');
+  await accessibility(page, 'dead-letter overview');
+  await shot(page, '05a-dead-letters-overview');
+  await page.locator('#dlqs tr[data-dlq="payments-dlq"] a').first().click();
+  await page.waitForURL(base + '/dead-letters?queue=payments-dlq');
+  await page.waitForFunction(() => document.querySelectorAll('#reasons tbody tr[data-reason]').length === 2, null, { timeout: T });
+
   step('dead letters: browse by reason, redrive by reason, redrive selected');
   await page.goto(base + '/dead-letters?queue=payments-dlq');
   const reasons = page.locator('#reasons tbody tr');
@@ -187,6 +216,25 @@ async function light() {
   await page.waitForFunction(() => document.getElementById('redrive-done')?.textContent.includes('1 message(s) moved back'), null, { timeout: T });
   await page.waitForFunction(() => document.querySelector('#reasons tbody').textContent.includes('No dead letters here'), null, { timeout: T });
   await shot(page, '06-dead-letters-redriven');
+
+  step('a queue created from the console (a bad field refused with the server\'s error), then deleted');
+  await page.goto(base + '/');
+  await page.getByRole('button', { name: 'New queue…' }).click();
+  await page.getByLabel(/^Name/).fill('made-in-console');
+  await page.getByLabel(/^Visibility timeout/).fill('banana');
+  refusals = 1;
+  await page.locator('#manage-go').click();
+  await page.waitForFunction(() => /^[a-z_]+: .*visibility_timeout/.test(document.getElementById('manage-error')?.textContent || ''), null, { timeout: T });
+  await shot(page, '06a-new-queue-refused', false);
+  await page.getByLabel(/^Visibility timeout/).fill('45s');
+  await page.locator('#manage-go').click();
+  await page.waitForURL(base + '/queues/made-in-console');
+  await page.waitForFunction(() => document.getElementById('config')?.textContent.includes('45 s'), null, { timeout: T });
+  await page.getByRole('button', { name: 'Delete queue…' }).click();
+  await page.locator('#manage-go').click();
+  await page.waitForURL(base + '/');
+  await page.waitForSelector('#queues tr[data-queue="orders"]', { timeout: T });
+  expect(await page.locator('#queues tr[data-queue="made-in-console"]').count() === 0, 'made-in-console is gone');
 
   step('topics: the list, a topic page with its partitions, subscription and group, live');
   await page.getByRole('link', { name: 'Topics', exact: true }).click();
@@ -381,10 +429,11 @@ async function viewer() {
   step('a read-only principal: the pages show, and offer no action');
   await signIn(page, viewerSecret, 'viewer');
   await page.waitForSelector('#queues tr[data-queue="orders"]', { timeout: T });
+  expect(await page.locator('[data-create]').count() === 0, 'no new queue for a read-only principal');
   await page.goto(base + '/queues/orders');
   await page.waitForFunction(() => document.querySelector('#stat-ready .value'), null, { timeout: T });
   await page.waitForFunction(() => document.querySelectorAll('#browse > tbody > tr').length > 0, null, { timeout: T });
-  for (const sel of ['#send-form', '#recv-form', '#purge-open', '#browse button']) {
+  for (const sel of ['#send-form', '#recv-form', '#purge-open', '#browse button', '[data-edit]', '[data-delete]']) {
     expect(await page.locator(sel).count() === 0, `no ${sel} for a read-only principal`);
   }
   await shot(page, '21-queue-read-only');

@@ -118,6 +118,10 @@ func TestBrowser(t *testing.T) {
 	if q, err := c.Queue(bg, "orders"); err != nil || q.Stats.Acked != 1 || q.Stats.Sent != 9 {
 		t.Errorf("orders after the page's send, receive and ack: %+v, %v", q, err)
 	}
+	// The queue made and deleted from the console is gone.
+	if _, err := c.Queue(bg, "made-in-console"); !client.IsCode(err, api.CodeQueueNotFound) {
+		t.Errorf("made-in-console after its deletion from the console: %v", err)
+	}
 	// The topic page's live refresh saw a record published from the page.
 	if tp, err := c.Topic(bg, "events"); err != nil || tp.Partitions[0].End != 4 {
 		t.Errorf("events after the page's publish: %+v, %v", tp, err)

@@ -1,4 +1,5 @@
-// Dead letters: browse a dead-letter queue by source and reason, see each message's
+// Dead letters: without ?queue=, every dead-letter queue with its dead letters by source
+// and reason; with it, browse one dead-letter queue by source and reason, see each message's
 // history, redrive (selected, by reason, all) with progress, delete. The summary says what
 // the signed-in principal may do (can_manage, can_redrive_to): the buttons it may not use
 // are not shown.
@@ -141,12 +142,44 @@
     updateButtons();
   });
   document.getElementById('clear-filter').addEventListener('click', () => { filter = { reason: '', source: '' }; load(); });
-  document.getElementById('refresh').addEventListener('click', () => load().catch((e) => toast(e.message, 'error')));
+  document.getElementById('refresh').addEventListener('click', () => params.get('queue') && load().catch((e) => toast(e.message, 'error')));
   select.addEventListener('change', () => {
     filter = { reason: '', source: '' };
     history.replaceState(null, '', '/dead-letters?queue=' + encodeURIComponent(select.value));
     load().catch((e) => toast(e.message, 'error'));
   });
 
-  loadQueues().then((any) => any && load()).catch((e) => toast(e.message, 'error'));
+  // overview shows every dead-letter queue with its dead letters by source and reason;
+  // a queue's name opens its own page (?queue=).
+  async function overview() {
+    const d = await api('GET', '/ui/api/dead-letters');
+    const body = document.querySelector('#dlqs tbody');
+    let total = 0;
+    body.replaceChildren(...d.queues.map((q) => {
+      total += q.messages;
+      const href = '/dead-letters?queue=' + encodeURIComponent(q.queue);
+      return el('tr', { dataset: { dlq: q.queue } },
+        el('td', { class: 'name' }, el('a', { href }, q.queue)),
+        el('td', {}, q.sources.map((s, i) => [i ? ', ' : '', el('a', { href: '/queues/' + encodeURIComponent(s) }, s)])),
+        el('td', { class: 'num' }, q.messages ? el('span', { class: 'bad' }, num(q.messages)) : el('span', { class: 'zero' }, '0')),
+        el('td', {}, q.reasons.length
+          ? q.reasons.map((r) => el('span', { class: 'badge bad', dataset: { reason: r.reason, source: r.source } }, `${r.reason || '(none)'} ${num(r.count)}` + (q.sources.length > 1 && r.source ? ` from ${r.source}` : '')))
+          : el('span', { class: 'muted' }, q.messages ? '' : 'none'),
+          q.complete ? null : el('span', { class: 'muted' }, ` (of the first ${num(q.scanned)})`)));
+    }));
+    document.getElementById('none').hidden = d.queues.length > 0;
+    document.getElementById('all').hidden = d.queues.length === 0;
+    document.getElementById('all-note').textContent = d.queues.length
+      ? `${num(total)} dead letter(s) in ${num(d.queues.length)} dead-letter queue(s). Open one to redrive or delete its messages.` : '';
+  }
+
+  if (params.get('queue')) {
+    document.getElementById('single').hidden = false;
+    document.getElementById('all-link').hidden = false;
+    for (const e of document.querySelectorAll('.single-only')) e.hidden = false;
+    loadQueues().then((any) => any && load()).catch((e) => toast(e.message, 'error'));
+  } else {
+    document.getElementById('refresh').addEventListener('click', () => overview().catch((e) => toast(e.message, 'error')));
+    overview().catch((e) => toast(e.message, 'error'));
+  }
 })();

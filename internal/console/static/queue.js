@@ -45,7 +45,27 @@
     if (name.endsWith('.fifo') || queue.config.ordered_groups) badges.push(el('span', { class: 'badge' }, 'ordered groups'));
     document.getElementById('qbadges').replaceChildren(...badges);
     renderConfig(queue);
+    await consumers();
     document.getElementById('updated').textContent = 'live · ' + new Date().toLocaleTimeString();
+  }
+
+  // consumers lists the receivers the node saw lately (GET /v1/queues/{name}/consumers).
+  async function consumers() {
+    const l = await api('GET', qpath(name, 'consumers'));
+    const tb = document.querySelector('#consumers tbody');
+    const now = Date.now();
+    tb.replaceChildren(...l.consumers.map((c) => el('tr', { dataset: { consumer: c.name || c.remote, via: c.via } },
+      el('td', { class: 'mono' }, c.name || el('span', { class: 'muted' }, '(no name)')),
+      el('td', {}, c.principal || '–'),
+      el('td', { class: 'mono' }, c.remote),
+      el('td', {}, el('span', { class: 'badge' }, c.via)),
+      el('td', { title: time(c.last_seen) }, dur(Math.max(0, now - Date.parse(c.last_seen))) + ' ago'),
+      el('td', { class: 'num' }, num(c.receives)),
+      el('td', { class: 'num', dataset: { k: 'waiting' } }, num(c.waiting)),
+      el('td', { class: 'num', dataset: { k: 'leases' } }, num(c.leases) + (c.leases_capped ? '+' : '')))));
+    if (!l.consumers.length) {
+      tb.append(el('tr', {}, el('td', { colspan: 8, class: 'muted' }, `No receiver in the last ${dur(l.window_ms)}.`)));
+    }
   }
 
   function renderConfig(q) {

@@ -1,0 +1,146 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/testkit"
+	"github.com/okiba/okiba/topic"
+)
+
+// publishN publishes n records to a topic, one call each.
+func publishN(t *testing.T, b *broker.Broker, name string, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		res, err := b.Publish(context.Background(), name, []topic.PublishInput{{Partition: topic.AnyPartition, Body: fmt.Appendf(nil, "r%04d", i)}})
+		if err == nil {
+			err = res[0].Err
+		}
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+}
+
+// records returns the bodies a node's topic retains, in offset order.
+func records(t *testing.T, b *broker.Broker, name string) []string {
+	t.Helper()
+	rd, err := b.ReadTopic(context.Background(), name, broker.ReadOptions{Max: 10000})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, r := range rd.Records {
+		out = append(out, string(r.Body))
+	}
+	return out
+}
+
+// checkpointAll has every running node checkpoint, so that its raft log may drop what
+// the checkpoint holds.
+func (c *testCluster) checkpointAll() {
+	c.t.Helper()
+	for _, m := range c.nodes {
+		if m.srv != nil {
+			if err := m.b.Checkpoint(context.Background()); err != nil {
+				c.t.Fatalf("%s: checkpoint: %v", m.name, err)
+			}
+		}
+	}
+}
+
+// The raft logs drop what the brokers' checkpoints hold; a follower that was down while
+// they did, and a member that joins after, install another node's state (messages,
+// receipts' leases, topic records) from a snapshot, carry on from the log after it, and
+// restart from what they installed; an installed follower can lead with everything.
+func TestCompactedLogsInstallSnapshots(t *testing.T) {
+	t.Parallel()
+	c := newClusterWith(t, 3, 40, 5)
+	l := c.leader()
+	mustQueue(t, l.b, "jobs")
+	if _, _, err := l.b.PutTopic(context.Background(), "events", func(*topic.Config, bool) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var f *member
+	for _, m := range c.nodes {
+		if m != l {
+			f = m
+			break
+		}
+	}
+	c.stop(f)
+	sendN(t, l.b, "jobs", 0, 150)
+	publishN(t, l.b, "events", 0, 60)
+	// A lease taken before the install: its receipt must settle on the installed node
+	// once it leads.
+	got, err := l.b.Receive(context.Background(), "jobs", broker.ReceiveOptions{Max: 1, Visibility: time.Minute})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("receive: %v %d", err, len(got))
+	}
+	c.checkpointAll()
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		st := l.raft.Status()
+		return st.Compactions > 0 && st.Snapshot > 100
+	}, "the leader's raft log to be compacted: %+v", l.raft.Status())
+	first, _ := l.raft.storage.FirstIndex()
+	if first <= 2 {
+		t.Fatalf("the leader's log starts at %d after compaction", first)
+	}
+
+	c.start(f)
+	testkit.Eventually(t, 15*time.Second, func() bool { return ready(f.b, "jobs") == 150 && f.raft.Status().Installs > 0 },
+		"the follower to install the state")
+	if st := f.raft.Status(); st.Installs != 1 || st.Snapshot < 100 {
+		t.Fatalf("the follower installed %d snapshots, want 1: %+v", st.Installs, st)
+	}
+	sendN(t, l.b, "jobs", 150, 10)
+	publishN(t, l.b, "events", 60, 5)
+	testkit.Eventually(t, 10*time.Second, func() bool { return ready(f.b, "jobs") == 160 && len(records(t, f.b, "events")) == 65 },
+		"the follower to carry on from the log after the snapshot")
+
+	// Restarted, the follower opens what it installed and what it applied since.
+	c.stop(f)
+	c.start(f)
+	testkit.Eventually(t, 10*time.Second, func() bool { return ready(f.b, "jobs") == 160 }, "the follower to reopen its installed state")
+
+	// A member joining now starts from a snapshot too.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n4 := &member{name: "n4", dir: filepath.Join(t.TempDir(), "n4"), ln: ln, join: c.peers[slices.Index(c.nodes, l)].URL}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n4)
+	c.peers = append(c.peers, Peer{Name: "n4", URL: "http://" + ln.Addr().String()})
+	c.mu.Unlock()
+	c.start(n4)
+	testkit.Eventually(t, 15*time.Second, func() bool { return ready(n4.b, "jobs") == 160 && n4.raft.Status().Installs > 0 },
+		"the new member to install the state")
+	if st := n4.raft.Status(); st.Installs != 1 {
+		t.Fatalf("n4 installed %d snapshots, want 1", st.Installs)
+	}
+
+	// The leader goes; whoever leads next has every message, every record, the lease.
+	c.stop(l)
+	nl := c.leader()
+	if ready(nl.b, "jobs") != 160 {
+		t.Fatalf("the new leader %s holds %d messages, want 160", nl.name, ready(nl.b, "jobs"))
+	}
+	want := make([]string, 65)
+	for i := range want {
+		want[i] = fmt.Sprintf("r%04d", i)
+	}
+	if got := records(t, nl.b, "events"); !slices.Equal(got, want) {
+		t.Fatalf("the new leader's topic holds %v", got)
+	}
+	res, err := nl.b.Ack(context.Background(), "jobs", []string{got[0].Receipt})
+	if err != nil || res[0] != nil {
+		t.Fatalf("the old receipt on the new leader: %v %v", err, res)
+	}
+}
