@@ -108,10 +108,11 @@ storage: $(REPORT)
 ## 105 s); okiba consume's commands surviving a terminal's Ctrl-C; a cluster of three
 ## processes whose leader is killed twice (about 10 s more, hence 120 s); a full disk (a
 ## 24 MiB tmpfs the test mounts, as root) filled, killed on, restarted and drained (2-5 s
-## more, hence 125 s).
+## more, hence 125 s); the cluster's leader cut off by a real partition (network
+## namespaces the test makes and removes, as root; about 8 s, in parallel with the rest).
 binary: $(REPORT)
-	@$(call tier,binary,125) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:|failover' -- \
-		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC|TestClusterBinary|TestServeBinaryFullDisk)$$' ./internal/torture ./cmd/okiba
+	@$(call tier,binary,135) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:|failover' -- \
+		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC|TestClusterBinary|TestClusterPartitionBinary|TestServeBinaryFullDisk)$$' ./internal/torture ./cmd/okiba
 torture-short: binary
 
 ## torture-cluster: a cluster of three processes under load through 200 fault cycles

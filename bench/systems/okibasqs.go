@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,8 +19,9 @@ import (
 )
 
 // OkibaSQS is okiba through its SQS-compatible API with the AWS SDK for Go v2:
-// SendMessageBatch (10 per request, the SQS limit) for windows above 1, receives of 10
-// with a short long-poll, DeleteMessageBatch for acks. Scenario 8 uses a FIFO queue.
+// SendMessageBatch (10 per request, the SQS limit) for windows above 1; consumers that
+// keep several receives of 10 in flight (sqsPollers) and delete in batches of 10.
+// Scenario 8 uses a FIFO queue.
 type OkibaSQS struct {
 	srv *okibaServer
 	c   *sqs.Client
@@ -32,7 +34,7 @@ func (o *OkibaSQS) Info() harness.Info {
 	return harness.Info{
 		Name: "okiba-sqs", Label: "okiba, SQS API (aws-sdk-go-v2)", Peer: "okiba", Durability: harness.Durable,
 		Version:  o.ver,
-		Settings: "the same broker as okiba-http; SendMessageBatch of ≤10, ReceiveMessage of ≤10, DeleteMessageBatch",
+		Settings: "the same broker as okiba-http; SendMessageBatch of ≤10; per consumer ⌈prefetch/10⌉ (at most 4) ReceiveMessage loops of 10 in flight, as real SQS consumers poll ahead; DeleteMessageBatch of ≤10, the batches of one ack at once",
 		Caps:     harness.Caps{Consume: true, Visibility: true, Groups: true},
 	}
 }
@@ -120,46 +122,96 @@ func (q *sqsQueue) NewProducer(ctx context.Context, window int) (harness.Produce
 	return harness.NewBatcher(10, (window+9)/10, send), nil
 }
 
+// sqsPollers is how many ReceiveMessage calls an okiba-sqs consumer keeps in flight.
+// Real SQS consumers keep several (Celery's kombu polls ahead of its workers, and
+// sqs-consumer is run as several pollers): one receive → delete → receive loop is
+// bound by two group commits (the receive's leases, the deletes) and two round trips
+// per ten messages, whatever the broker does in between (docs/benchmarks.md, "The SQS
+// path").
+const sqsPollers = 4
+
 func (q *sqsQueue) NewConsumer(ctx context.Context, opts harness.ConsumerOptions) (harness.Consumer, error) {
-	return &sqsConsumer{q: q}, nil
+	n := min(max((opts.Prefetch+9)/10, 1), sqsPollers)
+	pctx, cancel := context.WithCancel(context.Background())
+	c := &sqsConsumer{q: q, ch: make(chan types.Message, max(opts.Prefetch, 10)), cancel: cancel}
+	for range n {
+		c.wg.Go(func() { c.poll(pctx) })
+	}
+	return c, nil
 }
 
-type sqsConsumer struct{ q *sqsQueue }
+// sqsConsumer is n pollers, each a loop of ReceiveMessage of 10 handing what it got to
+// Receive through ch; Ack deletes in batches of 10, all at once.
+type sqsConsumer struct {
+	q      *sqsQueue
+	ch     chan types.Message
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	err    atomic.Pointer[error] // a poller's last error, reported by the next Receive
+}
 
-func (c *sqsConsumer) Receive(ctx context.Context, max int) ([]harness.Delivery, error) {
-	in := &sqs.ReceiveMessageInput{QueueUrl: aws.String(c.q.url), MaxNumberOfMessages: int32(min(max, 10)), WaitTimeSeconds: 1}
+func (c *sqsConsumer) poll(ctx context.Context) {
+	in := &sqs.ReceiveMessageInput{QueueUrl: aws.String(c.q.url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1}
 	if c.q.fifo {
 		in.MessageSystemAttributeNames = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameMessageGroupId}
 	}
-	out, err := c.q.c.ReceiveMessage(ctx, in)
-	if err != nil {
-		return nil, err
+	for ctx.Err() == nil {
+		out, err := c.q.c.ReceiveMessage(ctx, in)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.err.Store(&err)
+				time.Sleep(10 * time.Millisecond)
+			}
+			continue
+		}
+		for _, m := range out.Messages {
+			select {
+			case c.ch <- m:
+			case <-ctx.Done():
+				return // leased and never delivered: it comes back after its visibility timeout
+			}
+		}
 	}
-	ds := make([]harness.Delivery, len(out.Messages))
-	for i, m := range out.Messages {
-		ds[i] = harness.Delivery{Body: []byte(aws.ToString(m.Body)), Handle: aws.ToString(m.ReceiptHandle),
+}
+
+func (c *sqsConsumer) Receive(ctx context.Context, max int) ([]harness.Delivery, error) {
+	if err := c.err.Swap(nil); err != nil {
+		return nil, *err
+	}
+	return receiveChan(ctx, c.ch, max, func(m types.Message) harness.Delivery {
+		return harness.Delivery{Body: []byte(aws.ToString(m.Body)), Handle: aws.ToString(m.ReceiptHandle),
 			Group: m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]}
-	}
-	return ds, nil
+	})
 }
 
 func (c *sqsConsumer) Ack(ctx context.Context, ds []harness.Delivery) error {
-	for len(ds) > 0 {
-		n := min(len(ds), 10)
-		entries := make([]types.DeleteMessageBatchRequestEntry, n)
-		for i := range n {
-			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(ds[i].Handle.(string))}
-		}
-		out, err := c.q.c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(c.q.url), Entries: entries})
-		if err != nil {
-			return err
-		}
-		if len(out.Failed) > 0 {
-			return errors.New("delete failed: " + aws.ToString(out.Failed[0].Message))
-		}
-		ds = ds[n:]
+	var wg sync.WaitGroup
+	errs := make([]error, (len(ds)+9)/10)
+	for i := range errs {
+		chunk := ds[i*10 : min(len(ds), i*10+10)]
+		wg.Go(func() { errs[i] = c.delete(ctx, chunk) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (c *sqsConsumer) delete(ctx context.Context, ds []harness.Delivery) error {
+	entries := make([]types.DeleteMessageBatchRequestEntry, len(ds))
+	for i, d := range ds {
+		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(d.Handle.(string))}
+	}
+	out, err := c.q.c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(c.q.url), Entries: entries})
+	if err != nil {
+		return err
+	}
+	if len(out.Failed) > 0 {
+		return errors.New("delete failed: " + aws.ToString(out.Failed[0].Message))
 	}
 	return nil
 }
 
-func (c *sqsConsumer) Close() error { return nil }
+func (c *sqsConsumer) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,24 +27,16 @@ type procCluster struct {
 	addrs  []string
 	peers  []string
 	procs  []*childServer
+	// wrap, when set, is the command each node runs inside (ip netns exec NS), by node.
+	wrap [][]string
+	// extra are more serve flags for every node.
+	extra []string
 }
 
 // newProcCluster builds the binary and starts n nodes.
 func newProcCluster(t *testing.T, n int) *procCluster {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		testkit.Missing(t, "the cluster's binary tests", "no go command in PATH to build it", "PATH=/usr/local/go/bin:$PATH")
-	}
-	c := &procCluster{t: t, dir: t.TempDir()}
-	c.bin = filepath.Join(c.dir, "okiba")
-	if out, err := exec.Command(goBin, "build", "-o", c.bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	c.secret = filepath.Join(c.dir, "cluster-secret")
-	if err := os.WriteFile(c.secret, []byte("binary-cluster-secret-0123456789\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	c := buildProcCluster(t)
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -60,13 +53,39 @@ func newProcCluster(t *testing.T, n int) *procCluster {
 	return c
 }
 
+// buildProcCluster builds the binary and writes the cluster secret: a cluster with no
+// node yet.
+func buildProcCluster(t *testing.T) *procCluster {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		testkit.Missing(t, "the cluster's binary tests", "no go command in PATH to build it", "PATH=/usr/local/go/bin:$PATH")
+	}
+	c := &procCluster{t: t, dir: t.TempDir()}
+	c.bin = filepath.Join(c.dir, "okiba")
+	if out, err := exec.Command(goBin, "build", "-o", c.bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	c.secret = filepath.Join(c.dir, "cluster-secret")
+	if err := os.WriteFile(c.secret, []byte("binary-cluster-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func (c *procCluster) url(i int) string { return "http://" + c.addrs[i] }
 
 // start (re)starts node i on its data directory.
 func (c *procCluster) start(i int) {
 	c.t.Helper()
-	c.procs[i] = startBinary(c.t, c.bin, cleanEnv(), "serve", "--node", fmt.Sprintf("n%d", i+1), "--peers", strings.Join(c.peers, ","),
-		"--cluster-secret-file", c.secret, "--addr", c.addrs[i], "--data", filepath.Join(c.dir, fmt.Sprintf("data%d", i+1)))
+	args := []string{"serve", "--node", fmt.Sprintf("n%d", i+1), "--peers", strings.Join(c.peers, ","),
+		"--cluster-secret-file", c.secret, "--addr", c.addrs[i], "--data", filepath.Join(c.dir, fmt.Sprintf("data%d", i+1))}
+	args = append(args, c.extra...)
+	bin := c.bin
+	if c.wrap != nil {
+		bin, args = c.wrap[i][0], append(append(slices.Clone(c.wrap[i][1:]), c.bin), args...)
+	}
+	c.procs[i] = startBinary(c.t, bin, cleanEnv(), args...)
 }
 
 // kill sends SIGKILL to node i and waits for it; it returns the nodes still running.

@@ -129,6 +129,9 @@ type Raft struct {
 	// not; lead the leader it knows of. Read by the broker and the node without a lock.
 	term atomic.Uint64
 	lead atomic.Uint64
+	// leadChanged is closed when lead changes (LeaderChanged).
+	leadMu      sync.Mutex
+	leadChanged chan struct{}
 
 	mu        sync.Mutex
 	queued    []queued     // proposals handed over by the broker, not yet given to raft
@@ -256,6 +259,9 @@ func Open(cfg Config) (*Raft, error) {
 		}
 	default:
 		if members, err = membersOfPeers(cfg.Peers); err != nil {
+			return nil, err
+		}
+		if err := r.probePeers(); err != nil {
 			return nil, err
 		}
 	}
@@ -512,6 +518,17 @@ func (r *Raft) Status() Status {
 	return r.status
 }
 
+// LeaderChanged returns a channel closed when the leader this node knows of changes
+// (or is lost): a forward to the one it knew ends then.
+func (r *Raft) LeaderChanged() <-chan struct{} {
+	r.leadMu.Lock()
+	defer r.leadMu.Unlock()
+	if r.leadChanged == nil {
+		r.leadChanged = make(chan struct{})
+	}
+	return r.leadChanged
+}
+
 // Leader returns the name and URL of the leader this node knows of ("" if none) and
 // whether it is this node.
 func (r *Raft) Leader() (name, url string, self bool) {
@@ -601,6 +618,14 @@ func (r *Raft) process(ctx context.Context) error {
 				return err
 			}
 		}
+		// A leader sends its appends while it saves them (the Raft thesis, 10.2.1): its
+		// followers' fsyncs overlap its own, and an entry commits once a majority, which
+		// may or may not include the leader, has it durable. Everything else a node sends
+		// (an append's answer, a vote) waits for its save: it promises what it saved.
+		leading := r.rn.BasicStatus().RaftState == raft.StateLeader
+		if leading {
+			r.net.send(rd.Messages)
+		}
 		if err := r.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 			return fmt.Errorf("save the raft log: %w", err)
 		}
@@ -615,7 +640,9 @@ func (r *Raft) process(ctx context.Context) error {
 			first, _ := r.storage.FirstIndex()
 			r.forgetBefore(first)
 		}
-		r.net.send(rd.Messages)
+		if !leading {
+			r.net.send(rd.Messages)
+		}
 		if err := r.noteLeadership(); err != nil {
 			return err
 		}
@@ -663,7 +690,14 @@ func (r *Raft) proposeQueued() (void bool) {
 // noteLeadership compares raft's role with the one the broker acts on.
 func (r *Raft) noteLeadership() error {
 	st := r.rn.BasicStatus()
-	r.lead.Store(st.Lead)
+	if old := r.lead.Swap(st.Lead); old != st.Lead {
+		r.leadMu.Lock()
+		if r.leadChanged != nil {
+			close(r.leadChanged)
+			r.leadChanged = nil
+		}
+		r.leadMu.Unlock()
+	}
 	leading := st.RaftState == raft.StateLeader
 	if r.leaderTerm != 0 && (!leading || st.GetTerm() != r.leaderTerm) {
 		r.leaderTerm = 0

@@ -124,7 +124,7 @@ func (c *testCluster) start(m *member) {
 		t.Fatal(err)
 	}
 	m.raft, m.b = r, b
-	h, jh, sh := r.Handler(), r.JoinHandler(), r.SnapshotHandler()
+	h, jh, sh, ph := r.Handler(), r.JoinHandler(), r.SnapshotHandler(), r.PeersHandler()
 	m.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if m.cut.Load() {
 			http.Error(w, "cut off", http.StatusServiceUnavailable)
@@ -136,6 +136,10 @@ func (c *testCluster) start(m *member) {
 		}
 		if req.URL.Path == SnapshotPath {
 			sh.ServeHTTP(w, req)
+			return
+		}
+		if req.URL.Path == PeersPath {
+			ph.ServeHTTP(w, req)
 			return
 		}
 		h.ServeHTTP(w, req)

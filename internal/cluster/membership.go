@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,10 @@ type Member struct {
 	URL  string `json:"url"`
 	// Learner: not yet a voter (it is catching up). Set in Members' answers only.
 	Learner bool `json:"learner,omitempty"`
+	// Started: the member has run and acknowledged entries (the leader records it in the
+	// log, once): its data directory holds the cluster's log, so an empty one means it
+	// was lost, and the member must not bootstrap again (probePeers).
+	Started bool `json:"started,omitempty"`
 }
 
 // JoinPath is where a node asks to join: POST {"name","url"}, with the cluster proof.
@@ -157,6 +162,85 @@ func (r *Raft) Members() []Member {
 	}
 	slices.SortFunc(out, func(a, b Member) int { return int(a.ID) - int(b.ID) })
 	return out
+}
+
+// PeersPath answers GET with the members this node knows (a members file), proved by
+// the cluster secret: what a node about to bootstrap asks its peers (probePeers).
+const PeersPath = "/v1/cluster/peers"
+
+// ErrLostLog: this node is about to bootstrap on an empty data directory, and a peer
+// says it has run in the cluster before — its data directory, and the votes and entries
+// it acknowledged, are gone. Raft's safety needs them: remove it, then join it anew.
+var ErrLostLog = errors.New("this member has run in the cluster before, and its data directory is empty: its log is lost")
+
+// probePeers asks the founding peers, before this node bootstraps on an empty data
+// directory, whether it has run before: a founder that starts late bootstraps as the
+// others did, a member whose data directory was lost must not (it would vote and count
+// in majorities without the entries it acknowledged). A peer that does not answer is
+// taken for one that has not started either.
+func (r *Raft) probePeers() error {
+	c := &http.Client{Timeout: 2 * time.Second}
+	if r.cfg.Client != nil {
+		c = &http.Client{Timeout: 2 * time.Second, Transport: r.cfg.Client.Transport}
+	}
+	type answer struct {
+		peer string
+		err  error
+	}
+	answers := make(chan answer, len(r.cfg.Peers))
+	n := 0
+	for _, p := range r.cfg.Peers {
+		if p.Name == r.cfg.Name {
+			continue
+		}
+		n++
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, p.URL+PeersPath, nil)
+			req.Header.Set(SecretHeader, proof(r.cfg.Secret))
+			resp, err := c.Do(req)
+			if err != nil {
+				answers <- answer{p.Name, nil}
+				return
+			}
+			defer resp.Body.Close()
+			var f membersFile
+			if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&f) != nil {
+				answers <- answer{p.Name, nil}
+				return
+			}
+			for _, m := range f.Members {
+				if m.Name == r.cfg.Name && m.Started {
+					answers <- answer{p.Name, fmt.Errorf("cluster: %w (%s says %s started): remove it (okiba cluster remove %s), then start it on the empty directory with --join URL-OF-A-MEMBER",
+						ErrLostLog, p.Name, r.cfg.Name, r.cfg.Name)}
+					return
+				}
+			}
+			answers <- answer{p.Name, nil}
+		}()
+	}
+	for range n {
+		if a := <-answers; a.err != nil {
+			return a.err
+		}
+	}
+	return nil
+}
+
+// PeersHandler answers PeersPath.
+func (r *Raft) PeersHandler() http.Handler {
+	want := proof(r.cfg.Secret)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet {
+			http.Error(w, "GET only", http.StatusMethodNotAllowed)
+			return
+		}
+		if !hmac.Equal([]byte(req.Header.Get(SecretHeader)), []byte(want)) {
+			http.Error(w, "this path is for the cluster's nodes, which prove they know its secret", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(membersFile{Version: 2, Members: r.Members()})
+	})
 }
 
 // join asks Config.Join's node to add this one, and returns the members it answers.
@@ -303,12 +387,34 @@ func (r *Raft) proposeConf(q confReq) {
 	r.confWait = &q
 }
 
-// promote proposes a learner that has caught up as a voter (the leader, once a tick).
+// promote proposes a learner that has caught up as a voter, or records that a voter has
+// started (the leader, once a tick; one change at a time).
 func (r *Raft) promote() {
 	if r.confWait != nil || r.term.Load() == 0 {
 		return
 	}
 	st := r.rn.Status()
+	voters := make([]uint64, 0, len(st.Config.Voters[0]))
+	for id := range st.Config.Voters[0] {
+		voters = append(voters, id)
+	}
+	slices.Sort(voters)
+	for _, id := range voters {
+		m := r.member(id)
+		pr, ok := st.Progress[id]
+		if m.Started || m.Name == "" || !ok || (id != r.id && pr.Match <= 1) {
+			continue
+		}
+		// A voter that acknowledged an entry past the founding has a log: recorded by a
+		// change that adds it again (for raft, no change) with the member marked.
+		m.Started = true
+		cc := pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeType_ConfChangeAddNode.Enum(), NodeId: proto.Uint64(id)}}}
+		cc.Context, _ = json.Marshal(m)
+		if err := r.rn.ProposeConfChange(&cc); err == nil {
+			r.confWait = &confReq{}
+		}
+		return
+	}
 	learners := make([]uint64, 0, len(st.Config.Learners))
 	for id := range st.Config.Learners {
 		learners = append(learners, id)
@@ -320,6 +426,7 @@ func (r *Raft) promote() {
 			continue
 		}
 		m := r.member(id)
+		m.Started = true // caught up: it holds the log
 		cc := pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeType_ConfChangeAddNode.Enum(), NodeId: proto.Uint64(id)}}}
 		cc.Context, _ = json.Marshal(m)
 		if err := r.rn.ProposeConfChange(&cc); err == nil {

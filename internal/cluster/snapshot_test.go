@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,5 +145,45 @@ func TestCompactedLogsInstallSnapshots(t *testing.T) {
 	res, err := nl.b.Ack(context.Background(), "jobs", []string{got[0].Receipt})
 	if err != nil || res[0] != nil {
 		t.Fatalf("the old receipt on the new leader: %v %v", err, res)
+	}
+}
+
+// A member whose data directory is lost must not bootstrap again on an empty one (it
+// would vote without the entries it acknowledged): its peers say it has run, and Open
+// refuses, naming the way out; a founder that never ran is not refused (the others
+// started before it in every test here).
+func TestLostDataDirectoryIsNotBootstrappedAgain(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	l := c.leader()
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		for _, m := range l.raft.Members() {
+			if !m.Started {
+				return false
+			}
+		}
+		return true
+	}, "every member to be recorded as started: %+v", l.raft.Members())
+	var f *member
+	for _, m := range c.nodes {
+		if m != l {
+			f = m
+			break
+		}
+	}
+	c.stop(f)
+	if err := os.RemoveAll(f.dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareDataDir(nil, f.dir, testSecret); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(Config{Name: f.name, Peers: c.peers, Dir: f.dir, Secret: testSecret, Logger: testLogger(t, f.name)})
+	if err == nil {
+		r.Close()
+		t.Fatal("a member whose data directory was lost bootstrapped again")
+	}
+	if !errors.Is(err, ErrLostLog) || !strings.Contains(err.Error(), "--join") {
+		t.Fatalf("Open: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -64,6 +65,7 @@ func (n *Node) proxyTo(name, u string) (*httputil.ReverseProxy, error) {
 			pr.SetXForwarded()
 			pr.Out.Header.Set(ForwardedHeader, n.cfg.Cluster.Node)
 		},
+		Transport:     forwardTransport,
 		FlushInterval: -1, // long polls and backups stream as they come
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			n.log.Warn("cluster: forwarding to the leader failed", "leader", name, "error", err)
@@ -74,6 +76,17 @@ func (n *Node) proxyTo(name, u string) (*httputil.ReverseProxy, error) {
 	n.leaders[u] = p
 	return p, nil
 }
+
+// forwardTransport carries forwarded requests: a leader that cannot be reached (dead, or
+// cut off by a partition, where a connection attempt hangs rather than fails) answers
+// 503 within a second, for the client to try again once an election has found another,
+// rather than hold the request until the client gives up on it.
+var forwardTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.MaxIdleConnsPerHost = 64
+	return t
+}()
 
 // serveJoin answers a node asking to join: on the leader itself, else forwarded to it.
 func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
@@ -165,7 +178,20 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) bool {
 			reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second), Message: err.Error()})
 			break
 		}
-		p.ServeHTTP(w, r)
+		// A leader that stops leading while the request is on its way (a partition: its
+		// connection neither answers nor breaks) ends the forward with 503 for the client to
+		// retry, rather than hold it until the client gives up.
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		changed := n.raft.LeaderChanged()
+		go func() {
+			select {
+			case <-changed:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		p.ServeHTTP(w, r.WithContext(ctx))
 	}
 	return true
 }

@@ -537,6 +537,10 @@ func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 		n.raft.Handler().ServeHTTP(w, r) // the nodes prove the cluster secret instead
 		return "cluster"
 	}
+	if n.raft != nil && r.URL.Path == cluster.PeersPath {
+		n.raft.PeersHandler().ServeHTTP(w, r) // a node about to bootstrap asks
+		return "cluster"
+	}
 	if n.raft != nil && r.URL.Path == cluster.SnapshotPath {
 		n.raft.SnapshotHandler().ServeHTTP(w, r) // a member installing a snapshot
 		return "cluster"

@@ -11,8 +11,11 @@ import (
 
 // md5Hex is MD5OfMessageBody / MD5OfBody: the MD5 of the body string's UTF-8 bytes, in
 // lower-case hex.
-func md5Hex(s string) string {
-	sum := md5.Sum([]byte(s))
+func md5Hex(s string) string { return md5HexBytes([]byte(s)) }
+
+// md5HexBytes is md5Hex of bytes already at hand (no copy into a string and back).
+func md5HexBytes(b []byte) string {
+	sum := md5.Sum(b)
 	return hex.EncodeToString(sum[:])
 }
 

@@ -53,6 +53,10 @@ func mayBrowse(q *request, queues []string) []string {
 func (f *Front) namedQueue(q *request, param string) (string, bool) {
 	switch param {
 	case "QueueUrl":
+		if pre, ok := q.pre.(queueURLer); ok {
+			name, e := nameFromURL(deref(pre.queueURL()))
+			return name, e == nil
+		}
 		var in struct {
 			V *string `json:"QueueUrl"`
 		}
