@@ -346,8 +346,8 @@ type Message struct {
 // Explanation answers GET /v1/queues/{name}/messages/{id}/explain (and
 // /v1/queues/{name}/explain?dedup_id=…): why a message is or is not being delivered now,
 // in words (Summary) and fields. State is one of ready, delayed, leased,
-// waiting_for_group, dead_lettered, gone, deduplicated, unknown; the fields after it are
-// those of its state.
+// waiting_for_group, deferred, dead_lettered, gone, deduplicated, unknown; the fields
+// after it are those of its state.
 type Explanation struct {
 	Queue   string `json:"queue"`
 	ID      string `json:"id,omitempty"`
@@ -370,7 +370,8 @@ type Explanation struct {
 	// waiting_for_group: the message of its ordered group it waits for.
 	Blocker *Blocker `json:"blocker,omitempty"`
 	// gone, dead_lettered: when and how it left (acked, received_and_deleted,
-	// dead_lettered, expired, deleted, purged, redriven) and where to.
+	// dead_lettered, expired, deleted, purged, redriven) and where to. deferred: when a
+	// consumer deferred it.
 	At  *time.Time `json:"at,omitempty"`
 	How string     `json:"how,omitempty"`
 	To  string     `json:"to,omitempty"`

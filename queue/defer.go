@@ -18,14 +18,22 @@ func (a *arena) isDeferred(x *message) bool {
 	return e != nil && e.deferred
 }
 
-// setDeferred marks x deferred with its group's key, or clears the mark.
-func (a *arena) setDeferred(x *message, on bool, key string) {
+// setDeferred marks x deferred at since with its group's key, or clears the mark.
+func (a *arena) setDeferred(x *message, on bool, key string, since int64) {
 	e := a.extValue(x)
-	e.deferred, e.group = on, ""
+	e.deferred, e.group, e.since = on, "", 0
 	if on {
-		e.group = key
+		e.group, e.since = key, since
 	}
 	a.setExt(x, &e)
+}
+
+// deferredSince is when x was deferred, 0 if it is not.
+func (a *arena) deferredSince(x *message) int64 {
+	if e := a.ext(x); e != nil && e.deferred {
+		return e.since
+	}
+	return 0
 }
 
 // groupKey is x's group key: its group's, or, for a deferred message, the one it left.
@@ -211,7 +219,7 @@ func (r *DeferRecord) apply(m *Machine) error {
 				m.maybeReadyGroup(q, g) // the group moves on
 			}
 		}
-		m.ar.setDeferred(x, true, key)
+		m.ar.setDeferred(x, true, key, r.Now)
 		if q.deferred == nil {
 			q.deferred = make(map[uint64]Ref)
 		}

@@ -112,10 +112,12 @@ const (
 	StatusGone         Status = 6 // left the queue at At, How (acked, purged, …)
 	StatusDeduplicated Status = 7 // asked by dedup id: a send with it was a duplicate of Into
 	StatusUnknown      Status = 8 // not here, and nothing remembered of it
+	StatusDeferred     Status = 9 // set aside by a consumer at At: only a fetch by id takes it
 )
 
 var statusNames = [...]string{StatusReady: "ready", StatusDelayed: "delayed", StatusLeased: "leased", StatusGroupWait: "waiting_for_group",
-	StatusDeadLettered: "dead_lettered", StatusGone: "gone", StatusDeduplicated: "deduplicated", StatusUnknown: "unknown"}
+	StatusDeadLettered: "dead_lettered", StatusGone: "gone", StatusDeduplicated: "deduplicated", StatusUnknown: "unknown",
+	StatusDeferred: "deferred"}
 
 func (s Status) String() string {
 	if int(s) < len(statusNames) && statusNames[s] != "" {
@@ -149,7 +151,7 @@ type Explanation struct {
 	// StatusGroupWait: the message of its group it waits for.
 	Blocker *Blocker
 	// StatusGone, StatusDeadLettered: when and how it left, and where to (a queue name,
-	// "" if none or no longer there).
+	// "" if none or no longer there). StatusDeferred: when it was deferred.
 	At  int64
 	How GoneHow
 	To  string
@@ -239,9 +241,7 @@ func (m *Machine) explainIn(q *queueState, now int64, id uint64) Explanation {
 		return ex
 	}
 	ex.Seq = x.seq
-	if g := m.ar.group(x); g != nil {
-		ex.Group = g.key
-	}
+	ex.Group = m.ar.groupKey(x) // a deferred message's: the group it left
 	ex.Dead = m.ar.dead(x)
 	ex.History = m.history(x)
 	var words string
@@ -253,8 +253,20 @@ func (m *Machine) explainIn(q *queueState, now int64, id uint64) Explanation {
 		ex.Status, ex.Until, ex.Delivery = StatusLeased, x.at, x.deliv
 		ex.LastDelivery = q.cfg.MaxDeliveries > 0 && x.deliv >= uint32(q.cfg.MaxDeliveries)
 		words = fmt.Sprintf("Leased until %s by delivery #%d; a consumer holds it.", stamp(x.at, now), x.deliv)
+		if m.ar.isDeferred(x) {
+			words += " It is a deferred message fetched by id: unless acked it goes back to deferred."
+		}
 		if ex.LastDelivery {
 			words += fmt.Sprintf(" It is its last delivery (max_deliveries %d): unless acked it will be dead-lettered.", q.cfg.MaxDeliveries)
+		}
+	case StateDeferred:
+		// Out of the ready set and of its group: no receive returns it, however long the
+		// queue is, so it has no place in line and blocks nothing.
+		ex.Status, ex.At = StatusDeferred, m.ar.deferredSince(x)
+		words = fmt.Sprintf("Deferred since %s: a consumer set it aside, and no receive returns it; fetch it by id (POST /v1/queues/%s/deferred/receive, okiba fetch %s %s).",
+			stamp(ex.At, now), q.name, q.name, FormatID(x.id))
+		if ex.Group != "" {
+			words += fmt.Sprintf(" It left its group %q: it neither holds nor follows it.", ex.Group)
 		}
 	default:
 		if b := m.groupBlocker(q, x, now); b != nil {

@@ -605,7 +605,7 @@ func (m *Machine) detach(q *queueState, x *message) {
 	}
 	if m.ar.isDeferred(x) {
 		delete(q.deferred, x.id)
-		m.ar.setDeferred(x, false, "")
+		m.ar.setDeferred(x, false, "", 0)
 	}
 	q.msgs.remove(x.seq)
 	q.bytes -= x.size()

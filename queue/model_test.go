@@ -1220,6 +1220,8 @@ func (md *model) explain(id uint64) (Status, int, GoneHow) {
 			return StatusDelayed, 0, 0
 		case StateInFlight:
 			return StatusLeased, 0, 0
+		case StateDeferred:
+			return StatusDeferred, 0, 0
 		}
 		if blocked(x) {
 			return StatusGroupWait, 0, 0

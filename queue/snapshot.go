@@ -23,7 +23,8 @@ import (
 // deep backlog").
 //
 // Version 8 (this one) is version 7 with deferred messages (state codes 5 to 7, see
-// snapDeferred) and one more counter per queue, Deferrals, after ReceivedAndDeleted.
+// snapDeferred; such an entry ends with varint deferred-at minus entered) and one more
+// counter per queue, Deferrals, after ReceivedAndDeleted.
 // Version 7 is version 6 with two more lists at the end of each queue, after
 // its dedup entries, for explain (explain.go): the history of the messages that have one
 // (uvarint count | (uvarint seq delta | varint last delivery | uvarint nacks | varint last
@@ -273,6 +274,9 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 			b = appendVarint(b, dead.At)
 			b = appendUvarint(b, uint64(dead.Deliveries))
 		}
+		if code := flags & snapStateMask; code >= snapDeferred && code <= snapDeferredPending {
+			b = appendVarint(b, q.msgs.a.deferredSince(x)-x.entered)
+		}
 		prev.id, prev.seq, prev.entered = x.id, x.seq, x.entered
 		if w.visit != nil {
 			w.visit(x.self, x.size())
@@ -457,10 +461,11 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 		var reason, key string
 		var di *DeadInfo
 		var pos uint64
+		var since int64
 		if version == 1 {
 			reason, key, di, pos = d.messageV1(x)
 		} else {
-			reason, key, di, pos = d.messageV2(x, &prev, version, &prevPos)
+			reason, key, di, pos, since = d.messageV2(x, &prev, version, &prevPos)
 		}
 		m.ar.setDead(x, di)
 		if d.err != nil {
@@ -485,7 +490,7 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 				d.fail(fmt.Errorf("queue %q: message seq %d has unknown state %d", q.name, x.seq, code))
 				break
 			}
-			m.restoreDeferred(q, x, code, key, reason)
+			m.restoreDeferred(q, x, code, key, reason, since)
 			continue
 		}
 		m.attachGroup(q, x, key)
@@ -537,8 +542,8 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 
 // restoreDeferred places a deferred message of a snapshot (state code code, see
 // snapDeferred): out of any group, with the key of the one it left.
-func (m *Machine) restoreDeferred(q *queueState, x *message, code byte, key, reason string) {
-	m.ar.setDeferred(x, true, key)
+func (m *Machine) restoreDeferred(q *queueState, x *message, code byte, key, reason string, since int64) {
+	m.ar.setDeferred(x, true, key, since)
 	if q.deferred == nil {
 		q.deferred = make(map[uint64]Ref)
 	}
@@ -610,7 +615,7 @@ func (d *decoder) messageV1(x *message) (reason, key string, dead *DeadInfo, pos
 // relative to prev, the entry before it in the same queue; it leaves x's in prev. Version
 // 2 entries also hold a log position, relative to the previous entry's (prevPos, which it
 // advances), returned in pos.
-func (d *decoder) messageV2(x, prev *message, version uint64, prevPos *uint64) (reason, key string, dead *DeadInfo, pos uint64) {
+func (d *decoder) messageV2(x, prev *message, version uint64, prevPos *uint64) (reason, key string, dead *DeadInfo, pos uint64, since int64) {
 	flags := d.byte()
 	x.setState(State(flags & snapStateMask))
 	x.id = prev.id + uint64(d.varint())
@@ -639,8 +644,11 @@ func (d *decoder) messageV2(x, prev *message, version uint64, prevPos *uint64) (
 	if flags&snapDead != 0 {
 		dead = d.deadInfo()
 	}
+	if code := flags & snapStateMask; version >= 8 && code >= snapDeferred && code <= snapDeferredPending {
+		since = x.entered + d.varint()
+	}
 	prev.id, prev.seq, prev.entered = x.id, x.seq, x.entered
-	return reason, key, dead, pos
+	return reason, key, dead, pos, since
 }
 
 // size sets x's size, which must be one a message can have.

@@ -28,6 +28,11 @@ func TestDeferAndFetch(t *testing.T) {
 		t.Fatalf("peek --deferred: %+v", ds)
 	}
 	matches(t, "peek", h.ok("peek", "orders"), got[0].ID+`\s+deferred\s+1\s+order-7`)
+	// explain says it is deferred, since when, and how to fetch it.
+	ex := h.ok("explain", "orders", got[0].ID)
+	for _, re := range []string{`Deferred since .*okiba fetch orders ` + got[0].ID, `state\s+deferred`, `deferred since\s+20`, `group\s+order-7`} {
+		matches(t, "explain", ex, re)
+	}
 	if q := h.queue("orders"); q.Stats.Deferred != 1 || q.Stats.Deferrals != 1 || q.Stats.InFlight != 1 {
 		t.Errorf("stats after defer: %+v", q.Stats)
 	}
