@@ -33,7 +33,7 @@ type msgExt struct {
 	// peek and for where it goes as a dead letter.
 	deferred bool
 	group    string
-	since    int64 // deferred: when the consumer deferred it (the defer record's time)
+	since    int64    // deferred: when the consumer deferred it (the defer record's time)
 	hist     *msgHist // set once it was delivered again or nacked in this queue (explain.go)
 }
 
