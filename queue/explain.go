@@ -104,20 +104,21 @@ func (r *settledRing) each(fn func(settledEntry)) {
 type Status uint8
 
 const (
-	StatusReady        Status = 1 // ready: Ahead others are served before it
-	StatusDelayed      Status = 2 // delayed until Until
-	StatusLeased       Status = 3 // leased until Until by delivery Delivery
-	StatusGroupWait    Status = 4 // waiting behind Blocker, a message of its ordered group
-	StatusDeadLettered Status = 5 // moved to the dead-letter queue To at At (Dead, if still there)
-	StatusGone         Status = 6 // left the queue at At, How (acked, purged, …)
-	StatusDeduplicated Status = 7 // asked by dedup id: a send with it was a duplicate of Into
-	StatusUnknown      Status = 8 // not here, and nothing remembered of it
-	StatusDeferred     Status = 9 // set aside by a consumer at At: only a fetch by id takes it
+	StatusReady        Status = 1  // ready: Ahead others are served before it
+	StatusDelayed      Status = 2  // delayed until Until
+	StatusLeased       Status = 3  // leased until Until by delivery Delivery
+	StatusGroupWait    Status = 4  // waiting behind Blocker, a message of its ordered group
+	StatusDeadLettered Status = 5  // moved to the dead-letter queue To at At (Dead, if still there)
+	StatusGone         Status = 6  // left the queue at At, How (acked, purged, …)
+	StatusDeduplicated Status = 7  // asked by dedup id: a send with it was a duplicate of Into
+	StatusUnknown      Status = 8  // not here, and nothing remembered of it
+	StatusDeferred     Status = 9  // set aside by a consumer at At: only a fetch by id takes it
+	StatusParked       Status = 10 // its ordered group is parked behind Blocker, a dead letter in To, since At
 )
 
 var statusNames = [...]string{StatusReady: "ready", StatusDelayed: "delayed", StatusLeased: "leased", StatusGroupWait: "waiting_for_group",
 	StatusDeadLettered: "dead_lettered", StatusGone: "gone", StatusDeduplicated: "deduplicated", StatusUnknown: "unknown",
-	StatusDeferred: "deferred"}
+	StatusDeferred: "deferred", StatusParked: "parked"}
 
 func (s Status) String() string {
 	if int(s) < len(statusNames) && statusNames[s] != "" {
@@ -148,7 +149,8 @@ type Explanation struct {
 	Until        int64
 	Delivery     uint32
 	LastDelivery bool
-	// StatusGroupWait: the message of its group it waits for.
+	// StatusGroupWait: the message of its group it waits for. StatusParked: the dead
+	// letter its group waits for (Status dead_lettered), in To, parked since At.
 	Blocker *Blocker
 	// StatusGone, StatusDeadLettered: when and how it left, and where to (a queue name,
 	// "" if none or no longer there). StatusDeferred: when it was deferred.
@@ -269,6 +271,17 @@ func (m *Machine) explainIn(q *queueState, now int64, id uint64) Explanation {
 			words += fmt.Sprintf(" It left its group %q: it neither holds nor follows it.", ex.Group)
 		}
 	default:
+		if g := m.ar.group(x); q.isParked(g) {
+			p := q.parked[g.key]
+			ex.Status, ex.At = StatusParked, p.since
+			ex.Blocker = &Blocker{ID: p.blocker, Status: StatusDeadLettered}
+			if d := m.byID[p.dlq]; d != nil {
+				ex.To = d.name
+			}
+			words = fmt.Sprintf("Parked behind dead letter %s in %q since %s: its ordered group %q waits until that dead letter is redriven back (it then goes first) or the group is released (okiba release %s %s).",
+				FormatID(p.blocker), ex.To, stamp(p.since, now), g.key, q.name, g.key)
+			break
+		}
 		if b := m.groupBlocker(q, x, now); b != nil {
 			ex.Status, ex.Blocker = StatusGroupWait, b
 			words = fmt.Sprintf("Ready, but waiting for its ordered group %q: message %s, %s, comes first.", ex.Group, FormatID(b.ID), blockerWords(b, now))
@@ -427,7 +440,7 @@ func (m *Machine) ahead(q *queueState, x *message, now int64, ex *Explanation) {
 			if q.effectiveState(y, now) != StateReady {
 				return true
 			}
-			if q.cfg.OrderedGroups && m.ar.group(y) != nil && m.groupBlocker(q, y, now) != nil {
+			if q.cfg.OrderedGroups && m.ar.group(y) != nil && (q.isParked(m.ar.group(y)) || m.groupBlocker(q, y, now) != nil) {
 				return true
 			}
 			n++

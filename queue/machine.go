@@ -113,6 +113,10 @@ type Machine struct {
 	// is when idle ones were last forgotten.
 	producers      map[string]*producerState
 	producersSwept int64
+	// blockers: the dead letters parked groups wait for, by message id (park.go);
+	// releaseLog hears of the groups released because their blocker left otherwise.
+	blockers   map[uint64]blockerRef
+	releaseLog func(Release)
 }
 
 type queueState struct {
@@ -139,9 +143,10 @@ type queueState struct {
 	// would cost a deep backlog's length.
 	deferred  map[uint64]Ref
 	stats     Counters
-	timer     Ref         // this queue's slot in the machine's event heap
-	retCursor uint64      // seqs at or below are known past retention (only in-flight ones remain)
-	settled   settledRing // the last messages that left, for explain (explain.go)
+	timer     Ref               // this queue's slot in the machine's event heap
+	retCursor uint64            // seqs at or below are known past retention (only in-flight ones remain)
+	settled   settledRing       // the last messages that left, for explain (explain.go)
+	parked    map[string]parked // parked groups by key (park.go)
 }
 
 type pendingDL struct {
@@ -533,7 +538,7 @@ func (q *queueState) deliverable() int {
 // maybeReadyGroup puts g's head in the ready heap if g may be delivered: nothing leased
 // and its head ready.
 func (m *Machine) maybeReadyGroup(q *queueState, g *group) {
-	if g == nil || !q.cfg.OrderedGroups || g.leased > 0 {
+	if g == nil || !q.cfg.OrderedGroups || g.leased > 0 || q.isParked(g) {
 		return
 	}
 	if h := g.head(); h != nil && h.state() == StateReady && h.hidx < 0 {
@@ -579,6 +584,9 @@ func (m *Machine) attachGroup(q *queueState, x *message, key string) {
 
 // detach removes x from q entirely (settled, dead-lettered away, deleted, purged).
 func (m *Machine) detach(q *queueState, x *message) {
+	if len(m.blockers) > 0 {
+		defer m.blockerLeaves(q, x) // after x is out of q, so that its group's next is ready
+	}
 	switch x.state() {
 	case StateReady:
 		q.nReady--

@@ -95,7 +95,7 @@ func (m *Machine) infoWith(q *queueState, dlqSources []string) QueueInfo {
 func (q *queueState) snapshotStats(now int64) Stats {
 	s := Stats{
 		Counters: q.stats, Ready: q.nReady, Delayed: q.nDelayed, InFlight: q.nInFlight, Deferred: q.nDeferred,
-		Bytes: q.bytes, Groups: len(q.groups), DedupIDs: q.dedup.len(),
+		Bytes: q.bytes, Groups: len(q.groups), DedupIDs: q.dedup.len(), ParkedGroups: len(q.parked),
 	}
 	if len(q.stats.ByReason) > 0 {
 		s.ByReason = make(map[string]uint64, len(q.stats.ByReason))

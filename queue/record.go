@@ -47,6 +47,8 @@ const (
 	KindNackError       Kind = 19 // a nack whose items carry the handler's error (NackRecord.Errors)
 	KindDefer           Kind = 20 // leased messages set aside (defer.go)
 	KindReceiveDeferred Kind = 21 // deferred messages fetched by id and leased (defer.go)
+	KindQueuePut2       Kind = 22 // a queue_put whose configuration has on_dead_letter set (park.go)
+	KindGroupRelease    Kind = 23 // a parked group released by hand (park.go)
 )
 
 // MaxKind is the highest kind this package can ever use.
@@ -80,6 +82,8 @@ var kinds = [...]struct {
 	KindNackError:       {"nack_error", func() Record { return &NackRecord{Errors: []string{}} }},
 	KindDefer:           {"defer", func() Record { return new(DeferRecord) }},
 	KindReceiveDeferred: {"receive_deferred", func() Record { return new(ReceiveDeferredRecord) }},
+	KindQueuePut2:       {"queue_put2", func() Record { return &QueuePutRecord{v2: true} }},
+	KindGroupRelease:    {"group_release", func() Record { return new(GroupReleaseRecord) }},
 }
 
 func (k Kind) String() string {

@@ -465,6 +465,9 @@ func (r *DeadLetterRecord) apply(m *Machine) error {
 			q.noteSettled(x.id, r.Now, GoneExpired, 0)
 		} else {
 			q.noteSettled(x.id, r.Now, GoneDeadLettered, t.id)
+			if _, park := m.parkable(q, x); park {
+				m.park(q, key, x.id, t.id, r.Now) // before detach: the next head stays out of reach
+			}
 		}
 		m.detach(q, x)
 		if r.Reason == ReasonExpired {
@@ -564,6 +567,9 @@ func (r *PurgeRecord) apply(m *Machine) error {
 	}
 	q.msgs.each(0, func(x *message) bool {
 		q.noteSettled(x.id, r.Now, GonePurged, 0)
+		if len(m.blockers) > 0 {
+			m.blockerLeaves(q, x)
+		}
 		m.drop(x)
 		return true
 	})

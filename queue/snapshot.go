@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,8 +24,13 @@ import (
 // deep backlog").
 //
 // Version 8 (this one) is version 7 with deferred messages (state codes 5 to 7, see
-// snapDeferred; such an entry ends with varint deferred-at minus entered) and one more
-// counter per queue, Deferrals, after ReceivedAndDeleted.
+// snapDeferred; such an entry ends with varint deferred-at minus entered), one more
+// counter per queue, Deferrals, after ReceivedAndDeleted, a byte after each queue's
+// configuration (OnDeadLetter), and two more lists at the end of each queue for parked
+// groups (park.go): the parked groups (uvarint count | (string key | uvarint blocker id |
+// uvarint dead-letter queue id | varint since)*, by key), and the groups whose order is
+// not their sequence order (a blocker redriven to their front: uvarint count | (string
+// key | uvarint n | uvarint seq*)*, by key).
 // Version 7 is version 6 with two more lists at the end of each queue, after
 // its dedup entries, for explain (explain.go): the history of the messages that have one
 // (uvarint count | (uvarint seq delta | varint last delivery | uvarint nacks | varint last
@@ -207,6 +213,7 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 	b = appendUvarint(b, q.id)
 	b = appendString(b, q.name)
 	b = appendConfig(b, &q.cfg)
+	b = append(b, byte(q.cfg.OnDeadLetter))
 	b = appendVarint(b, q.createdAt)
 	b = appendVarint(b, q.updatedAt)
 	b = appendUvarint(b, q.nextSeq)
@@ -335,6 +342,39 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 		b = appendUvarint(b, e.to)
 		b = append(b, byte(e.how))
 	})
+
+	// v8: parked groups, then groups out of sequence order.
+	keys = slices.Sorted(func(yield func(string) bool) {
+		for k := range q.parked {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	b = appendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		p := q.parked[k]
+		b = appendString(b, k)
+		b = appendUvarint(b, p.blocker)
+		b = appendUvarint(b, p.dlq)
+		b = appendVarint(b, p.since)
+	}
+	keys = keys[:0]
+	for k, g := range q.groups {
+		if !slices.IsSortedFunc(g.msgs, func(x, y *message) int { return cmp.Compare(x.seq, y.seq) }) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	b = appendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		g := q.groups[k]
+		b = appendString(b, k)
+		b = appendUvarint(b, uint64(len(g.msgs)))
+		for _, x := range g.msgs {
+			b = appendUvarint(b, x.seq)
+		}
+	}
 	w.b = b
 }
 
@@ -441,6 +481,9 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 	q := m.newQueueState(d.uvarint())
 	q.name = d.string()
 	q.cfg = d.config()
+	if version >= 8 {
+		q.cfg.OnDeadLetter = DeadLetterAction(d.byte())
+	}
 	q.createdAt = d.varint()
 	q.updatedAt = d.varint()
 	q.nextSeq = d.uvarint()
@@ -537,7 +580,45 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 	if version >= 7 {
 		d.restoreExplain(q)
 	}
+	if version >= 8 {
+		m.restoreParked(d, q)
+	}
 	return q
+}
+
+// restoreParked reads a version-8 queue's parked groups and the order of its groups
+// that are not in sequence order, and takes the parked groups' heads out of reach.
+func (m *Machine) restoreParked(d *decoder, q *queueState) {
+	np := d.count()
+	for i := 0; i < np && d.err == nil; i++ {
+		k := d.string()
+		p := parked{blocker: d.uvarint(), dlq: d.uvarint(), since: d.varint()}
+		if d.err == nil {
+			m.park(q, k, p.blocker, p.dlq, p.since)
+		}
+	}
+	no := d.count()
+	for i := 0; i < no && d.err == nil; i++ {
+		k := d.string()
+		n := d.count()
+		g := q.groups[k]
+		if d.err == nil && (g == nil || len(g.msgs) != n) {
+			d.fail(fmt.Errorf("queue %q: the order of group %q names %d messages, not its own", q.name, k, n))
+			return
+		}
+		if h := g.head(); h != nil && h.hidx >= 0 {
+			q.ready.remove(h)
+		}
+		for j := 0; j < n && d.err == nil; j++ {
+			x := q.msgs.get(d.uvarint())
+			if x == nil || m.ar.group(x) != g {
+				d.fail(fmt.Errorf("queue %q: the order of group %q names a message not in it", q.name, k))
+				return
+			}
+			g.msgs[j] = x
+		}
+		m.maybeReadyGroup(q, g)
+	}
 }
 
 // restoreDeferred places a deferred message of a snapshot (state code code, see

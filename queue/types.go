@@ -332,6 +332,8 @@ type Stats struct {
 	OldestReady int64 // enqueue time of the oldest ready message, 0 if none
 	Groups      int
 	DedupIDs    int
+	// ParkedGroups: ordered groups waiting for a dead letter (on_dead_letter park_group).
+	ParkedGroups int
 }
 
 // QueueInfo describes a queue.
