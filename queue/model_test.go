@@ -50,6 +50,9 @@ type mmsg struct {
 	// deferred: a consumer deferred it and it has not left the queue since (deferred, or
 	// leased by a fetch by id); it is out of its group for ordering and fairness.
 	deferred bool
+	// rank: its place in its group (seq, but for a blocker redriven to its parked
+	// group's front, and the dead letters of the group that came back with it).
+	rank float64
 }
 
 // grouped says whether x takes part in its group (ordering, fairness).
@@ -61,6 +64,24 @@ type mqueue struct {
 	msgs    []*mmsg
 	nextSeq uint64
 	dedup   map[string]dedupEntry
+	parked  map[string]uint64 // parked groups: the blocking dead letter's id, by key
+}
+
+// members is x's group in q in group order (by rank), x included; nil if ungrouped.
+func (q *mqueue) members(key string) []*mmsg {
+	var out []*mmsg
+	for _, y := range q.msgs {
+		if y.grouped() && y.group == key {
+			out = append(out, y)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].rank < out[j].rank })
+	return out
+}
+
+// isParked says whether x's group waits for a dead letter.
+func (q *mqueue) isParked(x *mmsg) bool {
+	return x.grouped() && q.parked[x.group] != 0
 }
 
 type mtask struct {
@@ -93,6 +114,7 @@ func (md *model) settle(x *mmsg, how GoneHow) {
 func (md *model) add(q *mqueue, x *mmsg, visibleAt int64) {
 	q.nextSeq++
 	x.seq = q.nextSeq
+	x.rank = float64(x.seq)
 	x.entered = md.now
 	x.state = StateReady
 	if visibleAt > md.now {
@@ -113,6 +135,10 @@ func (md *model) deadLetter(x *mmsg, reason string) {
 // deadLetterDesc dead-letters x; a dead letter for max_deliveries is described by desc,
 // else by the handler's last error.
 func (md *model) deadLetterDesc(x *mmsg, reason, desc string) {
+	q := md.q
+	if md.dlq.name != "" && q.cfg.OnDeadLetter == ParkGroup && x.grouped() && q.parked[x.group] == 0 && q.members(x.group)[0] == x {
+		q.parked[x.group] = x.id // its head dead-lettered: the group parks behind it
+	}
 	md.remove(md.q, x)
 	if md.dlq.name == "" { // no DLQ: only expiry gets here, and removes with a record
 		md.gone[x.id] = true
@@ -251,16 +277,16 @@ func (md *model) receive(max int, vis int64, ask func(*mmsg) Admission) ([]*mmsg
 		if !x.grouped() {
 			continue
 		}
-		if head[x.group] == nil {
+		if head[x.group] == nil || x.rank < head[x.group].rank {
 			head[x.group] = x
 		}
-		if x.state == StateInFlight {
+		if x.state == StateInFlight || q.parked[x.group] != 0 {
 			locked[x.group] = true
 		}
 	}
 	var taken, deferred []*mmsg
 	deferring := false
-	for i, x := range q.msgs {
+	for _, x := range q.msgs {
 		if len(taken)+len(deferred) >= max {
 			break
 		}
@@ -275,13 +301,11 @@ func (md *model) receive(max int, vis int64, ask func(*mmsg) Admission) ([]*mmsg
 			continue
 		}
 		run := []*mmsg{x}
-		for _, y := range q.msgs[i+1:] {
-			if x.group == "" {
-				break
-			}
-			if y.group != x.group || y.deferred {
-				continue
-			}
+		var after []*mmsg
+		if x.grouped() {
+			after = q.members(x.group)[1:]
+		}
+		for _, y := range after {
 			if len(taken)+len(deferred)+len(run) >= max || y.state != StateReady {
 				break
 			}
@@ -456,9 +480,12 @@ func TestMachineMatchesModel(t *testing.T) {
 		if rapid.Bool().Draw(t, "dlqNone") && cfg.MaxDeliveries == 0 {
 			cfg.DeadLetterQueue = NoDeadLetterQueue
 		}
+		if cfg.OrderedGroups && cfg.DeadLetterQueue != NoDeadLetterQueue && rapid.Bool().Draw(t, "parkGroup") {
+			cfg.OnDeadLetter = ParkGroup
+		}
 		h := &harness{t: t, m: New(), sink: &logSink{t: t}, seen: map[seenKey]uint32{}}
 		h.md = &model{now: 1_700_000_000_000, acked: map[uint64]bool{}, gone: map[uint64]bool{},
-			q:   &mqueue{name: "q", cfg: cfg, dedup: map[string]dedupEntry{}},
+			q:   &mqueue{name: "q", cfg: cfg, dedup: map[string]dedupEntry{}, parked: map[string]uint64{}},
 			dlq: &mqueue{name: cfg.DeadLetterQueue, cfg: DeadLetterConfig(cfg), dedup: map[string]dedupEntry{}}}
 		created, err := h.m.PutQueue(h.md.now, h.sink, "q", cfg)
 		if err != nil || !created {
@@ -488,6 +515,7 @@ func TestMachineMatchesModel(t *testing.T) {
 			"quarantine": func(t *rapid.T) { h.quarantine(t, hasDLQ) },
 			"delete":     h.deleteMsg,
 			"purge":      h.purge,
+			"release":    h.release,
 			"":           h.check,
 		})
 	})
@@ -952,6 +980,24 @@ func (h *harness) deleteMsg(t *rapid.T) {
 	h.md.gone[id] = true
 }
 
+// release releases a group by hand: a parked one is free at once (its dead letter stays),
+// any other answers ErrNotParked and changes nothing.
+func (h *harness) release(t *rapid.T) {
+	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "releaseGroup")
+	err := h.m.ReleaseGroup(h.md.now, h.sink, "q", key)
+	h.md.advance()
+	if h.md.q.parked[key] == 0 {
+		if !errors.Is(err, ErrNotParked) {
+			t.Fatalf("release of %q, not parked: got %v", key, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("release %q: %v", key, err)
+	}
+	delete(h.md.q.parked, key)
+}
+
 func (h *harness) purge(t *rapid.T) {
 	if rapid.IntRange(0, 4).Draw(t, "rarely") != 0 {
 		t.Skip("purge is rare")
@@ -1025,11 +1071,35 @@ func (h *harness) redrive(t *rapid.T) {
 		cursor = x.seq
 	}
 	md.task.cursor = cursor
+	front := map[string]float64{} // groups this step released: the rank of the last moved to their front
 	for _, x := range items {
 		md.remove(md.dlq, x)
 		x.deadReason, x.deadDesc, x.deadDeliv, x.deliv, x.at, x.lastErr = "", "", 0, 0, 0, ""
 		x.moves++
+		last, toFront := front[x.group]
+		blocker := x.group != "" && md.q.parked[x.group] == x.id
+		if blocker {
+			delete(md.q.parked, x.group) // back to its group, which it heads
+		}
+		ms := md.q.members(x.group)
 		md.add(md.q, x, md.now)
+		switch {
+		case x.group == "":
+		case blocker:
+			if len(ms) > 0 {
+				x.rank = ms[0].rank - 1
+			}
+			front[x.group] = x.rank
+		case toFront:
+			// Right after the one before it from this step, ahead of what waited.
+			for _, y := range ms {
+				if y.rank > last {
+					x.rank = (last + y.rank) / 2
+					break
+				}
+			}
+			front[x.group] = x.rank
+		}
 	}
 	if len(items) > 0 {
 		md.advance() // the machine brings a target queue up to date after moving into it
@@ -1170,6 +1240,19 @@ func (h *harness) check(t *rapid.T) {
 			t.Fatalf("explain %d: got %s ahead %d how %s (%s); want %s ahead %d how %s", id, ex.Status, ex.Ahead, ex.How, ex.Summary, st, ahead, how)
 		}
 	}
+	// Parked groups are the model's, each behind its dead letter.
+	ps, err := h.m.Parked("q")
+	if err != nil {
+		t.Fatalf("parked: %v", err)
+	}
+	if len(ps) != len(md.q.parked) {
+		t.Fatalf("parked groups %+v, model %v", ps, md.q.parked)
+	}
+	for _, p := range ps {
+		if md.q.parked[p.Group] != p.Blocker || p.DLQ != md.dlq.name || p.Messages != len(md.q.members(p.Group)) {
+			t.Fatalf("parked group %+v, model %v (%d messages)", p, md.q.parked, len(md.q.members(p.Group)))
+		}
+	}
 	// No message has two live leases: at most one in-flight entry per id.
 	infl := map[uint64]int{}
 	got, err := h.m.Peek(md.now, "q", 0, 1<<20, StateInFlight)
@@ -1205,7 +1288,7 @@ func (md *model) explain(id uint64) (Status, int, GoneHow) {
 			return false
 		}
 		for _, y := range q.msgs {
-			if y.grouped() && y.group == x.group && (y.seq < x.seq || eff(y) == StateInFlight) {
+			if y.grouped() && y.group == x.group && (y.rank < x.rank || eff(y) == StateInFlight) {
 				return true
 			}
 		}
@@ -1223,6 +1306,9 @@ func (md *model) explain(id uint64) (Status, int, GoneHow) {
 		case StateDeferred:
 			return StatusDeferred, 0, 0
 		}
+		if q.isParked(x) {
+			return StatusParked, 0, 0
+		}
 		if blocked(x) {
 			return StatusGroupWait, 0, 0
 		}
@@ -1235,7 +1321,7 @@ func (md *model) explain(id uint64) (Status, int, GoneHow) {
 				if y.grouped() && y.group == x.group {
 					n++
 				}
-			} else if !blocked(y) {
+			} else if !blocked(y) && !(q.cfg.OrderedGroups && q.isParked(y)) {
 				n++
 			}
 		}
