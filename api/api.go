@@ -40,6 +40,7 @@ const (
 	CodeTaskFinished    = "task_finished"        // cancel of a finished redrive
 	CodeMessageCorrupt  = "message_corrupt"      // a redrive of dead letters whose body failed its checksum
 	CodeNotDeferred     = "not_deferred"         // a fetch by id of a message that is not deferred
+	CodeNotParked       = "not_parked"           // a release of a group that is not parked
 	CodeQueueFull       = "queue_full"           // backpressure: max_messages/max_bytes
 	CodeTooManyQueues   = "too_many_queues"      // the broker's max_queues is reached
 	CodeTooManyInFlight = "too_many_in_flight"   // the queue's leases are at max_in_flight
@@ -84,7 +85,7 @@ var Status = map[string]int{
 	CodeMessageTooLarge: 413, CodeBatchTooLarge: 400, CodeRequestTooLarge: 413,
 	CodeQueueNotFound: 404, CodeMessageNotFound: 404, CodeTaskNotFound: 404, CodeNotFound: 404,
 	CodeMethod: 405, CodeReceiptStale: 409, CodeAlreadySettled: 409, CodeQueueInUse: 409, CodeDLQCycle: 409,
-	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeMessageCorrupt: 409, CodeNotDeferred: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
+	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeMessageCorrupt: 409, CodeNotDeferred: 409, CodeNotParked: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
 	CodeTooManyQueues: 409, CodeTooManyInFlight: 429, CodeDiskFull: 507,
 	CodeUnavailable: 503, CodeUnauthorized: 401, CodeForbidden: 403, CodeInternal: 500,
 	CodeTopicNotFound: 404, CodeTopicFull: 429, CodeOffsetOutOfRange: 409,
@@ -159,22 +160,45 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // field keeps its current value, or okiba's default when the queue is created. Responses
 // carry every field.
 type QueueConfig struct {
-	VisibilityTimeout *Duration         `json:"visibility_timeout,omitempty"`
-	MaxDeliveries     *int              `json:"max_deliveries,omitempty"`
-	DeadLetterQueue   *string           `json:"dead_letter_queue,omitempty"`
-	BackoffBase       *Duration         `json:"backoff_base,omitempty"`
-	BackoffMax        *Duration         `json:"backoff_max,omitempty"`
-	Delay             *Duration         `json:"delay,omitempty"`
-	Retention         *Duration         `json:"retention,omitempty"`
-	DedupWindow       *Duration         `json:"dedup_window,omitempty"`
-	DedupScope        *string           `json:"dedup_scope,omitempty"`
-	ContentDedup      *bool             `json:"content_dedup,omitempty"`
-	MaxMessages       *int64            `json:"max_messages,omitempty"`
-	MaxBytes          *int64            `json:"max_bytes,omitempty"`
-	MaxMessageSize    *int64            `json:"max_message_size,omitempty"`
-	ReceiveWait       *Duration         `json:"receive_wait,omitempty"`
-	OrderedGroups     *bool             `json:"ordered_groups,omitempty"`
-	Tags              map[string]string `json:"tags,omitempty"`
+	VisibilityTimeout *Duration `json:"visibility_timeout,omitempty"`
+	MaxDeliveries     *int      `json:"max_deliveries,omitempty"`
+	DeadLetterQueue   *string   `json:"dead_letter_queue,omitempty"`
+	BackoffBase       *Duration `json:"backoff_base,omitempty"`
+	BackoffMax        *Duration `json:"backoff_max,omitempty"`
+	Delay             *Duration `json:"delay,omitempty"`
+	Retention         *Duration `json:"retention,omitempty"`
+	DedupWindow       *Duration `json:"dedup_window,omitempty"`
+	DedupScope        *string   `json:"dedup_scope,omitempty"`
+	ContentDedup      *bool     `json:"content_dedup,omitempty"`
+	MaxMessages       *int64    `json:"max_messages,omitempty"`
+	MaxBytes          *int64    `json:"max_bytes,omitempty"`
+	MaxMessageSize    *int64    `json:"max_message_size,omitempty"`
+	ReceiveWait       *Duration `json:"receive_wait,omitempty"`
+	OrderedGroups     *bool     `json:"ordered_groups,omitempty"`
+	// OnDeadLetter: move_on (default) or park_group — dead-lettering an ordered group's
+	// head parks the rest of the group until the dead letter is back or released (an
+	// ordered queue with a dead-letter queue only).
+	OnDeadLetter *string           `json:"on_dead_letter,omitempty"`
+	Tags         map[string]string `json:"tags,omitempty"`
+}
+
+// ParkedGroup is one parked group of a queue: GET /v1/queues/{name}/parked.
+type ParkedGroup struct {
+	Group           string    `json:"group"`
+	Blocker         string    `json:"blocker"`           // the dead letter's id
+	DeadLetterQueue string    `json:"dead_letter_queue"` // where the blocker is
+	Since           time.Time `json:"since"`
+	Messages        int       `json:"messages"` // of the group, waiting in the queue
+}
+
+// ParkedResponse lists a queue's parked groups, by group.
+type ParkedResponse struct {
+	Groups []ParkedGroup `json:"groups"`
+}
+
+// ReleaseResponse answers POST /v1/queues/{name}/groups/{group}/release.
+type ReleaseResponse struct {
+	Released string `json:"released"` // the group
 }
 
 // Queue is a queue with its configuration and statistics.
@@ -194,10 +218,13 @@ type Stats struct {
 	InFlight int64 `json:"in_flight"`
 	// Deferred counts messages a consumer set aside, fetched only by id (a fetched one
 	// counts in in_flight while it is leased).
-	Deferred    int64 `json:"deferred"`
-	Bytes       int64 `json:"bytes"`
-	DeadLetters int64 `json:"dead_letters"` // messages in this queue's dead-letter queue
-	Groups      int   `json:"groups"`
+	Deferred int64 `json:"deferred"`
+	// ParkedGroups counts ordered groups waiting for a dead letter (on_dead_letter
+	// park_group).
+	ParkedGroups int   `json:"parked_groups"`
+	Bytes        int64 `json:"bytes"`
+	DeadLetters  int64 `json:"dead_letters"` // messages in this queue's dead-letter queue
+	Groups       int   `json:"groups"`
 	// OldestReadyAgeMS is the age of the oldest ready message, 0 when none.
 	OldestReadyAgeMS int64 `json:"oldest_ready_age_ms"`
 	// OldestReadyAt is when the oldest ready message entered the queue, zero when none.

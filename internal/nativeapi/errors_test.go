@@ -171,6 +171,9 @@ func TestEveryErrorCode(t *testing.T) {
 		api.CodeNotDeferred: {[]string{"not deferred", "0000000000000001"}, func(t *testing.T) *response {
 			return e.do("POST", "/v1/queues/q/deferred/receive", `{"ids":["0000000000000001"]}`)
 		}},
+		api.CodeNotParked: {[]string{"no parked group", `"g1"`}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/q/groups/g1/release", nil)
+		}},
 		api.CodeQueueFull: {[]string{`"tiny"`, "max_messages"}, func(t *testing.T) *response {
 			e.send("tiny", "1")
 			r := e.do("POST", "/v1/queues/tiny/messages", `{"body":"2"}`)

@@ -82,6 +82,26 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 	reply.JSON(w, http.StatusOK, out)
 }
 
+// parked lists a queue's parked groups.
+func (s *Server) parked(w http.ResponseWriter, r *http.Request) {
+	out, e := s.svc.Parked(r.Context(), r.PathValue("name"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, out)
+}
+
+// releaseGroup releases a parked group by hand.
+func (s *Server) releaseGroup(w http.ResponseWriter, r *http.Request) {
+	out, e := s.svc.ReleaseGroup(r.Context(), r.PathValue("name"), r.PathValue("group"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, out)
+}
+
 // ---------------------------------------------------------------------------------------
 // Messages
 

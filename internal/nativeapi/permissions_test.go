@@ -214,6 +214,11 @@ func (f *fixture) probes() map[string]func() probe {
 		"POST /v1/queues/{name}/deferred/receive": func() probe {
 			return probe{method: "POST", path: "/v1/queues/pm-settle/deferred/receive", body: fmt.Sprintf(`{"ids":[%q]}`, f.deferred("pm-settle"))}
 		},
+		"GET /v1/queues/{name}/parked": func() probe { return probe{method: "GET", path: "/v1/queues/pm-q/parked"} },
+		"POST /v1/queues/{name}/groups/{group}/release": func() probe {
+			// No group of pm-q is parked: allowed, it answers not_parked (409).
+			return probe{method: "POST", path: "/v1/queues/pm-q/groups/g1/release"}
+		},
 		"POST /v1/queues/{name}/purge": func() probe {
 			f.e.send("pm-purge", "purged")
 			return probe{method: "POST", path: "/v1/queues/pm-purge/purge"}

@@ -215,6 +215,8 @@ func (s *Server) Routes() []Route {
 		{"POST", "/v1/queues/{name}/defer", on(receive, queue, "name"), settle((*service.Service).Defer)},
 		{"POST", "/v1/queues/{name}/deferred/receive", on(receive, queue, "name"), s.receiveDeferred},
 		{"POST", "/v1/queues/{name}/purge", on(manage, queue, "name"), s.purge},
+		{"GET", "/v1/queues/{name}/parked", on(browse, queue, "name"), s.parked},
+		{"POST", "/v1/queues/{name}/groups/{group}/release", on(manage, queue, "name"), s.releaseGroup},
 		{"POST", "/v1/queues/{name}/redrive", also(on(manage, queue, "name"), "send on every queue it moves messages into: to, or each queue its dead letters came from"), s.redrive},
 		{"GET", "/v1/redrives", listing(browse, queue), s.listRedrives},
 		{"GET", "/v1/redrives/{id}", also(on(browse, queue, ""), "on the task's dead-letter queue"), s.getRedrive},
