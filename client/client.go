@@ -458,6 +458,23 @@ func (c *Client) Purge(ctx context.Context, name string) (int64, error) {
 	return r.Purged, err
 }
 
+// Parked lists a queue's parked groups (on_dead_letter park_group), each with the dead
+// letter it waits for.
+func (c *Client) Parked(ctx context.Context, queue string) ([]api.ParkedGroup, error) {
+	var r api.ParkedResponse
+	if err := c.do(ctx, "GET", qpath(queue, "parked"), nil, &r); err != nil {
+		return nil, err
+	}
+	return r.Groups, nil
+}
+
+// ReleaseGroup releases a parked group by hand: its messages are delivered again, in
+// order; its dead letter stays where it is. A group that is not parked is not_parked.
+func (c *Client) ReleaseGroup(ctx context.Context, queue, group string) error {
+	var r api.ReleaseResponse
+	return c.do(ctx, "POST", qpath(queue, "groups", url.PathEscape(group), "release"), nil, &r)
+}
+
 // Health checks /healthz.
 func (c *Client) Health(ctx context.Context) error {
 	var h api.Health

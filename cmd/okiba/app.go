@@ -74,6 +74,8 @@ func (a *app) commands() []entry {
 		{"defer", "set received messages aside, to fetch them later by id", newSettle},
 		{"fetch", "fetch deferred messages by id, leasing them again", func(a *app, _ string) command { return &fetchCmd{app: a} }},
 		{"dlq", "list dead letters and redrive them", func(a *app, _ string) command { return dlqGroup(a) }},
+		{"parked", "list a queue's parked groups and the dead letter each waits for", func(a *app, _ string) command { return &parkedCmd{app: a} }},
+		{"release", "release a parked group by hand", func(a *app, _ string) command { return &releaseCmd{app: a} }},
 		{"stats", "queue statistics, rates and Little's law", func(a *app, _ string) command { return &statsCmd{app: a} }},
 		{"consumers", "a queue's receivers seen lately: long polls waiting, leases held", func(a *app, _ string) command { return &consumersCmd{app: a} }},
 		{"topic", "create and manage topics (partitioned logs), publish and read records", func(a *app, _ string) command { return topicGroup(a) }},
