@@ -46,6 +46,9 @@ func (r *QueuePutRecord) decode(d *decoder, now int64) {
 	r.Config = d.config()
 	if r.v2 {
 		r.Config.OnDeadLetter = DeadLetterAction(d.byte())
+		if d.err == nil && r.Config.OnDeadLetter == MoveOn {
+			d.fail(fmt.Errorf("queue_put2 of queue %q without on_dead_letter: written as queue_put", r.Name))
+		}
 	}
 }
 
