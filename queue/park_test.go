@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"strings"
@@ -178,4 +179,34 @@ func TestMoveOnReleasesParkedGroups(t *testing.T) {
 		t.Fatalf("after move_on: %v", bodies)
 	}
 	replayEqual(t, m, s)
+}
+
+// The two records park group adds decode to what was written: a queue_put whose
+// configuration parks is a queue_put2 (a move_on one keeps queue_put's bytes), and a
+// queue_put2 without on_dead_letter is refused as not canonical.
+func TestParkRecordsRoundTrip(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig("q")
+	cfg.OnDeadLetter = ParkGroup
+	for _, r := range []Record{
+		&QueuePutRecord{Now: t0, QueueID: 2, Name: "q", Config: cfg},
+		&GroupReleaseRecord{Now: t0, QueueID: 2, Group: "alice"},
+	} {
+		b := r.AppendTo(nil)
+		d, err := DecodeRecord(b)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Kind(), err)
+		}
+		if d.Kind() != r.Kind() || !bytes.Equal(d.AppendTo(nil), b) {
+			t.Fatalf("%s decoded to %s %+v", r.Kind(), d.Kind(), d)
+		}
+	}
+	if k := (&QueuePutRecord{Config: testConfig("q")}).Kind(); k != KindQueuePut {
+		t.Fatalf("a move_on queue_put is %s", k)
+	}
+	b := (&QueuePutRecord{Now: t0, QueueID: 2, Name: "q", Config: cfg}).AppendTo(nil)
+	b[len(b)-1] = byte(MoveOn)
+	if _, err := DecodeRecord(b); err == nil {
+		t.Fatal("a queue_put2 without on_dead_letter decoded")
+	}
 }
