@@ -112,7 +112,7 @@ storage: $(REPORT)
 ## namespaces the test makes and removes, as root; about 8 s, in parallel with the rest).
 binary: $(REPORT)
 	@$(call tier,binary,135) -json -show '^ *--- |seed=|lost|duplicated|reordered:|resurrected:|vanished:|unexpected:|failover' -- \
-		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC|TestClusterBinary|TestClusterPartitionBinary|TestServeBinaryFullDisk)$$' ./internal/torture ./cmd/okiba
+		$(GO) test -json -count=1 -run '^(TestTortureShort|TestServeBinary|TestReleaseReproducible|TestSystemdUnit|TestContainer|TestConsumeBinaryCtrlC|TestClusterBinary|TestClusterPartitionBinary|TestClusterMutualTLSBinary|TestServeBinaryFullDisk)$$' ./internal/torture ./cmd/okiba
 torture-short: binary
 
 ## torture-cluster: a cluster of three processes under load through 200 fault cycles
@@ -149,6 +149,8 @@ fuzz:
 	$(GO) test ./wal -run '^$$' -fuzz '^FuzzLoadCheckpoint$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzQueryForm$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sqs -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzBinaryTopics$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/names -run '^$$' -fuzz '^FuzzGrammarIsWithinTheCore$$' -fuzztime $(FUZZTIME)

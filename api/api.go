@@ -35,6 +35,7 @@ const (
 	CodeReceiptStale    = "receipt_stale"        // the lease ended; nothing changed
 	CodeAlreadySettled  = "already_settled"      // the receipt's message is no longer in the queue (a retried ack succeeded)
 	CodeQueueInUse      = "queue_in_use"         // the queue is another queue's DLQ
+	CodeQueueExists     = "queue_exists"         // a create-only PUT of a queue that exists otherwise
 	CodeDLQCycle        = "dlq_cycle"            // dead-letter queues would form a cycle
 	CodeNoDeadLetter    = "no_dead_letter_queue" // dead-letter on a queue with dead_letter_queue none
 	CodeTaskFinished    = "task_finished"        // cancel of a finished redrive
@@ -84,7 +85,7 @@ var Status = map[string]int{
 	CodeInvalidBody: 400, CodeInvalidDelay: 400, CodeInvalidReceipt: 400, CodeInvalidID: 400,
 	CodeMessageTooLarge: 413, CodeBatchTooLarge: 400, CodeRequestTooLarge: 413,
 	CodeQueueNotFound: 404, CodeMessageNotFound: 404, CodeTaskNotFound: 404, CodeNotFound: 404,
-	CodeMethod: 405, CodeReceiptStale: 409, CodeAlreadySettled: 409, CodeQueueInUse: 409, CodeDLQCycle: 409,
+	CodeMethod: 405, CodeReceiptStale: 409, CodeAlreadySettled: 409, CodeQueueInUse: 409, CodeQueueExists: 409, CodeDLQCycle: 409,
 	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeMessageCorrupt: 409, CodeNotDeferred: 409, CodeNotParked: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
 	CodeTooManyQueues: 409, CodeTooManyInFlight: 429, CodeDiskFull: 507,
 	CodeUnavailable: 503, CodeUnauthorized: 401, CodeForbidden: 403, CodeInternal: 500,
@@ -575,6 +576,10 @@ type ClusterHealth struct {
 	Commit  uint64   `json:"commit_index"`
 	Applied uint64   `json:"applied_index"`
 	Members []string `json:"members"`
+	// Lag is, on the leader, how many committed entries each follower has yet to store.
+	Lag map[string]uint64 `json:"lag,omitempty"`
+	// Snapshot is the index of this node's raft log snapshot: its entries start after it.
+	Snapshot uint64 `json:"snapshot_index,omitempty"`
 }
 
 // Build is which okiba a binary is (okiba version, /healthz): the commit's time rather

@@ -30,9 +30,9 @@ const (
 // install replaces. A restore makes every one of them.
 var installed = []string{formatFile, "secret", "checkpoints", "wal", "topics"}
 
-// ErrInstallBehind: the state offered to Install is older than the index the raft
+// errInstallBehind: the state offered to Install is older than the index the raft
 // snapshot names; fetch it again (from the leader, or a node further along).
-var ErrInstallBehind = errors.New("the state offered is older than the snapshot it is to install")
+var errInstallBehind = errors.New("the state offered is older than the snapshot it is to install")
 
 // Install replaces the broker's state with the backup read from r, which must hold at
 // least the committed entry atLeast: for a cluster's node that receives a raft snapshot.
@@ -53,7 +53,7 @@ func (b *Broker) Install(r io.Reader, atLeast uint64) (BackupInfo, error) {
 	cfg.Replication, cfg.Observer = nil, nil
 	info, err := restoreInto(cfg, tmp, r)
 	if err == nil && info.Applied < atLeast {
-		err = fmt.Errorf("%w: it holds entry %d, the snapshot %d", ErrInstallBehind, info.Applied, atLeast)
+		err = fmt.Errorf("%w: it holds entry %d, the snapshot %d", errInstallBehind, info.Applied, atLeast)
 	}
 	if err != nil {
 		_ = removeAll(fs, tmp)

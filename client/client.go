@@ -211,6 +211,11 @@ func (c *Client) Server() string { return c.server() }
 // answer with per-item results even on error statuses, out receives the body and the
 // error is still returned when the body carries a top-level error.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	return c.doHeader(ctx, method, path, nil, in, out)
+}
+
+// doHeader is do with more request headers.
+func (c *Client) doHeader(ctx context.Context, method, path string, hdr http.Header, in, out any) error {
 	var body []byte
 	if in != nil {
 		var err error
@@ -224,6 +229,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	resp, data, err := c.roundTrip(req, body)
 	if err != nil {
@@ -395,6 +403,17 @@ func qpath(name string, rest ...string) string {
 func (c *Client) PutQueue(ctx context.Context, name string, cfg api.QueueConfig) (*api.Queue, error) {
 	var q api.Queue
 	if err := c.do(ctx, "PUT", qpath(name), cfg, &q); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// CreateQueue creates a queue unless it exists (a PUT with If-None-Match: *): a queue
+// that exists with the configuration cfg would create is returned as it is; one with
+// another is refused with queue_exists, naming the fields, and left unchanged.
+func (c *Client) CreateQueue(ctx context.Context, name string, cfg api.QueueConfig) (*api.Queue, error) {
+	var q api.Queue
+	if err := c.doHeader(ctx, "PUT", qpath(name), http.Header{"If-None-Match": {"*"}}, cfg, &q); err != nil {
 		return nil, err
 	}
 	return &q, nil

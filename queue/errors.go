@@ -33,6 +33,18 @@ var (
 	ErrNotDeferred = errors.New("message is not deferred in this queue")
 )
 
+// ExistsError refuses a create-only request (PUT with If-None-Match: *) for a queue that
+// exists with another configuration: Fields names what differs, by its API name.
+type ExistsError struct {
+	Name   string
+	Fields []string
+}
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("queue %s exists with another %s (update it with okiba queue update, or PUT without If-None-Match)",
+		e.Name, strings.Join(e.Fields, ", "))
+}
+
 // NameError reports a queue or topic name outside a naming rule: the core's, or a
 // front's grammar (internal/names), which Rule then states.
 type NameError struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -104,6 +105,37 @@ func TestClusterBinary(t *testing.T) {
 	leased, err := clients[follower].Receive(ctx, "jobs", client.ReceiveOptions{Max: 10})
 	if err != nil || len(leased) != 10 {
 		t.Fatalf("receive through a follower: %d, %v", len(leased), err)
+	}
+	// A stale read is the follower's own, at the index it has applied; once it has
+	// applied the receive, it shows the leases.
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		resp, err := http.Get(pc.url(follower) + "/v1/queues/jobs?stale=true")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var q api.Queue
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Okiba-Stale") != "true" || resp.Header.Get("Okiba-Applied") == "" ||
+			json.NewDecoder(resp.Body).Decode(&q) != nil {
+			t.Fatalf("a stale read on a follower: %d, headers %v", resp.StatusCode, resp.Header)
+		}
+		return q.Stats.InFlight == 10
+	}, "the follower's stale read to show the ten leases")
+	if resp, err := http.Get(pc.url(follower) + "/v1/queues/jobs?stale=maybe"); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("stale=maybe: %v %v", resp, err)
+	}
+	// The console reached through a follower: made by the leader, it says so.
+	if resp, err := http.Get(pc.url(follower) + "/"); err != nil {
+		t.Fatal(err)
+	} else {
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := []string{fmt.Sprintf("via <strong>n%d</strong>", follower+1), fmt.Sprintf(`node <strong id="cluster-node">n%d</strong> (<span id="cluster-role">leader</span>)`, l+1), "3 members: n1, n2, n3", "id=\"cluster-lag\""}
+		for _, w := range want {
+			if !strings.Contains(string(page), w) {
+				t.Fatalf("the console through a follower lacks %q:\n%s", w, grepLines(string(page), "cluster"))
+			}
+		}
 	}
 
 	var failovers []time.Duration

@@ -21,9 +21,11 @@ import (
 
 // TestClusterTorture is `make torture-cluster`: a cluster of three processes under a
 // steady load of sends and receives, through OKIBA_CLUSTER_CYCLES (default 200) fault
-// cycles — the leader killed with SIGKILL (60 %), a follower killed (20 %), the leader
-// paused with SIGSTOP past an election timeout (20 %), each node brought back after —
-// within 30 minutes. Then everything is drained and the history checked: every send
+// cycles — the leader killed with SIGKILL (50 %), a follower killed (20 %), the leader
+// paused with SIGSTOP past an election timeout (10 %), and, as root, where the nodes run
+// in network namespaces of their own, the leader (10 %) or a follower (10 %) cut off by a
+// real partition for 1.5–3 s (without root those cycles are pauses too); each node
+// brought back after — within 30 minutes. Then everything is drained and the history checked: every send
 // acknowledged is delivered (lost: 0), nothing is delivered that was never sent
 // (unexpected: 0), and no acknowledged ack is followed by a delivery of its message
 // (resurrected: 0); duplicates before an ack are at-least-once's and counted. It reports
@@ -42,7 +44,17 @@ func TestClusterTorture(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	deadline := time.Now().Add(30 * time.Minute)
 
-	pc := newProcCluster(t, 3)
+	// As root the nodes run in network namespaces of their own, so that a fault may be a
+	// real partition; otherwise on loopback, with kills and pauses only.
+	var hosts *netnsHosts
+	var pc *procCluster
+	if os.Geteuid() == 0 {
+		hosts = newNetnsHosts(t, 3)
+		pc = newNetnsCluster(t, hosts)
+	} else {
+		t.Log("not root: no partitions, only kills and pauses")
+		pc = newProcCluster(t, 3)
+	}
 	var urls []string
 	for i := range pc.addrs {
 		urls = append(urls, pc.url(i))
@@ -140,12 +152,23 @@ func TestClusterTorture(t *testing.T) {
 
 	probe := newClient()
 	var failovers []time.Duration
-	kills, followerKills, pauses := 0, 0, 0
+	kills, followerKills, pauses, partitions := 0, 0, 0, 0
 	for cycle := 1; cycle <= cycles && time.Now().Before(deadline); cycle++ {
 		all := []int{0, 1, 2}
 		l := pc.leader(all)
 		switch r := rng.IntN(10); {
-		case r < 6:
+		case r >= 8 && hosts != nil:
+			// The leader or a follower cut off by the network past an election timeout,
+			// then healed.
+			partitions++
+			n := l
+			if r == 9 {
+				n = all[(slices.Index(all, l)+1+rng.IntN(2))%3]
+			}
+			hosts.cut(n, true)
+			time.Sleep(time.Duration(1500+rng.IntN(1500)) * time.Millisecond)
+			hosts.cut(n, false)
+		case r < 5:
 			kills++
 			pc.kill(l)
 			began := time.Now()
@@ -158,7 +181,7 @@ func TestClusterTorture(t *testing.T) {
 			mu.Unlock()
 			time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
 			pc.start(l)
-		case r < 8:
+		case r < 7:
 			followerKills++
 			f := all[(slices.Index(all, l)+1+rng.IntN(2))%3]
 			pc.kill(f)
@@ -226,8 +249,8 @@ func TestClusterTorture(t *testing.T) {
 	if len(failovers) > 0 {
 		p50, worst = failovers[len(failovers)/2], failovers[len(failovers)-1]
 	}
-	t.Logf("cycles: %d leader kills, %d follower kills, %d leader pauses; sends acknowledged %d (%d failed: unanswered, may or may not have happened), delivered %d distinct, %d redeliveries",
-		kills, followerKills, pauses, len(acked), sendErrs.Load(), len(delivered), dups)
+	t.Logf("cycles: %d leader kills, %d follower kills, %d leader pauses, %d partitions; sends acknowledged %d (%d failed: unanswered, may or may not have happened), delivered %d distinct, %d redeliveries",
+		kills, followerKills, pauses, partitions, len(acked), sendErrs.Load(), len(delivered), dups)
 	t.Logf("acknowledged lost: %d; unexpected: %d; resurrected: %d; failover p50 %v, max %v over %d kills",
 		len(lost), len(unexpected), len(resurrected), p50, worst, len(failovers))
 	if len(lost)+len(unexpected)+len(resurrected) > 0 {

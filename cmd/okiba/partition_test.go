@@ -70,6 +70,23 @@ func newNetnsHosts(t *testing.T, n int) *netnsHosts {
 	return h
 }
 
+// newNetnsCluster builds the binary and starts a node in each of the hosts.
+func newNetnsCluster(t *testing.T, hosts *netnsHosts) *procCluster {
+	t.Helper()
+	pc := buildProcCluster(t)
+	for i := range hosts.ns {
+		pc.addrs = append(pc.addrs, hosts.ips[i]+":7070")
+		pc.peers = append(pc.peers, fmt.Sprintf("n%d=http://%s", i+1, pc.addrs[i]))
+		pc.wrap = append(pc.wrap, []string{"ip", "netns", "exec", hosts.ns[i]})
+	}
+	pc.extra = []string{"--insecure"}
+	pc.procs = make([]*childServer, len(hosts.ns))
+	for i := range hosts.ns {
+		pc.start(i)
+	}
+	return pc
+}
+
 func (h *netnsHosts) cut(i int, off bool) {
 	h.t.Helper()
 	state := "up"
@@ -92,17 +109,7 @@ func TestClusterPartitionBinary(t *testing.T) {
 		t.Skip("SKIP: builds the okiba binary and runs a cluster of processes in network namespaces: runs in its own tier (make binary), not with -short")
 	}
 	hosts := newNetnsHosts(t, 3)
-	pc := buildProcCluster(t)
-	for i := range 3 {
-		pc.addrs = append(pc.addrs, hosts.ips[i]+":7070")
-		pc.peers = append(pc.peers, fmt.Sprintf("n%d=http://%s", i+1, pc.addrs[i]))
-		pc.wrap = append(pc.wrap, []string{"ip", "netns", "exec", hosts.ns[i]})
-	}
-	pc.extra = []string{"--insecure"}
-	pc.procs = make([]*childServer, 3)
-	for i := range 3 {
-		pc.start(i)
-	}
+	pc := newNetnsCluster(t, hosts)
 	ctx := context.Background()
 	urls := make([]string, 3)
 	for i := range urls {

@@ -23,7 +23,7 @@ Usage: okiba queue SUBCOMMAND NAME [flags]
 Manages queues. A queue's configuration is stored in full when it is created; create
 and update send only the flags you give, so update changes just those fields.` + clientHelp,
 		subs: []entry{
-			{"create", "create a queue (or update it if it exists)", func(a *app, n string) command { return &queueCmd{app: a, name: n, op: "create"} }},
+			{"create", "create a queue (refused if it exists with another configuration)", func(a *app, n string) command { return &queueCmd{app: a, name: n, op: "create"} }},
 			{"update", "change some fields of an existing queue", func(a *app, n string) command { return &queueCmd{app: a, name: n, op: "update"} }},
 			{"get", "show a queue's configuration and statistics", func(a *app, n string) command { return &queueGetCmd{app: a, name: n} }},
 			{"list", "list queues with their message counts", func(a *app, n string) command { return &queueListCmd{app: a, name: n} }},
@@ -135,8 +135,10 @@ const queueCreateUsage = `
 Usage: okiba queue create NAME [flags]
 
 Creates queue NAME with okiba's defaults for every field not given. If the queue exists
-it is updated with the given fields instead (create is an idempotent PUT); the output
-says which happened. Names are [A-Za-z0-9_-]{1,80}, optionally ending in .fifo.`
+with the configuration this would create, nothing changes (create can be run again);
+if it exists with another, create is refused (queue_exists, naming the fields that
+differ) and the queue is left as it is: change it with okiba queue update. Names are
+[A-Za-z0-9_-]{1,80}, optionally ending in .fifo.`
 
 const queueUpdateUsage = `
 Usage: okiba queue update NAME [flags]
@@ -179,7 +181,15 @@ okiba queue update orders --max-messages 100000 --max-bytes 512MiB`
 	if c.op == "update" && !exists {
 		return fmt.Errorf("%w (create it with: okiba queue create %s)", err, name)
 	}
-	q, err := cl.PutQueue(ctx, name, cfg)
+	var q *api.Queue
+	if c.op == "create" {
+		q, err = cl.CreateQueue(ctx, name, cfg)
+		if client.IsCode(err, api.CodeQueueExists) {
+			return fmt.Errorf("%w (okiba queue update %s … changes it)", err, name)
+		}
+	} else {
+		q, err = cl.PutQueue(ctx, name, cfg)
+	}
 	if err != nil {
 		return err
 	}
@@ -190,6 +200,10 @@ okiba queue update orders --max-messages 100000 --max-bytes 512MiB`
 	if !exists {
 		fmt.Fprintf(w, "created queue %s (dead_letter_queue %s, visibility_timeout %s, max_deliveries %d)\n",
 			q.Name, deref(q.Config.DeadLetterQueue), human(deref(q.Config.VisibilityTimeout).D()), deref(q.Config.MaxDeliveries))
+		return nil
+	}
+	if c.op == "create" {
+		fmt.Fprintf(w, "queue %s exists with this configuration: nothing changed\n", q.Name)
 		return nil
 	}
 	if len(fields) == 0 {
@@ -413,17 +427,38 @@ type queueDeleteCmd struct {
 
 func (c *queueDeleteCmd) Run(ctx context.Context, args []string) error {
 	f := c.app.serverFlags(c.name, `
-Usage: okiba queue delete NAME [--force]
+Usage: okiba queue delete NAME [--force] [--yes]
 
 Deletes a queue with all its messages; receipts of its in-flight messages become stale.
-The name can be reused at once. A queue that is another queue's dead-letter queue is
-refused (queue_in_use) unless --force.`, `
+The name can be reused at once. A queue that holds messages is deleted only once
+confirmed: on a terminal okiba asks; otherwise (scripts, pipes) --yes is required. A
+queue that is another queue's dead-letter queue is refused (queue_in_use) unless --force.`, `
 okiba queue delete orders
-okiba queue delete orders-dlq --force`)
+okiba queue delete orders --yes
+okiba queue delete orders-dlq --force --yes`)
 	force := f.Bool("force", false, "delete even if other queues use it as their dead-letter queue")
-	pos, cl, err := f.clientArgs(args, 1, 1, "NAME [--force]")
+	yes := f.Bool("yes", false, "do not ask for confirmation when the queue holds messages")
+	pos, cl, err := f.clientArgs(args, 1, 1, "NAME [--force] [--yes]")
 	if err != nil {
 		return err
+	}
+	if !*yes {
+		q, err := cl.Queue(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if n := stored(q.Stats); n > 0 {
+			if !c.app.StdinTTY {
+				return f.fail("queue %s holds %d messages: deleting it needs confirmation and stdin is not a terminal: pass --yes", pos[0], n)
+			}
+			fmt.Fprintf(c.app.Stderr, "Delete queue %s and its %d messages (ready %d, delayed %d, in flight %d)? This cannot be undone. [y/N] ",
+				pos[0], n, q.Stats.Ready, q.Stats.Delayed, q.Stats.InFlight)
+			answer, _ := bufio.NewReader(c.app.Stdin).ReadString('\n')
+			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+				fmt.Fprintln(c.app.Stderr, "not deleted")
+				return &exitError{code: 1}
+			}
+		}
 	}
 	if err := cl.DeleteQueue(ctx, pos[0], *force); err != nil {
 		if client.IsCode(err, api.CodeQueueInUse) {

@@ -12,9 +12,17 @@ func TestQueueCreateUpdateGet(t *testing.T) {
 
 	out := h.ok("queue", "create", "orders", "--max-deliveries", "3", "--tag", "team=a", "--tag", "tier=1")
 	contains(t, "create", out, "created queue orders", "dead_letter_queue orders-dlq", "max_deliveries 3")
-	// create on an existing queue is an idempotent PUT: it updates and says so.
-	out = h.ok("queue", "create", "orders", "--visibility-timeout", "45s")
-	contains(t, "create again", out, "updated queue orders: visibility_timeout=45s")
+	// create again with the same configuration changes nothing; with another it is
+	// refused, naming what differs, and the queue is left as it was.
+	out = h.ok("queue", "create", "orders", "--max-deliveries", "3", "--tag", "team=a", "--tag", "tier=1")
+	contains(t, "create again", out, "queue orders exists with this configuration: nothing changed")
+	r := h.fails(1, "queue", "create", "orders", "--max-deliveries", "3", "--tag", "team=a", "--tag", "tier=1", "--visibility-timeout", "45s")
+	contains(t, "create otherwise", r.err, "queue_exists", "visibility_timeout", "okiba queue update orders")
+	if q := h.queue("orders"); q.Config.VisibilityTimeout.D() == 45*time.Second {
+		t.Fatal("a refused create changed the queue")
+	}
+	out = h.ok("queue", "update", "orders", "--visibility-timeout", "45s")
+	contains(t, "update", out, "updated queue orders: visibility_timeout=45s")
 
 	q := h.queue("orders")
 	if got := q.Config.VisibilityTimeout.D(); got != 45*time.Second {
@@ -35,7 +43,7 @@ func TestQueueCreateUpdateGet(t *testing.T) {
 		t.Errorf("update changed fields it was not given: %+v", q.Config)
 	}
 
-	r := h.fails(1, "queue", "update", "missing", "--delay", "1s")
+	r = h.fails(1, "queue", "update", "missing", "--delay", "1s")
 	contains(t, "stderr", r.err, "okiba queue update: queue_not_found:", "okiba queue create missing")
 	r = h.fails(1, "queue", "create", "bad*name")
 	contains(t, "stderr", r.err, "okiba queue create: invalid_name:")
@@ -90,7 +98,16 @@ func TestQueueListDeletePurge(t *testing.T) {
 	r = h.fails(1, "queue", "delete", "jobs-dlq")
 	contains(t, "stderr", r.err, "okiba queue delete: queue_in_use:", "--force")
 	contains(t, "delete", h.ok("queue", "delete", "jobs-dlq", "--force"), "deleted queue jobs-dlq")
-	contains(t, "delete", h.ok("queue", "delete", "jobs"), "deleted queue jobs")
+	// delete of a queue that holds messages: confirmation on a terminal, --yes otherwise.
+	h.send("jobs", "kept")
+	r = h.fails(2, "queue", "delete", "jobs")
+	contains(t, "stderr", r.err, "queue jobs holds 1 messages", "pass --yes")
+	r = h.failsWith(runOpts{stdinTTY: true, stdin: "n\n"}, 1, "queue", "delete", "jobs")
+	contains(t, "stderr", r.err, "Delete queue jobs and its 1 messages (ready 1, delayed 0, in flight 0)?", "not deleted")
+	if q := h.queue("jobs"); q.Stats.Ready != 1 {
+		t.Fatalf("a declined delete changed the queue: %+v", q.Stats)
+	}
+	contains(t, "delete", h.ok("queue", "delete", "jobs", "--yes"), "deleted queue jobs")
 	r = h.fails(1, "queue", "get", "jobs")
 	contains(t, "stderr", r.err, "queue_not_found")
 	h.fails(1, "queue", "delete", "jobs")

@@ -136,6 +136,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	nodeName := f.String("node", "", "this node's `NAME` in a replicated cluster, one of --peers (env OKIBA_NODE; docs/cluster.md)")
 	peers := f.String("peers", "", "every founding member of the cluster, this one included, as comma-separated `NAME=URL` pairs: each node's own port (env OKIBA_PEERS)")
 	join := f.String("join", "", "join the running cluster a member at `URL` belongs to, on an empty data directory (as a learner, promoted once caught up); --peers then names only this node (env OKIBA_JOIN)")
+	clusterCA := f.String("cluster-ca", "", "authenticate the cluster's members to each other by mutual TLS: the authority that issued their certificates, in `FILE` (PEM; env OKIBA_CLUSTER_CA); needs --tls-cert/--tls-key and https peers")
 	clusterSecret := f.String("cluster-secret-file", "", "the cluster's secret in `FILE`, the same on every member, at least 22 characters (env OKIBA_CLUSTER_SECRET gives it itself)")
 	printConfig := f.Bool("print-config", false, "print the effective configuration as JSON, secrets redacted, and exit")
 	var minFree, gcHeadroom byteSize
@@ -172,6 +173,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	env("OKIBA_TLS_CERT", &cfg.TLS.CertFile)
 	env("OKIBA_TLS_KEY", &cfg.TLS.KeyFile)
 	env("OKIBA_TLS_CLIENT_CA", &cfg.TLS.ClientCAFile)
+	env("OKIBA_CLUSTER_CA", &cfg.TLS.ClusterCAFile)
 	if v := a.env("OKIBA_AUTH_TOKEN"); v != "" {
 		cfg.AuthToken, cfg.AuthTokenFile = v, ""
 	}
@@ -238,6 +240,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		"tls-cert":             func() { cfg.TLS.CertFile = *tlsCert },
 		"tls-key":              func() { cfg.TLS.KeyFile = *tlsKey },
 		"tls-client-ca":        func() { cfg.TLS.ClientCAFile = *tlsClientCA },
+		"cluster-ca":           func() { cfg.TLS.ClusterCAFile = *clusterCA },
 		"node":                 func() { cfg.Cluster.Node = *nodeName },
 		"join":                 func() { cfg.Cluster.Join = *join },
 		"cluster-secret-file":  func() { cfg.Cluster.SecretFile, cfg.Cluster.Secret = *clusterSecret, "" },

@@ -92,6 +92,9 @@ type Config struct {
 	// many of them it keeps for followers a little behind. Default
 	// DefaultSnapshotEntries and DefaultCatchUpEntries.
 	SnapshotEntries, CatchUpEntries int
+	// Version is this node's okiba version and commit (internal/buildinfo), sent with a
+	// join; the leader refuses a node whose version is not its own.
+	Version string
 }
 
 // Errors callers branch on.
@@ -161,6 +164,7 @@ type Raft struct {
 	founders    []uint64
 	compactions uint64
 	installs    uint64
+	snapsSent   uint64
 	wantSnap    uint64        // a snapshot at this index at least is wanted (noteAdded)
 	ckptAsked   bool          // a checkpoint for it is under way
 	ckptDone    chan struct{} // it ended
@@ -204,10 +208,11 @@ type Status struct {
 	// Snapshot is the index of the raft log's snapshot (its entries start after it);
 	// Compactions counts the times this node dropped entries, Installs the snapshots
 	// of another node's state it installed (snapshot.go).
-	Snapshot    uint64
-	Compactions uint64
-	Installs    uint64
-	learners    []uint64
+	Snapshot      uint64
+	Compactions   uint64
+	Installs      uint64
+	SnapshotsSent uint64
+	learners      []uint64
 }
 
 // Open opens this node's raft storage, bootstrapping a new cluster of Peers if it is
@@ -497,10 +502,17 @@ func (r *Raft) transfer() {
 	}
 	r.term.Store(0) // no more commands here; what is pending commits or fails as usual
 	r.handingOff = true
+	// The follower furthest along, an active one first: raft clears RecentActive at each
+	// quorum check, so a handoff right after one may find none marked, and handing the
+	// lead to the furthest then is still better than none.
 	var to, best uint64
+	active := false
 	for id, pr := range st.Progress {
-		if id != r.id && pr.Match >= best && pr.RecentActive {
-			to, best = id, pr.Match
+		if id == r.id || pr.IsLearner {
+			continue
+		}
+		if to == 0 || (pr.RecentActive && !active) || (pr.RecentActive == active && pr.Match > best) {
+			to, best, active = id, pr.Match, pr.RecentActive
 		}
 	}
 	if to == 0 {
@@ -843,7 +855,7 @@ func (r *Raft) noteStatus() {
 	st := r.rn.BasicStatus()
 	s := Status{Node: r.cfg.Name, Term: st.GetTerm(), Leader: r.nameOf(st.Lead), Leading: r.term.Load() != 0,
 		Commit: st.GetCommit(), Applied: r.applied, Rebuilds: r.rebuilds,
-		Snapshot: r.snapIndex, Compactions: r.compactions, Installs: r.installs}
+		Snapshot: r.snapIndex, Compactions: r.compactions, Installs: r.installs, SnapshotsSent: r.snapsSent}
 	s.Members = r.memberNames()
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()

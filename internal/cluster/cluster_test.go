@@ -173,6 +173,22 @@ func (c *testCluster) leader() *member {
 	return l
 }
 
+// join starts a new member, name, that joins the cluster through via.
+func (c *testCluster) join(name string, via *member) *member {
+	c.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m := &member{name: name, dir: filepath.Join(c.t.TempDir(), name), ln: ln, join: c.peers[slices.Index(c.nodes, via)].URL}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, m)
+	c.peers = append(c.peers, Peer{Name: name, URL: "http://" + ln.Addr().String()})
+	c.mu.Unlock()
+	c.start(m)
+	return m
+}
+
 func mustQueue(t *testing.T, b *broker.Broker, name string) {
 	t.Helper()
 	if _, _, err := b.PutQueue(context.Background(), name, func(*queue.Config, bool) error { return nil }); err != nil {
@@ -400,16 +416,7 @@ func TestMemberJoinsCatchesUpAndIsRemoved(t *testing.T) {
 	l := c.leader()
 	mustQueue(t, l.b, "jobs")
 	sendN(t, l.b, "jobs", 0, 30)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n4 := &member{name: "n4", dir: filepath.Join(t.TempDir(), "n4"), ln: ln, join: c.peers[slices.Index(c.nodes, l)].URL}
-	c.mu.Lock()
-	c.nodes = append(c.nodes, n4)
-	c.peers = append(c.peers, Peer{Name: "n4", URL: "http://" + ln.Addr().String()})
-	c.mu.Unlock()
-	c.start(n4)
+	n4 := c.join("n4", l)
 	testkit.Eventually(t, 10*time.Second, func() bool { return ready(n4.b, "jobs") == 30 }, "the new member to hold the log")
 	voter := func(name string) bool {
 		for _, m := range l.raft.Members() {
@@ -435,6 +442,7 @@ func TestMemberJoinsCatchesUpAndIsRemoved(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var members []Member
+	var err error
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		members, err = c.leader().raft.RemoveMember(ctx, "n4")
 		return err == nil

@@ -41,7 +41,14 @@ type Member struct {
 	// log, once): its data directory holds the cluster's log, so an empty one means it
 	// was lost, and the member must not bootstrap again (probePeers).
 	Started bool `json:"started,omitempty"`
+	// Version is, in a join's request, the joining node's okiba version (Config.Version):
+	// the leader refuses another than its own.
+	Version string `json:"version,omitempty"`
 }
+
+// ErrVersionMismatch: a node of another okiba version asked to join. Every member runs
+// the same version: records a newer one writes, an older one cannot apply.
+var ErrVersionMismatch = errors.New("every member of a cluster runs the same okiba version")
 
 // JoinPath is where a node asks to join: POST {"name","url"}, with the cluster proof.
 const JoinPath = "/v1/cluster/join"
@@ -254,7 +261,7 @@ func (r *Raft) join() ([]Member, []uint64, error) {
 	if self == "" {
 		return nil, nil, fmt.Errorf("cluster: joining needs this node's own URL (--peers %s=URL)", r.cfg.Name)
 	}
-	body, _ := json.Marshal(Member{Name: r.cfg.Name, URL: self})
+	body, _ := json.Marshal(Member{Name: r.cfg.Name, URL: self, Version: r.cfg.Version})
 	c := r.cfg.Client
 	if c == nil {
 		c = &http.Client{Timeout: 30 * time.Second}
@@ -517,6 +524,11 @@ func (r *Raft) JoinHandler() http.Handler {
 			http.Error(w, `want {"name":"…","url":"http://…"}`, http.StatusBadRequest)
 			return
 		}
+		if m.Version != r.cfg.Version {
+			http.Error(w, fmt.Sprintf("%v: this cluster runs %q, %s runs %q; start it with the cluster's version",
+				ErrVersionMismatch, r.cfg.Version, m.Name, m.Version), http.StatusConflict)
+			return
+		}
 		ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
 		defer cancel()
 		members, err := r.AddMember(ctx, m.Name, m.URL)
@@ -546,6 +558,9 @@ type snapReport struct {
 }
 
 func (r *Raft) reportSnap(to uint64, ok bool) {
+	if ok {
+		r.snapsSent++
+	}
 	st := raft.SnapshotFinish
 	if !ok {
 		st = raft.SnapshotFailure

@@ -113,16 +113,7 @@ func TestCompactedLogsInstallSnapshots(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, func() bool { return ready(f.b, "jobs") == 160 }, "the follower to reopen its installed state")
 
 	// A member joining now starts from a snapshot too.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n4 := &member{name: "n4", dir: filepath.Join(t.TempDir(), "n4"), ln: ln, join: c.peers[slices.Index(c.nodes, l)].URL}
-	c.mu.Lock()
-	c.nodes = append(c.nodes, n4)
-	c.peers = append(c.peers, Peer{Name: "n4", URL: "http://" + ln.Addr().String()})
-	c.mu.Unlock()
-	c.start(n4)
+	n4 := c.join("n4", l)
 	testkit.Eventually(t, 15*time.Second, func() bool { return ready(n4.b, "jobs") == 160 && n4.raft.Status().Installs > 0 },
 		"the new member to install the state")
 	if st := n4.raft.Status(); st.Installs != 1 {
@@ -185,5 +176,30 @@ func TestLostDataDirectoryIsNotBootstrappedAgain(t *testing.T) {
 	}
 	if !errors.Is(err, ErrLostLog) || !strings.Contains(err.Error(), "--join") {
 		t.Fatalf("Open: %v", err)
+	}
+}
+
+// A node of another okiba version is refused when it asks to join: every member runs the
+// same version (a newer one's records, an older one could not apply).
+func TestJoinOfAnotherVersionIsRefused(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	l := c.leader()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := filepath.Join(t.TempDir(), "n4")
+	if err := PrepareDataDir(nil, dir, testSecret); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(Config{Name: "n4", Peers: []Peer{{Name: "n4", URL: "http://" + ln.Addr().String()}}, Join: c.peers[slices.Index(c.nodes, l)].URL,
+		Dir: dir, Secret: testSecret, Version: "v99.0.0", Logger: testLogger(t, "n4")})
+	if err == nil || !strings.Contains(err.Error(), "same okiba version") || !strings.Contains(err.Error(), "v99.0.0") {
+		t.Fatalf("a join of another version: %v", err)
+	}
+	if n := len(l.raft.Members()); n != 3 {
+		t.Fatalf("the refused join changed the members: %d", n)
 	}
 }

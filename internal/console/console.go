@@ -114,6 +114,10 @@ type Options struct {
 	// and consumers do what a user's code would. The console neither closes it nor
 	// uses it for anything else. Without it, lessons do not start (503).
 	Client *client.Client
+	// Cluster, on a node of a replicated cluster, is what the node knows of it: every
+	// page's header shows the node it was made on, its role, the leader, the term and
+	// the followers' lag, and the node the browser reached when that one forwarded it.
+	Cluster func() *api.ClusterHealth
 }
 
 func (o Options) withDefaults() Options {
@@ -368,6 +372,10 @@ type pageData struct {
 	CanCreate bool
 	// Data is what a page rendered on the server shows (the topic pages).
 	Data any
+	// Cluster is the node's view of its cluster (Options.Cluster), nil on a single node;
+	// Via is the member that forwarded the page's request here, if one did.
+	Cluster *api.ClusterHealth
+	Via     string
 }
 
 // securityHeaders are sent with every page: scripts and styles only from the console's
@@ -415,6 +423,10 @@ func (c *Console) now() time.Time { return c.opts.Now() }
 // write renders the template name with d for r and sends it with the pages' headers.
 func (c *Console) write(w http.ResponseWriter, r *http.Request, status int, name string, d pageData) {
 	d.Auth = c.opts.Keys != nil
+	if c.opts.Cluster != nil {
+		d.Cluster = c.opts.Cluster()
+		d.Via = r.Header.Get("Okiba-Forwarded-By")
+	}
 	if p, ok := auth.From(r.Context()); ok && d.Auth {
 		d.Principal = p.Name
 	}

@@ -55,7 +55,7 @@ var snsOfNative = map[string]string{
 	api.CodeInvalidDelay: "InvalidParameter", api.CodeInvalidReceipt: "InvalidParameter",
 	api.CodeMessageTooLarge: "InvalidParameter", api.CodeRecordTooLarge: "InvalidParameter",
 	api.CodeDLQCycle: "InvalidParameter", api.CodeInvalidFilter: "InvalidParameter",
-	api.CodeTopicInUse: "InvalidParameter", api.CodeQueueInUse: "InvalidParameter",
+	api.CodeTopicInUse: "InvalidParameter", api.CodeQueueInUse: "InvalidParameter", api.CodeQueueExists: "InvalidParameter",
 	api.CodeMemberUnknown: "InvalidParameter", api.CodeEpochStale: "InvalidParameter",
 	api.CodeOffsetRegressed: "InvalidParameter", api.CodeOffsetOutOfRange: "InvalidParameter",
 	api.CodePartitionOutOfRange: "InvalidParameter", api.CodeMessageCorrupt: "InvalidParameter", api.CodeNotDeferred: "InvalidParameter", api.CodeNotParked: "InvalidParameter",

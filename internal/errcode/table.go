@@ -101,6 +101,7 @@ var table = []Row{
 	// keeps to itself whether a message it looks up by id is gone, and dead-letters
 	// nothing by hand): should one reach it, it answers in the nearest of SQS's words.
 	{match: errs(as[*queue.InUseError](), is(queue.ErrQueueInUse)), Code: api.CodeQueueInUse, SQS: "InvalidParameterValue"},
+	{match: errs(as[*queue.ExistsError]()), Code: api.CodeQueueExists, SQS: "QueueNameExists"},
 	{match: errs(is(queue.ErrMessageNotFound)), Code: api.CodeMessageNotFound, SQS: "ResourceNotFoundException"},
 	{match: errs(is(queue.ErrNoDeadLetter)), Code: api.CodeNoDeadLetter, SQS: "InvalidParameterValue"},
 
@@ -110,9 +111,6 @@ var table = []Row{
 	// stay ready, and a retry may find the disk well (or the broker failed for good).
 	{match: errs(is(broker.ErrReadFailed)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
 	{match: errs(is(broker.ErrBackupRace)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
-	// A cluster's node offered a state older than the raft snapshot it installs: fetched
-	// again, from the leader or a node further along.
-	{match: errs(is(broker.ErrInstallBehind)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
 	// A node of a cluster that does not lead, or rebuilds after losing the lead, ran
 	// nothing: the node forwards calls to the leader, and clients retry.
 	{match: errs(is(broker.ErrNotLeader), is(broker.ErrRebuilding)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},

@@ -12,12 +12,16 @@ type ClusterStats struct {
 	// store, by node name; nil elsewhere.
 	Lag      map[string]uint64
 	Rebuilds uint64 // times the broker dropped a lost lead's speculation
+	// Snapshot is the raft log's snapshot index; Compactions, Installs and SnapshotsSent
+	// count the log's compactions, the states this node installed from another, and the
+	// snapshots it sent to followers behind its log.
+	Snapshot, Compactions, Installs, SnapshotsSent uint64
 }
 
 type clusterCollector struct {
-	read                                           func() ClusterStats
-	term, leading, hasLeader, commit, applied, lag *prometheus.Desc
-	rebuilds                                       *prometheus.Desc
+	read                                            func() ClusterStats
+	term, leading, hasLeader, commit, applied, lag  *prometheus.Desc
+	rebuilds, snapshot, compactions, installs, sent *prometheus.Desc
 }
 
 // WatchCluster adds the cluster's series, read from read at every scrape.
@@ -32,12 +36,20 @@ func (m *Metrics) WatchCluster(read func() ClusterStats) {
 			"On the leader: committed entries a follower has yet to store.", []string{"peer"}, nil),
 		rebuilds: prometheus.NewDesc("okiba_cluster_rebuilds_total",
 			"Times this node's broker dropped what it ran as a leader that lost its lead, and rebuilt from the committed state.", nil, nil),
+		snapshot: prometheus.NewDesc("okiba_cluster_snapshot_index", "The raft log's snapshot: its entries start after this index.", nil, nil),
+		compactions: prometheus.NewDesc("okiba_cluster_log_compactions_total",
+			"Times this node's raft log dropped the entries its broker's checkpoint holds.", nil, nil),
+		installs: prometheus.NewDesc("okiba_cluster_snapshot_installs_total",
+			"States this node installed from another member, being behind the others' raft logs.", nil, nil),
+		sent: prometheus.NewDesc("okiba_cluster_snapshot_sends_total",
+			"Snapshots this node sent as leader to followers behind its raft log.", nil, nil),
 	}
 	m.reg.MustRegister(c)
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.term, c.leading, c.hasLeader, c.commit, c.applied, c.lag, c.rebuilds} {
+	for _, d := range []*prometheus.Desc{c.term, c.leading, c.hasLeader, c.commit, c.applied, c.lag, c.rebuilds,
+		c.snapshot, c.compactions, c.installs, c.sent} {
 		ch <- d
 	}
 }
@@ -56,6 +68,10 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, float64(s.Commit))
 	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(s.Applied))
 	ch <- prometheus.MustNewConstMetric(c.rebuilds, prometheus.CounterValue, float64(s.Rebuilds))
+	ch <- prometheus.MustNewConstMetric(c.snapshot, prometheus.GaugeValue, float64(s.Snapshot))
+	ch <- prometheus.MustNewConstMetric(c.compactions, prometheus.CounterValue, float64(s.Compactions))
+	ch <- prometheus.MustNewConstMetric(c.installs, prometheus.CounterValue, float64(s.Installs))
+	ch <- prometheus.MustNewConstMetric(c.sent, prometheus.CounterValue, float64(s.SnapshotsSent))
 	for peer, lag := range s.Lag {
 		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(lag), peer)
 	}

@@ -36,6 +36,19 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 // Queues
 
 func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) {
+	// If-None-Match: * makes the PUT create-only (the CLI's queue create): the same
+	// configuration is answered 200, another refused 409 queue_exists.
+	switch inm := r.Header.Get("If-None-Match"); inm {
+	case "":
+	case "*":
+		put(w, r, true, func(in api.QueueConfig) (api.Queue, bool, *api.Error) {
+			return s.svc.CreateQueue(r.Context(), r.PathValue("name"), in)
+		})
+		return
+	default:
+		reply.Error(w, invalid("If-None-Match takes only * (create the queue unless it exists), got %q", inm))
+		return
+	}
 	put(w, r, true, func(in api.QueueConfig) (api.Queue, bool, *api.Error) {
 		return s.svc.PutQueue(r.Context(), r.PathValue("name"), in)
 	})

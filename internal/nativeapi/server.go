@@ -68,6 +68,9 @@ type Options struct {
 	// the stream's upgrade and a backup: it returns once the node's state may answer it
 	// without being stale (cluster.Raft.ReadBarrier), or why not (503 unavailable).
 	ReadBarrier func(ctx context.Context) error
+	// StaleBarrier runs instead before a read that asks for ?stale=true: it need not
+	// confirm the lead, only that what the read sees is committed (broker.Barrier).
+	StaleBarrier func(ctx context.Context) error
 }
 
 // Server serves the native API over a broker.
@@ -279,9 +282,37 @@ func (s *Server) routes() {
 	})
 }
 
-// barrier runs h once Options.ReadBarrier lets the read through.
+// StaleHeader marks an answer to a read that asked for ?stale=true: served from what
+// this node of a cluster has applied, with no read barrier (and, on a follower, without
+// going to the leader); the node adds AppliedHeader, the index of the state it read.
+const (
+	StaleHeader   = "Okiba-Stale"
+	AppliedHeader = "Okiba-Applied"
+)
+
+// barrier runs h once Options.ReadBarrier lets the read through, or at once for a read
+// that asks for a stale answer (?stale=true).
 func (s *Server) barrier(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		stale, e := boolParam(r, "stale")
+		if e != nil {
+			reply.Error(w, e)
+			return
+		}
+		if stale {
+			// Old, perhaps, but never uncommitted: a leader's machines hold what it ran
+			// before it is committed.
+			if s.opts.StaleBarrier != nil {
+				if err := s.opts.StaleBarrier(r.Context()); err != nil {
+					reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
+						Message: fmt.Sprintf("this node cannot serve even a stale read now: %v; retry", err)})
+					return
+				}
+			}
+			w.Header().Set(StaleHeader, "true")
+			h(w, r)
+			return
+		}
 		if err := s.opts.ReadBarrier(r.Context()); err != nil {
 			reply.Error(w, &api.Error{Code: api.CodeUnavailable, RetryAfter: api.Ptr(time.Second),
 				Message: fmt.Sprintf("this node cannot confirm that it leads the cluster, so it answers no read: %v; retry", err)})

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,8 +17,10 @@ import (
 	"github.com/okiba/okiba/api"
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/auth"
+	"github.com/okiba/okiba/internal/buildinfo"
 	"github.com/okiba/okiba/internal/cluster"
 	"github.com/okiba/okiba/internal/metrics"
+	"github.com/okiba/okiba/internal/nativeapi"
 	"github.com/okiba/okiba/internal/reply"
 	"github.com/okiba/okiba/internal/service"
 )
@@ -35,8 +38,18 @@ func (n *Node) openCluster(bcfg *broker.Config) error {
 	if err := cluster.PrepareDataDir(n.rt.FS, c.Data, c.clusterSecret); err != nil {
 		return err
 	}
-	r, err := cluster.Open(cluster.Config{Name: c.Cluster.Node, Peers: c.peers, Join: c.Cluster.Join, Dir: c.Data, FS: n.rt.FS,
-		Secret: c.clusterSecret, Logger: n.log, SnapshotEntries: c.Cluster.SnapshotEntries, CatchUpEntries: c.Cluster.CatchUpEntries})
+	ccfg := cluster.Config{Name: c.Cluster.Node, Peers: c.peers, Join: c.Cluster.Join, Dir: c.Data, FS: n.rt.FS,
+		Secret: c.clusterSecret, Logger: n.log, SnapshotEntries: c.Cluster.SnapshotEntries, CatchUpEntries: c.Cluster.CatchUpEntries,
+		Version: clusterVersion()}
+	n.fwd = forwardTransport
+	if c.tls != nil && c.tls.cluster != nil {
+		// Mutual TLS between the members: every call to another node, raft's and the
+		// forwarded requests alike, trusts the cluster's authority and shows this node's
+		// certificate.
+		n.fwd = n.clusterTransport(c.tls)
+		ccfg.Client = &http.Client{Timeout: 5 * time.Second, Transport: n.fwd}
+	}
+	r, err := cluster.Open(ccfg)
 	if err != nil {
 		return err
 	}
@@ -65,7 +78,7 @@ func (n *Node) proxyTo(name, u string) (*httputil.ReverseProxy, error) {
 			pr.SetXForwarded()
 			pr.Out.Header.Set(ForwardedHeader, n.cfg.Cluster.Node)
 		},
-		Transport:     forwardTransport,
+		Transport:     n.fwd,
 		FlushInterval: -1, // long polls and backups stream as they come
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			n.log.Warn("cluster: forwarding to the leader failed", "leader", name, "error", err)
@@ -157,6 +170,12 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request) bool {
 	if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" || n.raft.Term() != 0 {
 		return false
 	}
+	if r.Method == http.MethodGet && r.URL.Query().Get("stale") == "true" && strings.HasPrefix(r.URL.Path, "/v1/") {
+		// A stale read is served here, from what this follower has applied (the native
+		// API skips the barrier and says so).
+		w.Header().Set(nativeapi.AppliedHeader, strconv.FormatUint(n.broker.Applied(), 10))
+		return false
+	}
 	name, leaderURL, self := n.raft.Leader()
 	switch {
 	case name == "" || self:
@@ -219,7 +238,8 @@ func (n *Node) Cluster() *cluster.Status {
 
 func (n *Node) clusterHealth() *api.ClusterHealth {
 	st := n.raft.Status()
-	h := &api.ClusterHealth{Node: st.Node, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Applied: st.Applied, Members: st.Members}
+	h := &api.ClusterHealth{Node: st.Node, Leader: st.Leader, Term: st.Term, Commit: st.Commit, Applied: st.Applied, Members: st.Members,
+		Lag: st.Lag, Snapshot: st.Snapshot}
 	switch {
 	case st.Leading:
 		h.Role = "leader"
@@ -234,7 +254,8 @@ func (n *Node) clusterHealth() *api.ClusterHealth {
 func (n *Node) clusterStats() metrics.ClusterStats {
 	st := n.raft.Status()
 	return metrics.ClusterStats{Term: st.Term, Leading: st.Leading, HasLeader: st.Leader != "", Commit: st.Commit,
-		Applied: st.Applied, Lag: st.Lag, Rebuilds: st.Rebuilds}
+		Applied: st.Applied, Lag: st.Lag, Rebuilds: st.Rebuilds,
+		Snapshot: st.Snapshot, Compactions: st.Compactions, Installs: st.Installs, SnapshotsSent: st.SnapshotsSent}
 }
 
 // readBarrier makes a read on the leader linearizable: raft confirms the lead after the
@@ -244,4 +265,14 @@ func (n *Node) readBarrier(ctx context.Context) error {
 		return fmt.Errorf("%w (%v)", broker.ErrNotLeader, err)
 	}
 	return n.broker.Barrier(ctx)
+}
+
+// clusterVersion names the build a joining node must match: the release version and,
+// for a build that is not a release's, its commit.
+func clusterVersion() string {
+	b := buildinfo.Get()
+	if b.Version == "devel" || b.Version == "" {
+		return b.Version + "+" + b.Commit
+	}
+	return b.Version
 }

@@ -612,6 +612,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (r *resolved) resolveCluster() error {
 	c := r.Cluster
 	if c.Node == "" && len(c.Peers) == 0 && c.Secret == "" && c.SecretFile == "" && c.Join == "" {
+		if r.TLS.ClusterCAFile != "" {
+			return fieldError("tls.cluster_ca_file", "the cluster's authority is for the members of a cluster (--node, --peers)")
+		}
 		return nil
 	}
 	if c.Join != "" && !(strings.HasPrefix(c.Join, "http://") || strings.HasPrefix(c.Join, "https://")) {
@@ -637,6 +640,16 @@ func (r *resolved) resolveCluster() error {
 	}
 	if !seen[c.Node] {
 		return fieldError("cluster.node", fmt.Sprintf("%q is not among --peers", c.Node))
+	}
+	if r.TLS.ClusterCAFile != "" {
+		for _, p := range r.peers {
+			if !strings.HasPrefix(p.URL, "https://") {
+				return fieldError("cluster.peers", fmt.Sprintf("with the cluster's authority (tls.cluster_ca_file) the members speak TLS to each other: %s's URL must be https://, got %s", p.Name, p.URL))
+			}
+		}
+		if c.Join != "" && !strings.HasPrefix(c.Join, "https://") {
+			return fieldError("cluster.join", "with the cluster's authority (tls.cluster_ca_file) the members speak TLS to each other: the URL must be https://")
+		}
 	}
 	switch {
 	case c.Secret != "" && c.SecretFile != "":

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,7 @@ type Node struct {
 	raft      *cluster.Raft
 	leadersMu sync.Mutex
 	leaders   map[string]*httputil.ReverseProxy // by URL
+	fwd       *http.Transport                   // what they and raft call the others with
 	native    *nativeapi.Server
 	sqs       *sqs.Front // nil when off
 	sns       *sns.Front // nil when the SQS front is off
@@ -246,6 +248,7 @@ func (n *Node) open(ctx context.Context) error {
 	if n.raft != nil {
 		nopts.Cluster = n.clusterHealth
 		nopts.ReadBarrier = n.readBarrier
+		nopts.StaleBarrier = b.Barrier
 	}
 	n.native = nativeapi.New(b, nopts)
 	if !c.SQS.Disabled {
@@ -276,6 +279,9 @@ func (n *Node) open(ctx context.Context) error {
 		// The console reads through the operations the native API runs (a service holds
 		// no state of its own, so the console's and the server's are alike).
 		copts := console.Options{Logger: log, Client: n.self}
+		if n.raft != nil {
+			copts.Cluster = n.clusterHealth
+		}
 		if c.authOn() {
 			copts.Keys, copts.SessionKey, copts.Now = n.keys, b.DeriveKey("console sessions"), now
 			copts.Refused = func(r *http.Request) {
@@ -533,6 +539,14 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 // dispatch serves r and returns its route for metrics ("" when the native API, which
 // counts and audits its own routes and its stream's frames, served it).
 func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
+	if n.raft != nil && slices.Contains([]string{cluster.RaftPath, cluster.JoinPath, cluster.SnapshotPath, cluster.PeersPath}, r.URL.Path) {
+		// The members' own paths: with the cluster's authority, only over a member's
+		// certificate (and always with the cluster secret's proof, which each checks).
+		if err := n.clusterPeer(r); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return "cluster"
+		}
+	}
 	if n.raft != nil && r.URL.Path == cluster.RaftPath {
 		n.raft.Handler().ServeHTTP(w, r) // the nodes prove the cluster secret instead
 		return "cluster"

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -34,6 +35,17 @@ type TLSConfig struct {
 	// a principal (a bearer token, a session, a signature). Defaults to asking for no
 	// client certificate. Needs CertFile and KeyFile.
 	ClientCAFile string `json:"client_ca_file,omitempty"`
+	// ClusterCAFile holds the PEM certificates of the authority that issues the cluster's
+	// members their certificates: with it, the nodes authenticate each other by mutual
+	// TLS besides the cluster secret — each node presents its own certificate (CertFile)
+	// when it calls another, trusts only this authority for the others' (their URLs in
+	// --peers must be https), and answers the nodes' paths (/v1/cluster/raft, join,
+	// snapshot, peers) only over a connection whose client certificate it issued. Other
+	// clients need no certificate for it (ClientCAFile still decides that). Needs
+	// CertFile and KeyFile, whose certificate must be good for both server and client
+	// authentication. Read at Open; member certificates rotate on a reload, the authority
+	// at a restart.
+	ClusterCAFile string `json:"cluster_ca_file,omitempty"`
 }
 
 // on reports whether TLS is configured.
@@ -48,6 +60,8 @@ func (c TLSConfig) check() error {
 		return fieldError("tls.cert_file", "the key is given without its certificate: give both or neither")
 	case c.ClientCAFile != "" && !c.on():
 		return fieldError("tls.client_ca_file", "client certificates are asked for in a TLS handshake, which needs the server's certificate and key too")
+	case c.ClusterCAFile != "" && !c.on():
+		return fieldError("tls.cluster_ca_file", "the members authenticate each other with their certificates: give this node's (--tls-cert and --tls-key) too")
 	}
 	return nil
 }
@@ -57,6 +71,9 @@ func (c TLSConfig) check() error {
 type tlsState struct {
 	config *tls.Config
 	leaf   *x509.Certificate
+	pair   tls.Certificate
+	// cluster is the pool of ClusterCAFile, nil without it.
+	cluster *x509.CertPool
 }
 
 // loadTLS reads and checks the files of c. Each error is a *ConfigError naming the key
@@ -103,7 +120,72 @@ func loadTLS(c TLSConfig) (*tlsState, error) {
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
-	return &tlsState{config: cfg, leaf: leaf}, nil
+	st := &tlsState{config: cfg, leaf: leaf, pair: pair}
+	if c.ClusterCAFile != "" {
+		caPEM, err := os.ReadFile(c.ClusterCAFile)
+		if err != nil {
+			return nil, fileError("tls.cluster_ca_file", err)
+		}
+		st.cluster = x509.NewCertPool()
+		if !st.cluster.AppendCertsFromPEM(caPEM) {
+			return nil, fileError("tls.cluster_ca_file", fmt.Errorf("%s holds no PEM certificate", c.ClusterCAFile))
+		}
+		// The members' certificates are asked for, not demanded: other clients connect
+		// without one unless ClientCAFile demands theirs. Whether a request may reach the
+		// nodes' paths is decided per request (clusterPeer).
+		if cfg.ClientCAs == nil {
+			cfg.ClientCAs, cfg.ClientAuth = x509.NewCertPool(), tls.VerifyClientCertIfGiven
+		}
+		cfg.ClientCAs.AppendCertsFromPEM(caPEM)
+	}
+	return st, nil
+}
+
+// clusterPeer reports whether r came over a connection whose client certificate the
+// cluster's authority issued (always true without one: the cluster secret then proves
+// the node alone).
+func (n *Node) clusterPeer(r *http.Request) error {
+	if n.tls == nil {
+		return nil
+	}
+	st := n.tls.Load()
+	if st.cluster == nil {
+		return nil
+	}
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return errors.New("this path is for the cluster's members, which present a certificate of the cluster's authority (tls.cluster_ca_file)")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range r.TLS.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := r.TLS.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: st.cluster, Intermediates: inter,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return fmt.Errorf("this path is for the cluster's members: the client certificate is not one of the cluster's authority: %w", err)
+	}
+	return nil
+}
+
+// clusterTransport is how this node calls the others when the cluster's authority is
+// configured: it trusts that authority only, and presents the node's current
+// certificate (a reload changes it for the next connection).
+func (n *Node) clusterTransport(st *tlsState) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.MaxIdleConnsPerHost = 64
+	t.TLSClientConfig = &tls.Config{
+		RootCAs:    st.cluster,
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cur := st // before the port listens (a join, the probe at bootstrap)
+			if n.tls != nil {
+				cur = n.tls.Load()
+			}
+			return &cur.pair, nil
+		},
+	}
+	return t
 }
 
 // firstCertificate parses the first certificate of a PEM file, the one the key goes with.

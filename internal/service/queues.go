@@ -1,7 +1,10 @@
 package service
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/okiba/okiba/access"
@@ -74,6 +77,61 @@ func (s *Service) PutQueue(ctx context.Context, name string, in api.QueueConfig)
 	}
 	q, e := s.Queue(ctx, info.Name)
 	return q, created, e
+}
+
+// CreateQueue creates a queue, create-only (PUT with If-None-Match: *): a queue that
+// exists with the configuration the request would create is answered as it is (not
+// created); one with another is refused (queue.ExistsError, queue_exists) and unchanged.
+func (s *Service) CreateQueue(ctx context.Context, name string, in api.QueueConfig) (api.Queue, bool, *api.Error) {
+	if dlq := in.DeadLetterQueue; dlq != nil && *dlq != "" && *dlq != queue.NoDeadLetterQueue && *dlq != names.DeadLetterName(name) {
+		if err := auth.Require(ctx, access.Send, access.QueueNamed(*dlq)); err != nil {
+			return api.Queue{}, false, s.errorOf(err)
+		}
+	}
+	info, created, err := s.b.PutQueue(ctx, name, func(c *queue.Config, exists bool) error {
+		if !exists {
+			return applyConfig(c, &in)
+		}
+		want := queue.DefaultConfig()
+		want.DeadLetterQueue = names.DeadLetterName(name)
+		if err := applyConfig(&want, &in); err != nil {
+			return err
+		}
+		if err := want.Validate(name); err != nil {
+			return err // a bad value is the answer, whether or not the queue exists
+		}
+		if diff := configDiff(wireConfig(*c), wireConfig(want)); len(diff) > 0 {
+			return &queue.ExistsError{Name: name, Fields: diff}
+		}
+		return nil
+	})
+	if err != nil {
+		return api.Queue{}, false, s.errorOf(err)
+	}
+	q, e := s.Queue(ctx, info.Name)
+	return q, created, e
+}
+
+// configDiff names the fields (by their API names) whose values differ.
+func configDiff(a, b api.QueueConfig) []string {
+	var am, bm map[string]json.RawMessage
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	_ = json.Unmarshal(ja, &am)
+	_ = json.Unmarshal(jb, &bm)
+	var out []string
+	for k, v := range am {
+		if !bytes.Equal(v, bm[k]) {
+			out = append(out, k)
+		}
+	}
+	for k := range bm {
+		if _, ok := am[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // DeleteQueue deletes a queue; force deletes one that other queues use as their
