@@ -147,6 +147,10 @@ func TestEveryErrorCode(t *testing.T) {
 		api.CodeQueueInUse: {[]string{`"q-dlq"`, "q", "force"}, func(t *testing.T) *response {
 			return e.do("DELETE", "/v1/queues/q-dlq", nil)
 		}},
+		api.CodeQueueExists: {[]string{"max_deliveries"}, func(t *testing.T) *response {
+			e.putQueue("ex-q", `{}`)
+			return e.do("PUT", "/v1/queues/ex-q", `{"max_deliveries":4}`, "If-None-Match", "*")
+		}},
 		api.CodeDLQCycle: {[]string{"cyc-b -> cyc-a -> cyc-b"}, func(t *testing.T) *response {
 			e.putQueue("cyc-a", `{"dead_letter_queue":"cyc-b"}`)
 			return e.do("PUT", "/v1/queues/cyc-b", `{"dead_letter_queue":"cyc-a"}`)
