@@ -40,6 +40,8 @@ const (
 	CodeNoDeadLetter    = "no_dead_letter_queue" // dead-letter on a queue with dead_letter_queue none
 	CodeTaskFinished    = "task_finished"        // cancel of a finished redrive
 	CodeMessageCorrupt  = "message_corrupt"      // a redrive of dead letters whose body failed its checksum
+	CodeNotDeferred     = "not_deferred"         // a fetch by id of a message that is not deferred
+	CodeNotParked       = "not_parked"           // a release of a group that is not parked
 	CodeQueueFull       = "queue_full"           // backpressure: max_messages/max_bytes
 	CodeTooManyQueues   = "too_many_queues"      // the broker's max_queues is reached
 	CodeTooManyInFlight = "too_many_in_flight"   // the queue's leases are at max_in_flight
@@ -84,7 +86,7 @@ var Status = map[string]int{
 	CodeMessageTooLarge: 413, CodeBatchTooLarge: 400, CodeRequestTooLarge: 413,
 	CodeQueueNotFound: 404, CodeMessageNotFound: 404, CodeTaskNotFound: 404, CodeNotFound: 404,
 	CodeMethod: 405, CodeReceiptStale: 409, CodeAlreadySettled: 409, CodeQueueInUse: 409, CodeQueueExists: 409, CodeDLQCycle: 409,
-	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeMessageCorrupt: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
+	CodeNoDeadLetter: 409, CodeTaskFinished: 409, CodeMessageCorrupt: 409, CodeNotDeferred: 409, CodeNotParked: 409, CodeQueueFull: 429, CodeStorageFailed: 503,
 	CodeTooManyQueues: 409, CodeTooManyInFlight: 429, CodeDiskFull: 507,
 	CodeUnavailable: 503, CodeUnauthorized: 401, CodeForbidden: 403, CodeInternal: 500,
 	CodeTopicNotFound: 404, CodeTopicFull: 429, CodeOffsetOutOfRange: 409,
@@ -159,22 +161,45 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // field keeps its current value, or okiba's default when the queue is created. Responses
 // carry every field.
 type QueueConfig struct {
-	VisibilityTimeout *Duration         `json:"visibility_timeout,omitempty"`
-	MaxDeliveries     *int              `json:"max_deliveries,omitempty"`
-	DeadLetterQueue   *string           `json:"dead_letter_queue,omitempty"`
-	BackoffBase       *Duration         `json:"backoff_base,omitempty"`
-	BackoffMax        *Duration         `json:"backoff_max,omitempty"`
-	Delay             *Duration         `json:"delay,omitempty"`
-	Retention         *Duration         `json:"retention,omitempty"`
-	DedupWindow       *Duration         `json:"dedup_window,omitempty"`
-	DedupScope        *string           `json:"dedup_scope,omitempty"`
-	ContentDedup      *bool             `json:"content_dedup,omitempty"`
-	MaxMessages       *int64            `json:"max_messages,omitempty"`
-	MaxBytes          *int64            `json:"max_bytes,omitempty"`
-	MaxMessageSize    *int64            `json:"max_message_size,omitempty"`
-	ReceiveWait       *Duration         `json:"receive_wait,omitempty"`
-	OrderedGroups     *bool             `json:"ordered_groups,omitempty"`
-	Tags              map[string]string `json:"tags,omitempty"`
+	VisibilityTimeout *Duration `json:"visibility_timeout,omitempty"`
+	MaxDeliveries     *int      `json:"max_deliveries,omitempty"`
+	DeadLetterQueue   *string   `json:"dead_letter_queue,omitempty"`
+	BackoffBase       *Duration `json:"backoff_base,omitempty"`
+	BackoffMax        *Duration `json:"backoff_max,omitempty"`
+	Delay             *Duration `json:"delay,omitempty"`
+	Retention         *Duration `json:"retention,omitempty"`
+	DedupWindow       *Duration `json:"dedup_window,omitempty"`
+	DedupScope        *string   `json:"dedup_scope,omitempty"`
+	ContentDedup      *bool     `json:"content_dedup,omitempty"`
+	MaxMessages       *int64    `json:"max_messages,omitempty"`
+	MaxBytes          *int64    `json:"max_bytes,omitempty"`
+	MaxMessageSize    *int64    `json:"max_message_size,omitempty"`
+	ReceiveWait       *Duration `json:"receive_wait,omitempty"`
+	OrderedGroups     *bool     `json:"ordered_groups,omitempty"`
+	// OnDeadLetter: move_on (default) or park_group — dead-lettering an ordered group's
+	// head parks the rest of the group until the dead letter is back or released (an
+	// ordered queue with a dead-letter queue only).
+	OnDeadLetter *string           `json:"on_dead_letter,omitempty"`
+	Tags         map[string]string `json:"tags,omitempty"`
+}
+
+// ParkedGroup is one parked group of a queue: GET /v1/queues/{name}/parked.
+type ParkedGroup struct {
+	Group           string    `json:"group"`
+	Blocker         string    `json:"blocker"`           // the dead letter's id
+	DeadLetterQueue string    `json:"dead_letter_queue"` // where the blocker is
+	Since           time.Time `json:"since"`
+	Messages        int       `json:"messages"` // of the group, waiting in the queue
+}
+
+// ParkedResponse lists a queue's parked groups, by group.
+type ParkedResponse struct {
+	Groups []ParkedGroup `json:"groups"`
+}
+
+// ReleaseResponse answers POST /v1/queues/{name}/groups/{group}/release.
+type ReleaseResponse struct {
+	Released string `json:"released"` // the group
 }
 
 // Queue is a queue with its configuration and statistics.
@@ -189,12 +214,18 @@ type Queue struct {
 
 // Stats are a queue's statistics. Times are in milliseconds.
 type Stats struct {
-	Ready       int64 `json:"ready"`
-	Delayed     int64 `json:"delayed"`
-	InFlight    int64 `json:"in_flight"`
-	Bytes       int64 `json:"bytes"`
-	DeadLetters int64 `json:"dead_letters"` // messages in this queue's dead-letter queue
-	Groups      int   `json:"groups"`
+	Ready    int64 `json:"ready"`
+	Delayed  int64 `json:"delayed"`
+	InFlight int64 `json:"in_flight"`
+	// Deferred counts messages a consumer set aside, fetched only by id (a fetched one
+	// counts in in_flight while it is leased).
+	Deferred int64 `json:"deferred"`
+	// ParkedGroups counts ordered groups waiting for a dead letter (on_dead_letter
+	// park_group).
+	ParkedGroups int   `json:"parked_groups"`
+	Bytes        int64 `json:"bytes"`
+	DeadLetters  int64 `json:"dead_letters"` // messages in this queue's dead-letter queue
+	Groups       int   `json:"groups"`
 	// OldestReadyAgeMS is the age of the oldest ready message, 0 when none.
 	OldestReadyAgeMS int64 `json:"oldest_ready_age_ms"`
 	// OldestReadyAt is when the oldest ready message entered the queue, zero when none.
@@ -224,6 +255,8 @@ type Stats struct {
 	// ReceivedAndDeleted counts messages settled by receive-and-delete receives (they
 	// count in delivered too, never in acked).
 	ReceivedAndDeleted uint64 `json:"received_and_deleted"`
+	// Deferrals counts how often a consumer deferred a message of the queue.
+	Deferrals uint64 `json:"deferrals"`
 	// DedupIDs is how many dedup ids the queue remembers (the server bounds them all
 	// together: limits.max_dedup_ids).
 	DedupIDs int `json:"dedup_ids"`
@@ -341,8 +374,8 @@ type Message struct {
 // Explanation answers GET /v1/queues/{name}/messages/{id}/explain (and
 // /v1/queues/{name}/explain?dedup_id=…): why a message is or is not being delivered now,
 // in words (Summary) and fields. State is one of ready, delayed, leased,
-// waiting_for_group, dead_lettered, gone, deduplicated, unknown; the fields after it are
-// those of its state.
+// waiting_for_group, deferred, dead_lettered, gone, deduplicated, unknown; the fields
+// after it are those of its state.
 type Explanation struct {
 	Queue   string `json:"queue"`
 	ID      string `json:"id,omitempty"`
@@ -365,7 +398,8 @@ type Explanation struct {
 	// waiting_for_group: the message of its ordered group it waits for.
 	Blocker *Blocker `json:"blocker,omitempty"`
 	// gone, dead_lettered: when and how it left (acked, received_and_deleted,
-	// dead_lettered, expired, deleted, purged, redriven) and where to.
+	// dead_lettered, expired, deleted, purged, redriven) and where to. deferred: when a
+	// consumer deferred it.
 	At  *time.Time `json:"at,omitempty"`
 	How string     `json:"how,omitempty"`
 	To  string     `json:"to,omitempty"`
@@ -426,6 +460,29 @@ type ReceiptsRequest struct {
 	// Error (nack): the handler's error, at most 1024 bytes, stored with each message
 	// for explain and made the description of its dead letter if max_deliveries ends it.
 	Error string `json:"error,omitempty"`
+}
+
+// DeferredReceiveRequest is the body of POST /v1/queues/{name}/deferred/receive: the ids
+// of deferred messages to fetch, each leased for Visibility (default the queue's
+// visibility_timeout).
+type DeferredReceiveRequest struct {
+	IDs        []string  `json:"ids"`
+	Visibility *Duration `json:"visibility,omitempty"`
+}
+
+// DeferredResult is the outcome of one id of a fetch of deferred messages: the message,
+// leased, or the error (not_deferred when the id names no deferred message).
+type DeferredResult struct {
+	ID      string   `json:"id"`
+	Message *Message `json:"message,omitempty"`
+	Error   *Error   `json:"error,omitempty"`
+}
+
+// DeferredReceiveResponse answers a fetch of deferred messages, one result per id in
+// request order; Error repeats the common error when every id failed alike.
+type DeferredReceiveResponse struct {
+	Results []DeferredResult `json:"results"`
+	Error   *Error           `json:"error,omitempty"`
 }
 
 // ItemResult is the outcome of one receipt.

@@ -328,6 +328,7 @@ func restoreInto(cfg Config, dir string, r io.Reader) (BackupInfo, error) {
 	}
 	b.mu.Lock()
 	b.m, b.t, b.a = m, t, a
+	b.m.SetReleaseLog(b.logRelease)
 	b.applied = info.Applied // the checkpoint says which entry the state is of
 	b.m.SetBodies(b.store)
 	b.t.SetBodies(b.store)

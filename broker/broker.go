@@ -644,6 +644,7 @@ func (b *Broker) open(start time.Time, held bool) error {
 	}
 	b.goBackground(ctx, b.diskLoop)
 	b.goBackground(ctx, b.scrubLoop)
+	b.m.SetReleaseLog(b.logRelease)
 	b.logger.Debug("recovered", "queues", b.recovery.Queues, "messages", b.recovery.Messages,
 		"records_replayed", records, "from_checkpoint", b.recovery.Checkpoint, "duration", b.recovery.Duration)
 	return nil

@@ -46,6 +46,8 @@ type ledger struct {
 	leases    []leaseRecord          // acknowledged deliveries
 	epochs    map[uint64]leaseRecord // latest acknowledged delivery per id
 	history   map[uint64][]string    // what happened to each id, for failure messages
+	deferred  map[uint64]int64       // id → ack seq of a defer never followed by a fetch
+	fetched   int                    // deferred messages fetched by id
 }
 
 type leaseRecord struct {
@@ -58,11 +60,11 @@ type leaseRecord struct {
 
 func newLedger() *ledger {
 	return &ledger{attempted: map[string]bool{}, sent: map[string]int64{}, ids: map[string]uint64{},
-		acked: map[uint64]int64{}, settleTry: map[string]bool{}, ackTry: map[uint64]bool{}, moveTry: map[uint64]bool{}, epochs: map[uint64]leaseRecord{}, history: map[uint64][]string{}}
+		acked: map[uint64]int64{}, settleTry: map[string]bool{}, ackTry: map[uint64]bool{}, moveTry: map[uint64]bool{}, epochs: map[uint64]leaseRecord{}, history: map[uint64][]string{}, deferred: map[uint64]int64{}}
 }
 
-// crashWorkload drives a broker through sends, receives, acks, nacks, dead letters, lease
-// expiry, a checkpoint (with segment collection and compaction) and a redrive, recording
+// crashWorkload drives a broker through sends, receives, acks, nacks, dead letters,
+// defers and fetches of deferred messages by id, lease expiry, a checkpoint (with segment collection and compaction) and a redrive, recording
 // everything in l. fs.Ops() stamps acknowledgements.
 func crashWorkload(t *testing.T, b *Broker, clk *clock.Fake, fs *vfs.Faulty, l *ledger, seed uint64) {
 	t.Helper()
@@ -149,6 +151,8 @@ func crashWorkload(t *testing.T, b *Broker, clk *clock.Fake, fs *vfs.Faulty, l *
 			errs, err = b.Nack(ctx, q, rs, 0)
 		case "deadletter":
 			errs, err = b.DeadLetter(ctx, q, rs, "poison", "")
+		case "defer":
+			errs, err = b.Defer(ctx, q, rs)
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", op, err)
@@ -159,22 +163,59 @@ func crashWorkload(t *testing.T, b *Broker, clk *clock.Fake, fs *vfs.Faulty, l *
 			l.history[ms[i].ID] = append(l.history[ms[i].ID], fmt.Sprintf("%s@%d:%v", op, s, e))
 		}
 		l.mu.Unlock()
-		if op == "ack" {
+		if op == "ack" || op == "defer" {
 			l.mu.Lock()
 			for i, e := range errs {
-				if e == nil {
+				if e == nil && op == "ack" {
 					l.acked[ms[i].ID] = s
+				}
+				if e == nil && op == "defer" {
+					l.deferred[ms[i].ID] = s
 				}
 			}
 			l.mu.Unlock()
 		}
+	}
+	// fetch takes deferred messages of q again by id, leased as a receive leases.
+	fetch := func(ms []Message, vis time.Duration) []Message {
+		if len(ms) == 0 {
+			return nil
+		}
+		ids := make([]uint64, len(ms))
+		l.mu.Lock()
+		for i, m := range ms {
+			ids[i] = m.ID
+			delete(l.deferred, m.ID) // from now on it may be leased or deferred again
+		}
+		l.mu.Unlock()
+		res, err := b.ReceiveDeferred(ctx, "q", ids, vis)
+		if err != nil {
+			t.Fatalf("receive deferred: %v", err)
+		}
+		s := stamp()
+		var out []Message
+		l.mu.Lock()
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatalf("fetch of deferred %s: %v", queue.FormatID(ids[i]), r.Err)
+			}
+			m := r.Message
+			lr := leaseRecord{id: m.ID, receipt: m.Receipt, epoch: m.Deliveries, deadline: m.LeaseDeadline, seq: s}
+			l.history[m.ID] = append(l.history[m.ID], fmt.Sprintf("fetch(%d)@%d", m.Deliveries, s))
+			l.leases = append(l.leases, lr)
+			l.epochs[m.ID] = lr
+			l.fetched++
+			out = append(out, m)
+		}
+		l.mu.Unlock()
+		return out
 	}
 
 	for round := 0; round < 14; round++ {
 		send("q", 1+rng.IntN(3), "")
 		send("g", 2, fmt.Sprintf("k%d", rng.IntN(3)))
 		ms := receive("q", 3, time.Duration(5+rng.IntN(20))*time.Second)
-		switch rng.IntN(4) {
+		switch rng.IntN(5) {
 		case 0:
 			settle("q", ms, "ack")
 		case 1:
@@ -183,6 +224,9 @@ func crashWorkload(t *testing.T, b *Broker, clk *clock.Fake, fs *vfs.Faulty, l *
 			settle("q", ms[:len(ms)/2], "deadletter")
 			settle("q", ms[len(ms)/2:], "ack")
 		case 3: // leave them leased; some expire below
+		case 4: // defer them; fetch half again (left leased: some expire back to deferred)
+			settle("q", ms, "defer")
+			fetch(ms[:len(ms)/2], time.Duration(5+rng.IntN(20))*time.Second)
 		}
 		settle("g", receive("g", 2, time.Minute), "ack")
 		if round%4 == 3 {
@@ -201,6 +245,9 @@ func crashWorkload(t *testing.T, b *Broker, clk *clock.Fake, fs *vfs.Faulty, l *
 	}
 	if err := b.Checkpoint(ctx); err != nil {
 		t.Fatalf("checkpoint: %v", err)
+	}
+	if l.fetched == 0 || len(l.deferred) == 0 {
+		t.Fatalf("seed %d: the workload left %d deferred and fetched %d: pick a seed that does both", seed, len(l.deferred), l.fetched)
 	}
 }
 
@@ -285,6 +332,16 @@ func verifyBroker(what string, b *Broker, now time.Time, l *ledger, limit int64,
 		}
 		if here && m.ID != id {
 			return fail("message %.12q has id %s, acknowledged as %s", bd, queue.FormatID(m.ID), queue.FormatID(id))
+		}
+	}
+	// A defer acknowledged (and never followed by a fetch) leaves the message deferred.
+	for id, s := range l.deferred {
+		if s >= limit {
+			continue
+		}
+		m, here := present[string(bodyOf(l, id))]
+		if !here || m.State != queue.StateDeferred {
+			return fail("message %s deferred at %d is %v after the crash (history %v)", queue.FormatID(id), s, m.State, l.history[id])
 		}
 	}
 	// Delivery counts never go back, and leases survive with their receipts.

@@ -477,6 +477,23 @@ func (c *Client) Purge(ctx context.Context, name string) (int64, error) {
 	return r.Purged, err
 }
 
+// Parked lists a queue's parked groups (on_dead_letter park_group), each with the dead
+// letter it waits for.
+func (c *Client) Parked(ctx context.Context, queue string) ([]api.ParkedGroup, error) {
+	var r api.ParkedResponse
+	if err := c.do(ctx, "GET", qpath(queue, "parked"), nil, &r); err != nil {
+		return nil, err
+	}
+	return r.Groups, nil
+}
+
+// ReleaseGroup releases a parked group by hand: its messages are delivered again, in
+// order; its dead letter stays where it is. A group that is not parked is not_parked.
+func (c *Client) ReleaseGroup(ctx context.Context, queue, group string) error {
+	var r api.ReleaseResponse
+	return c.do(ctx, "POST", qpath(queue, "groups", url.PathEscape(group), "release"), nil, &r)
+}
+
 // Health checks /healthz.
 func (c *Client) Health(ctx context.Context) error {
 	var h api.Health
@@ -831,11 +848,67 @@ func (c *Client) DeadLetter(ctx context.Context, queue, reason, description stri
 	return c.receipts(ctx, queue, "deadletter", api.ReceiptsRequest{Receipts: receipts, Reason: reason, Description: description})
 }
 
+// Defer sets leased messages aside: their leases end, no receive returns them, and only
+// ReceiveDeferred, by id, takes them again (keep Delivery.ID). Each receipt gets nil or
+// its error (receipt_stale, …), as Ack's do.
+func (c *Client) Defer(ctx context.Context, queue string, receipts ...string) ([]error, error) {
+	return c.receipts(ctx, queue, "defer", api.ReceiptsRequest{Receipts: receipts})
+}
+
+// DeferOne defers one receipt.
+func (c *Client) DeferOne(ctx context.Context, queue, receipt string) error {
+	return first(c.Defer(ctx, queue, receipt))
+}
+
+// DeferredResult is one id's outcome of ReceiveDeferred: the message, leased (ack it as
+// any delivery; a nack or an ended lease returns it to deferred), or Err — an *api.Error
+// with code not_deferred when the id names no deferred message of the queue.
+type DeferredResult struct {
+	ID       string
+	Delivery Delivery
+	Err      error
+}
+
+// ReceiveDeferred fetches deferred messages by id, each leased for visibility (nil: the
+// queue's visibility_timeout); each lease counts a delivery. The results follow ids. A
+// fetch is a POST, which the client never sends twice by itself.
+func (c *Client) ReceiveDeferred(ctx context.Context, queue string, visibility *time.Duration, ids ...string) ([]DeferredResult, error) {
+	req := api.DeferredReceiveRequest{IDs: ids}
+	if visibility != nil {
+		req.Visibility = api.Ptr(*visibility)
+	}
+	var resp api.DeferredReceiveResponse
+	err := c.do(ctx, "POST", qpath(queue, "deferred", "receive"), req, &resp)
+	if len(resp.Results) != len(ids) {
+		if err == nil {
+			err = fmt.Errorf("client: server answered %d results for %d ids", len(resp.Results), len(ids))
+		}
+		return nil, err
+	}
+	out := make([]DeferredResult, len(resp.Results))
+	for i, r := range resp.Results {
+		out[i].ID = r.ID
+		switch {
+		case r.Error != nil:
+			out[i].Err = r.Error
+		case r.Message == nil:
+			out[i].Err = fmt.Errorf("client: result %d for %s has neither message nor error", i, r.ID)
+		default:
+			d, err := delivery(queue, *r.Message)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Delivery = d
+		}
+	}
+	return out, nil
+}
+
 // PeekOptions page through a queue without leasing.
 type PeekOptions struct {
 	After  string   // the Next cursor of the previous page
 	Limit  int      // 1..1000, default 100
-	States []string // ready, delayed, in_flight
+	States []string // ready, delayed, in_flight, deferred
 }
 
 // Peek lists messages in arrival order without leasing them.

@@ -111,6 +111,10 @@ type Config struct {
 	// True for native queues; false for SQS standard queues (group ids are carried only).
 	// Fixed at creation.
 	OrderedGroups bool
+	// OnDeadLetter: what dead-lettering an ordered group's head does to the rest of the
+	// group — moves on (MoveOn, the default) or parks it until the dead letter is back
+	// (ParkGroup, park.go). ParkGroup needs OrderedGroups and a dead-letter queue.
+	OnDeadLetter DeadLetterAction
 	// Tags are user labels (SQS TagQueue).
 	Tags map[string]string
 	// Front holds the attributes a front end keeps with the queue (SQS's Policy and the
@@ -219,6 +223,18 @@ func (c *Config) Validate(name string) error {
 	} else if c.MaxDeliveries > 0 {
 		return bad("max_deliveries", "needs a dead_letter_queue: set max_deliveries to 0 or name a dead-letter queue")
 	}
+	switch c.OnDeadLetter {
+	case MoveOn:
+	case ParkGroup:
+		if !c.OrderedGroups {
+			return bad("on_dead_letter", "park_group needs an ordered queue (ordered_groups): an unordered queue has no order to keep")
+		}
+		if c.DeadLetterQueue == NoDeadLetterQueue {
+			return bad("on_dead_letter", "park_group needs a dead_letter_queue: the group waits for its dead letter there")
+		}
+	default:
+		return bad("on_dead_letter", "must be move_on or park_group")
+	}
 	if c.BackoffBase < 0 || c.BackoffBase > MaxBackoff {
 		return bad("backoff_base", "must be between 0 and 12h, got %v", c.BackoffBase)
 	}
@@ -295,12 +311,13 @@ func (c Config) Equal(o Config) bool {
 		MaxDeliveries                                                                          int
 		DeadLetterQueue                                                                        string
 		DedupScope                                                                             DedupScope
+		OnDeadLetter                                                                           DeadLetterAction
 		ContentDedup, OrderedGroups                                                            bool
 		MaxMessages, MaxBytes, MaxMessageSize                                                  int64
 	}
 	flat := func(c *Config) plain {
 		return plain{c.VisibilityTimeout, c.BackoffBase, c.BackoffMax, c.Delay, c.Retention, c.DedupWindow, c.ReceiveWait,
-			c.MaxDeliveries, c.DeadLetterQueue, c.DedupScope, c.ContentDedup, c.OrderedGroups,
+			c.MaxDeliveries, c.DeadLetterQueue, c.DedupScope, c.OnDeadLetter, c.ContentDedup, c.OrderedGroups,
 			c.MaxMessages, c.MaxBytes, c.MaxMessageSize}
 	}
 	return flat(&c) == flat(&o) && maps.Equal(c.Tags, o.Tags) && c.Front.Equal(o.Front)

@@ -28,6 +28,9 @@ var (
 	// ErrMessageCorrupt: a redrive named dead letters of reason corrupt, whose bodies
 	// this node cannot read (ReasonCorrupt): moving them would deliver nothing.
 	ErrMessageCorrupt = errors.New("message is corrupt: its body failed its checksum on this node")
+	// ErrNotDeferred: a fetch by id named a message that is not deferred in the queue
+	// (never deferred, fetched already and leased, settled, or gone).
+	ErrNotDeferred = errors.New("message is not deferred in this queue")
 )
 
 // ExistsError refuses a create-only request (PUT with If-None-Match: *) for a queue that

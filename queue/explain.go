@@ -104,18 +104,21 @@ func (r *settledRing) each(fn func(settledEntry)) {
 type Status uint8
 
 const (
-	StatusReady        Status = 1 // ready: Ahead others are served before it
-	StatusDelayed      Status = 2 // delayed until Until
-	StatusLeased       Status = 3 // leased until Until by delivery Delivery
-	StatusGroupWait    Status = 4 // waiting behind Blocker, a message of its ordered group
-	StatusDeadLettered Status = 5 // moved to the dead-letter queue To at At (Dead, if still there)
-	StatusGone         Status = 6 // left the queue at At, How (acked, purged, …)
-	StatusDeduplicated Status = 7 // asked by dedup id: a send with it was a duplicate of Into
-	StatusUnknown      Status = 8 // not here, and nothing remembered of it
+	StatusReady        Status = 1  // ready: Ahead others are served before it
+	StatusDelayed      Status = 2  // delayed until Until
+	StatusLeased       Status = 3  // leased until Until by delivery Delivery
+	StatusGroupWait    Status = 4  // waiting behind Blocker, a message of its ordered group
+	StatusDeadLettered Status = 5  // moved to the dead-letter queue To at At (Dead, if still there)
+	StatusGone         Status = 6  // left the queue at At, How (acked, purged, …)
+	StatusDeduplicated Status = 7  // asked by dedup id: a send with it was a duplicate of Into
+	StatusUnknown      Status = 8  // not here, and nothing remembered of it
+	StatusDeferred     Status = 9  // set aside by a consumer at At: only a fetch by id takes it
+	StatusParked       Status = 10 // its ordered group is parked behind Blocker, a dead letter in To, since At
 )
 
 var statusNames = [...]string{StatusReady: "ready", StatusDelayed: "delayed", StatusLeased: "leased", StatusGroupWait: "waiting_for_group",
-	StatusDeadLettered: "dead_lettered", StatusGone: "gone", StatusDeduplicated: "deduplicated", StatusUnknown: "unknown"}
+	StatusDeadLettered: "dead_lettered", StatusGone: "gone", StatusDeduplicated: "deduplicated", StatusUnknown: "unknown",
+	StatusDeferred: "deferred", StatusParked: "parked"}
 
 func (s Status) String() string {
 	if int(s) < len(statusNames) && statusNames[s] != "" {
@@ -146,10 +149,11 @@ type Explanation struct {
 	Until        int64
 	Delivery     uint32
 	LastDelivery bool
-	// StatusGroupWait: the message of its group it waits for.
+	// StatusGroupWait: the message of its group it waits for. StatusParked: the dead
+	// letter its group waits for (Status dead_lettered), in To, parked since At.
 	Blocker *Blocker
 	// StatusGone, StatusDeadLettered: when and how it left, and where to (a queue name,
-	// "" if none or no longer there).
+	// "" if none or no longer there). StatusDeferred: when it was deferred.
 	At  int64
 	How GoneHow
 	To  string
@@ -239,13 +243,11 @@ func (m *Machine) explainIn(q *queueState, now int64, id uint64) Explanation {
 		return ex
 	}
 	ex.Seq = x.seq
-	if g := m.ar.group(x); g != nil {
-		ex.Group = g.key
-	}
+	ex.Group = m.ar.groupKey(x) // a deferred message's: the group it left
 	ex.Dead = m.ar.dead(x)
 	ex.History = m.history(x)
 	var words string
-	switch st := effectiveState(x, now); st {
+	switch st := q.effectiveState(x, now); st {
 	case StateDelayed:
 		ex.Status, ex.Until = StatusDelayed, x.at
 		words = fmt.Sprintf("Delayed until %s; then ready.", stamp(x.at, now))
@@ -253,10 +255,33 @@ func (m *Machine) explainIn(q *queueState, now int64, id uint64) Explanation {
 		ex.Status, ex.Until, ex.Delivery = StatusLeased, x.at, x.deliv
 		ex.LastDelivery = q.cfg.MaxDeliveries > 0 && x.deliv >= uint32(q.cfg.MaxDeliveries)
 		words = fmt.Sprintf("Leased until %s by delivery #%d; a consumer holds it.", stamp(x.at, now), x.deliv)
+		if m.ar.isDeferred(x) {
+			words += " It is a deferred message fetched by id: unless acked it goes back to deferred."
+		}
 		if ex.LastDelivery {
 			words += fmt.Sprintf(" It is its last delivery (max_deliveries %d): unless acked it will be dead-lettered.", q.cfg.MaxDeliveries)
 		}
+	case StateDeferred:
+		// Out of the ready set and of its group: no receive returns it, however long the
+		// queue is, so it has no place in line and blocks nothing.
+		ex.Status, ex.At = StatusDeferred, m.ar.deferredSince(x)
+		words = fmt.Sprintf("Deferred since %s: a consumer set it aside, and no receive returns it; fetch it by id (POST /v1/queues/%s/deferred/receive, okiba fetch %s %s).",
+			stamp(ex.At, now), q.name, q.name, FormatID(x.id))
+		if ex.Group != "" {
+			words += fmt.Sprintf(" It left its group %q: it neither holds nor follows it.", ex.Group)
+		}
 	default:
+		if g := m.ar.group(x); q.isParked(g) {
+			p := q.parked[g.key]
+			ex.Status, ex.At = StatusParked, p.since
+			ex.Blocker = &Blocker{ID: p.blocker, Status: StatusDeadLettered}
+			if d := m.byID[p.dlq]; d != nil {
+				ex.To = d.name
+			}
+			words = fmt.Sprintf("Parked behind dead letter %s in %q since %s: its ordered group %q waits until that dead letter is redriven back (it then goes first) or the group is released (okiba release %s %s).",
+				FormatID(p.blocker), ex.To, stamp(p.since, now), g.key, q.name, g.key)
+			break
+		}
 		if b := m.groupBlocker(q, x, now); b != nil {
 			ex.Status, ex.Blocker = StatusGroupWait, b
 			words = fmt.Sprintf("Ready, but waiting for its ordered group %q: message %s, %s, comes first.", ex.Group, FormatID(b.ID), blockerWords(b, now))
@@ -345,22 +370,22 @@ func (m *Machine) groupBlocker(q *queueState, x *message, now int64) *Blocker {
 		return nil
 	}
 	if h := g.head(); h != x {
-		return m.blocker(h, now)
+		return m.blocker(q, h, now)
 	}
 	for i, y := range g.msgs[1:] {
 		if i >= ExplainExact {
 			break
 		}
-		if effectiveState(y, now) == StateInFlight {
-			return m.blocker(y, now)
+		if q.effectiveState(y, now) == StateInFlight {
+			return m.blocker(q, y, now)
 		}
 	}
 	return nil
 }
 
-func (m *Machine) blocker(y *message, now int64) *Blocker {
+func (m *Machine) blocker(q *queueState, y *message, now int64) *Blocker {
 	b := &Blocker{ID: y.id, Status: StatusReady}
-	switch effectiveState(y, now) {
+	switch q.effectiveState(y, now) {
 	case StateDelayed:
 		b.Status, b.Until = StatusDelayed, y.at
 	case StateInFlight:
@@ -403,7 +428,7 @@ func (m *Machine) ahead(q *queueState, x *message, now int64, ex *Explanation) {
 			if y == x || !count(y) {
 				break
 			}
-			if effectiveState(y, now) == StateReady {
+			if q.effectiveState(y, now) == StateReady {
 				n++
 			}
 		}
@@ -412,10 +437,10 @@ func (m *Machine) ahead(q *queueState, x *message, now int64, ex *Explanation) {
 			if y.seq >= x.seq || !count(y) {
 				return false
 			}
-			if effectiveState(y, now) != StateReady {
+			if q.effectiveState(y, now) != StateReady {
 				return true
 			}
-			if q.cfg.OrderedGroups && m.ar.group(y) != nil && m.groupBlocker(q, y, now) != nil {
+			if q.cfg.OrderedGroups && m.ar.group(y) != nil && (q.isParked(m.ar.group(y)) || m.groupBlocker(q, y, now) != nil) {
 				return true
 			}
 			n++

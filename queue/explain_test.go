@@ -190,3 +190,50 @@ func TestAlreadySettledAndHandlerErrorBound(t *testing.T) {
 		t.Fatalf("long error: %v (%d records)", err, len(s.recs)-n)
 	}
 }
+
+// Explain of a deferred message: deferred since its defer record's time, in the group it
+// left, fetched by id (leased, and back to deferred when that lease runs out), across a
+// snapshot and a replay. The group's next message, no longer behind it, is ready and next.
+func TestExplainDeferred(t *testing.T) {
+	t.Parallel()
+	m, s := newMachine(t, "q", func(c *Config) { c.OrderedGroups = true })
+	ids := sendBodies(t, m, s, t0, "q", "order-7", "payment", "shipping")
+	_, ls := receiveBodies(t, m, s, t0+1, "q", 1, 10_000)
+	if errs, err := m.Defer(t0+5, s, "q", ls); err != nil || errs[0] != nil {
+		t.Fatalf("defer: %v %v", errs, err)
+	}
+	check := func(m *Machine, now int64) {
+		t.Helper()
+		ex := explainOf(t, m, now, "q", ids[0])
+		if ex.Status != StatusDeferred || ex.At != t0+5 || ex.Group != "order-7" || ex.Status.String() != "deferred" ||
+			!strings.Contains(ex.Summary, "Deferred since") || !strings.Contains(ex.Summary, "fetch it by id") {
+			t.Fatalf("deferred: %+v", ex)
+		}
+		if ex := explainOf(t, m, now, "q", ids[1]); ex.Status != StatusReady || ex.Ahead != 0 {
+			t.Fatalf("the group's next, after its deferred head: %+v", ex)
+		}
+	}
+	check(m, t0+10)
+	r, err := Restore(m.AppendSnapshot(nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(r, t0+10)
+	ds, errs, err := m.ReceiveDeferred(t0+20, s, "q", []uint64{ids[0]}, 1_000)
+	if err != nil || errs[0] != nil || len(ds) != 1 {
+		t.Fatalf("fetch: %v %v %v", ds, errs, err)
+	}
+	if ex := explainOf(t, m, t0+20, "q", ids[0]); ex.Status != StatusLeased || ex.Until != t0+1020 || ex.Delivery != 2 ||
+		!strings.Contains(ex.Summary, "goes back to deferred") || ex.History.LastDelivered != t0+20 {
+		t.Fatalf("fetched: %+v", ex)
+	}
+	replayEqual(t, m, s) // records and a snapshot keep the fetched lease
+	// The fetched lease ran out (not yet ticked): deferred again, since its first defer.
+	check(m, t0+2000)
+	m.Tick(t0+2000, s)
+	check(m, t0+2000)
+	if r, err = Restore(m.AppendSnapshot(nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	check(r, t0+2000)
+}

@@ -26,7 +26,15 @@ type message struct {
 // msgExt holds what only some messages have, to keep the common index entry small.
 type msgExt struct {
 	dead *DeadInfo // set when this message was dead-lettered into this queue
-	hist *msgHist  // set once it was delivered again or nacked in this queue (explain.go)
+	// deferred: a consumer deferred the message (Machine.Defer) and it has not left the
+	// queue since: it is in StateDeferred, or leased by a fetch by id (and goes back to
+	// StateDeferred when that lease ends without an ack). A deferred message is out of
+	// its group (it neither holds nor follows it); group keeps the group's key, for
+	// peek and for where it goes as a dead letter.
+	deferred bool
+	group    string
+	since    int64    // deferred: when the consumer deferred it (the defer record's time)
+	hist     *msgHist // set once it was delivered again or nacked in this queue (explain.go)
 }
 
 // msgHist is what explain tells of a message's past beyond the index entry's own fields
@@ -227,7 +235,7 @@ func (a *arena) ext(x *message) *msgExt {
 
 // setExt sets x's extension; nil or an empty one gives its slot back.
 func (a *arena) setExt(x *message, e *msgExt) {
-	if e != nil && e.dead == nil && e.hist == nil {
+	if e != nil && e.dead == nil && !e.deferred && e.hist == nil {
 		e = nil
 	}
 	switch {

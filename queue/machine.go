@@ -113,6 +113,10 @@ type Machine struct {
 	// is when idle ones were last forgotten.
 	producers      map[string]*producerState
 	producersSwept int64
+	// blockers: the dead letters parked groups wait for, by message id (park.go);
+	// releaseLog hears of the groups released because their blocker left otherwise.
+	blockers   map[uint64]blockerRef
+	releaseLog func(Release)
 }
 
 type queueState struct {
@@ -132,11 +136,17 @@ type queueState struct {
 	nReady    int64
 	nDelayed  int64
 	nInFlight int64
+	nDeferred int64
 	bytes     int64
+	// deferred finds the messages a consumer deferred by id (StateDeferred, and those a
+	// fetch by id leased): a fetch names them by id, and scanning the index for each
+	// would cost a deep backlog's length.
+	deferred  map[uint64]Ref
 	stats     Counters
-	timer     Ref         // this queue's slot in the machine's event heap
-	retCursor uint64      // seqs at or below are known past retention (only in-flight ones remain)
-	settled   settledRing // the last messages that left, for explain (explain.go)
+	timer     Ref               // this queue's slot in the machine's event heap
+	retCursor uint64            // seqs at or below are known past retention (only in-flight ones remain)
+	settled   settledRing       // the last messages that left, for explain (explain.go)
+	parked    map[string]parked // parked groups by key (park.go)
 }
 
 type pendingDL struct {
@@ -272,6 +282,10 @@ func (m *Machine) settle(q *queueState, now int64) {
 				x.setState(statePending)
 				q.pending = append(q.pending, pendingDL{m: x, reason: reason})
 				m.maybeReadyGroup(q, m.ar.group(x))
+				continue
+			}
+			if m.ar.isDeferred(x) {
+				m.backToDeferred(q, x) // a fetched deferred message's lease ended
 				continue
 			}
 			m.makeReady(q, x)
@@ -524,7 +538,7 @@ func (q *queueState) deliverable() int {
 // maybeReadyGroup puts g's head in the ready heap if g may be delivered: nothing leased
 // and its head ready.
 func (m *Machine) maybeReadyGroup(q *queueState, g *group) {
-	if g == nil || !q.cfg.OrderedGroups || g.leased > 0 {
+	if g == nil || !q.cfg.OrderedGroups || g.leased > 0 || q.isParked(g) {
 		return
 	}
 	if h := g.head(); h != nil && h.state() == StateReady && h.hidx < 0 {
@@ -570,6 +584,9 @@ func (m *Machine) attachGroup(q *queueState, x *message, key string) {
 
 // detach removes x from q entirely (settled, dead-lettered away, deleted, purged).
 func (m *Machine) detach(q *queueState, x *message) {
+	if len(m.blockers) > 0 {
+		defer m.blockerLeaves(q, x) // after x is out of q, so that its group's next is ready
+	}
 	switch x.state() {
 	case StateReady:
 		q.nReady--
@@ -591,13 +608,19 @@ func (m *Machine) detach(q *queueState, x *message) {
 				break
 			}
 		}
+	case StateDeferred:
+		q.nDeferred--
+	}
+	if m.ar.isDeferred(x) {
+		delete(q.deferred, x.id)
+		m.ar.setDeferred(x, false, "", 0)
 	}
 	q.msgs.remove(x.seq)
 	q.bytes -= x.size()
 	if g := m.ar.group(x); g != nil {
 		g.remove(x)
 		if len(g.msgs) == 0 {
-			delete(q.groups, g.key)
+			q.dropGroup(g)
 		} else {
 			// The head may have changed, or the last lease of the group may have ended.
 			m.maybeReadyGroup(q, g)
@@ -1041,9 +1064,7 @@ func (m *Machine) delivery(q *queueState, x *message) Delivery {
 		EnqueuedAt:     x.enqueuedAt(),
 		FirstDelivered: x.firstRecv,
 		Dead:           m.ar.dead(x),
-	}
-	if g := m.ar.group(x); g != nil {
-		d.Group = g.key
+		Group:          m.ar.groupKey(x),
 	}
 	return d
 }
@@ -1158,7 +1179,9 @@ func (m *Machine) Nack(now int64, sink Sink, queue string, items []NackInput) ([
 			continue
 		}
 		delay := it.Delay
-		if delay < 0 {
+		if m.ar.isDeferred(x) {
+			delay = 0 // it goes back to deferred, where only a fetch by id takes it
+		} else if delay < 0 {
 			delay = Backoff(&q.cfg, x.deliv, it.Jitter)
 		}
 		nacks = append(nacks, SeqTime{Seq: x.seq, Time: now + delay})

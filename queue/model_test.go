@@ -47,7 +47,16 @@ type mmsg struct {
 	deadDeliv  uint32
 	lastErr    string // the handler's error of its latest nack that carried one, in this queue
 	moves      int    // dead-letters and redrives: a move restarts the delivery count
+	// deferred: a consumer deferred it and it has not left the queue since (deferred, or
+	// leased by a fetch by id); it is out of its group for ordering and fairness.
+	deferred bool
+	// rank: its place in its group (seq, but for a blocker redriven to its parked
+	// group's front, and the dead letters of the group that came back with it).
+	rank float64
 }
+
+// grouped says whether x takes part in its group (ordering, fairness).
+func (x *mmsg) grouped() bool { return x.group != "" && !x.deferred }
 
 type mqueue struct {
 	name    string
@@ -55,6 +64,24 @@ type mqueue struct {
 	msgs    []*mmsg
 	nextSeq uint64
 	dedup   map[string]dedupEntry
+	parked  map[string]uint64 // parked groups: the blocking dead letter's id, by key
+}
+
+// members is x's group in q in group order (by rank), x included; nil if ungrouped.
+func (q *mqueue) members(key string) []*mmsg {
+	var out []*mmsg
+	for _, y := range q.msgs {
+		if y.grouped() && y.group == key {
+			out = append(out, y)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].rank < out[j].rank })
+	return out
+}
+
+// isParked says whether x's group waits for a dead letter.
+func (q *mqueue) isParked(x *mmsg) bool {
+	return x.grouped() && q.parked[x.group] != 0
 }
 
 type mtask struct {
@@ -87,6 +114,7 @@ func (md *model) settle(x *mmsg, how GoneHow) {
 func (md *model) add(q *mqueue, x *mmsg, visibleAt int64) {
 	q.nextSeq++
 	x.seq = q.nextSeq
+	x.rank = float64(x.seq)
 	x.entered = md.now
 	x.state = StateReady
 	if visibleAt > md.now {
@@ -107,6 +135,10 @@ func (md *model) deadLetter(x *mmsg, reason string) {
 // deadLetterDesc dead-letters x; a dead letter for max_deliveries is described by desc,
 // else by the handler's last error.
 func (md *model) deadLetterDesc(x *mmsg, reason, desc string) {
+	q := md.q
+	if md.dlq.name != "" && q.cfg.OnDeadLetter == ParkGroup && x.grouped() && q.parked[x.group] == 0 && q.members(x.group)[0] == x {
+		q.parked[x.group] = x.id // its head dead-lettered: the group parks behind it
+	}
 	md.remove(md.q, x)
 	if md.dlq.name == "" { // no DLQ: only expiry gets here, and removes with a record
 		md.gone[x.id] = true
@@ -118,6 +150,7 @@ func (md *model) deadLetterDesc(x *mmsg, reason, desc string) {
 		desc = x.lastErr
 	}
 	x.moves++
+	x.deferred = false
 	x.deadReason, x.deadDesc, x.deadDeliv, x.lastErr = reason, desc, x.deliv, ""
 	x.deliv, x.at = 0, 0
 	md.add(md.dlq, x, md.now)
@@ -159,6 +192,8 @@ func (md *model) advance() {
 		if r := md.mustDL(x); r != "" {
 			dls = append(dls, x)
 			reasons[x] = r
+		} else if x.deferred {
+			x.state, x.at = StateDeferred, 0
 		} else {
 			x.state, x.at = StateReady, 0
 		}
@@ -239,23 +274,23 @@ func (md *model) receive(max int, vis int64, ask func(*mmsg) Admission) ([]*mmsg
 	locked := map[string]bool{}
 	head := map[string]*mmsg{}
 	for _, x := range q.msgs {
-		if x.group == "" {
+		if !x.grouped() {
 			continue
 		}
-		if head[x.group] == nil {
+		if head[x.group] == nil || x.rank < head[x.group].rank {
 			head[x.group] = x
 		}
-		if x.state == StateInFlight {
+		if x.state == StateInFlight || q.parked[x.group] != 0 {
 			locked[x.group] = true
 		}
 	}
 	var taken, deferred []*mmsg
 	deferring := false
-	for i, x := range q.msgs {
+	for _, x := range q.msgs {
 		if len(taken)+len(deferred) >= max {
 			break
 		}
-		if x.state != StateReady || (x.group != "" && (locked[x.group] || head[x.group] != x)) {
+		if x.state != StateReady || (x.grouped() && (locked[x.group] || head[x.group] != x)) {
 			continue
 		}
 		if x.group != "" {
@@ -266,13 +301,11 @@ func (md *model) receive(max int, vis int64, ask func(*mmsg) Admission) ([]*mmsg
 			continue
 		}
 		run := []*mmsg{x}
-		for _, y := range q.msgs[i+1:] {
-			if x.group == "" {
-				break
-			}
-			if y.group != x.group {
-				continue
-			}
+		var after []*mmsg
+		if x.grouped() {
+			after = q.members(x.group)[1:]
+		}
+		for _, y := range after {
 			if len(taken)+len(deferred)+len(run) >= max || y.state != StateReady {
 				break
 			}
@@ -308,7 +341,7 @@ func (md *model) receiveFair(max int, vis int64, ask func(*mmsg) Admission) ([]*
 	q := md.q
 	load := map[string]int{}
 	for _, x := range q.msgs {
-		if x.group != "" && x.state == StateInFlight {
+		if x.grouped() && x.state == StateInFlight {
 			load[x.group]++
 		}
 	}
@@ -447,9 +480,12 @@ func TestMachineMatchesModel(t *testing.T) {
 		if rapid.Bool().Draw(t, "dlqNone") && cfg.MaxDeliveries == 0 {
 			cfg.DeadLetterQueue = NoDeadLetterQueue
 		}
+		if cfg.OrderedGroups && cfg.DeadLetterQueue != NoDeadLetterQueue && rapid.Bool().Draw(t, "parkGroup") {
+			cfg.OnDeadLetter = ParkGroup
+		}
 		h := &harness{t: t, m: New(), sink: &logSink{t: t}, seen: map[seenKey]uint32{}}
 		h.md = &model{now: 1_700_000_000_000, acked: map[uint64]bool{}, gone: map[uint64]bool{},
-			q:   &mqueue{name: "q", cfg: cfg, dedup: map[string]dedupEntry{}},
+			q:   &mqueue{name: "q", cfg: cfg, dedup: map[string]dedupEntry{}, parked: map[string]uint64{}},
 			dlq: &mqueue{name: cfg.DeadLetterQueue, cfg: DeadLetterConfig(cfg), dedup: map[string]dedupEntry{}}}
 		created, err := h.m.PutQueue(h.md.now, h.sink, "q", cfg)
 		if err != nil || !created {
@@ -463,6 +499,8 @@ func TestMachineMatchesModel(t *testing.T) {
 			"send":       h.send,
 			"receive":    h.receive,
 			"rdelete":    h.receiveAndDelete,
+			"defer":      h.deferMsgs,
+			"fetch":      h.fetchDeferred,
 			"ack":        h.ack,
 			"nack":       h.nack,
 			"extend":     h.extend,
@@ -477,6 +515,7 @@ func TestMachineMatchesModel(t *testing.T) {
 			"quarantine": func(t *rapid.T) { h.quarantine(t, hasDLQ) },
 			"delete":     h.deleteMsg,
 			"purge":      h.purge,
+			"release":    h.release,
 			"":           h.check,
 		})
 	})
@@ -607,6 +646,85 @@ func (h *harness) receiveAndDelete(t *rapid.T) {
 	}
 }
 
+// deferMsgs defers leased messages: each valid lease ends, its message is set aside
+// (deferred), out of its group.
+func (h *harness) deferMsgs(t *rapid.T) {
+	ls := h.pickLeases(t)
+	if ls == nil {
+		t.Skip("no leases")
+	}
+	got, err := h.m.Defer(h.md.now, h.sink, "q", ls)
+	if err != nil {
+		t.Fatalf("Defer: %v", err)
+	}
+	h.md.advance()
+	for i, l := range ls {
+		x := h.md.lease(l)
+		var want error
+		if x == nil {
+			want = h.md.leaseErr(l)
+		} else {
+			x.state, x.at, x.deferred = StateDeferred, 0, true
+		}
+		if !sameErr(got[i], want) {
+			t.Fatalf("defer %d %+v: got %v, want %v", i, l, got[i], want)
+		}
+	}
+}
+
+// fetchDeferred fetches messages by id: a deferred one is leased (a delivery), any other
+// id answers ErrNotDeferred, as does an id named twice.
+func (h *harness) fetchDeferred(t *rapid.T) {
+	if len(h.ids) == 0 {
+		t.Skip("no ids")
+	}
+	// Mostly ids of deferred messages (any id would seldom be one), sometimes any.
+	var deferred []uint64
+	for _, x := range h.md.q.msgs {
+		if x.state == StateDeferred {
+			deferred = append(deferred, x.id)
+		}
+	}
+	n := rapid.IntRange(1, 3).Draw(t, "n")
+	ids := make([]uint64, n)
+	for i := range ids {
+		from := h.ids
+		if len(deferred) > 0 && rapid.IntRange(0, 3).Draw(t, "anyID") != 0 {
+			from = deferred
+		}
+		ids[i] = rapid.SampledFrom(from).Draw(t, "id")
+	}
+	vis := rapid.SampledFrom([]int64{-1, 300, 2000}).Draw(t, "vis")
+	got, errs, err := h.m.ReceiveDeferred(h.md.now, h.sink, "q", ids, vis)
+	if err != nil {
+		t.Fatalf("ReceiveDeferred: %v", err)
+	}
+	if vis < 0 {
+		vis = h.md.q.cfg.VisibilityTimeout.Milliseconds()
+	}
+	h.md.advance()
+	taken := map[*mmsg]bool{}
+	for i, id := range ids {
+		q, x := h.md.find(id)
+		if q != h.md.q || x.state != StateDeferred || taken[x] {
+			if !errors.Is(errs[i], ErrNotDeferred) {
+				t.Fatalf("fetch %d of %d (not deferred): got %v", i, id, errs[i])
+			}
+			continue
+		}
+		taken[x] = true
+		x.state, x.at = StateInFlight, h.md.now+vis
+		x.deliv++
+		if errs[i] != nil {
+			t.Fatalf("fetch %d of deferred %d: %v", i, id, errs[i])
+		}
+		if g := got[i]; g.MsgID != x.id || g.Epoch != x.deliv || g.Seq != x.seq || g.Deadline != x.at || g.Group != x.group {
+			t.Fatalf("fetch %d: got %+v group %q, want id %d epoch %d group %q", i, g.Lease, g.Group, x.id, x.deliv, x.group)
+		}
+		h.lease = append(h.lease, got[i].Lease)
+	}
+}
+
 func deliveryIDs(ds []Delivery) []uint64 {
 	var ids []uint64
 	for _, d := range ds {
@@ -711,7 +829,9 @@ func (h *harness) nack(t *rapid.T) {
 				delay = backoffModel(h.md.q.cfg, x.deliv, it.Jitter)
 			}
 			x.state, x.at = StateReady, 0
-			if delay > 0 {
+			if x.deferred {
+				x.state = StateDeferred
+			} else if delay > 0 {
 				x.state, x.at = StateDelayed, h.md.now+delay
 			}
 		}
@@ -860,6 +980,24 @@ func (h *harness) deleteMsg(t *rapid.T) {
 	h.md.gone[id] = true
 }
 
+// release releases a group by hand: a parked one is free at once (its dead letter stays),
+// any other answers ErrNotParked and changes nothing.
+func (h *harness) release(t *rapid.T) {
+	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "releaseGroup")
+	err := h.m.ReleaseGroup(h.md.now, h.sink, "q", key)
+	h.md.advance()
+	if h.md.q.parked[key] == 0 {
+		if !errors.Is(err, ErrNotParked) {
+			t.Fatalf("release of %q, not parked: got %v", key, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("release %q: %v", key, err)
+	}
+	delete(h.md.q.parked, key)
+}
+
 func (h *harness) purge(t *rapid.T) {
 	if rapid.IntRange(0, 4).Draw(t, "rarely") != 0 {
 		t.Skip("purge is rare")
@@ -933,11 +1071,35 @@ func (h *harness) redrive(t *rapid.T) {
 		cursor = x.seq
 	}
 	md.task.cursor = cursor
+	front := map[string]float64{} // groups this step released: the rank of the last moved to their front
 	for _, x := range items {
 		md.remove(md.dlq, x)
 		x.deadReason, x.deadDesc, x.deadDeliv, x.deliv, x.at, x.lastErr = "", "", 0, 0, 0, ""
 		x.moves++
+		last, toFront := front[x.group]
+		blocker := x.group != "" && md.q.parked[x.group] == x.id
+		if blocker {
+			delete(md.q.parked, x.group) // back to its group, which it heads
+		}
+		ms := md.q.members(x.group)
 		md.add(md.q, x, md.now)
+		switch {
+		case x.group == "":
+		case blocker:
+			if len(ms) > 0 {
+				x.rank = ms[0].rank - 1
+			}
+			front[x.group] = x.rank
+		case toFront:
+			// Right after the one before it from this step, ahead of what waited.
+			for _, y := range ms {
+				if y.rank > last {
+					x.rank = (last + y.rank) / 2
+					break
+				}
+			}
+			front[x.group] = x.rank
+		}
 	}
 	if len(items) > 0 {
 		md.advance() // the machine brings a target queue up to date after moving into it
@@ -1016,6 +1178,9 @@ func (h *harness) check(t *rapid.T) {
 			st := x.state
 			if (st == StateDelayed || st == StateInFlight) && x.at <= md.now {
 				st = StateReady
+				if x.deferred {
+					st = StateDeferred
+				}
 			}
 			reason := ""
 			if g.Dead != nil {
@@ -1075,6 +1240,19 @@ func (h *harness) check(t *rapid.T) {
 			t.Fatalf("explain %d: got %s ahead %d how %s (%s); want %s ahead %d how %s", id, ex.Status, ex.Ahead, ex.How, ex.Summary, st, ahead, how)
 		}
 	}
+	// Parked groups are the model's, each behind its dead letter.
+	ps, err := h.m.Parked("q")
+	if err != nil {
+		t.Fatalf("parked: %v", err)
+	}
+	if len(ps) != len(md.q.parked) {
+		t.Fatalf("parked groups %+v, model %v", ps, md.q.parked)
+	}
+	for _, p := range ps {
+		if md.q.parked[p.Group] != p.Blocker || p.DLQ != md.dlq.name || p.Messages != len(md.q.members(p.Group)) {
+			t.Fatalf("parked group %+v, model %v (%d messages)", p, md.q.parked, len(md.q.members(p.Group)))
+		}
+	}
 	// No message has two live leases: at most one in-flight entry per id.
 	infl := map[uint64]int{}
 	got, err := h.m.Peek(md.now, "q", 0, 1<<20, StateInFlight)
@@ -1097,17 +1275,20 @@ func (h *harness) check(t *rapid.T) {
 func (md *model) explain(id uint64) (Status, int, GoneHow) {
 	q := md.q
 	eff := func(y *mmsg) State {
+		if y.deferred && y.state == StateInFlight && y.at <= md.now {
+			return StateDeferred // a fetched deferred message whose lease ended
+		}
 		if (y.state == StateDelayed || y.state == StateInFlight) && y.at <= md.now {
 			return StateReady
 		}
 		return y.state
 	}
 	blocked := func(x *mmsg) bool {
-		if !q.cfg.OrderedGroups || x.group == "" {
+		if !q.cfg.OrderedGroups || !x.grouped() {
 			return false
 		}
 		for _, y := range q.msgs {
-			if y.group == x.group && (y.seq < x.seq || eff(y) == StateInFlight) {
+			if y.grouped() && y.group == x.group && (y.rank < x.rank || eff(y) == StateInFlight) {
 				return true
 			}
 		}
@@ -1122,6 +1303,11 @@ func (md *model) explain(id uint64) (Status, int, GoneHow) {
 			return StatusDelayed, 0, 0
 		case StateInFlight:
 			return StatusLeased, 0, 0
+		case StateDeferred:
+			return StatusDeferred, 0, 0
+		}
+		if q.isParked(x) {
+			return StatusParked, 0, 0
 		}
 		if blocked(x) {
 			return StatusGroupWait, 0, 0
@@ -1131,11 +1317,11 @@ func (md *model) explain(id uint64) (Status, int, GoneHow) {
 			if y.seq >= x.seq || eff(y) != StateReady {
 				continue
 			}
-			if !q.cfg.OrderedGroups && x.group != "" {
-				if y.group == x.group {
+			if !q.cfg.OrderedGroups && x.grouped() {
+				if y.grouped() && y.group == x.group {
 					n++
 				}
-			} else if !blocked(y) {
+			} else if !blocked(y) && !(q.cfg.OrderedGroups && q.isParked(y)) {
 				n++
 			}
 		}

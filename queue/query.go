@@ -94,8 +94,8 @@ func (m *Machine) infoWith(q *queueState, dlqSources []string) QueueInfo {
 
 func (q *queueState) snapshotStats(now int64) Stats {
 	s := Stats{
-		Counters: q.stats, Ready: q.nReady, Delayed: q.nDelayed, InFlight: q.nInFlight,
-		Bytes: q.bytes, Groups: len(q.groups), DedupIDs: q.dedup.len(),
+		Counters: q.stats, Ready: q.nReady, Delayed: q.nDelayed, InFlight: q.nInFlight, Deferred: q.nDeferred,
+		Bytes: q.bytes, Groups: len(q.groups), DedupIDs: q.dedup.len(), ParkedGroups: len(q.parked),
 	}
 	if len(q.stats.ByReason) > 0 {
 		s.ByReason = make(map[string]uint64, len(q.stats.ByReason))
@@ -108,7 +108,7 @@ func (q *queueState) snapshotStats(now int64) Stats {
 	n := 0
 	q.msgs.each(0, func(x *message) bool {
 		n++
-		if effectiveState(x, now) == StateReady {
+		if q.effectiveState(x, now) == StateReady {
 			s.OldestReady = x.entered
 			return false
 		}
@@ -138,7 +138,7 @@ func (m *Machine) Peek(now int64, queue string, after uint64, limit int, states 
 	now = m.clock(now)
 	var out []MessageInfo
 	q.msgs.each(after, func(x *message) bool {
-		st := effectiveState(x, now)
+		st := q.effectiveState(x, now)
 		if len(states) > 0 && !containsState(states, st) {
 			return true
 		}
@@ -148,10 +148,12 @@ func (m *Machine) Peek(now int64, queue string, after uint64, limit int, states 
 	return out, nil
 }
 
-func effectiveState(x *message, now int64) State {
+func (q *queueState) effectiveState(x *message, now int64) State {
 	switch {
 	case x.state() == statePending:
 		return StateReady
+	case x.state() == StateInFlight && x.at <= now && q.msgs.a.isDeferred(x):
+		return StateDeferred // a fetched deferred message whose lease ended
 	case (x.state() == StateInFlight || x.state() == StateDelayed) && x.at <= now:
 		return StateReady
 	}
@@ -176,9 +178,7 @@ func (q *queueState) messageInfo(x *message, st State) MessageInfo {
 	if st == StateDelayed || st == StateInFlight {
 		mi.VisibleAt = x.at
 	}
-	if g := q.msgs.a.group(x); g != nil {
-		mi.Group = g.key
-	}
+	mi.Group = q.msgs.a.groupKey(x)
 	return mi
 }
 
@@ -192,7 +192,7 @@ func (m *Machine) Message(now int64, queue string, id uint64) (MessageInfo, erro
 	if x == nil {
 		return MessageInfo{}, fmt.Errorf("%w: %s in %q", ErrMessageNotFound, FormatID(id), q.name)
 	}
-	return q.messageInfo(x, effectiveState(x, m.clock(now))), nil
+	return q.messageInfo(x, q.effectiveState(x, m.clock(now))), nil
 }
 
 // Tasks lists redrive tasks, newest first.

@@ -26,25 +26,29 @@ import (
 type Kind uint8
 
 const (
-	KindQueuePut      Kind = 1
-	KindQueueDelete   Kind = 2
-	KindSend          Kind = 3
-	KindDeliver       Kind = 4
-	KindExtend        Kind = 5
-	KindAck           Kind = 6
-	KindNack          Kind = 7
-	KindDeadLetter    Kind = 8
-	KindRemove        Kind = 9
-	KindPurge         Kind = 10
-	KindTaskCreate    Kind = 11
-	KindTaskMove      Kind = 12
-	KindTaskEnd       Kind = 13
-	KindRelocate      Kind = 14 // written by okiba before the payload store; read, never written
-	KindLimits        Kind = 15 // before DedupTotal: read, never written
-	KindLimits2       Kind = 16
-	KindDeliverDelete Kind = 17
-	KindProducer      Kind = 18 // a producer's request answered (producers.go)
-	KindNackError     Kind = 19 // a nack whose items carry the handler's error (NackRecord.Errors)
+	KindQueuePut        Kind = 1
+	KindQueueDelete     Kind = 2
+	KindSend            Kind = 3
+	KindDeliver         Kind = 4
+	KindExtend          Kind = 5
+	KindAck             Kind = 6
+	KindNack            Kind = 7
+	KindDeadLetter      Kind = 8
+	KindRemove          Kind = 9
+	KindPurge           Kind = 10
+	KindTaskCreate      Kind = 11
+	KindTaskMove        Kind = 12
+	KindTaskEnd         Kind = 13
+	KindRelocate        Kind = 14 // written by okiba before the payload store; read, never written
+	KindLimits          Kind = 15 // before DedupTotal: read, never written
+	KindLimits2         Kind = 16
+	KindDeliverDelete   Kind = 17
+	KindProducer        Kind = 18 // a producer's request answered (producers.go)
+	KindNackError       Kind = 19 // a nack whose items carry the handler's error (NackRecord.Errors)
+	KindDefer           Kind = 20 // leased messages set aside (defer.go)
+	KindReceiveDeferred Kind = 21 // deferred messages fetched by id and leased (defer.go)
+	KindQueuePut2       Kind = 22 // a queue_put whose configuration has on_dead_letter set (park.go)
+	KindGroupRelease    Kind = 23 // a parked group released by hand (park.go)
 )
 
 // MaxKind is the highest kind this package can ever use.
@@ -57,25 +61,29 @@ var kinds = [...]struct {
 	name string
 	new  func() Record
 }{
-	KindQueuePut:      {"queue_put", func() Record { return new(QueuePutRecord) }},
-	KindQueueDelete:   {"queue_delete", func() Record { return new(QueueDeleteRecord) }},
-	KindSend:          {"send", func() Record { return new(SendRecord) }},
-	KindDeliver:       {"deliver", func() Record { return new(DeliverRecord) }},
-	KindExtend:        {"extend", func() Record { return new(ExtendRecord) }},
-	KindAck:           {"ack", func() Record { return new(AckRecord) }},
-	KindNack:          {"nack", func() Record { return new(NackRecord) }},
-	KindDeadLetter:    {"dead_letter", func() Record { return new(DeadLetterRecord) }},
-	KindRemove:        {"remove", func() Record { return new(RemoveRecord) }},
-	KindPurge:         {"purge", func() Record { return new(PurgeRecord) }},
-	KindTaskCreate:    {"task_create", func() Record { return new(TaskCreateRecord) }},
-	KindTaskMove:      {"task_move", func() Record { return new(TaskMoveRecord) }},
-	KindTaskEnd:       {"task_end", func() Record { return new(TaskEndRecord) }},
-	KindRelocate:      {"relocate", func() Record { return new(RelocateRecord) }},
-	KindLimits:        {"limits_v1", func() Record { return new(limitsV1Record) }},
-	KindLimits2:       {"limits", func() Record { return new(LimitsRecord) }},
-	KindDeliverDelete: {"deliver_delete", func() Record { return new(DeliverDeleteRecord) }},
-	KindProducer:      {"producer", func() Record { return new(ProducerRecord) }},
-	KindNackError:     {"nack_error", func() Record { return &NackRecord{Errors: []string{}} }},
+	KindQueuePut:        {"queue_put", func() Record { return new(QueuePutRecord) }},
+	KindQueueDelete:     {"queue_delete", func() Record { return new(QueueDeleteRecord) }},
+	KindSend:            {"send", func() Record { return new(SendRecord) }},
+	KindDeliver:         {"deliver", func() Record { return new(DeliverRecord) }},
+	KindExtend:          {"extend", func() Record { return new(ExtendRecord) }},
+	KindAck:             {"ack", func() Record { return new(AckRecord) }},
+	KindNack:            {"nack", func() Record { return new(NackRecord) }},
+	KindDeadLetter:      {"dead_letter", func() Record { return new(DeadLetterRecord) }},
+	KindRemove:          {"remove", func() Record { return new(RemoveRecord) }},
+	KindPurge:           {"purge", func() Record { return new(PurgeRecord) }},
+	KindTaskCreate:      {"task_create", func() Record { return new(TaskCreateRecord) }},
+	KindTaskMove:        {"task_move", func() Record { return new(TaskMoveRecord) }},
+	KindTaskEnd:         {"task_end", func() Record { return new(TaskEndRecord) }},
+	KindRelocate:        {"relocate", func() Record { return new(RelocateRecord) }},
+	KindLimits:          {"limits_v1", func() Record { return new(limitsV1Record) }},
+	KindLimits2:         {"limits", func() Record { return new(LimitsRecord) }},
+	KindDeliverDelete:   {"deliver_delete", func() Record { return new(DeliverDeleteRecord) }},
+	KindProducer:        {"producer", func() Record { return new(ProducerRecord) }},
+	KindNackError:       {"nack_error", func() Record { return &NackRecord{Errors: []string{}} }},
+	KindDefer:           {"defer", func() Record { return new(DeferRecord) }},
+	KindReceiveDeferred: {"receive_deferred", func() Record { return new(ReceiveDeferredRecord) }},
+	KindQueuePut2:       {"queue_put2", func() Record { return &QueuePutRecord{v2: true} }},
+	KindGroupRelease:    {"group_release", func() Record { return new(GroupReleaseRecord) }},
 }
 
 func (k Kind) String() string {

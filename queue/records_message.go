@@ -393,7 +393,9 @@ func (r *NackRecord) apply(m *Machine) error {
 			g.leased--
 			q.refair(g)
 		}
-		if it.Time > r.Now {
+		if m.ar.isDeferred(x) {
+			m.backToDeferred(q, x) // a fetched deferred message goes back to deferred
+		} else if it.Time > r.Now {
 			x.setState(StateDelayed)
 			x.at = it.Time
 			q.nDelayed++
@@ -457,15 +459,15 @@ func (r *DeadLetterRecord) apply(m *Machine) error {
 		if err != nil {
 			return fmt.Errorf("dead letter: %w", err)
 		}
-		key := ""
-		if g := m.ar.group(x); g != nil {
-			key = g.key
-		}
+		key := m.ar.groupKey(x)
 		deliv := x.deliv
 		if t == nil {
 			q.noteSettled(x.id, r.Now, GoneExpired, 0)
 		} else {
 			q.noteSettled(x.id, r.Now, GoneDeadLettered, t.id)
+			if _, park := m.parkable(q, x); park {
+				m.park(q, key, x.id, t.id, r.Now) // before detach: the next head stays out of reach
+			}
 		}
 		m.detach(q, x)
 		if r.Reason == ReasonExpired {
@@ -565,6 +567,9 @@ func (r *PurgeRecord) apply(m *Machine) error {
 	}
 	q.msgs.each(0, func(x *message) bool {
 		q.noteSettled(x.id, r.Now, GonePurged, 0)
+		if len(m.blockers) > 0 {
+			m.blockerLeaves(q, x)
+		}
 		m.drop(x)
 		return true
 	})
@@ -575,7 +580,8 @@ func (r *PurgeRecord) apply(m *Machine) error {
 	q.timers = newHeap(&m.ar)
 	q.pending = nil
 	q.groups = nil
-	q.nReady, q.nDelayed, q.nInFlight, q.bytes = 0, 0, 0, 0
+	q.deferred = nil
+	q.nReady, q.nDelayed, q.nInFlight, q.nDeferred, q.bytes = 0, 0, 0, 0, 0
 	q.retCursor = 0
 	m.reschedule(q)
 	return nil

@@ -8,22 +8,35 @@ import (
 
 // Records that shape queues and the machine: create, reconfigure, delete, limits.
 
-// QueuePutRecord creates a queue or replaces its configuration.
+// QueuePutRecord creates a queue or replaces its configuration. A configuration with
+// OnDeadLetter set is written as KindQueuePut2, the same fields and one byte more, so
+// that every other configuration keeps the bytes older okibas read.
 type QueuePutRecord struct {
 	Now     int64
 	QueueID uint64
 	Name    string
 	Config  Config
+	v2      bool // decoding a KindQueuePut2
 }
 
-func (r *QueuePutRecord) Kind() Kind  { return KindQueuePut }
+func (r *QueuePutRecord) Kind() Kind {
+	if r.Config.OnDeadLetter != MoveOn {
+		return KindQueuePut2
+	}
+	return KindQueuePut
+}
 func (r *QueuePutRecord) Time() int64 { return r.Now }
 
 func (r *QueuePutRecord) AppendTo(b []byte) []byte {
-	b = header(b, KindQueuePut, r.Now)
+	k := r.Kind()
+	b = header(b, k, r.Now)
 	b = appendUvarint(b, r.QueueID)
 	b = appendString(b, r.Name)
-	return appendConfig(b, &r.Config)
+	b = appendConfig(b, &r.Config)
+	if k == KindQueuePut2 {
+		b = append(b, byte(r.Config.OnDeadLetter))
+	}
+	return b
 }
 
 func (r *QueuePutRecord) decode(d *decoder, now int64) {
@@ -31,6 +44,12 @@ func (r *QueuePutRecord) decode(d *decoder, now int64) {
 	r.QueueID = d.uvarint()
 	r.Name = d.string()
 	r.Config = d.config()
+	if r.v2 {
+		r.Config.OnDeadLetter = DeadLetterAction(d.byte())
+		if d.err == nil && r.Config.OnDeadLetter == MoveOn {
+			d.fail(fmt.Errorf("queue_put2 of queue %q without on_dead_letter: written as queue_put", r.Name))
+		}
+	}
 }
 
 func (r *QueuePutRecord) apply(m *Machine) error {
@@ -43,6 +62,9 @@ func (r *QueuePutRecord) apply(m *Machine) error {
 		}
 		m.settle(q, r.Now)
 		q.cfg = r.Config.Clone()
+		if q.cfg.OnDeadLetter != ParkGroup {
+			m.releaseAll(q)
+		}
 		q.updatedAt = r.Now
 		q.retCursor = 0
 		m.reschedule(q)
@@ -190,6 +212,7 @@ func (r *QueueDeleteRecord) apply(m *Machine) error {
 	if err != nil {
 		return err
 	}
+	m.forgetParked(q)
 	q.msgs.each(0, func(x *message) bool {
 		m.drop(x)
 		return true

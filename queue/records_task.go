@@ -148,6 +148,10 @@ func (r *TaskMoveRecord) apply(m *Machine) error {
 	if err != nil {
 		return err
 	}
+	// front: for a group this record released by redriving its blocker back, where the
+	// next of its dead letters goes (after the blocker and those before it), so that they
+	// keep their order ahead of what waited behind them.
+	var front map[blockerRef]int
 	for _, it := range r.Items {
 		x, err := src.msg(it.Seq, 0)
 		if err != nil {
@@ -157,11 +161,19 @@ func (r *TaskMoveRecord) apply(m *Machine) error {
 		if err != nil {
 			return err
 		}
-		key := ""
-		if g := m.ar.group(x); g != nil {
-			key = g.key
-		}
+		key := m.ar.groupKey(x)
 		src.noteSettled(x.id, r.Now, GoneRedriven, dst.id)
+		at := blockerRef{queue: dst.id, key: key}
+		pos, toFront := front[at]
+		if b, ok := m.blockers[x.id]; ok && b == at && dst.parked[key].dlq == src.id {
+			// The blocker comes back to its group: it goes first, and the group is free.
+			delete(m.blockers, x.id)
+			delete(dst.parked, key)
+			if front == nil {
+				front = make(map[blockerRef]int)
+			}
+			pos, toFront = 0, true
+		}
 		m.detach(src, x)
 		m.ar.setDead(x, nil)
 		m.ar.setHist(x, nil)
@@ -169,6 +181,10 @@ func (r *TaskMoveRecord) apply(m *Machine) error {
 		x.firstRecv = 0
 		m.attachGroup(dst, x, key)
 		m.add(dst, x, r.Now, r.Now)
+		if toFront && key != "" {
+			m.moveToFront(dst, x, pos)
+			front[at] = pos + 1
+		}
 		src.stats.RedrivenOut++
 		dst.stats.RedrivenIn++
 		m.reschedule(dst)

@@ -152,7 +152,7 @@ func (f *filter) match(a *arena, x *message, now int64) bool {
 	if f.Reason != "" && (a.dead(x) == nil || a.dead(x).Reason != f.Reason) {
 		return false
 	}
-	if f.Group != "" && (a.group(x) == nil || a.group(x).key != f.Group) {
+	if f.Group != "" && a.groupKey(x) != f.Group {
 		return false
 	}
 	if f.OlderThan > 0 && now-x.enqueuedAt() < f.OlderThan {

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,7 +23,15 @@ import (
 // broker's lock is held and lives in memory until it is written (docs/benchmarks.md "The
 // deep backlog").
 //
-// Version 7 (this one) is version 6 with two more lists at the end of each queue, after
+// Version 8 (this one) is version 7 with deferred messages (state codes 5 to 7, see
+// snapDeferred; such an entry ends with varint deferred-at minus entered), one more
+// counter per queue, Deferrals, after ReceivedAndDeleted, a byte after each queue's
+// configuration (OnDeadLetter), and two more lists at the end of each queue for parked
+// groups (park.go): the parked groups (uvarint count | (string key | uvarint blocker id |
+// uvarint dead-letter queue id | varint since)*, by key), and the groups whose order is
+// not their sequence order (a blocker redriven to their front: uvarint count | (string
+// key | uvarint n | uvarint seq*)*, by key).
+// Version 7 is version 6 with two more lists at the end of each queue, after
 // its dedup entries, for explain (explain.go): the history of the messages that have one
 // (uvarint count | (uvarint seq delta | varint last delivery | uvarint nacks | varint last
 // nack delay | string last error)*, in sequence order), and the ring of the last settled
@@ -37,7 +46,16 @@ import (
 // function, for the payload store.
 const (
 	snapshotMagic   = "OKQS"
-	snapshotVersion = 7
+	snapshotVersion = 8
+)
+
+// State codes of a message entry (its flag byte's low three bits) beyond the states
+// themselves, from version 8: a message a consumer deferred, by where it is. A deferred
+// message's key (snapKey) is the group it left.
+const (
+	snapDeferred         = 5 // StateDeferred
+	snapDeferredInFlight = 6 // fetched by id and leased
+	snapDeferredPending  = 7 // its fetched lease ended into a dead letter, not yet recorded
 )
 
 // Flag bits of a version-2 message entry; the low three bits hold the state.
@@ -146,7 +164,7 @@ func appendCounters(b []byte, c *Counters) []byte {
 	for _, v := range []uint64{c.Sent, c.Acked, c.Nacked, c.Delivered, c.Redelivered, c.Extended,
 		c.DeadLettered, c.Expired, c.DeadLetteredIn, c.Overflow, c.RedrivenIn, c.RedrivenOut,
 		c.Purged, c.Deleted, c.WaitSum, c.WaitCount, c.SojournSum, c.SojournCount, c.DedupEvictedEarly,
-		c.ReceivedAndDeleted} {
+		c.ReceivedAndDeleted, c.Deferrals} {
 		b = appendUvarint(b, v)
 	}
 	keys := slices.Sorted(func(yield func(string) bool) {
@@ -174,6 +192,9 @@ func (d *decoder) counters(version uint64) Counters {
 	if version >= 5 {
 		ps = append(ps, &c.ReceivedAndDeleted)
 	}
+	if version >= 8 {
+		ps = append(ps, &c.Deferrals)
+	}
 	for _, p := range ps {
 		*p = d.uvarint()
 	}
@@ -192,6 +213,7 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 	b = appendUvarint(b, q.id)
 	b = appendString(b, q.name)
 	b = appendConfig(b, &q.cfg)
+	b = append(b, byte(q.cfg.OnDeadLetter))
 	b = appendVarint(b, q.createdAt)
 	b = appendVarint(b, q.updatedAt)
 	b = appendUvarint(b, q.nextSeq)
@@ -205,11 +227,20 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 	var prev message
 	q.msgs.each(0, func(x *message) bool {
 		flags := byte(x.state()) & snapStateMask
+		if q.msgs.a.isDeferred(x) {
+			switch x.state() {
+			case StateInFlight:
+				flags = snapDeferredInFlight
+			case statePending:
+				flags = snapDeferredPending
+			}
+		}
 		dead := q.msgs.a.dead(x)
 		if dead != nil {
 			flags |= snapDead
 		}
-		if q.msgs.a.group(x) != nil {
+		key := q.msgs.a.groupKey(x)
+		if key != "" {
 			flags |= snapKey
 		}
 		if x.at != 0 {
@@ -239,8 +270,8 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 		if x.state() == statePending {
 			b = appendString(b, pendingReason[x])
 		}
-		if g := q.msgs.a.group(x); g != nil {
-			b = appendString(b, g.key)
+		if key != "" {
+			b = appendString(b, key)
 		}
 		if dead != nil {
 			b = appendUvarint(b, dead.Source)
@@ -249,6 +280,9 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 			b = appendString(b, dead.Description)
 			b = appendVarint(b, dead.At)
 			b = appendUvarint(b, uint64(dead.Deliveries))
+		}
+		if code := flags & snapStateMask; code >= snapDeferred && code <= snapDeferredPending {
+			b = appendVarint(b, q.msgs.a.deferredSince(x)-x.entered)
 		}
 		prev.id, prev.seq, prev.entered = x.id, x.seq, x.entered
 		if w.visit != nil {
@@ -308,6 +342,39 @@ func (q *queueState) writeSnapshot(w *snapWriter, now int64) {
 		b = appendUvarint(b, e.to)
 		b = append(b, byte(e.how))
 	})
+
+	// v8: parked groups, then groups out of sequence order.
+	keys = slices.Sorted(func(yield func(string) bool) {
+		for k := range q.parked {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	b = appendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		p := q.parked[k]
+		b = appendString(b, k)
+		b = appendUvarint(b, p.blocker)
+		b = appendUvarint(b, p.dlq)
+		b = appendVarint(b, p.since)
+	}
+	keys = keys[:0]
+	for k, g := range q.groups {
+		if !slices.IsSortedFunc(g.msgs, func(x, y *message) int { return cmp.Compare(x.seq, y.seq) }) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	b = appendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		g := q.groups[k]
+		b = appendString(b, k)
+		b = appendUvarint(b, uint64(len(g.msgs)))
+		for _, x := range g.msgs {
+			b = appendUvarint(b, x.seq)
+		}
+	}
 	w.b = b
 }
 
@@ -414,6 +481,9 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 	q := m.newQueueState(d.uvarint())
 	q.name = d.string()
 	q.cfg = d.config()
+	if version >= 8 {
+		q.cfg.OnDeadLetter = DeadLetterAction(d.byte())
+	}
 	q.createdAt = d.varint()
 	q.updatedAt = d.varint()
 	q.nextSeq = d.uvarint()
@@ -434,10 +504,11 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 		var reason, key string
 		var di *DeadInfo
 		var pos uint64
+		var since int64
 		if version == 1 {
 			reason, key, di, pos = d.messageV1(x)
 		} else {
-			reason, key, di, pos = d.messageV2(x, &prev, version, &prevPos)
+			reason, key, di, pos, since = d.messageV2(x, &prev, version, &prevPos)
 		}
 		m.ar.setDead(x, di)
 		if d.err != nil {
@@ -455,9 +526,17 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 			break
 		}
 		lastSeq = x.seq
-		m.attachGroup(q, x, key)
 		q.msgs.add(x)
 		q.bytes += x.size()
+		if code := byte(x.state()); code >= snapDeferred && code <= snapDeferredPending {
+			if version < 8 {
+				d.fail(fmt.Errorf("queue %q: message seq %d has unknown state %d", q.name, x.seq, code))
+				break
+			}
+			m.restoreDeferred(q, x, code, key, reason, since)
+			continue
+		}
+		m.attachGroup(q, x, key)
 		if g := m.ar.group(x); g != nil {
 			g.msgs = append(g.msgs, x)
 		}
@@ -501,7 +580,67 @@ func (m *Machine) restoreQueue(d *decoder, version uint64, legacy func(Ref, int6
 	if version >= 7 {
 		d.restoreExplain(q)
 	}
+	if version >= 8 {
+		m.restoreParked(d, q)
+	}
 	return q
+}
+
+// restoreParked reads a version-8 queue's parked groups and the order of its groups
+// that are not in sequence order, and takes the parked groups' heads out of reach.
+func (m *Machine) restoreParked(d *decoder, q *queueState) {
+	np := d.count()
+	for i := 0; i < np && d.err == nil; i++ {
+		k := d.string()
+		p := parked{blocker: d.uvarint(), dlq: d.uvarint(), since: d.varint()}
+		if d.err == nil {
+			m.park(q, k, p.blocker, p.dlq, p.since)
+		}
+	}
+	no := d.count()
+	for i := 0; i < no && d.err == nil; i++ {
+		k := d.string()
+		n := d.count()
+		g := q.groups[k]
+		if d.err == nil && (g == nil || len(g.msgs) != n) {
+			d.fail(fmt.Errorf("queue %q: the order of group %q names %d messages, not its own", q.name, k, n))
+			return
+		}
+		if h := g.head(); h != nil && h.hidx >= 0 {
+			q.ready.remove(h)
+		}
+		for j := 0; j < n && d.err == nil; j++ {
+			x := q.msgs.get(d.uvarint())
+			if x == nil || m.ar.group(x) != g {
+				d.fail(fmt.Errorf("queue %q: the order of group %q names a message not in it", q.name, k))
+				return
+			}
+			g.msgs[j] = x
+		}
+		m.maybeReadyGroup(q, g)
+	}
+}
+
+// restoreDeferred places a deferred message of a snapshot (state code code, see
+// snapDeferred): out of any group, with the key of the one it left.
+func (m *Machine) restoreDeferred(q *queueState, x *message, code byte, key, reason string, since int64) {
+	m.ar.setDeferred(x, true, key, since)
+	if q.deferred == nil {
+		q.deferred = make(map[uint64]Ref)
+	}
+	q.deferred[x.id] = x.self
+	switch code {
+	case snapDeferred:
+		x.setState(StateDeferred)
+		q.nDeferred++
+	case snapDeferredInFlight:
+		x.setState(StateInFlight)
+		q.nInFlight++
+		q.timers.push(x)
+	case snapDeferredPending:
+		x.setState(statePending)
+		q.pending = append(q.pending, pendingDL{m: x, reason: reason})
+	}
 }
 
 // restoreExplain reads what a version-7 queue holds for explain: message histories and
@@ -557,7 +696,7 @@ func (d *decoder) messageV1(x *message) (reason, key string, dead *DeadInfo, pos
 // relative to prev, the entry before it in the same queue; it leaves x's in prev. Version
 // 2 entries also hold a log position, relative to the previous entry's (prevPos, which it
 // advances), returned in pos.
-func (d *decoder) messageV2(x, prev *message, version uint64, prevPos *uint64) (reason, key string, dead *DeadInfo, pos uint64) {
+func (d *decoder) messageV2(x, prev *message, version uint64, prevPos *uint64) (reason, key string, dead *DeadInfo, pos uint64, since int64) {
 	flags := d.byte()
 	x.setState(State(flags & snapStateMask))
 	x.id = prev.id + uint64(d.varint())
@@ -577,7 +716,7 @@ func (d *decoder) messageV2(x, prev *message, version uint64, prevPos *uint64) (
 	if flags&snapDeliv != 0 {
 		x.deliv = uint32(d.uvarint())
 	}
-	if x.state() == statePending {
+	if x.state() == statePending || x.state() == snapDeferredPending {
 		reason = d.string()
 	}
 	if flags&snapKey != 0 {
@@ -586,8 +725,11 @@ func (d *decoder) messageV2(x, prev *message, version uint64, prevPos *uint64) (
 	if flags&snapDead != 0 {
 		dead = d.deadInfo()
 	}
+	if code := flags & snapStateMask; version >= 8 && code >= snapDeferred && code <= snapDeferredPending {
+		since = x.entered + d.varint()
+	}
 	prev.id, prev.seq, prev.entered = x.id, x.seq, x.entered
-	return reason, key, dead, pos
+	return reason, key, dead, pos, since
 }
 
 // size sets x's size, which must be one a message can have.

@@ -107,6 +107,43 @@ func TestOlderSnapshotsStillRestore(t *testing.T) {
 	}
 }
 
+// testdata/snapshot-v7.bin was written by okiba 73596b5 (explain's histories and settled
+// ring, before deferred messages took version 8) from richMachine: it restores to the same
+// state, histories and ring included, so main's version 7 never stops reading.
+func TestSnapshotV7StillRestores(t *testing.T) {
+	t.Parallel()
+	want := richMachine(t).AppendSnapshot(nil)
+	old, err := os.ReadFile(filepath.Join("testdata", "snapshot-v7.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(old) < 5 || old[4] != 7 {
+		t.Fatalf("snapshot-v7.bin is not version 7 (byte %x)", old[4])
+	}
+	if bytes.Equal(old, want) {
+		t.Fatal("snapshot-v7.bin is what this version writes")
+	}
+	r, err := Restore(old, nil)
+	if err != nil {
+		t.Fatalf("restore v7: %v", err)
+	}
+	if got := r.AppendSnapshot(nil); !bytes.Equal(got, want) {
+		t.Fatalf("v7 restored to a different state:\n got %x\nwant %x", got, want)
+	}
+	var hists int
+	for _, q := range r.byID {
+		q.msgs.each(0, func(x *message) bool {
+			if r.ar.hist(x) != nil {
+				hists++
+			}
+			return true
+		})
+	}
+	if hists == 0 {
+		t.Fatal("v7 restored without the histories it holds")
+	}
+}
+
 // Snapshot pieces join to AppendSnapshot's bytes and stay near their size, and a deep
 // backlog costs about a dozen bytes a message.
 func TestSnapshotChunksAndSize(t *testing.T) {

@@ -59,6 +59,9 @@ const (
 	// statePending marks a message whose lease ended while it must be dead-lettered; it is
 	// transient (the dead-letter record follows in the same critical section).
 	statePending State = 4
+	// StateDeferred: a consumer set the message aside (Machine.Defer). No receive returns
+	// it; only a fetch by id does (Machine.ReceiveDeferred), and retention still applies.
+	StateDeferred State = 5
 )
 
 func (s State) String() string {
@@ -71,6 +74,8 @@ func (s State) String() string {
 		return "in_flight"
 	case statePending:
 		return "pending"
+	case StateDeferred:
+		return "deferred"
 	}
 	return "unknown"
 }
@@ -307,6 +312,8 @@ type Counters struct {
 	// ReceivedAndDeleted counts messages settled by a receive-and-delete (also counted in
 	// Delivered, never in Acked).
 	ReceivedAndDeleted uint64
+	// Deferrals counts messages a consumer deferred (each time).
+	Deferrals uint64
 	// ByReason counts dead letters out of this queue per reason.
 	ByReason map[string]uint64
 	// DedupEvictedEarly counts dedup entries dropped before their window ended because
@@ -320,10 +327,13 @@ type Stats struct {
 	Ready       int64
 	Delayed     int64
 	InFlight    int64
+	Deferred    int64 // set aside by a consumer, fetched only by id (those fetched and leased again count in InFlight)
 	Bytes       int64
 	OldestReady int64 // enqueue time of the oldest ready message, 0 if none
 	Groups      int
 	DedupIDs    int
+	// ParkedGroups: ordered groups waiting for a dead letter (on_dead_letter park_group).
+	ParkedGroups int
 }
 
 // QueueInfo describes a queue.

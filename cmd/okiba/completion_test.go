@@ -73,7 +73,7 @@ func TestCompletionBash(t *testing.T) {
 		want []string
 	}{
 		{"okiba qu", []string{"queue"}},
-		{"okiba de", []string{"deadletter", "demo"}},
+		{"okiba de", []string{"deadletter", "defer", "demo"}},
 		{"okiba queue ", []string{"create", "delete", "get", "list", "purge", "update"}},
 		{"okiba queue create orders --vis", []string{"--visibility-timeout"}},
 		{"okiba queue create --server http://x orders --max-d", []string{"--max-deliveries"}},

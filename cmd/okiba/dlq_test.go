@@ -184,7 +184,7 @@ func TestPeekAndDLQDelete(t *testing.T) {
 	if q := h.queue("orders"); q.Stats.Ready != 2 || q.Stats.InFlight != 0 || q.Stats.Delayed != 1 {
 		t.Errorf("peek leased or moved something: %+v", q.Stats)
 	}
-	contains(t, "peek --state", h.fails(2, "peek", "orders", "--state", "leased").err, "--state must be ready, delayed or in_flight")
+	contains(t, "peek --state", h.fails(2, "peek", "orders", "--state", "leased").err, "--state must be ready, delayed, in_flight or deferred")
 	contains(t, "peek of a missing queue", h.fails(1, "peek", "nope").err, "queue_not_found")
 
 	h.ok("queue", "create", "jobs")

@@ -20,7 +20,8 @@ Usage: okiba explain QUEUE ID [--json]
 
 Says in words, then in fields, why a message is or is not being delivered now: ready and
 next in line or behind N others, delayed until, leased until (by which delivery),
-waiting behind its ordered group's head, dead-lettered (why, when, where to), gone
+waiting behind its ordered group's head, deferred (since when; okiba fetch takes it),
+dead-lettered (why, when, where to), gone
 (acked, purged, deleted, expired, redriven: the broker remembers the last 256 messages
 each queue settled), or deduplicated into another message (by dedup id). With what the
 broker keeps of its history: deliveries, first and last delivery, nacks and the last
@@ -97,6 +98,13 @@ func printExplanation(w io.Writer, ex *api.Explanation) {
 	}
 	if b := ex.Blocker; b != nil {
 		row("waiting for", b.ID+" ("+b.State+")")
+	}
+	if ex.At != nil {
+		label := "at"
+		if ex.State == "deferred" {
+			label = "deferred since"
+		}
+		row(label, ex.At.Format(time.RFC3339Nano))
 	}
 	if ex.How != "" {
 		row("how", ex.How)

@@ -17,33 +17,41 @@ type peekCmd struct{ app *app }
 func (c *peekCmd) Run(ctx context.Context, args []string) error {
 	a := c.app
 	f := a.serverFlags("peek", `
-Usage: okiba peek QUEUE [--limit N] [--state STATE] [--json]
+Usage: okiba peek QUEUE [--limit N] [--state STATE | --deferred] [--json]
 
 Lists QUEUE's messages in arrival order without leasing them: nothing is delivered,
 nothing waits longer, and no delivery is counted. Each row shows the id, the state (ready,
-delayed until, or in flight until), the deliveries so far, the group, when it was enqueued
+delayed until, in flight until, or deferred), the deliveries so far, the group, when it was enqueued
 and the start of the body. --json prints the API's message objects, one a line, with the
 whole body. Needs the browse permission on the queue.`, `
 okiba peek orders
 okiba peek orders --state ready --limit 1000 --json | jq -r .body
-okiba peek orders --state in_flight`)
+okiba peek orders --state in_flight
+okiba peek orders --deferred`)
 	limit := f.Int("limit", 100, "show at most `N` messages")
-	state := f.String("state", "", "only messages in this `STATE`: ready, delayed or in_flight (default all)")
+	state := f.String("state", "", "only messages in this `STATE`: ready, delayed, in_flight or deferred (default all)")
+	deferred := f.Bool("deferred", false, "only deferred messages (okiba defer; fetch them with okiba fetch): --state deferred")
 	asJSON := f.Bool("json", false, "print one JSON object per message and line (the API's message objects)")
-	pos, err := f.parseArgs(args, 1, 1, "QUEUE [--limit N] [--state STATE] [--json]")
+	pos, err := f.parseArgs(args, 1, 1, "QUEUE [--limit N] [--state STATE | --deferred] [--json]")
 	if err != nil {
 		return err
 	}
 	if *limit < 1 {
 		return f.fail("--limit must be at least 1, got %d", *limit)
 	}
+	if *deferred {
+		if *state != "" && *state != "deferred" {
+			return f.fail("--deferred is --state deferred: give one of them")
+		}
+		*state = "deferred"
+	}
 	var states []string
 	switch *state {
 	case "":
-	case "ready", "delayed", "in_flight":
+	case "ready", "delayed", "in_flight", "deferred":
 		states = []string{*state}
 	default:
-		return f.fail("--state must be ready, delayed or in_flight, got %q", *state)
+		return f.fail("--state must be ready, delayed, in_flight or deferred, got %q", *state)
 	}
 	cl, err := f.client()
 	if err != nil {

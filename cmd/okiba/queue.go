@@ -38,7 +38,7 @@ type configFlags struct {
 	maxDeliveries                                                                   int
 	maxMessages                                                                     int64
 	maxBytes, maxMessageSize                                                        byteSize
-	dlq, dedupScope                                                                 string
+	dlq, dedupScope, onDeadLetter                                                   string
 	contentDedup, orderedGroups                                                     bool
 	tags                                                                            kvFlag
 }
@@ -58,6 +58,7 @@ func (c *configFlags) register(f *flags) {
 	f.Var(&c.maxBytes, "max-bytes", "refuse sends beyond this `SIZE` of messages (512MiB, …); 0 = unlimited")
 	f.Var(&c.maxMessageSize, "max-message-size", "largest message `SIZE`, body plus headers, up to 1MiB (default 1MiB)")
 	f.DurationVar(&c.receiveWait, "receive-wait", 0, "long-poll wait of a receive that gives none, 0..60s (default 0s)")
+	f.StringVar(&c.onDeadLetter, "on-dead-letter", "", "`ACTION` when an ordered group's head is dead-lettered: move_on, or park_group (the rest waits until it is redriven back or released; needs a dead-letter queue) (default move_on)")
 	f.BoolVar(&c.orderedGroups, "ordered-groups", false, "deliver messages of a group strictly in order; fixed at creation (default true)")
 	f.Var(&c.tags, "tag", "`KEY=VALUE` label, repeatable; replaces the queue's whole tag set")
 }
@@ -102,6 +103,9 @@ func (c *configFlags) config(f *flags) (api.QueueConfig, []string) {
 	}
 	if given["ordered-groups"] {
 		cfg.OrderedGroups = &c.orderedGroups
+	}
+	if given["on-dead-letter"] {
+		cfg.OnDeadLetter = &c.onDeadLetter
 	}
 	if given["tag"] {
 		cfg.Tags = c.tags.m
@@ -260,6 +264,7 @@ func configValues(c api.QueueConfig) map[string]string {
 		"max_message_size":   sz(c.MaxMessageSize),
 		"receive_wait":       d(c.ReceiveWait),
 		"ordered_groups":     strconv.FormatBool(deref(c.OrderedGroups)),
+		"on_dead_letter":     cmp.Or(deref(c.OnDeadLetter), "move_on"),
 		"tags":               cmp.Or(strings.Join(tags, ","), "-"),
 	}
 }
@@ -267,7 +272,7 @@ func configValues(c api.QueueConfig) map[string]string {
 var configOrder = []string{
 	"visibility_timeout", "max_deliveries", "dead_letter_queue", "backoff_base", "backoff_max",
 	"delay", "retention", "dedup_window", "dedup_scope", "content_dedup", "max_messages",
-	"max_bytes", "max_message_size", "receive_wait", "ordered_groups", "tags",
+	"max_bytes", "max_message_size", "receive_wait", "ordered_groups", "on_dead_letter", "tags",
 }
 
 // ---------------------------------------------------------------------------------------

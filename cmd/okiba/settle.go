@@ -9,7 +9,7 @@ import (
 	"github.com/okiba/okiba/api"
 )
 
-// settleCmd is ack, nack, extend and deadletter: one receipt operation on a list of
+// settleCmd is ack, nack, extend, deadletter and defer: one receipt operation on a list of
 // receipts, with a result per receipt.
 type settleCmd struct {
 	app *app
@@ -48,6 +48,16 @@ Usage: okiba deadletter QUEUE RECEIPT... --reason R [--description D] [flags]
 Moves received messages to the queue's dead-letter queue at once, recording the reason
 (and description) with them; see them with okiba dlq list.`, `
 okiba deadletter orders AAEAAAAB… --reason invalid-json --description 'unexpected EOF at byte 17'`, "dead-lettered"},
+	"defer": {`
+Usage: okiba defer QUEUE RECEIPT... [flags]
+
+Sets received messages aside: their leases end, no receive returns them, and only okiba
+fetch, by id, takes them again (okiba peek QUEUE --deferred lists them). A message keeps
+its id, delivery count and retention: a deferred message past the queue's retention goes
+to the dead-letter queue (reason expired). In an ordered group, deferring the head lets
+the group move on.`, `
+okiba defer orders AAEAAAAB…
+okiba fetch orders 6889c50bd0c00001`, "deferred"},
 }
 
 func (c *settleCmd) Run(ctx context.Context, args []string) error {
@@ -122,6 +132,8 @@ redelivered) changes nothing. The exit status is 1 if any receipt failed.`, h.ex
 			errs, err = cl.Extend(ctx, queue, *vis, batch...)
 		case "deadletter":
 			errs, err = cl.DeadLetter(ctx, queue, *reason, *description, batch...)
+		case "defer":
+			errs, err = cl.Defer(ctx, queue, batch...)
 		}
 		if err != nil {
 			if start > 0 {

@@ -58,7 +58,7 @@ var snsOfNative = map[string]string{
 	api.CodeTopicInUse: "InvalidParameter", api.CodeQueueInUse: "InvalidParameter", api.CodeQueueExists: "InvalidParameter",
 	api.CodeMemberUnknown: "InvalidParameter", api.CodeEpochStale: "InvalidParameter",
 	api.CodeOffsetRegressed: "InvalidParameter", api.CodeOffsetOutOfRange: "InvalidParameter",
-	api.CodePartitionOutOfRange: "InvalidParameter", api.CodeMessageCorrupt: "InvalidParameter",
+	api.CodePartitionOutOfRange: "InvalidParameter", api.CodeMessageCorrupt: "InvalidParameter", api.CodeNotDeferred: "InvalidParameter", api.CodeNotParked: "InvalidParameter",
 	api.CodeReceiptStale: "InvalidParameter", api.CodeAlreadySettled: "InvalidParameter", api.CodeNoDeadLetter: "InvalidParameter",
 	api.CodePrincipalNotFound: "InvalidParameter", api.CodePrincipalExists: "InvalidParameter",
 	api.CodeQueueNotFound: "NotFound", api.CodeTopicNotFound: "NotFound",

@@ -86,6 +86,10 @@ var table = []Row{
 	// A redrive of dead letters whose body this node cannot read (reason corrupt); SQS's
 	// move tasks name no messages, so only their reason filter could meet it.
 	{match: errs(is(queue.ErrMessageCorrupt)), Code: api.CodeMessageCorrupt, SQS: "InvalidParameterValue"},
+	// A fetch by id of a message that is not deferred; SQS has no deferral to meet it.
+	{match: errs(is(queue.ErrNotDeferred)), Code: api.CodeNotDeferred, SQS: "InvalidParameterValue"},
+	// A release of a group that is not parked; SQS has no parked groups to meet it.
+	{match: errs(is(queue.ErrNotParked)), Code: api.CodeNotParked, SQS: "InvalidParameterValue"},
 
 	// broker.ErrInvalidReceipt is receipt.ErrInvalid.
 	{match: errs(is(broker.ErrInvalidReceipt)), Code: api.CodeInvalidReceipt, SQS: "ReceiptHandleIsInvalid",

@@ -186,6 +186,28 @@ func TestMetricsMatchTheAPIStatsWhenQuiet(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		return must(e.c.Queue(ctx, "orders")).Stats.DeadLetteredBy["max_deliveries"] == 1
 	}, "the broker to dead-letter the message that failed twice")
+	// One message set aside: deferred.
+	dd := must(e.c.Receive(ctx, "orders", client.ReceiveOptions{Max: 1, Visibility: &vis}))
+	if len(dd) != 1 {
+		t.Fatal("no message to defer")
+	}
+	must(e.c.Defer(ctx, "orders", dd[0].Receipt))
+	if st := must(e.c.Queue(ctx, "orders")).Stats; st.Deferred != 1 || st.Deferrals != 1 {
+		t.Fatalf("orders after a defer: %+v", st)
+	}
+
+	// One group parked behind its dead letter.
+	must(e.c.PutQueue(ctx, "parking", api.QueueConfig{OnDeadLetter: ptr("park_group")}))
+	must(e.c.Send(ctx, "parking", client.Message{Body: []byte("p1"), Group: "g"}))
+	must(e.c.Send(ctx, "parking", client.Message{Body: []byte("p2"), Group: "g"}))
+	pd := must(e.c.Receive(ctx, "parking", client.ReceiveOptions{Max: 1, Visibility: &vis}))
+	if len(pd) != 1 {
+		t.Fatal("no message to dead-letter")
+	}
+	must(e.c.DeadLetter(ctx, "parking", "bad", "", pd[0].Receipt))
+	if st := must(e.c.Queue(ctx, "parking")).Stats; st.ParkedGroups != 1 {
+		t.Fatalf("parking after a dead-lettered head: %+v", st)
+	}
 
 	fams := e.scrape(t)
 	qs := must(e.c.Queues(ctx, ""))
@@ -204,6 +226,9 @@ func TestMetricsMatchTheAPIStatsWhenQuiet(t *testing.T) {
 		check("okiba_queue_messages", float64(st.Ready), "state", "ready")
 		check("okiba_queue_messages", float64(st.Delayed), "state", "delayed")
 		check("okiba_queue_messages", float64(st.InFlight), "state", "in_flight")
+		check("okiba_queue_messages", float64(st.Deferred), "state", "deferred")
+		check("okiba_queue_deferrals_total", float64(st.Deferrals))
+		check("okiba_parked_groups", float64(st.ParkedGroups))
 		check("okiba_queue_bytes", float64(st.Bytes))
 		check("okiba_queue_dead_letters", float64(st.DeadLetters))
 		check("okiba_queue_sent_total", float64(st.Sent))

@@ -27,6 +27,7 @@ type queueCollector struct {
 	walCommits, walSyncs, walRecords, walBytes          *prometheus.Desc
 	corruptBodies, bodyReadErrors                       *prometheus.Desc
 	dedupIDs, dedupIDsLimit, queueDedupIDs              *prometheus.Desc
+	parkedGroups                                        *prometheus.Desc
 	diskFree, diskMark, diskReserve, diskMargin         *prometheus.Desc
 	scrubTime, scrubDuration, scrubOK, scrubDamaged     *prometheus.Desc
 	scrubCorrupt, scrubBytes                            *prometheus.Desc
@@ -67,6 +68,7 @@ func newQueueCollector(maxReasons int) *queueCollector {
 		dedupIDs:      d("okiba_dedup_ids", "Dedup ids remembered by every queue together (each costs about 240 bytes of memory and of checkpoint)."),
 		dedupIDsLimit: d("okiba_dedup_ids_limit", "The bound on okiba_dedup_ids: at it, a send's dedup id evicts its queue's oldest, or is not remembered (limits.max_dedup_ids)."),
 		queueDedupIDs: d("okiba_queue_dedup_ids", "Dedup ids the queue remembers.", q...),
+		parkedGroups:  d("okiba_parked_groups", "Ordered groups of the queue parked behind a dead letter (on_dead_letter park_group): okiba parked QUEUE lists them.", q...),
 		bodyReadErrors: d("okiba_body_read_errors_total",
 			"Reads of message bodies that failed otherwise (I/O errors) since start; the messages stayed where they were."),
 		diskFree: d("okiba_disk_free_bytes",
@@ -88,6 +90,7 @@ func newQueueCollector(maxReasons int) *queueCollector {
 	counter("okiba_queue_sent_total", "Messages accepted by send (duplicates and refusals not counted).", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Sent })
 	counter("okiba_queue_acked_total", "Messages acked.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Acked })
 	counter("okiba_queue_received_and_deleted_total", "Messages settled by receive-and-delete receives (at-most-once: also in delivered, never in acked).", func(qi *broker.QueueInfo) uint64 { return qi.Stats.ReceivedAndDeleted })
+	counter("okiba_queue_deferrals_total", "Messages a consumer deferred (set aside, to fetch by id), each time.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Deferrals })
 	counter("okiba_queue_nacked_total", "Messages nacked (given back for a retry).", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Nacked })
 	counter("okiba_queue_delivered_total", "Leases handed out.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Delivered })
 	counter("okiba_queue_redelivered_total", "Leases of messages delivered before.", func(qi *broker.QueueInfo) uint64 { return qi.Stats.Redelivered })
@@ -115,7 +118,7 @@ func (c *queueCollector) watch(b *broker.Broker) {
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.queues, c.healthy, c.messages, c.bytes, c.deadLetters, c.oldest, c.wait, c.sojourn,
 		c.deadLettered, c.walCommits, c.walSyncs, c.walRecords, c.walBytes, c.corruptBodies, c.bodyReadErrors,
-		c.dedupIDs, c.dedupIDsLimit, c.queueDedupIDs, c.diskFree, c.diskMark, c.diskReserve, c.diskMargin,
+		c.dedupIDs, c.dedupIDsLimit, c.queueDedupIDs, c.parkedGroups, c.diskFree, c.diskMark, c.diskReserve, c.diskMargin,
 		c.scrubTime, c.scrubDuration, c.scrubOK, c.scrubDamaged, c.scrubCorrupt, c.scrubBytes} {
 		ch <- d
 	}
@@ -187,8 +190,10 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.messages, float64(st.Ready), name, "ready")
 		gauge(c.messages, float64(st.Delayed), name, "delayed")
 		gauge(c.messages, float64(st.InFlight), name, "in_flight")
+		gauge(c.messages, float64(st.Deferred), name, "deferred")
 		gauge(c.bytes, float64(st.Bytes), name)
 		gauge(c.queueDedupIDs, float64(st.DedupIDs), name)
+		gauge(c.parkedGroups, float64(st.ParkedGroups), name)
 		gauge(c.deadLetters, float64(qi.DeadLetters), name)
 		gauge(c.oldest, qi.OldestAge.Seconds(), name)
 		gauge(c.wait, qi.WaitMeasured.Seconds(), name)

@@ -40,7 +40,7 @@ func TestQueueCreateUpdateAndIdempotentPut(t *testing.T) {
 		BackoffBase: dur("1s"), BackoffMax: dur("5m"), Delay: dur("0s"), Retention: dur("336h"),
 		DedupWindow: dur("5m"), DedupScope: ptr("queue"), ContentDedup: ptr(false),
 		MaxMessages: ptr[int64](0), MaxBytes: ptr[int64](0), MaxMessageSize: ptr[int64](1 << 20),
-		ReceiveWait: dur("0s"), OrderedGroups: ptr(true), Tags: map[string]string{"team": "cafe"},
+		ReceiveWait: dur("0s"), OrderedGroups: ptr(true), OnDeadLetter: ptr("move_on"), Tags: map[string]string{"team": "cafe"},
 	}
 	if !jsonEqual(q.Config, want) {
 		t.Fatalf("created config\n got %s\nwant %s", js(q.Config), js(want))

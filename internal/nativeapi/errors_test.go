@@ -147,6 +147,10 @@ func TestEveryErrorCode(t *testing.T) {
 		api.CodeQueueInUse: {[]string{`"q-dlq"`, "q", "force"}, func(t *testing.T) *response {
 			return e.do("DELETE", "/v1/queues/q-dlq", nil)
 		}},
+		api.CodeQueueExists: {[]string{"max_deliveries"}, func(t *testing.T) *response {
+			e.putQueue("ex-q", `{}`)
+			return e.do("PUT", "/v1/queues/ex-q", `{"max_deliveries":4}`, "If-None-Match", "*")
+		}},
 		api.CodeDLQCycle: {[]string{"cyc-b -> cyc-a -> cyc-b"}, func(t *testing.T) *response {
 			e.putQueue("cyc-a", `{"dead_letter_queue":"cyc-b"}`)
 			return e.do("PUT", "/v1/queues/cyc-b", `{"dead_letter_queue":"cyc-a"}`)
@@ -167,6 +171,12 @@ func TestEveryErrorCode(t *testing.T) {
 		}},
 		api.CodeMessageCorrupt: {[]string{"corrupt", "unreadable"}, func(t *testing.T) *response {
 			return e.do("POST", "/v1/queues/q-dlq/redrive", `{"reason":"corrupt"}`)
+		}},
+		api.CodeNotDeferred: {[]string{"not deferred", "0000000000000001"}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/q/deferred/receive", `{"ids":["0000000000000001"]}`)
+		}},
+		api.CodeNotParked: {[]string{"no parked group", `"g1"`}, func(t *testing.T) *response {
+			return e.do("POST", "/v1/queues/q/groups/g1/release", nil)
 		}},
 		api.CodeQueueFull: {[]string{`"tiny"`, "max_messages"}, func(t *testing.T) *response {
 			e.send("tiny", "1")

@@ -95,6 +95,26 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 	reply.JSON(w, http.StatusOK, out)
 }
 
+// parked lists a queue's parked groups.
+func (s *Server) parked(w http.ResponseWriter, r *http.Request) {
+	out, e := s.svc.Parked(r.Context(), r.PathValue("name"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, out)
+}
+
+// releaseGroup releases a parked group by hand.
+func (s *Server) releaseGroup(w http.ResponseWriter, r *http.Request) {
+	out, e := s.svc.ReleaseGroup(r.Context(), r.PathValue("name"), r.PathValue("group"))
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.JSON(w, http.StatusOK, out)
+}
+
 // ---------------------------------------------------------------------------------------
 // Messages
 
@@ -184,7 +204,23 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 	reply.JSON(w, http.StatusOK, got.JSON())
 }
 
-// settle serves ack, nack, extend and deadletter: a receipts request, one result per
+// receiveDeferred fetches deferred messages by id (JSON only: its answer has a result
+// per id, which the binary receive answer has no room for).
+func (s *Server) receiveDeferred(w http.ResponseWriter, r *http.Request) {
+	var in api.DeferredReceiveRequest
+	e := decode(w, r, &in, false)
+	var out api.DeferredReceiveResponse
+	if e == nil {
+		out, e = s.svc.ReceiveDeferred(r.Context(), r.PathValue("name"), in)
+	}
+	if e != nil {
+		reply.Error(w, e)
+		return
+	}
+	reply.Batch(w, out.Error, out)
+}
+
+// settle serves ack, nack, extend, deadletter and defer: a receipts request, one result per
 // receipt.
 func (s *Server) settle(op func(*service.Service, context.Context, string, api.ReceiptsRequest) (api.ReceiptsResponse, *api.Error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -120,6 +120,19 @@ func (f *fixture) receipt(queue string) string {
 	return ms[0].Receipt
 }
 
+// deferred defers a message of queue and returns its id.
+func (f *fixture) deferred(queue string) string {
+	f.e.send(queue, "to defer")
+	ms := f.e.receive(queue, 1, "")
+	if len(ms) != 1 {
+		f.t.Fatalf("receive from %s: %d messages", queue, len(ms))
+	}
+	if res, _ := f.e.settle(queue, "defer", []string{ms[0].Receipt}, ""); res.Status != 200 {
+		f.t.Fatalf("defer: %v", res)
+	}
+	return ms[0].ID
+}
+
 // deadLetter puts one dead letter from queue into its dead-letter queue.
 func (f *fixture) deadLetter(queue string) {
 	r := f.receipt(queue)
@@ -194,6 +207,17 @@ func (f *fixture) probes() map[string]func() probe {
 		},
 		"POST /v1/queues/{name}/deadletter": func() probe {
 			return probe{method: "POST", path: "/v1/queues/pm-settle/deadletter", body: receipts(f.receipt("pm-settle"))}
+		},
+		"POST /v1/queues/{name}/defer": func() probe {
+			return probe{method: "POST", path: "/v1/queues/pm-settle/defer", body: receipts(f.receipt("pm-settle"))}
+		},
+		"POST /v1/queues/{name}/deferred/receive": func() probe {
+			return probe{method: "POST", path: "/v1/queues/pm-settle/deferred/receive", body: fmt.Sprintf(`{"ids":[%q]}`, f.deferred("pm-settle"))}
+		},
+		"GET /v1/queues/{name}/parked": func() probe { return probe{method: "GET", path: "/v1/queues/pm-q/parked"} },
+		"POST /v1/queues/{name}/groups/{group}/release": func() probe {
+			// No group of pm-q is parked: allowed, it answers not_parked (409).
+			return probe{method: "POST", path: "/v1/queues/pm-q/groups/g1/release"}
 		},
 		"POST /v1/queues/{name}/purge": func() probe {
 			f.e.send("pm-purge", "purged")

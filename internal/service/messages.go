@@ -380,10 +380,69 @@ func (s *Service) DeadLetter(ctx context.Context, name string, in api.ReceiptsRe
 	return s.items(s.b.DeadLetter(ctx, name, in.Receipts, reason, in.Description))
 }
 
+// Defer sets the leased messages of in.Receipts aside: their leases end, and only a
+// fetch by id (ReceiveDeferred) takes them again.
+func (s *Service) Defer(ctx context.Context, name string, in api.ReceiptsRequest) (api.ReceiptsResponse, *api.Error) {
+	e := checkReceipts(&in)
+	if e == nil && (in.Delay != nil || in.Visibility != nil || in.Reason != "" || in.Description != "") {
+		e = Invalid("defer takes only \"receipts\"")
+	}
+	if e != nil {
+		return api.ReceiptsResponse{}, e
+	}
+	return s.items(s.b.Defer(ctx, name, in.Receipts))
+}
+
+// ReceiveDeferred fetches deferred messages by id, each leased for in.Visibility (the
+// queue's visibility_timeout when omitted): one result per id, not_deferred for an id
+// that names no deferred message of the queue.
+func (s *Service) ReceiveDeferred(ctx context.Context, name string, in api.DeferredReceiveRequest) (api.DeferredReceiveResponse, *api.Error) {
+	if len(in.IDs) == 0 {
+		return api.DeferredReceiveResponse{}, Invalid("\"ids\" is empty; give the id of at least one deferred message")
+	}
+	if len(in.IDs) > api.MaxBatch {
+		return api.DeferredReceiveResponse{}, &api.Error{Code: api.CodeBatchTooLarge, Message: fmt.Sprintf("%d ids in one request; at most %d", len(in.IDs), api.MaxBatch)}
+	}
+	ids := make([]uint64, len(in.IDs))
+	for i, v := range in.IDs {
+		n, e := parseID(v)
+		if e != nil {
+			e.Message = fmt.Sprintf("ids[%d]: %s", i, e.Message)
+			return api.DeferredReceiveResponse{}, e
+		}
+		ids[i] = n
+	}
+	vis := time.Duration(-1)
+	if in.Visibility != nil {
+		vis = in.Visibility.D()
+		if vis < 0 || vis > queue.MaxVisibilityTimeout || vis%time.Millisecond != 0 {
+			return api.DeferredReceiveResponse{}, Invalid("visibility must be a whole number of milliseconds between 0 and 12h, got %v", vis)
+		}
+	}
+	res, err := s.b.ReceiveDeferred(ctx, name, ids, vis)
+	if err != nil {
+		return api.DeferredReceiveResponse{}, s.errorOf(err)
+	}
+	out := api.DeferredReceiveResponse{Results: make([]api.DeferredResult, len(res))}
+	wire := make([]*api.Error, len(res))
+	for i := range res {
+		out.Results[i].ID = queue.FormatID(ids[i])
+		if res[i].Err != nil {
+			wire[i] = s.errorOf(res[i].Err)
+			out.Results[i].Error = wire[i]
+			continue
+		}
+		m := Received{ms: []broker.Message{res[i].Message}}.JSON().Messages[0]
+		out.Results[i].Message = &m
+	}
+	out.Error = commonError(wire)
+	return out, nil
+}
+
 // ---------------------------------------------------------------------------------------
 // Reading messages without leasing them
 
-var stateNames = map[string]queue.State{"ready": queue.StateReady, "delayed": queue.StateDelayed, "in_flight": queue.StateInFlight}
+var stateNames = map[string]queue.State{"ready": queue.StateReady, "delayed": queue.StateDelayed, "in_flight": queue.StateInFlight, "deferred": queue.StateDeferred}
 
 // CheckPeek refuses a peek page size out of range (1..api.MaxBatch).
 func (s *Service) CheckPeek(limit int) *api.Error {
@@ -395,13 +454,13 @@ func (s *Service) CheckPeek(limit int) *api.Error {
 
 // Peek lists up to limit messages of a queue in arrival order, after the one whose
 // sequence is after (0: from the start), in the given states (ready, delayed,
-// in_flight; all when none), without leasing them. Next is set when the page is full.
+// in_flight, deferred; all when none), without leasing them. Next is set when the page is full.
 func (s *Service) Peek(ctx context.Context, name string, after uint64, limit int, states []string) (api.PeekResponse, *api.Error) {
 	var sts []queue.State
 	for _, v := range states {
 		st, ok := stateNames[v]
 		if !ok {
-			return api.PeekResponse{}, Invalid("state must be ready, delayed or in_flight, got %q", v)
+			return api.PeekResponse{}, Invalid("state must be ready, delayed, in_flight or deferred, got %q", v)
 		}
 		sts = append(sts, st)
 	}

@@ -143,6 +143,28 @@ func (s *Service) DeleteQueue(ctx context.Context, name string, force bool) *api
 	return nil
 }
 
+// Parked lists queue name's parked groups with the dead letter each waits for.
+func (s *Service) Parked(ctx context.Context, name string) (api.ParkedResponse, *api.Error) {
+	ps, err := s.b.Parked(ctx, name)
+	if err != nil {
+		return api.ParkedResponse{}, s.errorOf(err)
+	}
+	out := api.ParkedResponse{Groups: make([]api.ParkedGroup, len(ps))}
+	for i, p := range ps {
+		out.Groups[i] = api.ParkedGroup{Group: p.Group, Blocker: queue.FormatID(p.Blocker), DeadLetterQueue: p.DLQ,
+			Since: time.UnixMilli(p.Since).UTC(), Messages: p.Messages}
+	}
+	return out, nil
+}
+
+// ReleaseGroup releases a parked group by hand (not_parked if it is not parked).
+func (s *Service) ReleaseGroup(ctx context.Context, name, group string) (api.ReleaseResponse, *api.Error) {
+	if err := s.b.ReleaseGroup(ctx, name, group); err != nil {
+		return api.ReleaseResponse{}, s.errorOf(err)
+	}
+	return api.ReleaseResponse{Released: group}, nil
+}
+
 // Purge removes every message of a queue.
 func (s *Service) Purge(ctx context.Context, name string) (api.PurgeResponse, *api.Error) {
 	n, err := s.b.Purge(ctx, name)
@@ -197,6 +219,13 @@ func applyConfig(c *queue.Config, in *api.QueueConfig) error {
 	if in.OrderedGroups != nil {
 		c.OrderedGroups = *in.OrderedGroups
 	}
+	if in.OnDeadLetter != nil {
+		a, err := queue.ParseDeadLetterAction(*in.OnDeadLetter)
+		if err != nil {
+			return err
+		}
+		c.OnDeadLetter = a
+	}
 	if in.Tags != nil {
 		c.Tags = in.Tags
 	}
@@ -210,11 +239,12 @@ func wireConfig(c queue.Config) api.QueueConfig {
 	v := &struct {
 		c                                                     queue.Config
 		vis, backoff, backoffMax, delay, retention, dedup, rw api.Duration
-		scope                                                 string
+		scope, onDL                                           string
 	}{
 		c: c, vis: api.Duration(c.VisibilityTimeout), backoff: api.Duration(c.BackoffBase),
 		backoffMax: api.Duration(c.BackoffMax), delay: api.Duration(c.Delay), retention: api.Duration(c.Retention),
 		dedup: api.Duration(c.DedupWindow), rw: api.Duration(c.ReceiveWait), scope: c.DedupScope.String(),
+		onDL: c.OnDeadLetter.String(),
 	}
 	return api.QueueConfig{
 		VisibilityTimeout: &v.vis, MaxDeliveries: &v.c.MaxDeliveries,
@@ -222,7 +252,7 @@ func wireConfig(c queue.Config) api.QueueConfig {
 		Delay: &v.delay, Retention: &v.retention, DedupWindow: &v.dedup,
 		DedupScope: &v.scope, ContentDedup: &v.c.ContentDedup, MaxMessages: &v.c.MaxMessages,
 		MaxBytes: &v.c.MaxBytes, MaxMessageSize: &v.c.MaxMessageSize, ReceiveWait: &v.rw,
-		OrderedGroups: &v.c.OrderedGroups, Tags: v.c.Tags,
+		OrderedGroups: &v.c.OrderedGroups, OnDeadLetter: &v.onDL, Tags: v.c.Tags,
 	}
 }
 
@@ -239,7 +269,7 @@ func wireQueue(qi broker.QueueInfo) api.Queue {
 		Name: qi.Name, CreatedAt: time.UnixMilli(qi.CreatedAt).UTC(), UpdatedAt: time.UnixMilli(qi.UpdatedAt).UTC(),
 		Config: wireConfig(qi.Config), DeadLetterSources: qi.DeadLetterSources,
 		Stats: api.Stats{
-			Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Bytes: st.Bytes,
+			Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Deferred: st.Deferred, ParkedGroups: st.ParkedGroups, Bytes: st.Bytes,
 			DeadLetters: qi.DeadLetters, Groups: st.Groups,
 			OldestReadyAgeMS: qi.OldestAge.Milliseconds(), OldestReadyAt: oldest,
 			Sent: st.Sent, Acked: st.Acked, Nacked: st.Nacked, Delivered: st.Delivered,
@@ -249,6 +279,7 @@ func wireQueue(qi broker.QueueInfo) api.Queue {
 			Deleted: st.Deleted, Overflow: st.Overflow, DedupHits: qi.Volatile.DedupHits,
 			Refused: qi.Volatile.Refused, DedupEvictedEarly: st.DedupEvictedEarly, DedupIDs: st.DedupIDs,
 			ReceivedAndDeleted: st.ReceivedAndDeleted,
+			Deferrals:          st.Deferrals,
 			Rates: api.Rates{
 				WindowMS: r.Window.Milliseconds(), Sent: r.Sent, Acked: r.Acked, Nacked: r.Nacked,
 				Delivered: r.Delivered, DeadLettered: r.DeadLettered, Expired: r.Expired,

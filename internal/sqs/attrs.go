@@ -62,7 +62,7 @@ func (f *Front) queueAttributes(qi broker.QueueInfo) map[string]string {
 		"MaximumMessageSize":                    strconv.FormatInt(c.MaxMessageSize, 10),
 		"MessageRetentionPeriod":                secs(c.Retention),
 		"ApproximateNumberOfMessages":           strconv.FormatInt(st.Ready, 10),
-		"ApproximateNumberOfMessagesNotVisible": strconv.FormatInt(st.InFlight, 10),
+		"ApproximateNumberOfMessagesNotVisible": strconv.FormatInt(st.InFlight+st.Deferred, 10), // deferred by a native consumer: in the queue, not visible
 		"ApproximateNumberOfMessagesDelayed":    strconv.FormatInt(st.Delayed, 10),
 		"CreatedTimestamp":                      strconv.FormatInt(qi.CreatedAt/1000, 10),
 		"LastModifiedTimestamp":                 strconv.FormatInt(qi.UpdatedAt/1000, 10),

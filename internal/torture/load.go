@@ -31,6 +31,7 @@ type history struct {
 	inflight  int // settle requests under way
 	sqsSent   int // sends acknowledged through the SQS API
 	sqsAcked  int // deletes that settled, through the SQS API
+	fetched   int // deferred messages fetched by id
 }
 
 type delivery struct {
@@ -119,8 +120,8 @@ func produce(ctx context.Context, cl *client.Client, h *history, p int, seed uin
 }
 
 // consume receives until ctx ends and settles each message: mostly ack, sometimes nack,
-// dead-letter, abandon (the lease expires), or hold past the lease as a frozen consumer
-// would. Messages of a group are settled in order: after the first message of a group
+// dead-letter, defer (fetched again by id, see fetchDeferred), abandon (the lease
+// expires), or hold past the lease as a frozen consumer would. Messages of a group are settled in order: after the first message of a group
 // that is not acked, the rest of that group in the batch is nacked. With drain (or once
 // the history is draining), everything is acked.
 func consume(ctx context.Context, cl *client.Client, h *history, c int, seed uint64, queue string, drain bool) {
@@ -128,6 +129,9 @@ func consume(ctx context.Context, cl *client.Client, h *history, c int, seed uin
 	wait := 300 * time.Millisecond
 	vis := visibility
 	for ctx.Err() == nil {
+		if queue == queueName {
+			h.fetchDeferred(ctx, cl, rng)
+		}
 		sentAt := time.Now()
 		ds, err := cl.Receive(ctx, queue, client.ReceiveOptions{Max: 16, Wait: &wait, Visibility: &vis})
 		if err != nil {
@@ -139,7 +143,7 @@ func consume(ctx context.Context, cl *client.Client, h *history, c int, seed uin
 		}
 		h.record(ds, queue, sentAt)
 		all := drain || h.isDraining()
-		var acks, nacks, dls []client.Delivery
+		var acks, nacks, dls, defers []client.Delivery
 		blocked := map[string]bool{}
 		frozen := false
 		for _, d := range ds {
@@ -162,6 +166,9 @@ func consume(ctx context.Context, cl *client.Client, h *history, c int, seed uin
 				nacks = append(nacks, d)
 			case r < 93 && queue == queueName:
 				dls = append(dls, d)
+			case r < 95 && queue == queueName:
+				defers = append(defers, d) // out of its group, which moves on
+				continue
 			case r < 99:
 				// abandon: the lease expires and the message comes back
 			default:
@@ -177,7 +184,57 @@ func consume(ctx context.Context, cl *client.Client, h *history, c int, seed uin
 		h.settle(ctx, cl, queue, "ack", acks)
 		h.settle(ctx, cl, queue, "nack", nacks)
 		h.settle(ctx, cl, queue, "deadletter", dls)
+		h.settle(ctx, cl, queue, "defer", defers)
 	}
+}
+
+// fetchDeferred takes up to 16 of the queue's deferred messages by id (as peek lists
+// them: a defer whose answer was lost to a kill may or may not have happened) and
+// settles them: mostly ack, sometimes a nack, which returns them to deferred. A deferred
+// message has left its group, so it is out of the order checks; one the broker lost
+// would never be delivered again, which the check counts as vanished (a defer is not a
+// settlement).
+func (h *history) fetchDeferred(ctx context.Context, cl *client.Client, rng *rand.Rand) {
+	page, err := cl.Peek(ctx, queueName, client.PeekOptions{Limit: 16, States: []string{"deferred"}})
+	if err != nil || len(page.Messages) == 0 {
+		return
+	}
+	ids := make([]string, len(page.Messages))
+	for i, m := range page.Messages {
+		ids[i] = m.ID
+	}
+	sentAt := time.Now()
+	vis := visibility
+	res, err := cl.ReceiveDeferred(ctx, queueName, &vis, ids...)
+	if err != nil {
+		return
+	}
+	var ds []client.Delivery
+	for _, r := range res {
+		if r.Err == nil {
+			ds = append(ds, r.Delivery)
+		}
+	}
+	if len(ds) == 0 {
+		return
+	}
+	h.mu.Lock()
+	for _, d := range ds {
+		h.moved[d.ID] = true
+	}
+	h.fetched += len(ds)
+	h.mu.Unlock()
+	h.record(ds, queueName, sentAt)
+	var acks, nacks []client.Delivery
+	for _, d := range ds {
+		if !h.isDraining() && rng.IntN(4) == 0 {
+			nacks = append(nacks, d)
+		} else {
+			acks = append(acks, d)
+		}
+	}
+	h.settle(ctx, cl, queueName, "ack", acks)
+	h.settle(ctx, cl, queueName, "nack", nacks)
 }
 
 // record logs deliveries, and checks that a receive returns each group's messages in
@@ -232,6 +289,8 @@ func (h *history) settle(ctx context.Context, cl *client.Client, queue, op strin
 		case "deadletter":
 			h.dlTry[d.Receipt] = true
 			h.moved[d.ID] = true
+		case "defer":
+			h.moved[d.ID] = true
 		}
 	}
 	h.inflight++
@@ -251,6 +310,8 @@ func (h *history) settle(ctx context.Context, cl *client.Client, queue, op strin
 		errs, err = cl.Nack(ctx, queue, &zero, rs...)
 	case "deadletter":
 		errs, err = cl.DeadLetter(ctx, queue, "torture", "chosen by the torture consumer", rs...)
+	case "defer":
+		errs, err = cl.Defer(ctx, queue, rs...)
 	}
 	if err != nil || op != "ack" {
 		return
@@ -310,6 +371,7 @@ func (h *history) check(rep *Report) {
 	rep.Delivered = len(h.dels)
 	rep.AckedOK = len(h.ackOK)
 	rep.SQSSentOK, rep.SQSAckedOK = h.sqsSent, h.sqsAcked
+	rep.DeferredFetched = h.fetched
 
 	delivered := map[string][]delivery{} // by id
 	for _, d := range h.dels {

@@ -111,25 +111,27 @@ func (c Config) withDefaults() (Config, error) {
 
 // Report is the outcome of a run.
 type Report struct {
-	Seed          uint64
-	Cycles        int
-	Kills, Stops  int
-	Redrives      int
-	Attempted     int // messages producers tried to send
-	SentOK        int // sends the broker acknowledged
-	Delivered     int // deliveries, redeliveries included
-	AckedOK       int // acks the broker acknowledged
-	SQSSentOK     int // of SentOK, through the SQS API
-	SQSAckedOK    int // deletes through the SQS API that settled
-	DeadLettered  int // messages drained from the dead-letter queue at the end
-	Lost          int
-	Vanished      int
-	Resurrected   int
-	Unexpected    int
-	Reordered     int
-	Duplicated    int // messages delivered more than once before their ack
-	DuplicateRate float64
-	Duration      time.Duration
+	Seed         uint64
+	Cycles       int
+	Kills, Stops int
+	Redrives     int
+	Attempted    int // messages producers tried to send
+	SentOK       int // sends the broker acknowledged
+	Delivered    int // deliveries, redeliveries included
+	AckedOK      int // acks the broker acknowledged
+	SQSSentOK    int // of SentOK, through the SQS API
+	SQSAckedOK   int // deletes through the SQS API that settled
+	// DeferredFetched counts deliveries of deferred messages fetched by id.
+	DeferredFetched int
+	DeadLettered    int // messages drained from the dead-letter queue at the end
+	Lost            int
+	Vanished        int
+	Resurrected     int
+	Unexpected      int
+	Reordered       int
+	Duplicated      int // messages delivered more than once before their ack
+	DuplicateRate   float64
+	Duration        time.Duration
 	// Topic is the topic load's outcome; zero when it did not run.
 	Topic TopicReport
 	// Examples holds a few violating message bodies per category, for debugging.
@@ -149,11 +151,11 @@ func (r Report) String() string {
 	s := fmt.Sprintf("%s seed=%d cycles=%d kills=%d stops=%d redrives=%d duration=%s\n"+
 		"  attempted %d, sends acknowledged %d (%d via SQS), deliveries %d, acks acknowledged %d (%d via SQS), dead letters drained %d\n"+
 		"  acknowledged lost: %d of %d; vanished: %d; resurrected: %d; unexpected: %d; reordered: %d\n"+
-		"  duplicated before ack: %d (%.2f%% of delivered messages)",
+		"  duplicated before ack: %d (%.2f%% of delivered messages); deferred messages fetched by id: %d",
 		verdict, r.Seed, r.Cycles, r.Kills, r.Stops, r.Redrives, r.Duration.Round(time.Millisecond),
 		r.Attempted, r.SentOK, r.SQSSentOK, r.Delivered, r.AckedOK, r.SQSAckedOK, r.DeadLettered,
 		r.Lost, r.SentOK, r.Vanished, r.Resurrected, r.Unexpected, r.Reordered,
-		r.Duplicated, 100*r.DuplicateRate)
+		r.Duplicated, 100*r.DuplicateRate, r.DeferredFetched)
 	if r.Topic.Checks > 0 {
 		s += "\n" + r.Topic.String()
 	}
@@ -412,9 +414,9 @@ func waitEmpty(ctx context.Context, cl *client.Client, h *history) error {
 			running = running || t.State == "running"
 		}
 		if err1 == nil && err3 == nil && (err2 == nil || client.IsCode(err2, api.CodeQueueNotFound)) {
-			total = q.Stats.Ready + q.Stats.Delayed + q.Stats.InFlight
+			total = q.Stats.Ready + q.Stats.Delayed + q.Stats.InFlight + q.Stats.Deferred
 			if err2 == nil {
-				total += d.Stats.Ready + d.Stats.Delayed + d.Stats.InFlight
+				total += d.Stats.Ready + d.Stats.Delayed + d.Stats.InFlight + d.Stats.Deferred
 			}
 		}
 		if total >= 0 && total < least {

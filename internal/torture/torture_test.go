@@ -48,7 +48,7 @@ func TestTortureShort(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("the delivery guarantee failed (replay with OKIBA_TORTURE_SEED=%d)", rep.Seed)
 	}
-	if rep.SentOK == 0 || rep.AckedOK == 0 || rep.Kills == 0 {
+	if rep.SentOK == 0 || rep.AckedOK == 0 || rep.Kills == 0 || rep.DeferredFetched == 0 {
 		t.Fatalf("the load did not run: %s", rep.String())
 	}
 	if tr := rep.Topic; tr.Acked == 0 || tr.Handed == 0 || tr.Commits == 0 || tr.SubAcked == 0 || tr.Checks < 2 {

@@ -166,6 +166,38 @@ async function light() {
   await go.click();
   await page.waitForFunction(() => document.querySelector('#stat-ready .value')?.textContent === '0', null, { timeout: T });
 
+  step('a deferred message: counted on the queue page, listed by the browser as deferred');
+  const post = async (path, body) => {
+    const r = await fetch(base + path, { method: 'POST', headers: { Authorization: 'Bearer ' + token, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    expect(r.ok, `POST ${path}: ${r.status}`);
+    return r.json();
+  };
+  await post('/v1/queues/scratch/messages', { body: 'set aside' });
+  const toDefer = await post('/v1/queues/scratch/receive', { max: 1, wait: '0s' });
+  await post('/v1/queues/scratch/defer', { receipts: [toDefer.messages[0].receipt] });
+  await page.waitForFunction(() => document.querySelector('#stat-deferred .value')?.textContent === '1', null, { timeout: T });
+  await page.locator('#browse-state').selectOption('deferred');
+  await page.locator('#browse-refresh').click();
+  await page.waitForFunction(() => {
+    const rows = document.querySelectorAll('#browse > tbody > tr');
+    return rows.length === 1 && rows[0].querySelector('.badge.info')?.textContent === 'deferred';
+  }, null, { timeout: T });
+
+  step('a parked group: listed on its queue page with its blocking dead letter, released by hand');
+  {
+    const r = await fetch(base + '/v1/queues/parking', { method: 'PUT', headers: { Authorization: 'Bearer ' + token, 'Content-Type': 'application/json' }, body: JSON.stringify({ on_dead_letter: 'park_group' }) });
+    expect(r.ok, `PUT /v1/queues/parking: ${r.status}`);
+  }
+  await post('/v1/queues/parking/messages', { messages: [{ body: 'pay', group: 'order-7' }, { body: 'ship', group: 'order-7' }] });
+  const head = await post('/v1/queues/parking/receive', { max: 1, wait: '0s' });
+  await post('/v1/queues/parking/deadletter', { receipts: [head.messages[0].receipt], reason: 'card-declined' });
+  await page.goto(base + '/queues/parking');
+  await page.waitForFunction((id) => document.querySelector('#parked tr[data-group="order-7"] [data-k="blocker"]')?.textContent === id, head.messages[0].id, { timeout: T });
+  await page.waitForFunction(() => document.querySelector('#stat-parked .value')?.textContent === '1', null, { timeout: T });
+  await accessibility(page, 'queue page with a parked group');
+  await page.locator('#parked tr[data-group="order-7"] button').click();
+  await page.waitForFunction(() => document.querySelector('#stat-parked .value')?.textContent === '0' && !document.querySelector('#parked tr[data-group]'), null, { timeout: T });
+
   step('dead letters: the overview of every dead-letter queue, then one of them');
   await page.goto(base + '/dead-letters');
   await page.waitForSelector('#dlqs tr[data-dlq="payments-dlq"]', { timeout: T });

@@ -23,6 +23,8 @@
       card('Ready', num(s.ready), '', 'stat-ready'),
       card('Delayed', num(s.delayed), '', 'stat-delayed'),
       card('In flight', num(s.in_flight), '', 'stat-in-flight'),
+      card('Deferred', num(s.deferred || 0), '', 'stat-deferred'),
+      ...(queue.config.on_dead_letter === 'park_group' || s.parked_groups ? [card('Parked groups', num(s.parked_groups || 0), s.parked_groups ? 'bad' : '', 'stat-parked')] : []),
       card('Dead letters', dlq && dlq !== 'none' ? el('a', { href: '/dead-letters?queue=' + encodeURIComponent(dlq) }, num(s.dead_letters)) : '–', s.dead_letters ? 'bad' : '', 'stat-dead'),
       card('Oldest ready', s.oldest_ready_age_ms ? dur(s.oldest_ready_age_ms) : '–'),
       card('Sent /s', rate(s.rates.sent)),
@@ -45,6 +47,7 @@
     document.getElementById('qbadges').replaceChildren(...badges);
     renderConfig(queue);
     await consumers();
+    await parked(queue.config.on_dead_letter === 'park_group' || s.parked_groups > 0);
     document.getElementById('updated').textContent = 'live · ' + new Date().toLocaleTimeString();
   }
 
@@ -67,6 +70,35 @@
     }
   }
 
+  // parked lists the groups parked behind a dead letter (GET /v1/queues/{name}/parked),
+  // each with a release by hand; the panel shows only on a queue that parks.
+  async function parked(show) {
+    const panel = document.getElementById('parked-panel');
+    panel.hidden = !show;
+    if (!show) return;
+    const l = await api('GET', qpath(name, 'parked'));
+    const tb = document.querySelector('#parked tbody');
+    const dlq = (g) => el('a', { href: '/dead-letters?queue=' + encodeURIComponent(g.dead_letter_queue) }, g.dead_letter_queue);
+    tb.replaceChildren(...l.groups.map((g) => el('tr', { dataset: { group: g.group } },
+      el('td', { class: 'mono' }, g.group),
+      el('td', { class: 'mono', dataset: { k: 'blocker' } }, g.blocker),
+      el('td', {}, dlq(g)),
+      el('td', { title: time(g.since) }, time(g.since)),
+      el('td', { class: 'num' }, num(g.messages)),
+      el('td', {}, canManage ? el('button', { type: 'button', 'aria-label': 'Release group ' + g.group, onclick: async () => {
+        try {
+          await api('POST', qpath(name, 'groups', encodeURIComponent(g.group), 'release'));
+          toast(`Released group ${g.group}.`);
+          await refresh();
+        } catch (e) {
+          toast(`release ${g.group}: ${e.message}`, 'error');
+        }
+      } }, 'Release') : null))));
+    if (!l.groups.length) {
+      tb.append(el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'No parked group: every ordered group is moving.')));
+    }
+  }
+
   function renderConfig(q) {
     const c = q.config;
     const rows = [
@@ -75,6 +107,7 @@
       ['Delay', goDur(c.delay)], ['Retention', c.retention === '0s' ? 'unlimited' : goDur(c.retention)], ['Dedup window', goDur(c.dedup_window)],
       ['Max messages', c.max_messages ? num(c.max_messages) : 'unlimited'], ['Max bytes', c.max_bytes ? num(c.max_bytes) : 'unlimited'],
       ['Max message size', num(c.max_message_size) + ' bytes'], ['Receive wait', goDur(c.receive_wait)],
+      ['On dead letter', c.on_dead_letter || 'move_on'],
       ['Created', time(q.created_at)],
     ];
     document.getElementById('config').replaceChildren(...rows.map(([k, v]) => el('tr', {}, el('th', { scope: 'row' }, k), el('td', {}, String(v)))));
@@ -178,7 +211,7 @@
     const r = await api('GET', qpath(name, 'messages') + '?' + qs);
     const trs = r.messages.map((m) => el('tr', { dataset: { message: m.id } },
       el('td', { class: 'mono' }, m.id),
-      el('td', {}, el('span', { class: 'badge' + (m.state === 'in_flight' ? ' warn' : '') }, m.state.replace('_', ' '))),
+      el('td', {}, el('span', { class: 'badge' + (m.state === 'in_flight' ? ' warn' : m.state === 'deferred' ? ' info' : '') }, m.state.replace('_', ' '))),
       el('td', {}, m.group || ''),
       el('td', { class: 'num' }, num(m.deliveries)),
       el('td', { title: m.first_delivered_at ? 'first delivered ' + time(m.first_delivered_at) : 'never delivered' }, time(m.enqueued_at)),
