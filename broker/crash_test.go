@@ -48,6 +48,9 @@ type ledger struct {
 	history   map[uint64][]string    // what happened to each id, for failure messages
 	deferred  map[uint64]int64       // id → ack seq of a defer never followed by a fetch
 	fetched   int                    // deferred messages fetched by id
+	// The parked group p/pk: the ack seq of the dead-lettering of its head (0: none yet),
+	// the op count when its release by hand was attempted and when it was acknowledged.
+	parkedAt, releaseTry, releasedAt int64
 }
 
 type leaseRecord struct {
@@ -71,6 +74,12 @@ func crashWorkload(t *testing.T, b *Broker, clk *clock.Fake, fs *vfs.Faulty, l *
 	rng := rand.New(rand.NewPCG(seed, 7))
 	stamp := func() int64 { return fs.Ops() }
 	mustQueue(t, b, "q", func(c *queue.Config) { c.MaxDeliveries = 3; c.Retention = 0 })
+	mustQueue(t, b, "p", func(c *queue.Config) {
+		c.OrderedGroups = true
+		c.OnDeadLetter = queue.ParkGroup
+		c.MaxDeliveries = 0
+		c.Retention = 0
+	})
 	mustQueue(t, b, "g", func(c *queue.Config) {
 		c.MaxDeliveries = 0
 		c.DeadLetterQueue = queue.NoDeadLetterQueue
@@ -212,10 +221,14 @@ func crashWorkload(t *testing.T, b *Broker, clk *clock.Fake, fs *vfs.Faulty, l *
 	}
 
 	for round := 0; round < 14; round++ {
-		send("q", 1+rng.IntN(3), "")
+		k, op := 1+rng.IntN(3), rng.IntN(5)
+		if round == 0 {
+			k, op = 3, 4 // every seed defers, and fetches one of three again
+		}
+		send("q", k, "")
 		send("g", 2, fmt.Sprintf("k%d", rng.IntN(3)))
 		ms := receive("q", 3, time.Duration(5+rng.IntN(20))*time.Second)
-		switch rng.IntN(5) {
+		switch op {
 		case 0:
 			settle("q", ms, "ack")
 		case 1:
@@ -227,6 +240,39 @@ func crashWorkload(t *testing.T, b *Broker, clk *clock.Fake, fs *vfs.Faulty, l *
 		case 4: // defer them; fetch half again (left leased: some expire back to deferred)
 			settle("q", ms, "defer")
 			fetch(ms[:len(ms)/2], time.Duration(5+rng.IntN(20))*time.Second)
+		}
+		switch round {
+		case 1, 5, 8, 12: // the group pk: its head dead-lettered parks it; sends join its tail
+			send("p", 2, "pk")
+		}
+		if round == 2 {
+			head := receive("p", 1, time.Minute)
+			if len(head) != 1 {
+				t.Fatalf("the head of p/pk: %d messages", len(head))
+			}
+			errs, err := b.DeadLetter(ctx, "p", []string{head[0].Receipt}, "poison", "")
+			if err != nil || errs[0] != nil {
+				t.Fatalf("dead-letter the head of p/pk: %v %v", err, errs)
+			}
+			l.mu.Lock()
+			l.parkedAt = stamp()
+			l.mu.Unlock()
+		}
+		if round == 3 || round == 10 {
+			if ms := receive("p", 5, time.Minute); len(ms) != 0 {
+				t.Fatalf("round %d: a receive took %d messages of the parked group", round, len(ms))
+			}
+		}
+		if round == 11 {
+			l.mu.Lock()
+			l.releaseTry = stamp()
+			l.mu.Unlock()
+			if err := b.ReleaseGroup(ctx, "p", "pk"); err != nil {
+				t.Fatalf("release p/pk: %v", err)
+			}
+			l.mu.Lock()
+			l.releasedAt = stamp()
+			l.mu.Unlock()
 		}
 		settle("g", receive("g", 2, time.Minute), "ack")
 		if round%4 == 3 {
@@ -284,8 +330,21 @@ func verifyBroker(what string, b *Broker, now time.Time, l *ledger, limit int64,
 		all = append(all, ms...)
 	}
 	pin := b.store.Pin(infoRefs(all))
+	parkedGroups, perr := b.m.Parked("p")
 	b.mu.Unlock()
 	defer pin.Release()
+	if perr != nil && !errors.Is(perr, queue.ErrQueueNotFound) { // not made yet: parked nothing
+		return fail("parked groups of p: %v", perr)
+	}
+	// A parked group stays parked until its release is acknowledged, and is released
+	// once it is.
+	isParked := len(parkedGroups) == 1 && parkedGroups[0].Group == "pk"
+	switch {
+	case l.parkedAt != 0 && l.parkedAt < limit && (l.releaseTry == 0 || limit <= l.releaseTry) && !isParked:
+		return fail("the group p/pk, parked at %d, is not parked after the crash (%+v)", l.parkedAt, parkedGroups)
+	case l.releasedAt != 0 && l.releasedAt < limit && isParked:
+		return fail("the group p/pk, released at %d, is parked after the crash", l.releasedAt)
+	}
 	unreadable := map[uint64]bool{}
 	for i, mi := range all {
 		p, err := pin.Body(i, mi.ID)
