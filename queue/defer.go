@@ -226,6 +226,11 @@ func (r *DeferRecord) apply(m *Machine) error {
 		q.deferred[x.id] = x.self
 		m.backToDeferred(q, x)
 		q.stats.Deferrals++
+		if q.retCursor >= x.seq {
+			// The retention sweep passed it while it was leased (it is past retention): the
+			// cursor goes back so that the next sweep expires it, as a lease that ends does.
+			q.retCursor = x.seq - 1
+		}
 	}
 	m.reschedule(q)
 	return nil

@@ -215,3 +215,25 @@ func TestDeferredExpiresIntoTheDeadLetterQueue(t *testing.T) {
 	}
 	replayEqual(t, m2, s2)
 }
+
+// A message deferred after its retention passed while it was leased (retention never cuts
+// a live lease) expires at the next step, as a lease that ends does: the retention sweep
+// had passed it by while it was leased.
+func TestDeferredPastRetentionExpiresAtOnce(t *testing.T) {
+	t.Parallel()
+	m, s := newMachine(t, "q", func(c *Config) { c.Retention = 6 * time.Second })
+	ids := sendBodies(t, m, s, t0, "q", "", "a", "b")
+	m.Tick(t0+5200, s)
+	_, ls := receiveBodies(t, m, s, t0+5200, "q", 1, 2000)
+	m.Tick(t0+6200, s) // b expires; a is leased until 7.2 s
+	if errs, _ := m.Defer(t0+6200, s, "q", ls); errs[0] != nil {
+		t.Fatalf("defer: %v", errs[0])
+	}
+	if _, errs, _ := m.ReceiveDeferred(t0+6200, s, "q", ids[:1], 1000); !errors.Is(errs[0], ErrNotDeferred) {
+		t.Fatalf("fetch of a deferred message past retention: %v", errs[0])
+	}
+	if dl, _ := m.Peek(t0+6200, "q-dlq", 0, 10); len(dl) != 2 || dl[0].Dead.Reason != ReasonExpired || dl[1].Dead.Reason != ReasonExpired {
+		t.Fatalf("dead letters: %+v", dl)
+	}
+	replayEqual(t, m, s)
+}

@@ -606,8 +606,8 @@ func (m *Machine) restoreParked(d *decoder, q *queueState) {
 			d.fail(fmt.Errorf("queue %q: the order of group %q names %d messages, not its own", q.name, k, n))
 			return
 		}
-		if h := g.head(); h != nil && h.hidx >= 0 {
-			q.ready.remove(h)
+		if h := g.head(); h != nil && h.hidx >= 0 && h.state() == StateReady {
+			q.ready.remove(h) // (a delayed or leased head's index is the timers' heap's)
 		}
 		for j := 0; j < n && d.err == nil; j++ {
 			x := q.msgs.get(d.uvarint())
