@@ -23,19 +23,25 @@ import (
 // before A's backlog. "arrival": the same load without groups, which is arrival order —
 // what every unordered queue did before fair delivery, and still what messages without
 // a group get — so B waits behind A's whole backlog.
+//
+// "absent": B alone, with A's backlog absent and the same consumer — the measure
+// is B's p99 with A's backlog against B's p99 without it.
 func BenchmarkFairDwell(b *testing.B) {
-	for _, mode := range []string{"arrival", "fair"} {
+	for _, mode := range []string{"arrival", "fair", "absent"} {
 		b.Run(mode, func(b *testing.B) {
 			for range b.N {
-				fairDwell(b, mode == "fair")
+				fairDwell(b, mode != "arrival", mode == "absent")
 			}
 		})
 	}
 }
 
-func fairDwell(b *testing.B, grouped bool) {
+func fairDwell(b *testing.B, grouped, absent bool) {
+	backlog := 100_000
+	if absent {
+		backlog = 0
+	}
 	const (
-		backlog = 100_000
 		samples = 50
 		bEvery  = 100 * time.Millisecond // B's 10 messages a second
 	)
