@@ -92,6 +92,9 @@ type Config struct {
 	// many of them it keeps for followers a little behind. Default
 	// DefaultSnapshotEntries and DefaultCatchUpEntries.
 	SnapshotEntries, CatchUpEntries int
+	// SnapshotRate bounds, in bytes a second, how fast this node sends its state to a
+	// member installing a snapshot. Defaults to DefaultSnapshotRate; negative: unbounded.
+	SnapshotRate int64
 	// Version is this node's okiba version and commit (internal/buildinfo), sent with a
 	// join; the leader refuses a node whose version is not its own.
 	Version string
@@ -239,6 +242,9 @@ func Open(cfg Config) (*Raft, error) {
 	}
 	if cfg.CatchUpEntries <= 0 {
 		cfg.CatchUpEntries = DefaultCatchUpEntries
+	}
+	if cfg.SnapshotRate == 0 {
+		cfg.SnapshotRate = DefaultSnapshotRate
 	}
 	if len(cfg.Secret) < 22 {
 		return nil, errors.New("cluster: the cluster secret must be at least 22 characters (okiba token makes one)")

@@ -367,7 +367,11 @@ func (r *Raft) SnapshotHandler() http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
-		info, err := r.b.Backup(req.Context(), w)
+		var out io.Writer = w
+		if r.cfg.SnapshotRate > 0 {
+			out = newPacedWriter(w, r.cfg.SnapshotRate)
+		}
+		info, err := r.b.Backup(req.Context(), out)
 		if err != nil {
 			r.log.Warn("cluster: serving the state to a member failed", "error", err, "bytes", info.Bytes)
 			if info.Bytes == 0 {
@@ -392,4 +396,37 @@ func (r *Raft) joinFounders() []uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.founders)
+}
+
+// DefaultSnapshotRate is Config.SnapshotRate when it is zero: enough to send a few GB in
+// a minute, little enough to leave a leader's disk and network to its clients.
+const DefaultSnapshotRate = 64 << 20
+
+// pacedWriter passes writes on at no more than rate bytes a second on average, sleeping
+// as it goes: a state sent to a member must not take the leader's disk and network from
+// the clients it serves.
+type pacedWriter struct {
+	w       io.Writer
+	rate    float64 // bytes a second
+	start   time.Time
+	written int64
+	now     func() time.Time
+	sleep   func(time.Duration)
+}
+
+func newPacedWriter(w io.Writer, rate int64) *pacedWriter {
+	return &pacedWriter{w: w, rate: float64(rate), now: time.Now, sleep: time.Sleep}
+}
+
+func (p *pacedWriter) Write(b []byte) (int, error) {
+	if p.start.IsZero() {
+		p.start = p.now()
+	}
+	n, err := p.w.Write(b)
+	p.written += int64(n)
+	due := time.Duration(float64(p.written) / p.rate * float64(time.Second))
+	if ahead := due - p.now().Sub(p.start); ahead > 0 {
+		p.sleep(ahead)
+	}
+	return n, err
 }

@@ -203,3 +203,28 @@ func TestJoinOfAnotherVersionIsRefused(t *testing.T) {
 		t.Fatalf("the refused join changed the members: %d", n)
 	}
 }
+
+// The paced writer holds a state's stream to its rate: after each write it sleeps until
+// the bytes so far are due, on a clock of the test's.
+func TestPacedWriterHoldsItsRate(t *testing.T) {
+	now := time.Unix(0, 0)
+	var slept time.Duration
+	var sink strings.Builder
+	p := newPacedWriter(&sink, 1000) // 1,000 bytes a second
+	p.now = func() time.Time { return now }
+	p.sleep = func(d time.Duration) { slept += d; now = now.Add(d) }
+	for range 10 {
+		if _, err := p.Write(make([]byte, 250)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sink.Len() != 2500 || slept != 2500*time.Millisecond {
+		t.Fatalf("wrote %d bytes and slept %v, want 2500 and 2.5s", sink.Len(), slept)
+	}
+	now = now.Add(10 * time.Second) // the writer was idle: what is due has passed
+	slept = 0
+	p.Write(make([]byte, 500))
+	if slept != 0 {
+		t.Fatalf("slept %v after an idle stretch that covers the write", slept)
+	}
+}

@@ -40,7 +40,7 @@ func (n *Node) openCluster(bcfg *broker.Config) error {
 	}
 	ccfg := cluster.Config{Name: c.Cluster.Node, Peers: c.peers, Join: c.Cluster.Join, Dir: c.Data, FS: n.rt.FS,
 		Secret: c.clusterSecret, Logger: n.log, SnapshotEntries: c.Cluster.SnapshotEntries, CatchUpEntries: c.Cluster.CatchUpEntries,
-		Version: clusterVersion()}
+		Version: clusterVersion(), SnapshotRate: int64(c.Cluster.SnapshotRate)}
 	n.fwd = forwardTransport
 	if c.tls != nil && c.tls.cluster != nil {
 		// Mutual TLS between the members: every call to another node, raft's and the

@@ -113,6 +113,9 @@ type ClusterConfig struct {
 	// snapshot of another node's state). Defaults 10000 and 5000.
 	SnapshotEntries int `json:"snapshot_entries,omitempty"`
 	CatchUpEntries  int `json:"catch_up_entries,omitempty"`
+	// SnapshotRate bounds how fast this node sends its state to a member installing a
+	// snapshot, per second ("64MiB", the default; "off" for no bound).
+	SnapshotRate Size `json:"snapshot_rate,omitempty"`
 }
 
 // PrincipalConfig declares one principal.
