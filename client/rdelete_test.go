@@ -94,7 +94,9 @@ func TestReceiveAndDeleteIsNotSentTwice(t *testing.T) {
 	if err == nil {
 		t.Fatal("a receive-and-delete on a broken stream succeeded")
 	}
-	// Had the client sent it again, that call would be waiting now, and would take this.
+	// Had the client sent it again, that call would be waiting now, and would take this;
+	// the one it sent ends on the server once the server sees its stream cut.
+	waitNoLongPoll(t, direct, "telemetry")
 	if _, err := direct.Send(ctx, "telemetry", client.Message{Body: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}

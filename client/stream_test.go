@@ -201,8 +201,9 @@ func TestClientCancelLeasesNothing(t *testing.T) {
 	if _, err := c.Receive(short, "jobs", client.ReceiveOptions{Wait: ptr(20 * time.Second)}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("receive past its deadline: %v", err)
 	}
-	// The cancel frame left before Receive returned, so it reaches the server before
-	// the send below does.
+	// The cancel frame left before Receive returned, but the send below may go on another
+	// of the client's streams: it waits for the server to have ended the long poll.
+	waitNoLongPoll(t, c, "jobs")
 	if _, err := c.Send(ctx, "jobs", client.Message{Body: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -364,4 +365,23 @@ func TestClientCallHonoursItsContextWhileAStreamOpens(t *testing.T) {
 	if err := testkit.Recv(t, first, 15*time.Second, "the first call to end with its context"); err == nil {
 		t.Fatal("a call to a server that never answers succeeded")
 	}
+}
+
+// waitNoLongPoll waits until the server has no long poll of queue waiting (its
+// consumers table, GET /v1/queues/{name}/consumers): a call the client gave up on, or
+// whose connection broke, has ended there too.
+func waitNoLongPoll(t *testing.T, c *client.Client, queue string) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		l, err := c.Consumers(context.Background(), queue)
+		if err != nil {
+			return false
+		}
+		for _, x := range l.Consumers {
+			if x.Waiting > 0 {
+				return false
+			}
+		}
+		return true
+	}, "the server to end the long poll")
 }
