@@ -71,21 +71,7 @@ func (m *Machine) Defer(now int64, sink Sink, queue string, leases []Lease) ([]e
 		return nil, err
 	}
 	m.advance(sink, q, now)
-	out := make([]error, len(leases))
-	var seqs []uint64
-	seen := make(map[uint64]bool, len(leases))
-	for i, l := range leases {
-		x, err := q.lease(l, now)
-		if err == nil && seen[x.seq] {
-			err = ErrReceiptStale
-		}
-		if err != nil {
-			out[i] = err
-			continue
-		}
-		seen[x.seq] = true
-		seqs = append(seqs, x.seq)
-	}
+	out, seqs := q.leasedSeqs(leases, now)
 	if len(seqs) > 0 {
 		m.emit(sink, &DeferRecord{Now: now, QueueID: q.id, Seqs: seqs})
 	}

@@ -1087,14 +1087,10 @@ func (q *queueState) lease(l Lease, now int64) (*message, error) {
 	return x, nil
 }
 
-// Ack settles leased messages. Each lease gets its own result: nil or ErrReceiptStale.
-func (m *Machine) Ack(now int64, sink Sink, queue string, leases []Lease) ([]error, error) {
-	now = m.clock(now)
-	q, err := m.queue(queue)
-	if err != nil {
-		return nil, err
-	}
-	m.advance(sink, q, now)
+// leasedSeqs resolves the leases of a settle (ack, defer, dead-letter) to the seqs of
+// the messages they hold, in their order; each lease gets nil or why not (a lease named
+// twice is stale the second time).
+func (q *queueState) leasedSeqs(leases []Lease, now int64) ([]error, []uint64) {
 	out := make([]error, len(leases))
 	var seqs []uint64
 	seen := make(map[uint64]bool, len(leases))
@@ -1110,6 +1106,18 @@ func (m *Machine) Ack(now int64, sink Sink, queue string, leases []Lease) ([]err
 		seen[x.seq] = true
 		seqs = append(seqs, x.seq)
 	}
+	return out, seqs
+}
+
+// Ack settles leased messages. Each lease gets its own result: nil or ErrReceiptStale.
+func (m *Machine) Ack(now int64, sink Sink, queue string, leases []Lease) ([]error, error) {
+	now = m.clock(now)
+	q, err := m.queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	m.advance(sink, q, now)
+	out, seqs := q.leasedSeqs(leases, now)
 	if len(seqs) > 0 {
 		m.emit(sink, &AckRecord{Now: now, QueueID: q.id, Seqs: seqs})
 	}
@@ -1241,21 +1249,7 @@ func (m *Machine) DeadLetter(now int64, sink Sink, queue string, leases []Lease,
 	}
 	q := m.queues[queue]
 	m.advance(sink, q, now)
-	out := make([]error, len(leases))
-	var seqs []uint64
-	seen := make(map[uint64]bool, len(leases))
-	for i, l := range leases {
-		x, err := q.lease(l, now)
-		if err == nil && seen[x.seq] {
-			err = ErrReceiptStale
-		}
-		if err != nil {
-			out[i] = err
-			continue
-		}
-		seen[x.seq] = true
-		seqs = append(seqs, x.seq)
-	}
+	out, seqs := q.leasedSeqs(leases, now)
 	if len(seqs) > 0 {
 		slices.Sort(seqs)
 		m.deadLetter(sink, q, now, seqs, reason, desc)
