@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -235,16 +234,7 @@ func (r *Raft) probePeers() error {
 
 // PeersHandler answers PeersPath.
 func (r *Raft) PeersHandler() http.Handler {
-	want := proof(r.cfg.Secret)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodGet {
-			http.Error(w, "GET only", http.StatusMethodNotAllowed)
-			return
-		}
-		if !hmac.Equal([]byte(req.Header.Get(SecretHeader)), []byte(want)) {
-			http.Error(w, "this path is for the cluster's nodes, which prove they know its secret", http.StatusUnauthorized)
-			return
-		}
+	return r.nodesOnly(http.MethodGet, func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(membersFile{Version: 2, Members: r.Members()})
 	})
@@ -509,16 +499,7 @@ func (r *Raft) failConf(err error) {
 
 // JoinHandler answers a node that asks to join (JoinPath), proved by the cluster secret.
 func (r *Raft) JoinHandler() http.Handler {
-	want := proof(r.cfg.Secret)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodPost {
-			http.Error(w, "POST only", http.StatusMethodNotAllowed)
-			return
-		}
-		if string(req.Header.Get(SecretHeader)) != want {
-			http.Error(w, "this path is for the cluster's nodes, which prove they know its secret", http.StatusUnauthorized)
-			return
-		}
+	return r.nodesOnly(http.MethodPost, func(w http.ResponseWriter, req *http.Request) {
 		var m Member
 		if err := json.NewDecoder(io.LimitReader(req.Body, 1<<16)).Decode(&m); err != nil || m.Name == "" || m.URL == "" {
 			http.Error(w, `want {"name":"…","url":"http://…"}`, http.StatusBadRequest)

@@ -351,17 +351,7 @@ func (r *Raft) adoptMembers(members []Member) {
 // SnapshotHandler serves this node's state at SnapshotPath to a member installing a
 // snapshot, proved by the cluster secret.
 func (r *Raft) SnapshotHandler() http.Handler {
-	want := proof(r.cfg.Secret)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodGet {
-			w.Header().Set("Allow", http.MethodGet)
-			http.Error(w, "GET only", http.StatusMethodNotAllowed)
-			return
-		}
-		if req.Header.Get(SecretHeader) != want {
-			http.Error(w, "this path is for the cluster's nodes, which prove they know its secret", http.StatusUnauthorized)
-			return
-		}
+	return r.nodesOnly(http.MethodGet, func(w http.ResponseWriter, req *http.Request) {
 		if r.b == nil {
 			http.Error(w, "not started", http.StatusServiceUnavailable)
 			return

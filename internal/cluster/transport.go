@@ -205,19 +205,28 @@ func (t *transport) post(url string, body []byte) error {
 	return nil
 }
 
-// Handler receives the other nodes' messages at RaftPath.
-func (r *Raft) Handler() http.Handler {
-	want := proof(r.cfg.Secret)
+// nodesOnly serves h to the other nodes only: requests of method whose SecretHeader
+// proves the cluster secret (compared in constant time); what every path of the nodes'
+// own (raft, join, snapshot, peers) checks first.
+func (r *Raft) nodesOnly(method string, h http.HandlerFunc) http.Handler {
+	want := []byte(proof(r.cfg.Secret))
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		if req.Method != method {
+			w.Header().Set("Allow", method)
+			http.Error(w, method+" only", http.StatusMethodNotAllowed)
 			return
 		}
-		if !hmac.Equal([]byte(req.Header.Get(SecretHeader)), []byte(want)) {
+		if !hmac.Equal([]byte(req.Header.Get(SecretHeader)), want) {
 			http.Error(w, "this path is for the cluster's nodes, which prove they know its secret", http.StatusUnauthorized)
 			return
 		}
+		h(w, req)
+	})
+}
+
+// Handler receives the other nodes' messages at RaftPath.
+func (r *Raft) Handler() http.Handler {
+	return r.nodesOnly(http.MethodPost, func(w http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(req.Body, maxBatch+1))
 		if err != nil || len(body) > maxBatch {
 			http.Error(w, "the batch could not be read, or is larger than 64 MiB", http.StatusBadRequest)

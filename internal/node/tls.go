@@ -170,9 +170,7 @@ func (n *Node) clusterPeer(r *http.Request) error {
 // configured: it trusts that authority only, and presents the node's current
 // certificate (a reload changes it for the next connection).
 func (n *Node) clusterTransport(st *tlsState) *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext
-	t.MaxIdleConnsPerHost = 64
+	t := forwardTransport.Clone() // its dialer gives up on an unreachable node in a second
 	t.TLSClientConfig = &tls.Config{
 		RootCAs:    st.cluster,
 		MinVersion: tls.VersionTLS12,
