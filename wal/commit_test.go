@@ -106,12 +106,24 @@ func TestGroupCommitOnDisk(t *testing.T) {
 	const goroutines, each = 32, 20
 	var pending, active atomic.Int64
 	active.Store(goroutines)
+	changed := make(chan struct{}, 1) // a signal each time pending or active moves
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
 	f := vfs.NewFaulty(vfs.OS, nil)
 	f.SetHook(func(e vfs.Event) error {
 		if e.Op == vfs.OpSync && filepath.Ext(e.Name) == ".wal" {
-			deadline := time.Now().Add(time.Second)
-			for pending.Load() < active.Load() && time.Now().Before(deadline) {
-				time.Sleep(100 * time.Microsecond)
+			deadline := time.NewTimer(time.Second)
+			defer deadline.Stop()
+			for pending.Load() < active.Load() {
+				select {
+				case <-changed:
+				case <-deadline.C:
+					return nil
+				}
 			}
 		}
 		return nil
@@ -121,10 +133,12 @@ func TestGroupCommitOnDisk(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
+			defer signal()
 			defer active.Add(-1)
 			for i := range each {
 				_, tk, err := l.Append(payload(g*each + i))
 				pending.Add(1)
+				signal()
 				if err == nil {
 					err = tk.Wait(ctx)
 				}
