@@ -27,6 +27,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -420,6 +421,14 @@ func (p *Partition) Flush() (uint64, error) {
 		return p.end, err
 	}
 	return p.pendEnd, nil
+}
+
+// Reserve makes room for n more bytes of records (their frames' headers included) to be
+// appended without the pending buffer growing by steps.
+func (p *Partition) Reserve(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = slices.Grow(p.pending, n)
 }
 
 // Written is the offset after the last record appended: Flush or Sync writes up to it.

@@ -441,6 +441,8 @@ func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 			return 0, 0, fmt.Errorf("payload: partition %d/%d: %w", w.k.topic, w.k.part, err)
 		}
 	}
+	// One buffer for the step's frames (16 bytes of header each), not one grown by steps.
+	w.files.Reserve(int(w.bytes) + 80*len(w.ents))
 	before := w.files.Fsyncs()
 	off := w.base
 	skip := w.files.Written() // records the files hold already (a previous step's)
