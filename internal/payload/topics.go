@@ -121,6 +121,20 @@ func (s *Store) openLocked(k partKey, p *tpart) error {
 	if err != nil {
 		return err
 	}
+	if end := f.End(); end < p.moved {
+		// The files end before what the store counts as moved: retention raised moved
+		// over records written and not synced (Truncated), and a crash took them back,
+		// with the files' deletion. Everything below the start is retention's: it goes.
+		// Short of the start, the files lost records they had synced.
+		if p.moved > p.start {
+			f.Close()
+			return fmt.Errorf("payload: partition %d/%d: the files end at offset %d, short of %d, which they had made durable (retained from %d)", k.topic, k.part, end, p.moved, p.start)
+		}
+		if err := f.RemoveBelow(p.start); err != nil {
+			f.Close()
+			return err
+		}
+	}
 	p.files = f
 	if end := f.End(); end > p.moved {
 		p.moved = end

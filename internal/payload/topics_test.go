@@ -416,3 +416,46 @@ func TestTopicWriteSyncsOnceEnoughIsUnsynced(t *testing.T) {
 		t.Fatalf("the tails held %d bytes: more than %d unsynced and one publish", maxBacklog, bound)
 	}
 }
+
+// TestTopicRetentionOfRecordsWrittenNotSyncedThenACrash: retention deletes every record
+// of a partition while the files hold them written and not synced, the mover deletes the
+// files, a checkpoint is taken, and the machine crashes before the directory's change is
+// durable: the files come back with less than the checkpoint counts as moved. That is
+// retention's (all of it below the partition's start), and the partition goes on.
+func TestTopicRetentionOfRecordsWrittenNotSyncedThenACrash(t *testing.T) {
+	t.Parallel()
+	e := newTenv(t)
+	cfg := topic.DefaultConfig()
+	cfg.RetentionAge = 10 * time.Second
+	if _, err := e.m.PutTopic(e.now, e, "t", cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.publish("t", 50)
+	e.move() // the files and their directory durable, with 50 records
+	e.publish("t", 50)
+	write := func() {
+		for {
+			_, more, err := e.s.WriteTopics(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !more {
+				return
+			}
+		}
+	}
+	write() // 50 more, not synced
+	e.now += 20_000
+	e.m.Tick(e.now, e) // everything expires
+	write()            // the mover deletes the files, and syncs nothing
+	if ti, _ := e.m.Topic("t"); ti.Partitions[0].Start != 100 || ti.Records != 0 {
+		t.Fatalf("after retention: %+v", ti.Partitions[0])
+	}
+	snap, sect, ckpt := e.m.AppendSnapshot(nil), e.s.TopicSection(), e.log.End()
+	r := recoverTenv(t, e.fs.Crash(), e.now, snap, sect, ckpt)
+	r.publish("t", 5)
+	r.move()
+	if got := r.readAll("t", 0); got != 5 {
+		t.Fatalf("read %d records after the crash and 5 publishes", got)
+	}
+}
