@@ -27,12 +27,14 @@ import (
 // the members (snapData). A follower that is further behind than the leader's log
 // reaches — one that was down a long time, or a member that joins — gets that snapshot
 // from raft, and then fetches the state itself out of band (SnapshotPath): a backup
-// (broker.Backup, an export of every machine, body and topic record, streamed, never
-// held whole in memory) of a node that holds at least the snapshot's index, which its
-// broker installs (broker.Install) before the raft log takes the snapshot.
+// (broker.Backup, an export of every machine, body and topic record, never held whole
+// in memory) of a node that holds at least the snapshot's index, spooled by that node and
+// downloaded resumably (transfer.go), which its broker installs (broker.Install) before
+// the raft log takes the snapshot.
 
 // SnapshotPath serves this node's state to a member that installs a raft snapshot: GET,
-// with the cluster proof; the answer is a backup (broker.Backup).
+// with the cluster proof and ?min=INDEX, the raft index the state must hold; the answer
+// is a backup (broker.Backup), in ranges if asked (transfer.go).
 const SnapshotPath = "/v1/cluster/snapshot"
 
 // Defaults of Config's compaction.
