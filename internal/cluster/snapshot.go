@@ -37,6 +37,10 @@ import (
 // is a backup (broker.Backup), in ranges if asked (transfer.go).
 const SnapshotPath = "/v1/cluster/snapshot"
 
+// resumeAtOnce is how much of a state an attempt must have received for the next to
+// resume without the pause between attempts.
+const resumeAtOnce = 1 << 20
+
 // Defaults of Config's compaction.
 const (
 	DefaultSnapshotEntries = 10000
@@ -241,9 +245,11 @@ func (r *Raft) installSnapshot(ctx context.Context, snap *pb.Snapshot) error {
 			if attempt%10 == 0 || got > 0 {
 				r.log.Warn("cluster: fetching the state of a snapshot failed; trying again", "snapshot", idx, "received", got, "error", err)
 			}
-			if got > 0 && ctx.Err() == nil {
-				// It broke after some of the state arrived: resume at once (transfer.go);
-				// the pause is for a member that does not answer.
+			if got >= resumeAtOnce && ctx.Err() == nil {
+				// It broke after a good part of the state arrived: resume at once
+				// (transfer.go). The pause is for a member that does not answer, and for
+				// a link that breaks after a few bytes every time, which would otherwise
+				// be asked again without rest.
 				continue
 			}
 			select {
