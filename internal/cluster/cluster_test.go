@@ -44,6 +44,8 @@ type testCluster struct {
 	nodes []*member
 	// snapEntries and catchUp are the nodes' Config.SnapshotEntries and CatchUpEntries.
 	snapEntries, catchUp int
+	// config, if set, changes a node's Config before it opens (transfer_test.go).
+	config func(m *member, cfg *Config)
 }
 
 // cutTransport drops requests while its member is cut off, or its target is.
@@ -109,9 +111,13 @@ func (c *testCluster) start(m *member) {
 	if err := PrepareDataDir(nil, m.dir, testSecret); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(Config{Name: m.name, Peers: c.peers, Join: m.join, Dir: m.dir, Secret: testSecret, Tick: 20 * time.Millisecond, Logger: testLogger(t, m.name),
+	cfg := Config{Name: m.name, Peers: c.peers, Join: m.join, Dir: m.dir, Secret: testSecret, Tick: 20 * time.Millisecond, Logger: testLogger(t, m.name),
 		SnapshotEntries: c.snapEntries, CatchUpEntries: c.catchUp,
-		Client: &http.Client{Timeout: 2 * time.Second, Transport: cutTransport{from: m, c: c, rt: http.DefaultTransport}}})
+		Client: &http.Client{Timeout: 2 * time.Second, Transport: cutTransport{from: m, c: c, rt: http.DefaultTransport}}}
+	if c.config != nil {
+		c.config(m, &cfg)
+	}
+	r, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
