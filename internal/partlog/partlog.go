@@ -478,6 +478,10 @@ func (p *Partition) Sync() (uint64, error) {
 	if err := p.flushLocked(); err != nil {
 		return p.end, err
 	}
+	// The mover syncs when it has caught up, so a partition at rest keeps no write
+	// buffer: at up to a step of records each (megabytes), idle partitions' buffers
+	// would be most of a topic's heap. Under load the next step's Reserve makes one.
+	p.pending, p.pendingIdx = nil, nil
 	if n := len(p.segs); n > 0 {
 		if s := p.segs[n-1]; s.synced < s.size && !s.removed {
 			p.fsyncs.Add(1)
