@@ -438,17 +438,18 @@ func (r *Replica) apply(e *pb.Entry, out *Output) error {
 		if len(e.GetData()) == 0 {
 			break // a new leader's first entry
 		}
-		ent, err := DecodeEntry(e.GetData())
+		ents, err := DecodeEntries(e.GetData())
 		if err != nil {
 			return fmt.Errorf("replica: entry %d: %w", idx, err)
 		}
-		if ent.ID.Term != e.GetTerm() {
-			return fmt.Errorf("replica: entry %d of term %d: %w: proposed in term %d", idx, e.GetTerm(), ErrCorruptEntry, ent.ID.Term)
+		if t := ents[0].ID.Term; t != e.GetTerm() {
+			return fmt.Errorf("replica: entry %d of term %d: %w: proposed in term %d", idx, e.GetTerm(), ErrCorruptEntry, t)
 		}
-		if len(r.pending) > 0 && r.pending[0].id == ent.ID {
-			p := r.pending[0]
-			r.pending = r.pending[1:]
-			out.Done = append(out.Done, Outcome{ID: p.id, Index: idx, Answer: p.answer})
+		if r.ownNext(ents) {
+			for _, p := range r.pending[:len(ents)] {
+				out.Done = append(out.Done, Outcome{ID: p.id, Index: idx, Answer: p.answer})
+			}
+			r.pending = r.pending[len(ents):]
 			break
 		}
 		if len(r.pending) > 0 {
@@ -461,8 +462,10 @@ func (r *Replica) apply(e *pb.Entry, out *Output) error {
 			}
 			r.failPending(out, "another entry was committed")
 		}
-		if err := r.machines.ApplyEntry(ent); err != nil {
-			return fmt.Errorf("replica: entry %d: %w", idx, err)
+		for _, ent := range ents {
+			if err := r.machines.ApplyEntry(ent); err != nil {
+				return fmt.Errorf("replica: entry %d: %w", idx, err)
+			}
 		}
 	default:
 		return fmt.Errorf("replica: entry %d: unknown type %v", idx, e.GetType())
@@ -473,6 +476,20 @@ func (r *Replica) apply(e *pb.Entry, out *Output) error {
 	}
 	out.Applied = append(out.Applied, e)
 	return nil
+}
+
+// ownNext says whether ents, the commands of one committed entry, are this leader's
+// next pending proposals, in order: they are on its machines already.
+func (r *Replica) ownNext(ents []*Entry) bool {
+	if len(r.pending) < len(ents) {
+		return false
+	}
+	for i, ent := range ents {
+		if r.pending[i].id != ent.ID {
+			return false
+		}
+	}
+	return true
 }
 
 // rebuild replaces the machines with the committed state: the storage's snapshot and
@@ -503,9 +520,9 @@ func (r *Replica) rebuild(keepPending bool) error {
 			if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
 				continue
 			}
-			ent, err := DecodeEntry(e.GetData())
-			if err == nil {
-				err = m.ApplyEntry(ent)
+			ents, err := DecodeEntries(e.GetData())
+			for i := 0; err == nil && i < len(ents); i++ {
+				err = m.ApplyEntry(ents[i])
 			}
 			if err != nil {
 				return fmt.Errorf("replica: rebuild: entry %d: %w", e.GetIndex(), err)

@@ -790,14 +790,21 @@ func (s *sim) check() {
 	}
 }
 
-// replay runs entry i's command on the reference and compares.
+// replay runs entry i's commands on the reference and compares.
 func (s *sim) replay(ref *replica.Machines, i uint64, e logged, last *int64) {
-	ent, err := replica.DecodeEntry(e.data)
+	ents, err := replica.DecodeEntries(e.data)
 	if err != nil {
 		s.fatalf("entry %d: %v", i, err)
 	}
+	for _, ent := range ents {
+		s.replayCommand(ref, i, ent, last)
+	}
+}
+
+// replayCommand runs one command of entry i on the reference and compares.
+func (s *sim) replayCommand(ref *replica.Machines, i uint64, ent *replica.Entry, last *int64) {
 	if ent.Now < *last {
-		s.fatalf("entry %d's time %d is before the previous entry's %d", i, ent.Now, *last)
+		s.fatalf("entry %d's time %d is before the previous command's %d", i, ent.Now, *last)
 	}
 	*last = ent.Now
 	c := s.byID[ent.ID]
