@@ -20,7 +20,8 @@ import (
 // seq). When the command ends, its records are proposed as one entry, and its answer
 // waits for the entry to be committed (and for its own log, as before). The leader's
 // machines are thus speculative: the committed entries followed by its pending
-// proposals, in order. Followers run no commands: the cluster hands each committed
+// proposals, in order. The Replication may put several proposals, one after the other,
+// into one entry: they then share its index. Followers run no commands: the cluster hands each committed
 // entry to ApplyReplicated, which writes its records to the follower's own log behind a
 // marker naming the entry's index, and applies them.
 //
@@ -43,6 +44,11 @@ type Replication interface {
 	// broker's lock, in the order in which the commands ran, and must not block. The
 	// Proposal says when (and whether) the entry is committed.
 	Propose(term, seq uint64, now int64, recs [][]byte) *Proposal
+	// Seal makes the proposal handed over last the last of its entry: the next one goes
+	// into another. A checkpoint or backup of a leader's state calls it, under the lock,
+	// so that the state holds whole entries and the index of its last proposal's entry
+	// says what it holds. Called under the broker's lock; must not block.
+	Seal()
 	// Committed returns the index of this node's proposal (term, seq) if the log holds
 	// it committed.
 	Committed(term, seq uint64) (index uint64, ok bool)
@@ -119,12 +125,16 @@ type groupReplay struct {
 	repl    Replication
 	applied uint64 // the last entry applied
 	skip    bool   // the current group is not applied
+	// own is the last group applied when it is this node's proposal (term, seq): the
+	// next proposal of the term may be in the same entry. Zero after any other group.
+	own [2]uint64
 }
 
 // marker starts a group at a marker frame.
 func (g *groupReplay) marker(raw []byte) error {
 	var idx uint64
-	var ok bool
+	var ok, next bool
+	var own [2]uint64
 	switch raw[0] {
 	case frameGroupOwn:
 		term, n := binary.Uvarint(raw[1:])
@@ -133,6 +143,10 @@ func (g *groupReplay) marker(raw []byte) error {
 			return fmt.Errorf("bad group marker %x", raw)
 		}
 		idx, ok = g.repl.Committed(term, seq)
+		own = [2]uint64{term, seq}
+		// The proposal right after the last one applied, committed in the same entry:
+		// the rest of that entry, not a repeat.
+		next = ok && idx == g.applied && g.own[0] == term && g.own[1]+1 == seq
 	case frameGroupApplied:
 		v, n := binary.Uvarint(raw[1:])
 		if n <= 0 {
@@ -143,10 +157,11 @@ func (g *groupReplay) marker(raw []byte) error {
 	// Entries without records (a new leader's, configuration changes) leave no group,
 	// so the next group's index may jump; but a group always follows every committed
 	// group before it in the log, which is written in apply order, so a group at or below
-	// the last applied is a repeat (an entry a rebuild applied again) or an orphan.
-	g.skip = !ok || idx <= g.applied
+	// the last applied is a repeat (an entry a rebuild applied again) or an orphan —
+	// unless it is the next of this node's proposals in the entry just applied.
+	g.skip = !ok || (idx <= g.applied && !next)
 	if !g.skip {
-		g.applied = idx
+		g.applied, g.own = idx, own
 	}
 	return nil
 }
@@ -239,11 +254,12 @@ func (g *commitGate) wait(ctx context.Context, pos wal.Pos) error {
 	}
 }
 
-// ApplyReplicated applies a committed entry of another node's proposal (at index, run at
-// now) to a follower's machines: its records go into this node's log behind a marker,
-// the payload store learns where, and the machines apply them as a replay does. It
-// returns once they are in the log (not yet durable: the raft log is). Entries must come
-// in order, each the one after Applied; an earlier one is ignored.
+// ApplyReplicated applies a committed entry of another node's proposals (at index, the
+// last of them run at now) to a follower's machines: the records of all its commands, in
+// order, go into this node's log behind one marker, the payload store learns where, and
+// the machines apply them as a replay does. It returns once they are in the log (not yet
+// durable: the raft log is). Entries must come in order, each the one after Applied,
+// each in one call (an entry is applied whole or not at all); an earlier one is ignored.
 func (b *Broker) ApplyReplicated(index uint64, now int64, recs [][]byte) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
