@@ -173,6 +173,11 @@ type Raft struct {
 	ckptDone    chan struct{} // it ended
 	round       *readRound
 	rounds      uint64
+	proposed    uint64 // entries of commands this node proposed
+	commands    uint64 // the commands they carried
+	// holdProposals (tests): run leaves what is queued for a later round, so that a
+	// test knows what one round finds queued.
+	holdProposals atomic.Bool
 
 	statusMu sync.Mutex
 	status   Status
@@ -227,7 +232,10 @@ type Status struct {
 	Compactions   uint64
 	Installs      uint64
 	SnapshotsSent uint64
-	learners      []uint64
+	// Proposed counts the entries of commands this node proposed as leader, Commands the
+	// commands they carried: Commands/Proposed is how many commands an entry coalesced.
+	Proposed, Commands uint64
+	learners           []uint64
 }
 
 // Open opens this node's raft storage, bootstrapping a new cluster of Peers if it is
@@ -654,9 +662,12 @@ func (r *Raft) run(ctx context.Context) {
 
 // process proposes what is queued, then handles everything raft has ready.
 func (r *Raft) process(ctx context.Context) error {
-	if void := r.proposeQueued(); void {
-		if err := r.rebuild("raft did not take a command the leader ran"); err != nil {
-			return err
+	// A test's hold (holdProposals) leaves what is queued for a later round.
+	if !r.holdProposals.Load() {
+		if void := r.proposeQueued(); void {
+			if err := r.rebuild("raft did not take a command the leader ran"); err != nil {
+				return err
+			}
 		}
 	}
 	for r.rn.HasReady() {
@@ -745,6 +756,8 @@ func (r *Raft) proposeQueued() (void bool) {
 				ps[i] = x.p
 			}
 			r.pending = append(r.pending, pending{first: ents[0].ID, ps: ps})
+			r.proposed++
+			r.commands += uint64(n)
 		}
 		clear(q[:n]) // the records are in data now
 		q = q[n:]
@@ -951,7 +964,8 @@ func (r *Raft) noteStatus() {
 	st := r.rn.BasicStatus()
 	s := Status{Node: r.cfg.Name, Term: st.GetTerm(), Leader: r.nameOf(st.Lead), Leading: r.term.Load() != 0,
 		Commit: st.GetCommit(), Applied: r.applied, Rebuilds: r.rebuilds,
-		Snapshot: r.snapIndex, Compactions: r.compactions, Installs: r.installs, SnapshotsSent: r.snapsSent}
+		Snapshot: r.snapIndex, Compactions: r.compactions, Installs: r.installs, SnapshotsSent: r.snapsSent,
+		Proposed: r.proposed, Commands: r.commands}
 	s.Members = r.memberNames()
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()

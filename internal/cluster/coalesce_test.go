@@ -1,0 +1,306 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/testkit"
+	"github.com/okiba/okiba/queue"
+)
+
+// sendHeld sends bodies to q on m, each in a send of its own and all at once, while m's
+// Raft holds its proposals, so that one round of run finds every one of them queued.
+// It returns each send's result and error, in the order of bodies.
+func sendHeld(t *testing.T, m *member, q string, bodies [][]byte, beforeRelease func()) ([]queue.SendResult, []error) {
+	t.Helper()
+	m.raft.holdProposals.Store(true)
+	res := make([]queue.SendResult, len(bodies))
+	errs := make([]error, len(bodies))
+	var wg sync.WaitGroup
+	for i, body := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := m.b.Send(context.Background(), q, []queue.SendInput{{Payload: queue.Payload{Body: body}, Delay: -1}})
+			if err == nil {
+				res[i], err = r[0], r[0].Err
+			}
+			errs[i] = err
+		}()
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		m.raft.mu.Lock()
+		defer m.raft.mu.Unlock()
+		return len(m.raft.queued) == len(bodies)
+	}, "%d sends to be queued on %s", len(bodies), m.name)
+	if beforeRelease != nil {
+		beforeRelease()
+	}
+	m.raft.holdProposals.Store(false)
+	select {
+	case m.raft.wake <- struct{}{}:
+	default:
+	}
+	wg.Wait()
+	return res, errs
+}
+
+// statusOnceRun returns m's status once it counts at least cmds more commands proposed
+// than before did: run notes its status at the end of the round in which the commands'
+// answers were resolved.
+func statusOnceRun(t *testing.T, m *member, before Status, cmds uint64) Status {
+	t.Helper()
+	var st Status
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		st = m.raft.Status()
+		return st.Commands-before.Commands >= cmds && st.Rebuilds >= before.Rebuilds
+	}, "%s to note %d commands proposed", m.name, cmds)
+	return st
+}
+
+func peekAll(t *testing.T, m *member, q string) []broker.PeekedMessage {
+	t.Helper()
+	ms, err := m.b.Peek(context.Background(), q, 0, 1000)
+	if err != nil {
+		t.Fatalf("%s: peek: %v", m.name, err)
+	}
+	return ms
+}
+
+func samePeeked(a, b []broker.PeekedMessage) bool {
+	return slices.EqualFunc(a, b, func(x, y broker.PeekedMessage) bool {
+		return x.Seq == y.Seq && x.ID == y.ID && bytes.Equal(x.Payload.Body, y.Payload.Body)
+	})
+}
+
+// Sends that run while the leader's driver is busy share one raft entry (a bound of
+// bytes splits larger ones): each is answered with its own message, every node holds
+// the same messages, and so does each after a restart — a follower from the group its
+// log keeps of the entry, the old leader from its own proposals' groups.
+func TestConcurrentSendsShareEntries(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	l := c.leader()
+	mustQueue(t, l.b, "jobs")
+
+	const n = 64
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		bodies[i] = fmt.Appendf(nil, "m%04d", i)
+	}
+	before := l.raft.Status()
+	res, errs := sendHeld(t, l, "jobs", bodies, nil)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	after := statusOnceRun(t, l, before, n)
+	if p, cmds := after.Proposed-before.Proposed, after.Commands-before.Commands; p != 1 || cmds != n {
+		t.Fatalf("%d sends made %d entries of %d commands, want 1 of %d", n, p, cmds, n)
+	}
+	if got := after.Commit - before.Commit; got != 1 {
+		t.Fatalf("%d sends took %d raft entries, want 1", n, got)
+	}
+	// Larger sends: an entry takes what fits in maxEntryBytes, 3 of these.
+	big := make([][]byte, 8)
+	for i := range big {
+		big[i] = bytes.Repeat([]byte{byte('a' + i)}, 150<<10)
+	}
+	before = l.raft.Status()
+	bigRes, errs := sendHeld(t, l, "jobs", big, nil)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("large send %d: %v", i, err)
+		}
+	}
+	after = statusOnceRun(t, l, before, 8)
+	if p, cmds := after.Proposed-before.Proposed, after.Commands-before.Commands; p != 3 || cmds != 8 {
+		t.Fatalf("8 sends of 150 KiB made %d entries of %d commands, want 3 of 8", p, cmds)
+	}
+	res, bodies = append(res, bigRes...), append(bodies, big...)
+
+	// Each send's answer names its own message.
+	want := peekAll(t, l, "jobs")
+	if len(want) != len(bodies) {
+		t.Fatalf("the leader holds %d messages, want %d", len(want), len(bodies))
+	}
+	bySeq := map[uint64]broker.PeekedMessage{}
+	for _, m := range want {
+		bySeq[m.Seq] = m
+	}
+	for i, r := range res {
+		m, ok := bySeq[r.Seq]
+		if !ok || m.ID != r.ID || !bytes.Equal(m.Payload.Body, bodies[i]) {
+			t.Fatalf("send %d was answered with message %d (seq %d), which holds %.8q, not %.8q", i, r.ID, r.Seq, m.Payload.Body, bodies[i])
+		}
+	}
+
+	idx := l.b.Applied()
+	for _, m := range c.nodes {
+		testkit.Eventually(t, 10*time.Second, func() bool { return m.b.Applied() >= idx }, "%s to apply entry %d", m.name, idx)
+		if got := ready(m.b, "jobs"); got != int64(len(want)) {
+			t.Fatalf("%s holds %d messages, the leader %d", m.name, got, len(want))
+		}
+	}
+	// Restarted, each node opens the same state from its own log: a follower from the
+	// one group it wrote for each entry, the leader from its proposals' groups. A node
+	// answers a peek only when it leads: each leads in turn.
+	var f *member
+	for _, m := range c.nodes {
+		if m != l {
+			f = m
+		}
+	}
+	c.stop(f)
+	c.start(f)
+	c.stop(l)
+	l2 := c.leader()
+	if got := peekAll(t, l2, "jobs"); !samePeeked(got, want) {
+		t.Fatalf("the follower %s, leading, holds %d messages unlike the old leader's %d", l2.name, len(got), len(want))
+	}
+	c.start(l)
+	for _, m := range []*member{f, l} {
+		if m.replayed < idx {
+			t.Fatalf("the restarted %s applied entries up to %d from its log, want %d", m.name, m.replayed, idx)
+		}
+	}
+	c.stop(l2)
+	nl := c.leader()
+	if nl != l {
+		if got := peekAll(t, nl, "jobs"); !samePeeked(got, want) {
+			t.Fatalf("the follower %s, leading, holds %d messages unlike the old leader's %d", nl.name, len(got), len(want))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		nl.raft.Handoff(ctx) // to l, the one other running node
+		cancel()
+		testkit.Eventually(t, 10*time.Second, func() bool { return l.raft.Term() != 0 }, "%s to lead", l.name)
+	}
+	if got := peekAll(t, l, "jobs"); !samePeeked(got, want) {
+		t.Fatalf("the restarted old leader holds %d messages unlike before (%d)", len(got), len(want))
+	}
+}
+
+// A leader cut off with an entry of several commands pending loses its lead: every
+// command of it fails as lost, none takes effect on any node, and the node rebuilds
+// once and follows the new leader.
+func TestLostBatchFailsEveryCommand(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	l := c.leader()
+	mustQueue(t, l.b, "jobs")
+	// Five sends committed in one entry: the rebuild replays them from the groups of the
+	// leader's own log, all five.
+	first := make([][]byte, 5)
+	for i := range first {
+		first[i] = fmt.Appendf(nil, "m%04d", i)
+	}
+	before := l.raft.Status()
+	if _, errs := sendHeld(t, l, "jobs", first, nil); errors.Join(errs...) != nil {
+		t.Fatalf("sends: %v", errors.Join(errs...))
+	}
+	if st := statusOnceRun(t, l, before, 5); st.Proposed-before.Proposed != 1 {
+		t.Fatalf("5 sends made %d entries, want 1", st.Proposed-before.Proposed)
+	}
+	const n = 16
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		bodies[i] = fmt.Appendf(nil, "lost%02d", i)
+	}
+	before = l.raft.Status()
+	_, errs := sendHeld(t, l, "jobs", bodies, func() { l.cut.Store(true) })
+	for i, err := range errs {
+		if !errors.Is(err, ErrLost) {
+			t.Fatalf("send %d of the batch on a cut-off leader: %v, want ErrLost", i, err)
+		}
+	}
+	after := statusOnceRun(t, l, before, n)
+	if p, cmds := after.Proposed-before.Proposed, after.Commands-before.Commands; p != 1 || cmds != n {
+		t.Fatalf("the cut-off leader proposed %d entries of %d commands, want 1 of %d", p, cmds, n)
+	}
+	l2 := c.leader()
+	sendN(t, l2.b, "jobs", 5, 5)
+	l.cut.Store(false)
+	testkit.Eventually(t, 10*time.Second, func() bool { return l.b.Applied() == l2.b.Applied() }, "the deposed leader to catch up")
+	if r := l.raft.Status().Rebuilds - before.Rebuilds; r != 1 {
+		t.Fatalf("the deposed leader rebuilt %d times, want 1", r)
+	}
+	want := peekAll(t, l2, "jobs")
+	if len(want) != 10 {
+		t.Fatalf("the new leader holds %d messages, want 10", len(want))
+	}
+	for _, m := range want {
+		if bytes.HasPrefix(m.Payload.Body, []byte("lost")) {
+			t.Fatalf("%s, of the lost batch, is in the log", m.Payload.Body)
+		}
+	}
+	for _, m := range c.nodes {
+		testkit.Eventually(t, 10*time.Second, func() bool { return m.b.Applied() >= l2.b.Applied() }, "%s to catch up", m.name)
+		if got := ready(m.b, "jobs"); got != 10 {
+			t.Fatalf("%s holds %d messages, want 10", m.name, got)
+		}
+	}
+}
+
+// A checkpoint of a leader's state seals the entry of its last proposal: the commands
+// that run after it go into another entry, so that the checkpoint's applied index (the
+// entry of its last proposal) covers exactly the commands it holds.
+func TestCheckpointSealsTheEntryOfItsLastCommand(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 3)
+	l := c.leader()
+	mustQueue(t, l.b, "jobs")
+	queuedN := func(n int) func() bool {
+		return func() bool {
+			l.raft.mu.Lock()
+			defer l.raft.mu.Unlock()
+			return len(l.raft.queued) == n
+		}
+	}
+	send := func(body string, errs chan<- error) {
+		_, err := l.b.Send(context.Background(), "jobs", []queue.SendInput{{Payload: queue.Payload{Body: []byte(body)}, Delay: -1}})
+		errs <- err
+	}
+	before := l.raft.Status()
+	l.raft.holdProposals.Store(true)
+	errs := make(chan error, 3)
+	go send("a", errs)
+	go send("b", errs)
+	testkit.Eventually(t, 10*time.Second, queuedN(2), "two sends to be queued")
+	ckpt := make(chan error, 1)
+	go func() { ckpt <- l.b.Checkpoint(context.Background()) }()
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		l.raft.mu.Lock()
+		defer l.raft.mu.Unlock()
+		return l.raft.queued[1].seal
+	}, "the checkpoint to seal the second send's entry")
+	go send("c", errs)
+	testkit.Eventually(t, 10*time.Second, queuedN(3), "the third send to be queued")
+	l.raft.holdProposals.Store(false)
+	select {
+	case l.raft.wake <- struct{}{}:
+	default:
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+	if err := <-ckpt; err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	st := statusOnceRun(t, l, before, 3)
+	if p := st.Proposed - before.Proposed; p != 2 {
+		t.Fatalf("three sends, a checkpoint after the second, made %d entries; want 2", p)
+	}
+	if got, want := l.b.CheckpointedApplied(), l.b.Applied()-1; got != want {
+		t.Fatalf("the checkpoint holds entries up to %d, want %d (the first send's and second's)", got, want)
+	}
+}
