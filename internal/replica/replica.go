@@ -62,6 +62,11 @@ type Config struct {
 	MaxUncommittedBytes uint64
 	// Logger is raft's logger. Defaults to one that drops everything but panics.
 	Logger raft.Logger
+	// Coalesce makes Propose leave the entry to Process, which puts the commands proposed
+	// since the last Process into as few entries as fit MaxSizePerMsg/2 bytes each — as a
+	// cluster node's driver does (internal/cluster). Off, each command is an entry of its
+	// own, proposed by Propose.
+	Coalesce bool
 }
 
 func (c *Config) withDefaults() error {
@@ -145,6 +150,7 @@ type Replica struct {
 	ready      bool
 	seq        uint64      // proposals made in leaderTerm
 	pending    []*proposal // proposed in leaderTerm, applied to machines, not yet committed
+	unsent     int         // the last of pending, not yet given to raft (Coalesce)
 
 	broken   error // a failure Process cannot recover from; every call returns it
 	rebuilds int
@@ -279,6 +285,11 @@ func (r *Replica) Propose(now int64, cmd Command) (ProposalID, error) {
 	recs, ans := r.machines.Run(now, cmd)
 	r.seq++
 	id := ProposalID{Node: r.cfg.ID, Term: r.leaderTerm, Seq: r.seq}
+	if r.cfg.Coalesce {
+		r.pending = append(r.pending, &proposal{id: id, now: now, recs: recs, answer: ans})
+		r.unsent++
+		return id, nil
+	}
 	if err := r.rn.Propose(AppendEntry(nil, &Entry{Now: now, ID: id, Records: recs})); err != nil {
 		// Not in the log: take the command's effects back out of the machines, keeping
 		// the proposals before it, which are.
@@ -333,6 +344,9 @@ func (r *Replica) Process() (Output, error) {
 	if r.broken != nil {
 		return out, r.broken
 	}
+	if err := r.flush(&out); err != nil {
+		return out, r.fail(err)
+	}
 	for r.rn.HasReady() {
 		rd := r.rn.Ready()
 		if err := r.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
@@ -358,6 +372,41 @@ func (r *Replica) Process() (Output, error) {
 		}
 	}
 	return out, nil
+}
+
+// flush gives raft the proposals Propose left unsent (Coalesce), coalesced: a run of
+// them in one entry, up to MaxSizePerMsg/2 bytes of commands (a larger one alone). An
+// entry raft refuses is not in the log: its commands and every one after it, which ran
+// on the machines after them, are taken back out (the pending ones before them applied
+// again) and fail with ErrUnavailable.
+func (r *Replica) flush(out *Output) error {
+	q := r.pending[len(r.pending)-r.unsent:]
+	r.unsent = 0
+	limit := int(min(r.cfg.MaxSizePerMsg/2, math.MaxInt32))
+	for len(q) > 0 {
+		ents := []*Entry{{Now: q[0].now, ID: q[0].id, Records: q[0].recs}}
+		size := EntrySize(ents[0])
+		for _, p := range q[1:] {
+			e := &Entry{Now: p.now, ID: p.id, Records: p.recs}
+			if s := EntrySize(e); size+s <= limit && e.ID.Follows(ents[len(ents)-1].ID) {
+				ents, size = append(ents, e), size+s
+				continue
+			}
+			break
+		}
+		if err := r.rn.Propose(AppendEntries(nil, ents)); err != nil {
+			r.pending = r.pending[:len(r.pending)-len(q)]
+			if rerr := r.rebuild(true); rerr != nil {
+				return rerr
+			}
+			for _, p := range q {
+				out.Done = append(out.Done, Outcome{ID: p.id, Err: fmt.Errorf("%w: raft refused the entry of %d commands from %v: %w", ErrUnavailable, len(ents), ents[0].ID, err)})
+			}
+			return nil
+		}
+		q = q[len(ents):]
+	}
+	return nil
 }
 
 func (r *Replica) fail(err error) error {
@@ -391,7 +440,7 @@ func (r *Replica) failPending(out *Output, why string) {
 		out.Done = append(out.Done, Outcome{ID: p.id,
 			Err: fmt.Errorf("%w: %s before the command's entry was known to be committed; it may or may not take effect", ErrUnavailable, why)})
 	}
-	r.pending = nil
+	r.pending, r.unsent = nil, 0
 }
 
 // install replaces the machines with a snapshot the leader sent.
