@@ -53,14 +53,14 @@ func sendHeld(t *testing.T, m *member, q string, bodies [][]byte, beforeRelease 
 }
 
 // statusOnceRun returns m's status once it counts at least cmds more commands proposed
-// than before did: run notes its status at the end of the round in which the commands'
-// answers were resolved.
+// than before did and has noted what the broker applied: run notes its status at the end
+// of a round, after the answers it resolved in it.
 func statusOnceRun(t *testing.T, m *member, before Status, cmds uint64) Status {
 	t.Helper()
 	var st Status
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		st = m.raft.Status()
-		return st.Commands-before.Commands >= cmds && st.Rebuilds >= before.Rebuilds
+		return st.Commands-before.Commands >= cmds && st.Applied >= m.b.Applied()
 	}, "%s to note %d commands proposed", m.name, cmds)
 	return st
 }
