@@ -857,7 +857,8 @@ func (b *Broker) startCommandLocked() error {
 }
 
 // endCommandLocked makes what the command wrote the ticket its answer waits for: in a
-// cluster, its records proposed as one entry.
+// cluster, its records proposed (the Replication may coalesce them with the next
+// commands' into one entry).
 func (b *Broker) endCommandLocked(now int64) {
 	if b.sink.n == 0 || b.sink.err != nil {
 		return

@@ -17,13 +17,14 @@ import (
 // The leader runs commands as a single node does, on its own machines, and its sink
 // writes their records to its own log as usual — so the payload store knows where each
 // body lies — each command's records behind a marker frame naming the proposal (term,
-// seq). When the command ends, its records are proposed as one entry, and its answer
-// waits for the entry to be committed (and for its own log, as before). The leader's
-// machines are thus speculative: the committed entries followed by its pending
-// proposals, in order. The Replication may put several proposals, one after the other,
-// into one entry: they then share its index. Followers run no commands: the cluster hands each committed
-// entry to ApplyReplicated, which writes its records to the follower's own log behind a
-// marker naming the entry's index, and applies them.
+// seq). When the command ends, its records are proposed, and its answer waits for the
+// entry that carries them to be committed (and for its own log, as before). The
+// Replication may put several proposals, one after the other, into one entry: they then
+// share its index. The leader's machines are thus speculative: the committed entries
+// followed by its pending proposals, in order. Followers run no commands: the cluster
+// hands each committed entry to ApplyReplicated, which writes its records (every
+// command's) to the follower's own log behind a marker naming the entry's index, and
+// applies them.
 //
 // When the speculation cannot come true (the leader lost its term with proposals
 // pending), the cluster fences the broker and calls Rebuild: the broker drops its

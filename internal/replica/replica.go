@@ -109,8 +109,9 @@ func (c *Config) withDefaults() error {
 // the node's Storage, and the Machines that the committed entries build.
 //
 // The leader evaluates a command at once on its machines (Propose): the command's
-// records are applied as it emits them, as on a single node, and proposed as one entry;
-// its answer is held until the entry comes back committed (an Outcome of Process). Its
+// records are applied as it emits them, as on a single node, and proposed as one entry
+// (with Config.Coalesce, in one with the others proposed before the next Process); its
+// answer is held until the entry comes back committed (an Outcome of Process). Its
 // machines are therefore speculative — the committed state and, after it, its own
 // proposals in order — which is sound because, while it leads, the entries committed
 // after its first one are exactly its proposals, in the order it made them. Followers
@@ -265,7 +266,8 @@ func (r *Replica) leading(st raft.BasicStatus) bool {
 }
 
 // Propose evaluates cmd on the leader's machines at max(now, the latest entry time) and
-// proposes what it emitted as one entry. The command's answer comes from Process as an
+// proposes what it emitted as one entry (with Config.Coalesce, Process proposes it, and
+// raft's refusal comes as its Outcome). The command's answer comes from Process as an
 // Outcome with the returned id, once the entry is committed (or fails with
 // ErrUnavailable if the replica loses its leadership first). A replica that does not
 // lead refuses with a *NotLeaderError; a leader whose first entry of its term is not yet
