@@ -190,7 +190,9 @@ func (b *Broker) CheckpointedApplied() uint64 {
 func (b *Broker) NoteCommitted(index uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.applied = max(b.applied, index)
+	if index > b.applied {
+		b.applied, b.replayedOwn = index, [2]uint64{}
+	}
 	for len(b.proposed) > 0 {
 		f := b.proposed[0]
 		select {
@@ -304,8 +306,89 @@ func (b *Broker) ApplyReplicated(index uint64, now int64, recs [][]byte) error {
 	if len(recs) > 0 {
 		b.commits.advance(b.sink.lastPos)
 	}
-	b.applied = index
+	b.applied, b.replayedOwn = index, [2]uint64{}
 	if len(recs) > 0 {
+		b.lastTicket = ticket{w: b.sink.last}
+	}
+	b.afterLocked()
+	b.sink.n = 0
+	return nil
+}
+
+// ReplayedOwn returns, after Open or Rebuild and before anything else is applied, the
+// proposal of this node (term, seq) whose group the replay of its own log applied last,
+// and the committed entry it is in (Applied); term 0 when the last group applied was
+// not one. The entry may carry proposals after it that the log's tail lost (a power
+// loss before the broker's log was durable, the entry committed on the others'
+// disks): CompleteEntry applies them.
+func (b *Broker) ReplayedOwn() (index, term, seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.applied, b.replayedOwn[0], b.replayedOwn[1]
+}
+
+// OwnCommand is one of this node's proposals in a committed entry: its id in its term
+// and its records.
+type OwnCommand struct {
+	Term, Seq uint64
+	Records   [][]byte
+}
+
+// CompleteEntry applies the proposals of this node that the committed entry at index
+// (Applied) carries after the one ReplayedOwn names, which the broker's log lost: each
+// goes into the log behind its own marker, as the leader wrote it, so that a later
+// replay takes them as the rest of the entry, and the machines apply them as a replay
+// does. cmds must follow ReplayedOwn's proposal, in order, with no gap.
+func (b *Broker) CompleteEntry(index uint64, cmds []OwnCommand) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	last := b.replayedOwn
+	if index != b.applied || last[0] == 0 {
+		return fmt.Errorf("broker: complete entry %d: the replay ended at entry %d with proposal %d/%d", index, b.applied, last[0], last[1])
+	}
+	for _, c := range cmds {
+		if c.Term != last[0] || c.Seq != last[1]+1 {
+			return fmt.Errorf("broker: complete entry %d: proposal %d/%d does not follow %d/%d", index, c.Term, c.Seq, last[0], last[1])
+		}
+		last = [2]uint64{c.Term, c.Seq}
+	}
+	if err := b.log.Err(); err != nil {
+		return fmt.Errorf("%w (%v)", ErrStorageFailed, err)
+	}
+	topics, any := false, false
+	for _, c := range cmds {
+		if len(c.Records) == 0 {
+			continue
+		}
+		marker := binary.AppendUvarint([]byte{frameGroupOwn}, c.Term)
+		marker = binary.AppendUvarint(marker, c.Seq)
+		if _, _, err := b.log.Append(marker); err != nil {
+			return err
+		}
+		for i, raw := range c.Records {
+			pos, t, err := b.log.Append(raw)
+			if err != nil {
+				return err
+			}
+			b.sink.last, b.sink.lastPos = t, pos
+			b.sink.n++
+			b.sink.total++
+			if err := b.replay(pos, raw); err != nil {
+				return fmt.Errorf("broker: complete entry %d, proposal %d/%d, record %d: %w", index, c.Term, c.Seq, i, err)
+			}
+			topics = topics || (raw[0] >= 64 && raw[0] < 128)
+			any = true
+		}
+	}
+	b.replayedOwn = last
+	if topics {
+		kick(b.kickMove)
+	}
+	if any {
+		b.commits.advance(b.sink.lastPos)
 		b.lastTicket = ticket{w: b.sink.last}
 	}
 	b.afterLocked()

@@ -461,6 +461,9 @@ func (r *Raft) Start(b *broker.Broker) error {
 		return fmt.Errorf("cluster: the raft log starts after entry %d, the broker holds only up to entry %d: "+
 			"its data directory is not this raft log's", snapIndex, b.Applied())
 	}
+	if err := r.completeOwn(hs.GetCommit()); err != nil {
+		return err
+	}
 	applied := raftApplied(b.Applied(), hs.GetCommit(), snapIndex)
 	if applied < b.Applied() {
 		// The broker installed a state (snapshot.go) the raft log has yet to receive.
@@ -488,6 +491,45 @@ func (r *Raft) Start(b *broker.Broker) error {
 	r.cancel = cancel
 	go r.run(ctx)
 	return nil
+}
+
+// completeOwn hands the broker the rest of the committed entry its replay ended in,
+// when the replay's last group was one of this node's proposals and the entry carries
+// later ones: the broker's log lost them (its tail was not yet durable when the node
+// went down, the entry committed on the others' disks), and raft hands on only the
+// entries after the broker's applied one.
+func (r *Raft) completeOwn(commit uint64) error {
+	idx, term, seq := r.b.ReplayedOwn()
+	if term == 0 || idx == 0 || idx > commit {
+		return nil
+	}
+	first, _ := r.storage.FirstIndex()
+	if idx < first {
+		return nil // covered by the broker's checkpoint, which holds whole entries
+	}
+	ents, err := r.storage.Entries(idx, idx+1, math.MaxUint64)
+	if err != nil || len(ents) != 1 || ents[0].GetType() != pb.EntryNormal || len(ents[0].GetData()) == 0 {
+		return fmt.Errorf("cluster: the broker's log ends in entry %d, which the raft log does not hold as a command (%v)", idx, err)
+	}
+	cmds, err := replica.DecodeEntries(ents[0].GetData())
+	if err != nil {
+		return fmt.Errorf("cluster: entry %d: %w", idx, err)
+	}
+	k := slices.IndexFunc(cmds, func(e *replica.Entry) bool { return e.ID == replica.ProposalID{Node: r.id, Term: term, Seq: seq} })
+	if k < 0 {
+		return fmt.Errorf("cluster: the broker's log has proposal %d/%d in entry %d, which does not carry it", term, seq, idx)
+	}
+	rest := cmds[k+1:]
+	if len(rest) == 0 {
+		return nil
+	}
+	own := make([]broker.OwnCommand, len(rest))
+	for i, e := range rest {
+		own[i] = broker.OwnCommand{Term: e.ID.Term, Seq: e.ID.Seq, Records: e.Records}
+	}
+	r.log.Warn("cluster: the broker's log lost the end of a committed entry; applying it from the raft log",
+		"entry", idx, "commands", len(rest))
+	return r.b.CompleteEntry(idx, own)
 }
 
 // Close stops the Raft (the broker is closed by its owner, after).
