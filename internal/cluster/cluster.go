@@ -98,6 +98,9 @@ type Config struct {
 	// Version is this node's okiba version and commit (internal/buildinfo), sent with a
 	// join; the leader refuses a node whose version is not its own.
 	Version string
+	// entryBytes bounds the commands one entry coalesces; 0: maxEntryBytes. Tests make it
+	// small, so that a few small commands show the bound.
+	entryBytes int
 }
 
 // Errors callers branch on.
@@ -265,6 +268,9 @@ func Open(cfg Config) (*Raft, error) {
 	}
 	if cfg.SnapshotRate == 0 {
 		cfg.SnapshotRate = DefaultSnapshotRate
+	}
+	if cfg.entryBytes <= 0 {
+		cfg.entryBytes = maxEntryBytes
 	}
 	if len(cfg.Secret) < 22 {
 		return nil, errors.New("cluster: the cluster secret must be at least 22 characters (okiba token makes one)")
@@ -819,7 +825,7 @@ func (r *Raft) coalesce(q []queued) ([]*replica.Entry, int) {
 	for i := 1; i < len(q) && !q[i-1].seal; i++ {
 		e := cmd(&q[i])
 		s := replica.EntrySize(e)
-		if !e.ID.Follows(ents[len(ents)-1].ID) || size+s > maxEntryBytes {
+		if !e.ID.Follows(ents[len(ents)-1].ID) || size+s > r.cfg.entryBytes {
 			break
 		}
 		ents, size = append(ents, e), size+s

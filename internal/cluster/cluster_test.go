@@ -42,8 +42,9 @@ type testCluster struct {
 	t     testing.TB
 	peers []Peer
 	nodes []*member
-	// snapEntries and catchUp are the nodes' Config.SnapshotEntries and CatchUpEntries.
-	snapEntries, catchUp int
+	// snapEntries and catchUp are the nodes' Config.SnapshotEntries and CatchUpEntries,
+	// entryBytes their Config.entryBytes (set before a node starts).
+	snapEntries, catchUp, entryBytes int
 }
 
 // cutTransport drops requests while its member is cut off, or its target is.
@@ -74,7 +75,13 @@ func newClusterTB(t testing.TB, n int) *testCluster { return newClusterWith(t, n
 
 func newClusterWith(t testing.TB, n, snapEntries, catchUp int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, snapEntries: snapEntries, catchUp: catchUp}
+	return (&testCluster{t: t, snapEntries: snapEntries, catchUp: catchUp}).boot(n)
+}
+
+// boot starts a new cluster of n nodes with c's settings.
+func (c *testCluster) boot(n int) *testCluster {
+	t := c.t
+	t.Helper()
 	base := t.TempDir()
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -110,7 +117,7 @@ func (c *testCluster) start(m *member) {
 		t.Fatal(err)
 	}
 	r, err := Open(Config{Name: m.name, Peers: c.peers, Join: m.join, Dir: m.dir, Secret: testSecret, Tick: 20 * time.Millisecond, Logger: testLogger(t, m.name),
-		SnapshotEntries: c.snapEntries, CatchUpEntries: c.catchUp,
+		SnapshotEntries: c.snapEntries, CatchUpEntries: c.catchUp, entryBytes: c.entryBytes,
 		Client: &http.Client{Timeout: 2 * time.Second, Transport: cutTransport{from: m, c: c, rt: http.DefaultTransport}}})
 	if err != nil {
 		t.Fatal(err)

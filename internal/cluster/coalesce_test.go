@@ -86,7 +86,8 @@ func samePeeked(a, b []broker.PeekedMessage) bool {
 // log keeps of the entry, the old leader from its own proposals' groups.
 func TestConcurrentSendsShareEntries(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 3)
+	// Entries of 8 KiB at most: 64 small sends fit one, sends of 3000 bytes two each.
+	c := (&testCluster{t: t, entryBytes: 8 << 10}).boot(3)
 	l := c.leader()
 	mustQueue(t, l.b, "jobs")
 
@@ -109,10 +110,10 @@ func TestConcurrentSendsShareEntries(t *testing.T) {
 	if got := after.Commit - before.Commit; got != 1 {
 		t.Fatalf("%d sends took %d raft entries, want 1", n, got)
 	}
-	// Larger sends: an entry takes what fits in maxEntryBytes, 3 of these.
+	// Larger sends: an entry takes what fits in its bound, 2 of these.
 	big := make([][]byte, 8)
 	for i := range big {
-		big[i] = bytes.Repeat([]byte{byte('a' + i)}, 150<<10)
+		big[i] = bytes.Repeat([]byte{byte('a' + i)}, 3000)
 	}
 	before = l.raft.Status()
 	bigRes, errs := sendHeld(t, l, "jobs", big, nil)
@@ -122,8 +123,8 @@ func TestConcurrentSendsShareEntries(t *testing.T) {
 		}
 	}
 	after = statusOnceRun(t, l, before, 8)
-	if p, cmds := after.Proposed-before.Proposed, after.Commands-before.Commands; p != 3 || cmds != 8 {
-		t.Fatalf("8 sends of 150 KiB made %d entries of %d commands, want 3 of 8", p, cmds)
+	if p, cmds := after.Proposed-before.Proposed, after.Commands-before.Commands; p != 4 || cmds != 8 {
+		t.Fatalf("8 sends of 3000 bytes made %d entries of %d commands, want 4 of 8", p, cmds)
 	}
 	res, bodies = append(res, bigRes...), append(bodies, big...)
 
