@@ -678,6 +678,10 @@ func (b *Broker) Recovery() Recovery { return b.recovery }
 // LogStats returns the log's counters since Open (group commits, fsyncs, records, bytes).
 func (b *Broker) LogStats() wal.Stats { return b.log.Stats() }
 
+// MoveStats returns the topic mover's counters since Open: its partition steps, the
+// records it moved into partition files and the fsyncs of those files.
+func (b *Broker) MoveStats() payload.MoveStats { return b.store.MoveStats() }
+
 func (b *Broker) checkFormat() error {
 	path := filepath.Join(b.cfg.Dir, formatFile)
 	data, err := vfs.ReadFile(b.fs, path)

@@ -10,6 +10,7 @@ import (
 	"github.com/okiba/okiba/internal/payload"
 	"github.com/okiba/okiba/queue"
 	"github.com/okiba/okiba/topic"
+	"github.com/okiba/okiba/wal"
 )
 
 // Topics: the broker runs the topic machine (package topic) beside the queue machine,
@@ -234,6 +235,12 @@ func CheckRead(o ReadOptions) error {
 // publishes have left some in the tails, and does the file deletions retention asks
 // for. A failure is logged and retried: the records stay readable from the log, which
 // keeps its segments until they are moved.
+//
+// While publishes keep coming, the files' fsync waits for them (Store.WriteTopics, which
+// still syncs once enough is unsynced): one fsync then covers several steps' records.
+// Once the mover has caught up and publishes have stopped (publishesStopped), it syncs
+// what it wrote (Store.MoveTopics), so that an idle broker holds nothing unsynced and
+// its log segments go.
 func (b *Broker) moveLoop(ctx context.Context) {
 	backoff := time.Duration(0)
 	for {
@@ -253,7 +260,13 @@ func (b *Broker) moveLoop(ctx context.Context) {
 			}
 		}
 		for {
-			_, more, err := b.store.MoveTopics(ctx)
+			_, more, err := b.store.WriteTopics(ctx)
+			if err == nil && !more {
+				if !b.publishesStopped(ctx) {
+					break // the next step writes what the kick brings, and syncs later
+				}
+				_, more, err = b.store.MoveTopics(ctx)
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -268,4 +281,32 @@ func (b *Broker) moveLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// publishesStopped reports whether the mover, caught up, should sync now: no publish was
+// applied since its last step, nor while the log made durable what it held (at most two
+// commits). The wait is what tells a pause from a stop: under load, publishes are applied
+// in bursts as the answers of each commit return to their producers, and a step written
+// between two bursts found no kick waiting about as often as not (the mover then synced
+// about as often as it had synced every step). A producer answered by a commit publishes
+// again before the next commit ends, so a kick waits by then if the load goes on.
+func (b *Broker) publishesStopped(ctx context.Context) bool {
+	var last wal.Ticket
+	for range 2 {
+		if len(b.kickMove) > 0 {
+			return false
+		}
+		b.mu.Lock()
+		t := b.lastTicket.w
+		b.mu.Unlock()
+		if t == last {
+			return true // nothing appended since the last wait: the log is idle
+		}
+		last = t
+		// The log's own commit only: in a cluster the quorum's is not the mover's concern.
+		if err := t.Wait(ctx); err != nil {
+			return true // a failed log fails the sync too, which reports it
+		}
+	}
+	return len(b.kickMove) == 0
 }

@@ -107,6 +107,10 @@ type topicState struct {
 	stats     Counters
 	groups    map[string]*group
 	subs      map[string]*subscription
+	// byID is subs sorted by id, made when first needed after subs changed (setSub,
+	// dropSub): a publish walks it and its records find their subscriptions in it,
+	// where building and sorting it per record was a tenth of a fan-out's cost.
+	byID []*subscription
 }
 
 // partition is one partition's retained log: offsets start..next-1, in segments.

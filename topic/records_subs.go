@@ -2,7 +2,9 @@ package topic
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/okiba/okiba/internal/codec"
 	"github.com/okiba/okiba/internal/filter"
@@ -85,11 +87,8 @@ func (r *SubPutRecord) apply(m *Machine) error {
 	if len(r.Cursors) != len(t.parts) {
 		return fmt.Errorf("subscription %q of %q created with %d cursors for %d partitions", r.Name, t.name, len(r.Cursors), len(t.parts))
 	}
-	if t.subs == nil {
-		t.subs = make(map[string]*subscription)
-	}
-	t.subs[r.Name] = &subscription{id: r.SubID, name: r.Name, queue: r.Queue, queueID: r.QueueID, filter: r.Filter, scope: r.Scope,
-		policy: policy, cursors: append([]uint64(nil), r.Cursors...), createdAt: r.Now}
+	t.setSub(&subscription{id: r.SubID, name: r.Name, queue: r.Queue, queueID: r.QueueID, filter: r.Filter, scope: r.Scope,
+		policy: policy, cursors: append([]uint64(nil), r.Cursors...), createdAt: r.Now})
 	return nil
 }
 
@@ -98,10 +97,9 @@ func (m *Machine) subOf(topicID, subID uint64) (*topicState, *subscription, erro
 	if t == nil {
 		return nil, nil, fmt.Errorf("record of unknown topic id %d", topicID)
 	}
-	for _, s := range t.subs {
-		if s.id == subID {
-			return t, s, nil
-		}
+	subs := t.subsByID()
+	if i, ok := slices.BinarySearchFunc(subs, subID, func(s *subscription, id uint64) int { return cmp.Compare(s.id, id) }); ok {
+		return t, subs[i], nil
 	}
 	return nil, nil, fmt.Errorf("record of unknown subscription id %d of topic %q", subID, t.name)
 }
@@ -131,7 +129,7 @@ func (r *SubDeleteRecord) apply(m *Machine) error {
 	if err != nil {
 		return err
 	}
-	delete(t.subs, s.name)
+	t.dropSub(s)
 	return nil
 }
 

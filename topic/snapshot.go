@@ -246,10 +246,7 @@ func restoreTopic(d *codec.Decoder, dedupCap int) *topicState {
 			break
 		}
 		x.policy = policy
-		if t.subs == nil {
-			t.subs = make(map[string]*subscription)
-		}
-		t.subs[x.name] = x
+		t.setSub(x)
 	}
 	return t
 }

@@ -1,10 +1,12 @@
 package topic
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -206,13 +208,34 @@ func sortedSubNames(t *topicState) []string {
 }
 
 // subsByID returns a topic's subscriptions in id order (the order fan-out visits them).
+//
+// The slice is the topic's own, kept until subs changes: callers read it and never
+// change it.
 func (t *topicState) subsByID() []*subscription {
-	out := make([]*subscription, 0, len(t.subs))
-	for _, s := range t.subs {
-		out = append(out, s)
+	if t.byID == nil && len(t.subs) > 0 {
+		out := make([]*subscription, 0, len(t.subs))
+		for _, s := range t.subs {
+			out = append(out, s)
+		}
+		slices.SortFunc(out, func(a, b *subscription) int { return cmp.Compare(a.id, b.id) })
+		t.byID = out
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	return out
+	return t.byID
+}
+
+// setSub adds s to the topic's subscriptions (or replaces the one of its name).
+func (t *topicState) setSub(s *subscription) {
+	if t.subs == nil {
+		t.subs = make(map[string]*subscription)
+	}
+	t.subs[s.name] = s
+	t.byID = nil
+}
+
+// dropSub removes s from the topic's subscriptions.
+func (t *topicState) dropSub(s *subscription) {
+	delete(t.subs, s.name)
+	t.byID = nil
 }
 
 // matches reports whether a record passes a subscription's filter.
@@ -238,9 +261,11 @@ func (m *Machine) fanOut(now int64, t *topicState, r *PublishRecord) (targets []
 		return nil, 0
 	}
 	in := filter.Input{Key: string(r.Key), HasKey: r.HasKey, Body: r.Body}
+	subs := t.subsByID()
+	targets = make([]FanoutTarget, 0, len(subs))
 	var prepared []queue.Import
 	var p queue.Payload
-	for _, s := range t.subsByID() {
+	for _, s := range subs {
 		if s.cursors[r.Partition] != r.Offset {
 			continue // behind: the copier brings it here
 		}
@@ -257,6 +282,7 @@ func (m *Machine) fanOut(now int64, t *topicState, r *PublishRecord) (targets []
 		}
 		if len(prepared) == 0 {
 			base = imp.MsgID
+			prepared = make([]queue.Import, 0, len(subs))
 		}
 		targets = append(targets, FanoutTarget{SubID: s.id, QueueID: imp.QueueID, Delay: imp.VisibleAt - now})
 		prepared = append(prepared, imp)

@@ -95,6 +95,11 @@ type Config struct {
 	// SnapshotRate bounds, in bytes a second, how fast this node sends its state to a
 	// member installing a snapshot. Defaults to DefaultSnapshotRate; negative: unbounded.
 	SnapshotRate int64
+	// SnapshotSpoolAge is how long the spool of this node's state (transfer.go) is offered
+	// to a member that starts a transfer afresh, SnapshotSpoolIdle how long it stays
+	// unread before it is removed. Default DefaultSnapshotSpoolAge and
+	// DefaultSnapshotSpoolIdle.
+	SnapshotSpoolAge, SnapshotSpoolIdle time.Duration
 	// Version is this node's okiba version and commit (internal/buildinfo), sent with a
 	// join; the leader refuses a node whose version is not its own.
 	Version string
@@ -133,6 +138,7 @@ type Raft struct {
 	rn      *raft.RawNode
 	b       *broker.Broker
 	net     *transport
+	xfer    transfers // the state's spool and download (transfer.go)
 
 	// term is the term this node leads and takes commands in (Term), 0 when it does
 	// not; lead the leader it knows of. Read by the broker and the node without a lock.
@@ -235,6 +241,8 @@ type Status struct {
 	Compactions   uint64
 	Installs      uint64
 	SnapshotsSent uint64
+	// SnapshotResumes counts the transfers of a state this node resumed after a break.
+	SnapshotResumes uint64
 	// Proposed counts the entries of commands this node proposed as leader, Commands the
 	// commands they carried: Commands/Proposed is how many commands an entry coalesced.
 	Proposed, Commands uint64
@@ -280,6 +288,9 @@ func Open(cfg Config) (*Raft, error) {
 		fails: make(chan uint64, 64), ckptDone: make(chan struct{}, 1), snaps: make(chan snapReport, 16), confs: make(chan confReq, 4), done: make(chan struct{})}
 	dir := filepath.Join(cfg.Dir, "raft")
 	if err := cfg.FS.MkdirAll(dir, vfs.DirMode); err != nil {
+		return nil, err
+	}
+	if err := removeTransfers(cfg.FS, cfg.Dir); err != nil {
 		return nil, err
 	}
 	members, stored, err := r.loadMembers()
@@ -545,6 +556,7 @@ func (r *Raft) Close() error {
 		<-r.done
 		r.net.close()
 	}
+	r.closeTransfers()
 	r.failQueued(broker.ErrClosed)
 	return r.storage.Close()
 }
@@ -1013,7 +1025,7 @@ func (r *Raft) noteStatus() {
 	s := Status{Node: r.cfg.Name, Term: st.GetTerm(), Leader: r.nameOf(st.Lead), Leading: r.term.Load() != 0,
 		Commit: st.GetCommit(), Applied: r.applied, Rebuilds: r.rebuilds,
 		Snapshot: r.snapIndex, Compactions: r.compactions, Installs: r.installs, SnapshotsSent: r.snapsSent,
-		Proposed: r.proposed, Commands: r.commands}
+		SnapshotResumes: r.xfer.resumes.Load(), Proposed: r.proposed, Commands: r.commands}
 	s.Members = r.memberNames()
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()

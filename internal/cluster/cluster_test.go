@@ -42,9 +42,10 @@ type testCluster struct {
 	t     testing.TB
 	peers []Peer
 	nodes []*member
-	// snapEntries and catchUp are the nodes' Config.SnapshotEntries and CatchUpEntries,
-	// entryBytes their Config.entryBytes (set before a node starts).
-	snapEntries, catchUp, entryBytes int
+	// snapEntries and catchUp are the nodes' Config.SnapshotEntries and CatchUpEntries.
+	snapEntries, catchUp int
+	// config, if set, changes a node's Config before it opens (transfer_test.go).
+	config func(m *member, cfg *Config)
 }
 
 // cutTransport drops requests while its member is cut off, or its target is.
@@ -116,9 +117,13 @@ func (c *testCluster) start(m *member) {
 	if err := PrepareDataDir(nil, m.dir, testSecret); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(Config{Name: m.name, Peers: c.peers, Join: m.join, Dir: m.dir, Secret: testSecret, Tick: 20 * time.Millisecond, Logger: testLogger(t, m.name),
-		SnapshotEntries: c.snapEntries, CatchUpEntries: c.catchUp, entryBytes: c.entryBytes,
-		Client: &http.Client{Timeout: 2 * time.Second, Transport: cutTransport{from: m, c: c, rt: http.DefaultTransport}}})
+	cfg := Config{Name: m.name, Peers: c.peers, Join: m.join, Dir: m.dir, Secret: testSecret, Tick: 20 * time.Millisecond, Logger: testLogger(t, m.name),
+		SnapshotEntries: c.snapEntries, CatchUpEntries: c.catchUp,
+		Client: &http.Client{Timeout: 2 * time.Second, Transport: cutTransport{from: m, c: c, rt: http.DefaultTransport}}}
+	if c.config != nil {
+		c.config(m, &cfg)
+	}
+	r, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

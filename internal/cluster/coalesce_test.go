@@ -87,7 +87,7 @@ func samePeeked(a, b []broker.PeekedMessage) bool {
 func TestConcurrentSendsShareEntries(t *testing.T) {
 	t.Parallel()
 	// Entries of 8 KiB at most: 64 small sends fit one, sends of 3000 bytes two each.
-	c := (&testCluster{t: t, entryBytes: 8 << 10}).boot(3)
+	c := (&testCluster{t: t, config: func(_ *member, cfg *Config) { cfg.entryBytes = 8 << 10 }}).boot(3)
 	l := c.leader()
 	mustQueue(t, l.b, "jobs")
 

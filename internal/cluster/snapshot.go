@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,13 +27,19 @@ import (
 // the members (snapData). A follower that is further behind than the leader's log
 // reaches — one that was down a long time, or a member that joins — gets that snapshot
 // from raft, and then fetches the state itself out of band (SnapshotPath): a backup
-// (broker.Backup, an export of every machine, body and topic record, streamed, never
-// held whole in memory) of a node that holds at least the snapshot's index, which its
-// broker installs (broker.Install) before the raft log takes the snapshot.
+// (broker.Backup, an export of every machine, body and topic record, never held whole
+// in memory) of a node that holds at least the snapshot's index, spooled by that node and
+// downloaded resumably (transfer.go), which its broker installs (broker.Install) before
+// the raft log takes the snapshot.
 
 // SnapshotPath serves this node's state to a member that installs a raft snapshot: GET,
-// with the cluster proof; the answer is a backup (broker.Backup).
+// with the cluster proof and ?min=INDEX, the raft index the state must hold; the answer
+// is a backup (broker.Backup), in ranges if asked (transfer.go).
 const SnapshotPath = "/v1/cluster/snapshot"
+
+// resumeAtOnce is how much of a state an attempt must have received for the next to
+// resume without the pause between attempts.
+const resumeAtOnce = 1 << 20
 
 // Defaults of Config's compaction.
 const (
@@ -231,15 +238,23 @@ func (r *Raft) installSnapshot(ctx context.Context, snap *pb.Snapshot) error {
 		}
 		start := time.Now()
 		for attempt := 0; ; attempt++ {
-			err := r.fetchState(ctx, idx)
+			got, err := r.fetchState(ctx, idx)
 			if err == nil {
 				break
 			}
-			if attempt%10 == 0 {
-				r.log.Warn("cluster: fetching the state of a snapshot failed; trying again", "snapshot", idx, "error", err)
+			if attempt%10 == 0 || got > 0 {
+				r.log.Warn("cluster: fetching the state of a snapshot failed; trying again", "snapshot", idx, "received", got, "error", err)
+			}
+			if got >= resumeAtOnce && ctx.Err() == nil {
+				// It broke after a good part of the state arrived: resume at once
+				// (transfer.go). The pause is for a member that does not answer, and for
+				// a link that breaks after a few bytes every time, which would otherwise
+				// be asked again without rest.
+				continue
 			}
 			select {
 			case <-ctx.Done():
+				r.dropDownload()
 				return fmt.Errorf("installing the snapshot at %d: %w", idx, ctx.Err())
 			case <-time.After(time.Second):
 			}
@@ -258,10 +273,15 @@ func (r *Raft) installSnapshot(ctx context.Context, snap *pb.Snapshot) error {
 	return nil
 }
 
-// fetchState installs the state of a member that holds entry idx at least: the leader
-// first, then the others.
-func (r *Raft) fetchState(ctx context.Context, idx uint64) error {
+// fetchState installs the state of a member that holds entry idx at least: the member
+// whose spool the download under way is of, if any, then the leader, then the others.
+// It returns the bytes of the state it received.
+func (r *Raft) fetchState(ctx context.Context, idx uint64) (int64, error) {
 	lead := r.rn.BasicStatus().Lead
+	var from uint64
+	if dl := r.xfer.dl; dl != nil {
+		from = dl.member
+	}
 	var order []Member
 	r.peersMu.RLock()
 	for id, m := range r.peers {
@@ -270,45 +290,35 @@ func (r *Raft) fetchState(ctx context.Context, idx uint64) error {
 		}
 	}
 	r.peersMu.RUnlock()
-	slices.SortFunc(order, func(a, b Member) int {
-		switch {
-		case a.ID == lead:
-			return -1
-		case b.ID == lead:
+	rank := func(id uint64) int {
+		switch id {
+		case from:
+			return 0
+		case lead:
 			return 1
 		}
-		return int(a.ID) - int(b.ID)
+		return 2
+	}
+	slices.SortFunc(order, func(a, b Member) int {
+		if d := rank(a.ID) - rank(b.ID); d != 0 {
+			return d
+		}
+		return cmp.Compare(a.ID, b.ID)
 	})
 	var errs []error
+	var got int64
 	for _, m := range order {
-		err := r.fetchFrom(ctx, m, idx)
+		n, err := r.fetchFrom(ctx, m, idx)
+		got += n
 		if err == nil {
-			return nil
+			return got, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
+		if n > 0 {
+			break // resume from m first
+		}
 	}
-	return errors.Join(errs...)
-}
-
-func (r *Raft) fetchFrom(ctx context.Context, m Member, idx uint64) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.URL+SnapshotPath, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set(SecretHeader, proof(r.cfg.Secret))
-	resp, err := r.fetchClient().Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("answered %d: %s", resp.StatusCode, msg)
-	}
-	_, err = r.b.Install(resp.Body, idx)
-	return err
+	return got, errors.Join(errs...)
 }
 
 // fetchClient is Config.Client's transport without its timeout: a state takes as long
@@ -349,28 +359,15 @@ func (r *Raft) adoptMembers(members []Member) {
 }
 
 // SnapshotHandler serves this node's state at SnapshotPath to a member installing a
-// snapshot, proved by the cluster secret.
+// snapshot, proved by the cluster secret: a spool of its backup, in ranges if asked
+// (transfer.go).
 func (r *Raft) SnapshotHandler() http.Handler {
 	return r.nodesOnly(http.MethodGet, func(w http.ResponseWriter, req *http.Request) {
 		if r.b == nil {
 			http.Error(w, "not started", http.StatusServiceUnavailable)
 			return
 		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		var out io.Writer = w
-		if r.cfg.SnapshotRate > 0 {
-			out = newPacedWriter(w, r.cfg.SnapshotRate)
-		}
-		info, err := r.b.Backup(req.Context(), out)
-		if err != nil {
-			r.log.Warn("cluster: serving the state to a member failed", "error", err, "bytes", info.Bytes)
-			if info.Bytes == 0 {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			}
-			// Cut short: the member's restore finds the stream without its end.
-			return
-		}
-		r.log.Info("cluster: served the state to a member", "applied", info.Applied, "bytes", info.Bytes)
+		r.serveSpool(w, req)
 	})
 }
 

@@ -16,12 +16,15 @@ type ClusterStats struct {
 	// count the log's compactions, the states this node installed from another, and the
 	// snapshots it sent to followers behind its log.
 	Snapshot, Compactions, Installs, SnapshotsSent uint64
+	// SnapshotResumes counts the transfers of a state this node resumed after a break.
+	SnapshotResumes uint64
 }
 
 type clusterCollector struct {
 	read                                            func() ClusterStats
 	term, leading, hasLeader, commit, applied, lag  *prometheus.Desc
 	rebuilds, snapshot, compactions, installs, sent *prometheus.Desc
+	resumes                                         *prometheus.Desc
 }
 
 // WatchCluster adds the cluster's series, read from read at every scrape.
@@ -43,13 +46,15 @@ func (m *Metrics) WatchCluster(read func() ClusterStats) {
 			"States this node installed from another member, being behind the others' raft logs.", nil, nil),
 		sent: prometheus.NewDesc("okiba_cluster_snapshot_sends_total",
 			"Snapshots this node sent as leader to followers behind its raft log.", nil, nil),
+		resumes: prometheus.NewDesc("okiba_cluster_snapshot_resumes_total",
+			"Transfers of another member's state this node resumed where they broke, rather than starting over.", nil, nil),
 	}
 	m.reg.MustRegister(c)
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.term, c.leading, c.hasLeader, c.commit, c.applied, c.lag, c.rebuilds,
-		c.snapshot, c.compactions, c.installs, c.sent} {
+		c.snapshot, c.compactions, c.installs, c.sent, c.resumes} {
 		ch <- d
 	}
 }
@@ -72,6 +77,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.compactions, prometheus.CounterValue, float64(s.Compactions))
 	ch <- prometheus.MustNewConstMetric(c.installs, prometheus.CounterValue, float64(s.Installs))
 	ch <- prometheus.MustNewConstMetric(c.sent, prometheus.CounterValue, float64(s.SnapshotsSent))
+	ch <- prometheus.MustNewConstMetric(c.resumes, prometheus.CounterValue, float64(s.SnapshotResumes))
 	for peer, lag := range s.Lag {
 		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(lag), peer)
 	}

@@ -25,6 +25,7 @@ type queueCollector struct {
 	counters                                            []counterDesc
 	deadLettered                                        *prometheus.Desc
 	walCommits, walSyncs, walRecords, walBytes          *prometheus.Desc
+	moveSteps, moveRecords, moveSyncs                   *prometheus.Desc
 	corruptBodies, bodyReadErrors                       *prometheus.Desc
 	dedupIDs, dedupIDsLimit, queueDedupIDs              *prometheus.Desc
 	parkedGroups                                        *prometheus.Desc
@@ -59,10 +60,14 @@ func newQueueCollector(maxReasons int) *queueCollector {
 			"Little's law, in system: mean time from entering the queue to ack, of the messages acked in the last minute.", q...),
 		deadLettered: d("okiba_queue_dead_lettered_total",
 			"Messages moved out of the queue as dead letters, by reason (max_deliveries, expired, consumer reasons; rare reasons as other).", "queue", "reason"),
-		walCommits: d("okiba_wal_commits_total", "Group commits of the log since start."),
-		walSyncs:   d("okiba_wal_syncs_total", "Fsyncs of log segments since start."),
-		walRecords: d("okiba_wal_records_total", "Records made durable since start."),
-		walBytes:   d("okiba_wal_bytes_total", "Bytes made durable since start."),
+		walCommits:  d("okiba_wal_commits_total", "Group commits of the log since start."),
+		walSyncs:    d("okiba_wal_syncs_total", "Fsyncs of log segments since start."),
+		walRecords:  d("okiba_wal_records_total", "Records made durable since start."),
+		walBytes:    d("okiba_wal_bytes_total", "Bytes made durable since start."),
+		moveSteps:   d("okiba_topic_move_steps_total", "Steps of the topic mover since start: one partition's records written into its segment files, or synced."),
+		moveRecords: d("okiba_topic_moved_records_total", "Topic records the mover wrote from the log into partition segment files since start."),
+		moveSyncs: d("okiba_topic_move_syncs_total",
+			"Fsyncs of partition segment files (and their directories) since start: the mover syncs once it has caught up, or once 8 MiB are written and not synced."),
 		corruptBodies: d("okiba_corrupt_bodies_total",
 			"Message bodies a receive found failing their checksum since start: quarantined as dead letters of reason corrupt, or delivered empty and marked where they could not move."),
 		dedupIDs:      d("okiba_dedup_ids", "Dedup ids remembered by every queue together (each costs about 240 bytes of memory and of checkpoint)."),
@@ -117,7 +122,7 @@ func (c *queueCollector) watch(b *broker.Broker) {
 // Describe sends every descriptor.
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.queues, c.healthy, c.messages, c.bytes, c.deadLetters, c.oldest, c.wait, c.sojourn,
-		c.deadLettered, c.walCommits, c.walSyncs, c.walRecords, c.walBytes, c.corruptBodies, c.bodyReadErrors,
+		c.deadLettered, c.walCommits, c.walSyncs, c.walRecords, c.walBytes, c.moveSteps, c.moveRecords, c.moveSyncs, c.corruptBodies, c.bodyReadErrors,
 		c.dedupIDs, c.dedupIDsLimit, c.queueDedupIDs, c.parkedGroups, c.diskFree, c.diskMark, c.diskReserve, c.diskMargin,
 		c.scrubTime, c.scrubDuration, c.scrubOK, c.scrubDamaged, c.scrubCorrupt, c.scrubBytes} {
 		ch <- d
@@ -151,6 +156,10 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	count(c.walSyncs, ls.Syncs)
 	count(c.walRecords, ls.Records)
 	count(c.walBytes, ls.Bytes)
+	ms := b.MoveStats()
+	count(c.moveSteps, ms.Steps)
+	count(c.moveRecords, ms.Records)
+	count(c.moveSyncs, ms.Syncs)
 	bs := b.BodyStats()
 	count(c.corruptBodies, bs.Corrupt)
 	count(c.bodyReadErrors, bs.ReadErrors)

@@ -10,9 +10,12 @@
 //	<base offset, 20 digits>.log   frames: | u32 length | u32 CRC32C of the rest | u64 offset | record |
 //	<base offset, 20 digits>.idx   every IndexEvery bytes of the log: | u32 offset − base | u32 file position |
 //
-// Offsets inside a file are dense and ascending. A file is written only at its end and
-// made durable by Sync; after a crash Open keeps each file's longest valid prefix (a torn
-// last frame is cut off) and rebuilds the newest file's index from its log. Memory is one
+// Offsets inside a file are dense and ascending. A file is written only at its end (Flush
+// writes without syncing) and made durable by Sync; a segment is synced whole when the
+// next one begins, so only the newest can hold records that are not durable. The newest
+// segment's index is never synced: after a crash Open keeps each file's longest valid
+// prefix (a torn last frame is cut off), rebuilds the newest file's index from its log and
+// syncs that log, so that what it reads back stays. Memory is one
 // small struct per segment file, and the index of the files being read, loaded on demand:
 // nothing per record.
 package partlog
@@ -24,10 +27,12 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/okiba/okiba/internal/vfs"
 )
@@ -76,14 +81,16 @@ type Partition struct {
 	pendEnd    uint64 // offset after the last pending record
 	dirSynced  bool
 	loaded     []*segment // sealed segments whose index is in memory, least recent first
+	fsyncs     atomic.Uint64
 }
 
 type segment struct {
-	base uint64
-	end  uint64 // offset after its last record (durable or pending)
-	size int64  // bytes of its log file written (durable once Sync returns)
-	f    vfs.File
-	idx  vfs.File
+	base   uint64
+	end    uint64 // offset after its last record (durable or pending)
+	size   int64  // bytes of its log file written (durable once Sync returns)
+	synced int64  // bytes of its log file known durable
+	f      vfs.File
+	idx    vfs.File
 	// index entries loaded for reading; nil until a reader needs them.
 	index []indexEntry
 	// lastIndexed is the file position of the last index entry written.
@@ -181,7 +188,7 @@ func (p *Partition) openSegment(base uint64, newest bool) (*segment, error) {
 		if err != nil || pos != size {
 			return nil, fmt.Errorf("partlog: %s: sealed segment is damaged at byte %d (%v)", lp, pos, err)
 		}
-		s.end, s.size = end, size
+		s.end, s.size, s.synced = end, size, size
 		if len(ents) > 0 {
 			s.lastIndexed = int64(ents[len(ents)-1].pos)
 		}
@@ -202,9 +209,11 @@ func (p *Partition) openSegment(base uint64, newest bool) (*segment, error) {
 		if err := f.Truncate(pos); err != nil {
 			return nil, fmt.Errorf("partlog: cut the torn tail of %s: %w", lp, err)
 		}
-		if err := f.Sync(); err != nil {
-			return nil, fmt.Errorf("partlog: sync %s: %w", lp, err)
-		}
+	}
+	// What the scan found may be written and not durable (Flush before a crash of the
+	// process, not of the machine): the caller takes it as durable, so it is made so.
+	if err := f.Sync(); err != nil {
+		return nil, fmt.Errorf("partlog: sync %s: %w", lp, err)
 	}
 	if err := idx.Truncate(0); err != nil {
 		return nil, err
@@ -214,10 +223,7 @@ func (p *Partition) openSegment(base uint64, newest bool) (*segment, error) {
 			return nil, err
 		}
 	}
-	if err := idx.Sync(); err != nil {
-		return nil, err
-	}
-	s.end, s.size = end, pos
+	s.end, s.size, s.synced = end, pos, pos
 	return s, nil
 }
 
@@ -328,7 +334,7 @@ func (p *Partition) Append(offset uint64, newSegment bool, rec []byte) error {
 		return fmt.Errorf("partlog: record of %d bytes", len(rec))
 	}
 	if len(p.segs) == 0 || newSegment {
-		if err := p.flushLocked(); err != nil {
+		if err := p.sealLocked(); err != nil {
 			return err
 		}
 		s, err := p.createSegment(offset)
@@ -380,6 +386,58 @@ func (p *Partition) createSegment(base uint64) (*segment, error) {
 	return &segment{base: base, end: base, f: f, idx: idx, lastIndexed: -IndexEvery, index: []indexEntry{}}, nil
 }
 
+// sealLocked makes the newest segment durable, log and index, before a new one begins:
+// only the newest segment is ever left to a later Sync, and a sealed segment's index is
+// trusted by Open.
+func (p *Partition) sealLocked() error {
+	if err := p.flushLocked(); err != nil {
+		return err
+	}
+	if len(p.segs) == 0 {
+		return nil
+	}
+	s := p.segs[len(p.segs)-1]
+	if s.synced < s.size {
+		p.fsyncs.Add(1)
+		if err := s.f.Sync(); err != nil {
+			return fmt.Errorf("partlog: sync %s: %w", p.dir, err)
+		}
+		s.synced = s.size
+	}
+	p.fsyncs.Add(1)
+	if err := s.idx.Sync(); err != nil {
+		return fmt.Errorf("partlog: sync index of %s: %w", p.dir, err)
+	}
+	return nil
+}
+
+// Flush writes what was appended without making it durable, and returns the offset after
+// the last record written. Readers do not see it before a Sync: until then the caller
+// keeps the records where they are durable (the log).
+func (p *Partition) Flush() (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.flushLocked(); err != nil {
+		return p.end, err
+	}
+	return p.pendEnd, nil
+}
+
+// Reserve makes room for n more bytes of records (their frames' headers included) to be
+// appended without the pending buffer growing by steps.
+func (p *Partition) Reserve(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = slices.Grow(p.pending, n)
+}
+
+// Written is the offset after the last record appended: Flush or Sync writes up to it.
+func (p *Partition) Written() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pendEnd
+}
+
 // flushLocked writes the pending frames of the newest segment (without syncing).
 func (p *Partition) flushLocked() error {
 	if len(p.pending) == 0 {
@@ -407,8 +465,10 @@ func (p *Partition) flushLocked() error {
 	return nil
 }
 
-// Sync writes what was appended and makes it durable: the files, and the directory
-// entries of new ones. It returns the offset after the last durable record.
+// Sync writes what was appended and makes it durable: the newest segment's log file
+// (older ones were synced when the next began; the newest's index Open rebuilds), and
+// the directory entries of new files. It returns the offset after the last durable
+// record.
 //
 // Sync holds the partition's lock through the write and the fsync: the one writer
 // is the caller, and readers of older segments wait at most one fsync.
@@ -418,23 +478,20 @@ func (p *Partition) Sync() (uint64, error) {
 	if err := p.flushLocked(); err != nil {
 		return p.end, err
 	}
-	// Every segment whose records are not all durable: the newest, and those a
-	// segment change flushed without syncing.
-	for _, s := range p.segs {
-		if s.end <= p.end || s.removed {
-			continue
-		}
-		if err := s.f.Sync(); err != nil {
-			return p.end, fmt.Errorf("partlog: sync %s: %w", p.dir, err)
-		}
-		if err := s.idx.Sync(); err != nil {
-			return p.end, fmt.Errorf("partlog: sync index of %s: %w", p.dir, err)
+	if n := len(p.segs); n > 0 {
+		if s := p.segs[n-1]; s.synced < s.size && !s.removed {
+			p.fsyncs.Add(1)
+			if err := s.f.Sync(); err != nil {
+				return p.end, fmt.Errorf("partlog: sync %s: %w", p.dir, err)
+			}
+			s.synced = s.size
 		}
 	}
 	if !p.dirSynced {
 		// The files' entries, and the entries of the directories above that Open may
 		// have created (topic, then partition).
 		for d, i := p.dir, 0; i < 3; d, i = filepath.Dir(d), i+1 {
+			p.fsyncs.Add(1)
 			if err := p.fs.SyncDir(d); err != nil {
 				return p.end, fmt.Errorf("partlog: sync %s: %w", d, err)
 			}
@@ -444,6 +501,9 @@ func (p *Partition) Sync() (uint64, error) {
 	p.end = p.pendEnd
 	return p.end, nil
 }
+
+// Fsyncs counts the fsyncs Sync has asked for (files, indexes and directories).
+func (p *Partition) Fsyncs() uint64 { return p.fsyncs.Load() }
 
 // RemoveBelow deletes every segment file whose records all lie below start. A file
 // that readers hold is unlinked when the last of them lets go.

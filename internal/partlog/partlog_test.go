@@ -361,3 +361,66 @@ func TestSequentialReaderReadsEachByteOnceInLargeReads(t *testing.T) {
 		t.Fatalf("%d reads of %d bytes on average, want large ones", reads, per)
 	}
 }
+
+// TestFlushedRecordsWaitForSyncAndOpenKeepsWhatItReads: Flush writes records without
+// making them durable or readable; a segment is synced whole when the next begins; the
+// newest segment's index is never synced and Open rebuilds it; and what Open reads back
+// after a crash of the process (the writes in the page cache) it makes durable, so that
+// a crash of the machine after it cannot take back records the caller took as moved.
+func TestFlushedRecordsWaitForSyncAndOpenKeepsWhatItReads(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMemFS()
+	p := mustOpen(t, fs)
+	fill(t, p, 0, 100, 1000)
+	for o := uint64(100); o < 150; o++ {
+		if err := p.Append(o, false, rec(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w, err := p.Flush(); err != nil || w != 150 || p.Written() != 150 || p.End() != 100 {
+		t.Fatalf("Flush: %d %v; written %d, end %d", w, err, p.Written(), p.End())
+	}
+	if _, err := p.Read(120, 10, 1<<20); !errors.Is(err, ErrNotRetained) {
+		t.Fatalf("read of a flushed, unsynced record: %v", err)
+	}
+	if q := mustOpen(t, fs.Crash()); q.End() != 100 {
+		t.Fatalf("a machine's crash kept %d records; only 100 were synced", q.End())
+	}
+
+	// The process dies; a new one opens the files (the page cache has the writes) and
+	// then the machine dies: the 150 it found stay.
+	q := mustOpen(t, fs)
+	if q.End() != 150 {
+		t.Fatalf("reopened after the process's crash: end %d, want the 150 written", q.End())
+	}
+	r := mustOpen(t, fs.Crash())
+	if r.End() != 150 {
+		t.Fatalf("the machine's crash after Open: end %d, want 150", r.End())
+	}
+	check(t, readAll(t, r, 0, 1000), 0, 150)
+
+	// A new segment seals the one before it, the records flushed into it included: a
+	// crash before any Sync keeps the sealed segment whole.
+	for o := uint64(150); o < 1200; o++ {
+		if err := q.Append(o, o == 1000, rec(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := q.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := fs.Crash()
+	if got := mustOpen(t, crashed).End(); got != 1000 {
+		t.Fatalf("crash after the seal, before a Sync: end %d, want the sealed segment's 1000", got)
+	}
+	// Synced, then crashed: the newest index, never synced, is rebuilt and used.
+	if end, err := q.Sync(); err != nil || end != 1200 {
+		t.Fatalf("Sync: %d %v", end, err)
+	}
+	s := mustOpen(t, fs.Crash())
+	if s.End() != 1200 {
+		t.Fatalf("after a sync and a crash: end %d", s.End())
+	}
+	check(t, readAll(t, s, 1150, 7), 1150, 1200)
+	check(t, readAll(t, s, 0, 1000), 0, 1200)
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/okiba/okiba/internal/codec"
 	"github.com/okiba/okiba/internal/partlog"
@@ -34,15 +35,22 @@ type partKey struct {
 }
 
 type tpart struct {
-	files    *partlog.Partition // nil until opened
-	moved    uint64             // offsets below lie in the files
-	start    uint64             // retention's start: offsets below are gone
-	tailBase uint64             // offset of tail[0]
+	files *partlog.Partition // nil until opened
+	moved uint64             // offsets below lie in the files, durably
+	// written: offsets below are written into the files (WriteTopics) but, from moved
+	// on, not yet synced. Those stay in the tail, holding their log segments, and are
+	// read from there; a crash leaves them to be written again.
+	written  uint64
+	unsynced int64  // bytes written from moved to written
+	start    uint64 // retention's start: offsets below are gone
+	tailBase uint64 // offset of tail[0]
 	tail     []tailEnt
 	// removeBelow is a retention deletion the mover has yet to do in the files.
 	removeBelow uint64
 	deleted     bool // the topic is gone: the mover removes the directory
 	moving      bool // the mover is writing to the files
+	// arena is the chunk the tail cache's next encodings go into (tailChunk).
+	arena []byte
 }
 
 type tailEnt struct {
@@ -59,12 +67,42 @@ type tailEnt struct {
 // beyond it are read back from the log, as all are after a restart.
 const tailCacheBytes = 32 << 20
 
+// tailChunk is the size of the chunks a partition's cached encodings are appended into,
+// one after another: an allocation of its own for every record was half of what keeping
+// them cost (Store.Published was a tenth of a publish benchmark's CPU). A chunk lives
+// while any of its records is in the tail, and tails drop from the front, so a partition
+// holds at most two chunks' worth beyond its cached records' bytes (which the budget
+// counts), and none once its tail is empty.
+const tailChunk = 64 << 10
+
 // topicState is the store's part for topics, under the store's mutex.
 type topicState struct {
 	fs     vfs.FS
 	dir    string // <data dir>/topics; "" keeps nothing on disk (tests of the store alone)
 	parts  map[partKey]*tpart
 	cached int64 // bytes of tail entries' raw
+	// unsynced is the bytes written into partition files and not yet synced, across
+	// partitions (WriteTopics syncs once it reaches moveSyncBytes).
+	unsynced  int64
+	syncBytes int64 // moveSyncBytes unless a test sets it
+	stats     moveCounters
+}
+
+// moveCounters count the mover's work since the store was made (MoveStats).
+type moveCounters struct {
+	steps, records, syncs atomic.Uint64
+}
+
+// MoveStats is what the mover has done since start: partition steps (one write and
+// sync of one partition's files), records moved, and fsyncs of partition files.
+type MoveStats struct {
+	Steps, Records, Syncs uint64
+}
+
+// MoveStats returns the mover's counters.
+func (s *Store) MoveStats() MoveStats {
+	c := &s.topics.stats
+	return MoveStats{Steps: c.steps.Load(), Records: c.records.Load(), Syncs: c.syncs.Load()}
 }
 
 func (s *Store) tp(k partKey) *tpart {
@@ -93,10 +131,25 @@ func (s *Store) openLocked(k partKey, p *tpart) error {
 	if err != nil {
 		return err
 	}
+	if end := f.End(); end < p.moved {
+		// The files end before what the store counts as moved: retention raised moved
+		// over records written and not synced (Truncated), and a crash took them back,
+		// with the files' deletion. Everything below the start is retention's: it goes.
+		// Short of the start, the files lost records they had synced.
+		if p.moved > p.start {
+			f.Close()
+			return fmt.Errorf("payload: partition %d/%d: the files end at offset %d, short of %d, which they had made durable (retained from %d)", k.topic, k.part, end, p.moved, p.start)
+		}
+		if err := f.RemoveBelow(p.start); err != nil {
+			f.Close()
+			return err
+		}
+	}
 	p.files = f
 	if end := f.End(); end > p.moved {
 		p.moved = end
 	}
+	p.written = max(p.written, p.moved)
 	s.dropTailBelow(p, max(p.moved, p.start))
 	return nil
 }
@@ -114,6 +167,7 @@ func (s *Store) dropTailBelow(p *tpart, off uint64) {
 	switch {
 	case len(p.tail) == 0:
 		p.tail = nil
+		p.arena = nil // an idle partition keeps no chunk
 		p.tailBase = max(p.tailBase, off)
 	case len(p.tail) < cap(p.tail)/4 && cap(p.tail) > 1024:
 		// Slicing from the front keeps the whole array: once most of it is behind, the
@@ -122,6 +176,9 @@ func (s *Store) dropTailBelow(p *tpart, off uint64) {
 		p.tail = append(make([]tailEnt, 0, 2*len(p.tail)), p.tail...)
 	}
 }
+
+// writeFrom is the first offset the mover has yet to write into p's files.
+func (p *tpart) writeFrom() uint64 { return max(p.written, p.moved, p.tailBase) }
 
 // recordSize is what a tail entry counts against its log segment.
 func recordSize(r *topic.PublishRecord) uint32 {
@@ -153,7 +210,14 @@ func (s *Store) Published(topicID uint64, part int, offset uint64, newSeg bool, 
 	size := recordSize(r)
 	e := tailEnt{pos: s.cur, size: size, newSeg: newSeg}
 	if s.topics.cached+int64(size)+64 <= tailCacheBytes {
-		e.raw = r.AppendTo(make([]byte, 0, size+64))
+		if cap(p.arena)-len(p.arena) < int(size)+64 {
+			p.arena = make([]byte, 0, max(tailChunk, int(size)+64))
+		}
+		// Should the estimate fall short, AppendTo moves the chunk, and the record is
+		// still the new array's own bytes.
+		at := len(p.arena)
+		p.arena = r.AppendTo(p.arena)
+		e.raw = p.arena[at:len(p.arena):len(p.arena)]
 		s.topics.cached += int64(len(e.raw))
 	}
 	p.tail = append(p.tail, e)
@@ -205,20 +269,42 @@ func (s *Store) fail(err error) {
 // moveBatch bounds the records one partition moves in one step.
 const moveBatch = 4096
 
+// moveSyncBytes is how much WriteTopics leaves written and not synced across partitions
+// before it syncs them: each fsync of a partition file cost as much CPU as a few hundred
+// records' writes (in a publish benchmark the files' fsyncs, two a step, were a tenth of
+// the broker's CPU), and what is not synced keeps its records in the tail, so it is a
+// quarter of the tail cache's budget, leaving the rest for the records not yet written.
+const moveSyncBytes = tailCacheBytes / 4
+
 type moveWork struct {
 	k       partKey
 	p       *tpart
 	files   *partlog.Partition
 	base    uint64
 	ents    []tailEnt
+	bytes   int64 // of ents
 	remove  uint64
 	deleted bool
+	sync    bool
 }
 
-// MoveTopics moves tail records into their partitions' files, does the file deletions
-// retention asked for and removes deleted topics' directories. It returns how many
-// records it moved; more reports whether tails remain (the caller calls again).
+// MoveTopics moves tail records into their partitions' files and syncs them, does the
+// file deletions retention asked for and removes deleted topics' directories. It returns
+// how many records it moved; more reports whether tails remain (the caller calls again).
+// Once it returns with more false, no tail holds a record the files hold durably.
 func (s *Store) MoveTopics(ctx context.Context) (moved int, more bool, err error) {
+	return s.moveTopics(ctx, true)
+}
+
+// WriteTopics is MoveTopics that leaves the sync of the files for later, for a caller
+// that knows more records are coming: it syncs only once the bytes written and not
+// synced reach moveSyncBytes. Records written and not synced stay in their tails (and
+// keep their log segments) until a sync covers them; MoveTopics syncs whatever is left.
+func (s *Store) WriteTopics(ctx context.Context) (moved int, more bool, err error) {
+	return s.moveTopics(ctx, false)
+}
+
+func (s *Store) moveTopics(ctx context.Context, syncAll bool) (moved int, more bool, err error) {
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
@@ -230,6 +316,7 @@ func (s *Store) MoveTopics(ctx context.Context) (moved int, more bool, err error
 		return 0, false, nil
 	}
 	var work []moveWork
+	var writing int64 // bytes the step writes
 	keys := make([]partKey, 0, len(s.topics.parts))
 	for k := range s.topics.parts {
 		keys = append(keys, k)
@@ -261,22 +348,42 @@ func (s *Store) MoveTopics(ctx context.Context) (moved int, more bool, err error
 			s.mu.Unlock()
 			return 0, false, fmt.Errorf("payload: open partition %d/%d: %w", k.topic, k.part, err)
 		}
-		w := moveWork{k: k, p: p, files: p.files, base: p.tailBase, remove: p.removeBelow}
-		n := min(len(p.tail), moveBatch)
-		if n < len(p.tail) {
+		from := p.writeFrom()
+		w := moveWork{k: k, p: p, files: p.files, base: from, remove: p.removeBelow}
+		left := p.tail[from-p.tailBase:]
+		n := min(len(left), moveBatch)
+		if n < len(left) {
 			more = true
 		}
-		w.ents = append([]tailEnt(nil), p.tail[:n]...)
+		w.ents = append([]tailEnt(nil), left[:n]...)
 		for _, e := range w.ents {
 			s.pins[e.pos.Segment()]++
+			w.bytes += int64(e.size)
 		}
-		if n == 0 && w.remove == 0 {
+		if n == 0 && w.remove == 0 && p.unsynced == 0 && from == p.moved {
 			continue
 		}
 		p.removeBelow = 0
 		p.moving = true
 		work = append(work, w)
+		writing += w.bytes
 	}
+	// Sync every partition in this step, or none: the bytes this step writes count.
+	bound := s.topics.syncBytes
+	if bound == 0 {
+		bound = moveSyncBytes
+	}
+	syncNow := syncAll || s.topics.unsynced+writing >= bound
+	kept := work[:0]
+	for _, w := range work {
+		w.sync = syncNow || w.deleted
+		if !w.sync && len(w.ents) == 0 && w.remove == 0 {
+			w.p.moving = false // only a sync to do, and it waits
+			continue
+		}
+		kept = append(kept, w)
+	}
+	work = kept
 	s.mu.Unlock()
 
 	for i := range work {
@@ -292,28 +399,44 @@ func (s *Store) MoveTopics(ctx context.Context) (moved int, more bool, err error
 		}
 		s.mu.Lock()
 		for _, e := range w.ents {
-			if s.pins[e.pos.Segment()]--; s.pins[e.pos.Segment()] <= 0 {
-				delete(s.pins, e.pos.Segment())
-			}
+			s.unpinLocked(e.pos)
 		}
-		w.p.moving = false
-		if w.deleted && err == nil {
+		p := w.p
+		p.moving = false
+		switch {
+		case w.deleted && err == nil:
+			s.topics.unsynced -= p.unsynced
 			delete(s.topics.parts, w.k)
-		} else if err == nil {
-			if end > w.p.moved {
-				w.p.moved = end
+		case err == nil && w.sync:
+			s.topics.unsynced -= p.unsynced
+			p.unsynced = 0
+			p.moved = max(p.moved, end)
+			p.written = max(p.written, p.moved)
+			s.dropTailBelow(p, p.moved)
+		case err == nil:
+			if end > p.written {
+				p.written = end
+				p.unsynced += w.bytes
+				s.topics.unsynced += w.bytes
 			}
-			s.dropTailBelow(w.p, w.p.moved)
-		} else if w.remove > w.p.removeBelow {
-			w.p.removeBelow = w.remove
+		default:
+			if w.remove > p.removeBelow {
+				p.removeBelow = w.remove
+			}
 		}
 		s.mu.Unlock()
 	}
 	return moved, more, err
 }
 
+func (s *Store) unpinLocked(pos wal.Pos) {
+	if s.pins[pos.Segment()]--; s.pins[pos.Segment()] <= 0 {
+		delete(s.pins, pos.Segment())
+	}
+}
+
 // moveOne does one partition's step without the store's lock: deletions first, then the
-// records, then one sync.
+// records, then one sync (or, when w.sync is false, only their write).
 func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 	if w.deleted {
 		if w.files != nil {
@@ -330,7 +453,13 @@ func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 		}
 	}
 	if len(w.ents) == 0 {
-		return w.files.End(), 0, nil
+		if w.sync {
+			before := w.files.Fsyncs()
+			end, err := w.files.Sync()
+			s.countStep(w, w.files.Fsyncs()-before)
+			return end, 0, err
+		}
+		return w.files.Written(), 0, nil
 	}
 	// A record goes into the files only once the log holds it durably: a crash must not
 	// leave the files with a record the log lost (and then give its offset to another).
@@ -344,8 +473,11 @@ func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 			return 0, 0, fmt.Errorf("payload: partition %d/%d: %w", w.k.topic, w.k.part, err)
 		}
 	}
+	// One buffer for the step's frames (16 bytes of header each), not one grown by steps.
+	w.files.Reserve(int(w.bytes) + 80*len(w.ents))
+	before := w.files.Fsyncs()
 	off := w.base
-	skip := w.files.End() // records the files hold already (a previous step's)
+	skip := w.files.Written() // records the files hold already (a previous step's)
 	for _, e := range w.ents {
 		if off >= skip {
 			// A cached record is the store's own encoding of the publish it was told of
@@ -372,8 +504,23 @@ func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 		}
 		off++
 	}
-	end, err := w.files.Sync()
+	var end uint64
+	var err error
+	if w.sync {
+		end, err = w.files.Sync()
+	} else {
+		end, err = w.files.Flush()
+	}
+	s.countStep(w, w.files.Fsyncs()-before)
 	return end, len(w.ents), err
+}
+
+// countStep counts one partition's step of the mover.
+func (s *Store) countStep(w *moveWork, syncs uint64) {
+	st := &s.topics.stats
+	st.steps.Add(1)
+	st.records.Add(uint64(len(w.ents)))
+	st.syncs.Add(syncs)
 }
 
 // checkPublish checks that raw holds the publish of offset in partition k, and returns it

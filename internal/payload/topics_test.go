@@ -25,6 +25,7 @@ type tenv struct {
 	snap  []byte // the machine's checkpoint
 	sect  []byte // the store's topic section, taken with it
 	since wal.Pos
+	seg   int64 // the log's segment size; 0: segSize
 }
 
 func (e *tenv) Emit(r topic.Record) {
@@ -49,7 +50,11 @@ func newTenv(t *testing.T) *tenv {
 
 func (e *tenv) openLog(from wal.Pos, replay func(wal.Pos, []byte) error) {
 	e.t.Helper()
-	l, err := wal.Open(wal.Options{FS: e.fs, Dir: "/wal", SegmentSize: segSize, NoPrecreate: true}, from, func(p wal.Pos, raw []byte) error {
+	size := int64(segSize)
+	if e.seg != 0 {
+		size = e.seg
+	}
+	l, err := wal.Open(wal.Options{FS: e.fs, Dir: "/wal", SegmentSize: size, NoPrecreate: true}, from, func(p wal.Pos, raw []byte) error {
 		if replay == nil {
 			return nil
 		}
@@ -273,5 +278,184 @@ func TestTopicStoreSurvivesACrash(t *testing.T) {
 	}
 	if total != 1000 {
 		t.Fatalf("read %d records after moving, want 1000", total)
+	}
+}
+
+// recoverTenv recovers from a crashed disk the way the broker does: the machine's
+// checkpoint and the store's section, then the log replayed from ckpt.
+func recoverTenv(t *testing.T, crashed *vfs.MemFS, now int64, snap, sect []byte, ckpt wal.Pos) *tenv {
+	t.Helper()
+	r := &tenv{t: t, fs: crashed, now: now}
+	r.s = New(Config{FS: crashed, TopicsDir: "/topics"})
+	m, err := topic.Restore(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.m = m
+	m.SetBodies(r.s)
+	if err := r.s.RestoreTopics(sect); err != nil {
+		t.Fatal(err)
+	}
+	r.openLog(ckpt, func(p wal.Pos, raw []byte) error {
+		rec, err := topic.DecodeRecordShared(raw)
+		if err != nil {
+			return err
+		}
+		r.s.At(p, true)
+		return m.Apply(rec)
+	})
+	return r
+}
+
+// TestTopicWrittenNotSyncedStaysInTheLog: records WriteTopics wrote into the partition
+// files without syncing them stay in the tails, holding their log segments, until a sync;
+// a crash then, with the files' unsynced bytes lost or kept, loses none of them.
+func TestTopicWrittenNotSyncedStaysInTheLog(t *testing.T) {
+	t.Parallel()
+	e := newTenv(t)
+	cfg := topic.DefaultConfig()
+	cfg.Partitions = 2
+	if _, err := e.m.PutTopic(e.now, e, "t", cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.publish("t", 300)
+	e.move()
+	snap, sect, ckpt := e.m.AppendSnapshot(nil), e.s.TopicSection(), e.log.End()
+	e.publish("t", 300)
+	for {
+		_, more, err := e.s.WriteTopics(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !more {
+			break
+		}
+	}
+	p0 := e.s.topics.parts[partKey{1, 0}]
+	if recs, _ := e.s.TopicBacklog(); recs != 300 {
+		t.Fatalf("backlog %d after writing without a sync, want the 300 written", recs)
+	}
+	if p0.written != p0.files.Written() || p0.written <= p0.moved || p0.moved != p0.files.End() {
+		t.Fatalf("partition 0: written %d (the files' %d), synced %d (the files' %d): the write did not reach the files, or was synced",
+			p0.written, p0.files.Written(), p0.moved, p0.files.End())
+	}
+	if len(e.s.Usage()) == 0 {
+		t.Fatal("the log's segments were let go before the files were synced")
+	}
+	if got := e.readAll("t", 0) + e.readAll("t", 1); got != 600 {
+		t.Fatalf("read %d records before the crash, want 600", got)
+	}
+	for _, c := range []struct {
+		name string
+		disk *vfs.MemFS
+	}{
+		{"the files' unsynced bytes lost", e.fs.Crash()},
+		{"the files' unsynced bytes kept", e.fs.CrashWith(func(_ string, _, cur []byte) []byte { return cur })},
+	} {
+		r := recoverTenv(t, c.disk, e.now, snap, sect, ckpt)
+		if got := r.readAll("t", 0) + r.readAll("t", 1); got != 600 {
+			t.Fatalf("%s: read %d records after the crash, want 600", c.name, got)
+		}
+		r.move()
+		if recs, _ := r.s.TopicBacklog(); recs != 0 {
+			t.Fatalf("%s: backlog %d after moving", c.name, recs)
+		}
+		if got := r.readAll("t", 0) + r.readAll("t", 1); got != 600 {
+			t.Fatalf("%s: read %d records after moving, want 600", c.name, got)
+		}
+	}
+	// The sync: the tails go, and the log with them.
+	e.move()
+	if recs, _ := e.s.TopicBacklog(); recs != 0 {
+		t.Fatalf("backlog %d after the sync", recs)
+	}
+	if u := e.s.Usage(); len(u) != 0 {
+		t.Fatalf("log usage after the sync: %v", u)
+	}
+}
+
+// TestTopicWriteSyncsOnceEnoughIsUnsynced: WriteTopics alone syncs once the bytes it
+// wrote and did not sync reach moveSyncBytes (1 MiB here), so that a mover that is never
+// idle does not keep the log without bound.
+func TestTopicWriteSyncsOnceEnoughIsUnsynced(t *testing.T) {
+	t.Parallel()
+	e := &tenv{t: t, fs: vfs.NewMemFS(), now: 1_700_000_000_000, seg: 8 << 20}
+	e.s = New(Config{FS: e.fs, TopicsDir: "/topics"})
+	const bound = 1 << 20
+	e.s.topics.syncBytes = bound
+	e.m = topic.New()
+	e.m.SetBodies(e.s)
+	e.openLog(0, nil)
+	cfg := topic.DefaultConfig()
+	cfg.Partitions = 2
+	if _, err := e.m.PutTopic(e.now, e, "t", cfg); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 16<<10)
+	in := make([]topic.PublishInput, 16) // 256 KiB a publish
+	for i := range in {
+		in[i] = topic.PublishInput{Partition: topic.AnyPartition, Body: body}
+	}
+	var maxBacklog int64
+	const publishes = 3 * bound / (256 << 10)
+	for i := 0; i < publishes; i++ {
+		if _, err := e.m.Publish(e.now, e, "t", in); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.s.WriteTopics(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		_, b := e.s.TopicBacklog()
+		maxBacklog = max(maxBacklog, b)
+	}
+	st := e.s.MoveStats()
+	if st.Syncs < 2 || st.Records != uint64(len(in)*publishes) {
+		t.Fatalf("mover stats %+v after writing %d records of %d bytes", st, len(in)*publishes, len(body))
+	}
+	if maxBacklog > bound+256<<10 {
+		t.Fatalf("the tails held %d bytes: more than %d unsynced and one publish", maxBacklog, bound)
+	}
+}
+
+// TestTopicRetentionOfRecordsWrittenNotSyncedThenACrash: retention deletes every record
+// of a partition while the files hold them written and not synced, the mover deletes the
+// files, a checkpoint is taken, and the machine crashes before the directory's change is
+// durable: the files come back with less than the checkpoint counts as moved. That is
+// retention's (all of it below the partition's start), and the partition goes on.
+func TestTopicRetentionOfRecordsWrittenNotSyncedThenACrash(t *testing.T) {
+	t.Parallel()
+	e := newTenv(t)
+	cfg := topic.DefaultConfig()
+	cfg.RetentionAge = 10 * time.Second
+	if _, err := e.m.PutTopic(e.now, e, "t", cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.publish("t", 50)
+	e.move() // the files and their directory durable, with 50 records
+	e.publish("t", 50)
+	write := func() {
+		for {
+			_, more, err := e.s.WriteTopics(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !more {
+				return
+			}
+		}
+	}
+	write() // 50 more, not synced
+	e.now += 20_000
+	e.m.Tick(e.now, e) // everything expires
+	write()            // the mover deletes the files, and syncs nothing
+	if ti, _ := e.m.Topic("t"); ti.Partitions[0].Start != 100 || ti.Records != 0 {
+		t.Fatalf("after retention: %+v", ti.Partitions[0])
+	}
+	snap, sect, ckpt := e.m.AppendSnapshot(nil), e.s.TopicSection(), e.log.End()
+	r := recoverTenv(t, e.fs.Crash(), e.now, snap, sect, ckpt)
+	r.publish("t", 5)
+	r.move()
+	if got := r.readAll("t", 0); got != 5 {
+		t.Fatalf("read %d records after the crash and 5 publishes", got)
 	}
 }
