@@ -65,6 +65,13 @@ func statusOnceRun(t *testing.T, m *member, before Status, cmds uint64) Status {
 	return st
 }
 
+// settled returns m's status once it has noted everything its broker applied, so that
+// counts taken from it before a step do not lag the steps before.
+func settled(t *testing.T, m *member) Status {
+	t.Helper()
+	return statusOnceRun(t, m, m.raft.Status(), 0)
+}
+
 func peekAll(t *testing.T, m *member, q string) []broker.PeekedMessage {
 	t.Helper()
 	ms, err := m.b.Peek(context.Background(), q, 0, 1000)
@@ -96,7 +103,7 @@ func TestConcurrentSendsShareEntries(t *testing.T) {
 	for i := range bodies {
 		bodies[i] = fmt.Appendf(nil, "m%04d", i)
 	}
-	before := l.raft.Status()
+	before := settled(t, l)
 	res, errs := sendHeld(t, l, "jobs", bodies, nil)
 	for i, err := range errs {
 		if err != nil {
@@ -115,7 +122,7 @@ func TestConcurrentSendsShareEntries(t *testing.T) {
 	for i := range big {
 		big[i] = bytes.Repeat([]byte{byte('a' + i)}, 3000)
 	}
-	before = l.raft.Status()
+	before = settled(t, l)
 	bigRes, errs := sendHeld(t, l, "jobs", big, nil)
 	for i, err := range errs {
 		if err != nil {
@@ -203,7 +210,7 @@ func TestLostBatchFailsEveryCommand(t *testing.T) {
 	for i := range first {
 		first[i] = fmt.Appendf(nil, "m%04d", i)
 	}
-	before := l.raft.Status()
+	before := settled(t, l)
 	if _, errs := sendHeld(t, l, "jobs", first, nil); errors.Join(errs...) != nil {
 		t.Fatalf("sends: %v", errors.Join(errs...))
 	}
@@ -215,7 +222,7 @@ func TestLostBatchFailsEveryCommand(t *testing.T) {
 	for i := range bodies {
 		bodies[i] = fmt.Appendf(nil, "lost%02d", i)
 	}
-	before = l.raft.Status()
+	before = settled(t, l)
 	_, errs := sendHeld(t, l, "jobs", bodies, func() { l.cut.Store(true) })
 	for i, err := range errs {
 		if !errors.Is(err, ErrLost) {
@@ -269,7 +276,7 @@ func TestCheckpointSealsTheEntryOfItsLastCommand(t *testing.T) {
 		_, err := l.b.Send(context.Background(), "jobs", []queue.SendInput{{Payload: queue.Payload{Body: []byte(body)}, Delay: -1}})
 		errs <- err
 	}
-	before := l.raft.Status()
+	before := settled(t, l)
 	l.raft.holdProposals.Store(true)
 	errs := make(chan error, 3)
 	go send("a", errs)
