@@ -159,10 +159,10 @@ func TestStateTransfersResume(t *testing.T) {
 		}
 	}
 	c.stop(f)
-	// One at a time, an entry each: the log must outgrow SnapshotEntries (concurrent
-	// sends would share entries).
-	for i := range 150 {
-		sendN(t, l.b, "jobs", i, 1)
+	// Three at a time, at least an entry each three: the log must outgrow SnapshotEntries
+	// (150 concurrent sends may share a few entries).
+	for i := 0; i < 150; i += 3 {
+		sendN(t, l.b, "jobs", i, 3)
 	}
 	c.checkpointAll()
 	// Concurrent sends share entries: the log is as long as the leader made it.
