@@ -238,6 +238,9 @@ func (b *Broker) checkpoint(ctx context.Context, mode ckptMode) error {
 	topics, topicSection := b.t.AppendSnapshot(nil), b.store.TopicSection()
 	encoded := time.Since(locked)
 	applied, proposal := b.applied, b.lastTicket.p
+	if proposal != nil {
+		b.repl.Seal() // the state ends with an entry: proposal's index says what it holds
+	}
 	principals := b.a.AppendSnapshot(nil)
 	pos := b.log.End()
 	t := b.lastTicket

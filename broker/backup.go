@@ -98,6 +98,9 @@ func (b *Broker) Backup(ctx context.Context, w io.Writer) (BackupInfo, error) {
 	queues := len(b.m.Queues(""))
 	pin := b.store.Pin(refs)
 	t, applied := b.lastTicket, b.applied
+	if t.p != nil {
+		b.repl.Seal() // the state ends with an entry: t.p's index says what it holds
+	}
 	b.mu.Unlock()
 	defer pin.Release()
 	if err := t.Wait(ctx); err != nil {

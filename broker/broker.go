@@ -278,14 +278,17 @@ type Broker struct {
 	// the term this node runs commands in and its proposals in it; the proposals not yet
 	// known committed, with their records' end in the log; the mover's gate; and fenced,
 	// set once the machines hold effects that will not commit, until Rebuild.
-	repl       Replication
-	applied    uint64
-	term, seq  uint64
-	proposed   []proposed
-	commits    *commitGate
-	fenced     bool
-	limitsTerm uint64
-	ckptPos    wal.Pos
+	repl    Replication
+	applied uint64
+	// replayedOwn is, after a replay, this node's proposal (term, seq) whose group the
+	// replay applied last, at applied, if the last group was one (ReplayedOwn).
+	replayedOwn [2]uint64
+	term, seq   uint64
+	proposed    []proposed
+	commits     *commitGate
+	fenced      bool
+	limitsTerm  uint64
+	ckptPos     wal.Pos
 	// ckptApplied is the applied index of the last durable checkpoint: a cluster's raft
 	// log may drop the entries up to it (CheckpointedApplied).
 	ckptApplied uint64
@@ -497,6 +500,7 @@ func (b *Broker) reset() {
 	b.ckptApplied = 0
 	b.closed = false
 	b.applied, b.term, b.seq, b.proposed, b.limitsTerm = 0, 0, 0, nil, 0
+	b.replayedOwn = [2]uint64{}
 	b.recovery = Recovery{}
 	b.sink = sink{store: b.store, cluster: b.repl != nil}
 	b.tsink = topicSink{&b.sink}
@@ -595,7 +599,7 @@ func (b *Broker) open(start time.Time, held bool) error {
 	if groups != nil {
 		// A cluster's leader brings time and limits up to date, through the log, once
 		// it leads (tickLocked); a follower only applies.
-		b.applied = groups.applied
+		b.applied, b.replayedOwn = groups.applied, groups.own
 		b.commits.advance(b.log.End())
 	} else {
 		b.m.AdvanceAll(b.nowLocked(), &b.sink)
@@ -861,7 +865,8 @@ func (b *Broker) startCommandLocked() error {
 }
 
 // endCommandLocked makes what the command wrote the ticket its answer waits for: in a
-// cluster, its records proposed as one entry.
+// cluster, its records proposed (the Replication may coalesce them with the next
+// commands' into one entry).
 func (b *Broker) endCommandLocked(now int64) {
 	if b.sink.n == 0 || b.sink.err != nil {
 		return

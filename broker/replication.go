@@ -17,12 +17,14 @@ import (
 // The leader runs commands as a single node does, on its own machines, and its sink
 // writes their records to its own log as usual — so the payload store knows where each
 // body lies — each command's records behind a marker frame naming the proposal (term,
-// seq). When the command ends, its records are proposed as one entry, and its answer
-// waits for the entry to be committed (and for its own log, as before). The leader's
-// machines are thus speculative: the committed entries followed by its pending
-// proposals, in order. Followers run no commands: the cluster hands each committed
-// entry to ApplyReplicated, which writes its records to the follower's own log behind a
-// marker naming the entry's index, and applies them.
+// seq). When the command ends, its records are proposed, and its answer waits for the
+// entry that carries them to be committed (and for its own log, as before). The
+// Replication may put several proposals, one after the other, into one entry: they then
+// share its index. The leader's machines are thus speculative: the committed entries
+// followed by its pending proposals, in order. Followers run no commands: the cluster
+// hands each committed entry to ApplyReplicated, which writes its records (every
+// command's) to the follower's own log behind a marker naming the entry's index, and
+// applies them.
 //
 // When the speculation cannot come true (the leader lost its term with proposals
 // pending), the cluster fences the broker and calls Rebuild: the broker drops its
@@ -43,6 +45,11 @@ type Replication interface {
 	// broker's lock, in the order in which the commands ran, and must not block. The
 	// Proposal says when (and whether) the entry is committed.
 	Propose(term, seq uint64, now int64, recs [][]byte) *Proposal
+	// Seal makes the proposal handed over last the last of its entry: the next one goes
+	// into another. A checkpoint or backup of a leader's state calls it, under the lock,
+	// so that the state holds whole entries and the index of its last proposal's entry
+	// says what it holds. Called under the broker's lock; must not block.
+	Seal()
 	// Committed returns the index of this node's proposal (term, seq) if the log holds
 	// it committed.
 	Committed(term, seq uint64) (index uint64, ok bool)
@@ -119,12 +126,16 @@ type groupReplay struct {
 	repl    Replication
 	applied uint64 // the last entry applied
 	skip    bool   // the current group is not applied
+	// own is the last group applied when it is this node's proposal (term, seq): the
+	// next proposal of the term may be in the same entry. Zero after any other group.
+	own [2]uint64
 }
 
 // marker starts a group at a marker frame.
 func (g *groupReplay) marker(raw []byte) error {
 	var idx uint64
-	var ok bool
+	var ok, next bool
+	var own [2]uint64
 	switch raw[0] {
 	case frameGroupOwn:
 		term, n := binary.Uvarint(raw[1:])
@@ -133,6 +144,10 @@ func (g *groupReplay) marker(raw []byte) error {
 			return fmt.Errorf("bad group marker %x", raw)
 		}
 		idx, ok = g.repl.Committed(term, seq)
+		own = [2]uint64{term, seq}
+		// The proposal right after the last one applied, committed in the same entry:
+		// the rest of that entry, not a repeat.
+		next = ok && idx == g.applied && g.own[0] == term && g.own[1]+1 == seq
 	case frameGroupApplied:
 		v, n := binary.Uvarint(raw[1:])
 		if n <= 0 {
@@ -143,10 +158,11 @@ func (g *groupReplay) marker(raw []byte) error {
 	// Entries without records (a new leader's, configuration changes) leave no group,
 	// so the next group's index may jump; but a group always follows every committed
 	// group before it in the log, which is written in apply order, so a group at or below
-	// the last applied is a repeat (an entry a rebuild applied again) or an orphan.
-	g.skip = !ok || idx <= g.applied
+	// the last applied is a repeat (an entry a rebuild applied again) or an orphan —
+	// unless it is the next of this node's proposals in the entry just applied.
+	g.skip = !ok || (idx <= g.applied && !next)
 	if !g.skip {
-		g.applied = idx
+		g.applied, g.own = idx, own
 	}
 	return nil
 }
@@ -174,7 +190,9 @@ func (b *Broker) CheckpointedApplied() uint64 {
 func (b *Broker) NoteCommitted(index uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.applied = max(b.applied, index)
+	if index > b.applied {
+		b.applied, b.replayedOwn = index, [2]uint64{}
+	}
 	for len(b.proposed) > 0 {
 		f := b.proposed[0]
 		select {
@@ -239,11 +257,12 @@ func (g *commitGate) wait(ctx context.Context, pos wal.Pos) error {
 	}
 }
 
-// ApplyReplicated applies a committed entry of another node's proposal (at index, run at
-// now) to a follower's machines: its records go into this node's log behind a marker,
-// the payload store learns where, and the machines apply them as a replay does. It
-// returns once they are in the log (not yet durable: the raft log is). Entries must come
-// in order, each the one after Applied; an earlier one is ignored.
+// ApplyReplicated applies a committed entry of another node's proposals (at index, the
+// last of them run at now) to a follower's machines: the records of all its commands, in
+// order, go into this node's log behind one marker, the payload store learns where, and
+// the machines apply them as a replay does. It returns once they are in the log (not yet
+// durable: the raft log is). Entries must come in order, each the one after Applied,
+// each in one call (an entry is applied whole or not at all); an earlier one is ignored.
 func (b *Broker) ApplyReplicated(index uint64, now int64, recs [][]byte) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -287,8 +306,89 @@ func (b *Broker) ApplyReplicated(index uint64, now int64, recs [][]byte) error {
 	if len(recs) > 0 {
 		b.commits.advance(b.sink.lastPos)
 	}
-	b.applied = index
+	b.applied, b.replayedOwn = index, [2]uint64{}
 	if len(recs) > 0 {
+		b.lastTicket = ticket{w: b.sink.last}
+	}
+	b.afterLocked()
+	b.sink.n = 0
+	return nil
+}
+
+// ReplayedOwn returns, after Open or Rebuild and before anything else is applied, the
+// proposal of this node (term, seq) whose group the replay of its own log applied last,
+// and the committed entry it is in (Applied); term 0 when the last group applied was
+// not one. The entry may carry proposals after it that the log's tail lost (a power
+// loss before the broker's log was durable, the entry committed on the others'
+// disks): CompleteEntry applies them.
+func (b *Broker) ReplayedOwn() (index, term, seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.applied, b.replayedOwn[0], b.replayedOwn[1]
+}
+
+// OwnCommand is one of this node's proposals in a committed entry: its id in its term
+// and its records.
+type OwnCommand struct {
+	Term, Seq uint64
+	Records   [][]byte
+}
+
+// CompleteEntry applies the proposals of this node that the committed entry at index
+// (Applied) carries after the one ReplayedOwn names, which the broker's log lost: each
+// goes into the log behind its own marker, as the leader wrote it, so that a later
+// replay takes them as the rest of the entry, and the machines apply them as a replay
+// does. cmds must follow ReplayedOwn's proposal, in order, with no gap.
+func (b *Broker) CompleteEntry(index uint64, cmds []OwnCommand) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	last := b.replayedOwn
+	if index != b.applied || last[0] == 0 {
+		return fmt.Errorf("broker: complete entry %d: the replay ended at entry %d with proposal %d/%d", index, b.applied, last[0], last[1])
+	}
+	for _, c := range cmds {
+		if c.Term != last[0] || c.Seq != last[1]+1 {
+			return fmt.Errorf("broker: complete entry %d: proposal %d/%d does not follow %d/%d", index, c.Term, c.Seq, last[0], last[1])
+		}
+		last = [2]uint64{c.Term, c.Seq}
+	}
+	if err := b.log.Err(); err != nil {
+		return fmt.Errorf("%w (%v)", ErrStorageFailed, err)
+	}
+	topics, any := false, false
+	for _, c := range cmds {
+		if len(c.Records) == 0 {
+			continue
+		}
+		marker := binary.AppendUvarint([]byte{frameGroupOwn}, c.Term)
+		marker = binary.AppendUvarint(marker, c.Seq)
+		if _, _, err := b.log.Append(marker); err != nil {
+			return err
+		}
+		for i, raw := range c.Records {
+			pos, t, err := b.log.Append(raw)
+			if err != nil {
+				return err
+			}
+			b.sink.last, b.sink.lastPos = t, pos
+			b.sink.n++
+			b.sink.total++
+			if err := b.replay(pos, raw); err != nil {
+				return fmt.Errorf("broker: complete entry %d, proposal %d/%d, record %d: %w", index, c.Term, c.Seq, i, err)
+			}
+			topics = topics || (raw[0] >= 64 && raw[0] < 128)
+			any = true
+		}
+	}
+	b.replayedOwn = last
+	if topics {
+		kick(b.kickMove)
+	}
+	if any {
+		b.commits.advance(b.sink.lastPos)
 		b.lastTicket = ticket{w: b.sink.last}
 	}
 	b.afterLocked()

@@ -103,6 +103,9 @@ type Config struct {
 	// Version is this node's okiba version and commit (internal/buildinfo), sent with a
 	// join; the leader refuses a node whose version is not its own.
 	Version string
+	// entryBytes bounds the commands one entry coalesces; 0: maxEntryBytes. Tests make it
+	// small, so that a few small commands show the bound.
+	entryBytes int
 }
 
 // Errors callers branch on.
@@ -179,6 +182,11 @@ type Raft struct {
 	ckptDone    chan struct{} // it ended
 	round       *readRound
 	rounds      uint64
+	proposed    uint64 // entries of commands this node proposed
+	commands    uint64 // the commands they carried
+	// holdProposals (tests): run leaves what is queued for a later round, so that a
+	// test knows what one round finds queued.
+	holdProposals atomic.Bool
 
 	statusMu sync.Mutex
 	status   Status
@@ -194,12 +202,24 @@ type queued struct {
 	now       int64
 	recs      [][]byte
 	p         *broker.Proposal
+	seal      bool // the entry that carries it carries nothing after it (Seal)
 }
 
+// pending is one entry this leader proposed, not yet applied: the commands it carries,
+// the first one's id (the others' seqs follow), and their proposals, in order.
 type pending struct {
-	id replica.ProposalID
-	p  *broker.Proposal
+	first replica.ProposalID
+	ps    []*broker.Proposal
 }
+
+// maxSizePerMsg bounds the entries of one append message to a follower (raft's
+// MaxSizePerMsg); maxEntryBytes bounds the commands one entry coalesces, at half of it,
+// so that an append of a full entry still has room for the entries about it and a
+// follower applies the entry in one go. A command larger than the bound travels alone.
+const (
+	maxSizePerMsg = 1 << 20
+	maxEntryBytes = maxSizePerMsg / 2
+)
 
 // Status is what a node knows of the cluster.
 type Status struct {
@@ -223,7 +243,10 @@ type Status struct {
 	SnapshotsSent uint64
 	// SnapshotResumes counts the transfers of a state this node resumed after a break.
 	SnapshotResumes uint64
-	learners        []uint64
+	// Proposed counts the entries of commands this node proposed as leader, Commands the
+	// commands they carried: Commands/Proposed is how many commands an entry coalesced.
+	Proposed, Commands uint64
+	learners           []uint64
 }
 
 // Open opens this node's raft storage, bootstrapping a new cluster of Peers if it is
@@ -253,6 +276,9 @@ func Open(cfg Config) (*Raft, error) {
 	}
 	if cfg.SnapshotRate == 0 {
 		cfg.SnapshotRate = DefaultSnapshotRate
+	}
+	if cfg.entryBytes <= 0 {
+		cfg.entryBytes = maxEntryBytes
 	}
 	if len(cfg.Secret) < 22 {
 		return nil, errors.New("cluster: the cluster secret must be at least 22 characters (okiba token makes one)")
@@ -387,12 +413,23 @@ func (r *Raft) noteOwn(e *pb.Entry) {
 	if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
 		return
 	}
-	ent, err := replica.DecodeEntry(e.GetData())
-	if err == nil && ent.ID.Node == r.id {
-		r.mu.Lock()
-		r.own[[2]uint64{ent.ID.Term, ent.ID.Seq}] = e.GetIndex()
-		r.mu.Unlock()
+	ents, err := replica.DecodeEntries(e.GetData())
+	if err == nil {
+		r.noteOwnEntry(e.GetIndex(), ents)
 	}
+}
+
+// noteOwnEntry records, if the commands of the entry at idx are this node's proposals,
+// that each is committed there.
+func (r *Raft) noteOwnEntry(idx uint64, ents []*replica.Entry) {
+	if ents[0].ID.Node != r.id {
+		return
+	}
+	r.mu.Lock()
+	for _, ent := range ents {
+		r.own[[2]uint64{ent.ID.Term, ent.ID.Seq}] = idx
+	}
+	r.mu.Unlock()
 }
 
 // Term implements broker.Replication.
@@ -419,6 +456,16 @@ func (r *Raft) Propose(term, seq uint64, now int64, recs [][]byte) *broker.Propo
 	return p
 }
 
+// Seal implements broker.Replication: the proposal handed over last ends its entry.
+func (r *Raft) Seal() {
+	r.mu.Lock()
+	if n := len(r.queued); n > 0 {
+		r.queued[n-1].seal = true
+	}
+	// Otherwise run has taken it, and the entry it went into took nothing queued later.
+	r.mu.Unlock()
+}
+
 // Start runs the Raft with b, the broker opened with it as its Replication: raft hands
 // b the committed entries it has not applied.
 func (r *Raft) Start(b *broker.Broker) error {
@@ -431,6 +478,9 @@ func (r *Raft) Start(b *broker.Broker) error {
 		return fmt.Errorf("cluster: the raft log starts after entry %d, the broker holds only up to entry %d: "+
 			"its data directory is not this raft log's", snapIndex, b.Applied())
 	}
+	if err := r.completeOwn(hs.GetCommit()); err != nil {
+		return err
+	}
 	applied := raftApplied(b.Applied(), hs.GetCommit(), snapIndex)
 	if applied < b.Applied() {
 		// The broker installed a state (snapshot.go) the raft log has yet to receive.
@@ -439,7 +489,7 @@ func (r *Raft) Start(b *broker.Broker) error {
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID: r.id, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
 		Storage: guardedStorage{r.storage, r}, Applied: applied,
-		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 0,
+		MaxSizePerMsg: maxSizePerMsg, MaxInflightMsgs: 256, MaxUncommittedEntriesSize: 0,
 		CheckQuorum: true, PreVote: true, DisableProposalForwarding: true,
 		Logger: raftLogger{r.log},
 	})
@@ -458,6 +508,45 @@ func (r *Raft) Start(b *broker.Broker) error {
 	r.cancel = cancel
 	go r.run(ctx)
 	return nil
+}
+
+// completeOwn hands the broker the rest of the committed entry its replay ended in,
+// when the replay's last group was one of this node's proposals and the entry carries
+// later ones: the broker's log lost them (its tail was not yet durable when the node
+// went down, the entry committed on the others' disks), and raft hands on only the
+// entries after the broker's applied one.
+func (r *Raft) completeOwn(commit uint64) error {
+	idx, term, seq := r.b.ReplayedOwn()
+	if term == 0 || idx == 0 || idx > commit {
+		return nil
+	}
+	first, _ := r.storage.FirstIndex()
+	if idx < first {
+		return nil // covered by the broker's checkpoint, which holds whole entries
+	}
+	ents, err := r.storage.Entries(idx, idx+1, math.MaxUint64)
+	if err != nil || len(ents) != 1 || ents[0].GetType() != pb.EntryNormal || len(ents[0].GetData()) == 0 {
+		return fmt.Errorf("cluster: the broker's log ends in entry %d, which the raft log does not hold as a command (%v)", idx, err)
+	}
+	cmds, err := replica.DecodeEntries(ents[0].GetData())
+	if err != nil {
+		return fmt.Errorf("cluster: entry %d: %w", idx, err)
+	}
+	k := slices.IndexFunc(cmds, func(e *replica.Entry) bool { return e.ID == replica.ProposalID{Node: r.id, Term: term, Seq: seq} })
+	if k < 0 {
+		return fmt.Errorf("cluster: the broker's log has proposal %d/%d in entry %d, which does not carry it", term, seq, idx)
+	}
+	rest := cmds[k+1:]
+	if len(rest) == 0 {
+		return nil
+	}
+	own := make([]broker.OwnCommand, len(rest))
+	for i, e := range rest {
+		own[i] = broker.OwnCommand{Term: e.ID.Term, Seq: e.ID.Seq, Records: e.Records}
+	}
+	r.log.Warn("cluster: the broker's log lost the end of a committed entry; applying it from the raft log",
+		"entry", idx, "commands", len(rest))
+	return r.b.CompleteEntry(idx, own)
 }
 
 // Close stops the Raft (the broker is closed by its owner, after).
@@ -633,9 +722,12 @@ func (r *Raft) run(ctx context.Context) {
 
 // process proposes what is queued, then handles everything raft has ready.
 func (r *Raft) process(ctx context.Context) error {
-	if void := r.proposeQueued(); void {
-		if err := r.rebuild("raft did not take a command the leader ran"); err != nil {
-			return err
+	// A test's hold (holdProposals) leaves what is queued for a later round.
+	if !r.holdProposals.Load() {
+		if void := r.proposeQueued(); void {
+			if err := r.rebuild("raft did not take a command the leader ran"); err != nil {
+				return err
+			}
 		}
 	}
 	for r.rn.HasReady() {
@@ -690,31 +782,67 @@ func (r *Raft) process(ctx context.Context) error {
 	return nil
 }
 
-// proposeQueued gives raft the broker's queued proposals; void reports one that cannot
-// be (the broker ran it in a term this node no longer leads, or raft refused it).
+// proposeQueued gives raft the broker's queued proposals, coalesced: a run of them
+// that follow each other (one term, no gap in their seqs) goes into one entry, up to
+// maxEntryBytes and up to a sealed one, so that raft saves, sends and applies one entry
+// for all of them. void reports one that cannot be (the broker ran it in a term this
+// node no longer leads, or raft refused its entry): it and everything queued after it
+// fail with ErrLost.
 func (r *Raft) proposeQueued() (void bool) {
 	r.mu.Lock()
 	q := r.queued
 	r.queued = nil
 	r.mu.Unlock()
-	for i, x := range q {
-		if x.term == 0 || x.term != r.term.Load() || void {
-			x.p.Resolve(0, ErrLost)
+	term := r.term.Load()
+	for len(q) > 0 {
+		if q[0].term == 0 || q[0].term != term || void {
+			q[0].p.Resolve(0, ErrLost)
 			void = true
+			q = q[1:]
 			continue
 		}
-		id := replica.ProposalID{Node: r.id, Term: x.term, Seq: x.seq}
-		data := replica.AppendEntry(nil, &replica.Entry{Now: x.now, ID: id, Records: x.recs})
+		ents, size := r.coalesce(q)
+		n := len(ents)
+		data := replica.AppendEntries(make([]byte, 0, size+32), ents)
 		if err := r.rn.Propose(data); err != nil {
-			r.log.Warn("cluster: raft refused a proposal", "error", err)
-			x.p.Resolve(0, ErrLost)
+			r.log.Warn("cluster: raft refused a proposal", "error", err, "commands", n)
+			for _, x := range q[:n] {
+				x.p.Resolve(0, ErrLost)
+			}
 			void = true
-			continue
+		} else {
+			ps := make([]*broker.Proposal, n)
+			for i, x := range q[:n] {
+				ps[i] = x.p
+			}
+			r.pending = append(r.pending, pending{first: ents[0].ID, ps: ps})
+			r.proposed++
+			r.commands += uint64(n)
 		}
-		r.pending = append(r.pending, pending{id: id, p: x.p})
-		q[i].recs = nil
+		clear(q[:n]) // the records are in data now
+		q = q[n:]
 	}
 	return void
+}
+
+// coalesce returns the commands of q's first entry — the longest run from q[0] that
+// follow each other, end at no seal before the last, and fit in maxEntryBytes (the
+// first always does) — and their size.
+func (r *Raft) coalesce(q []queued) ([]*replica.Entry, int) {
+	cmd := func(x *queued) *replica.Entry {
+		return &replica.Entry{Now: x.now, ID: replica.ProposalID{Node: r.id, Term: x.term, Seq: x.seq}, Records: x.recs}
+	}
+	ents := []*replica.Entry{cmd(&q[0])}
+	size := replica.EntrySize(ents[0])
+	for i := 1; i < len(q) && !q[i-1].seal; i++ {
+		e := cmd(&q[i])
+		s := replica.EntrySize(e)
+		if !e.ID.Follows(ents[len(ents)-1].ID) || size+s > r.cfg.entryBytes {
+			break
+		}
+		ents, size = append(ents, e), size+s
+	}
+	return ents, size
 }
 
 // noteLeadership compares raft's role with the one the broker acts on.
@@ -773,19 +901,17 @@ func (r *Raft) apply(e *pb.Entry) error {
 		if len(e.GetData()) == 0 {
 			break // a new leader's first entry
 		}
-		ent, err := replica.DecodeEntry(e.GetData())
+		ents, err := replica.DecodeEntries(e.GetData())
 		if err != nil {
 			return fmt.Errorf("entry %d: %w", idx, err)
 		}
-		if ent.ID.Node == r.id {
-			r.mu.Lock()
-			r.own[[2]uint64{ent.ID.Term, ent.ID.Seq}] = idx
-			r.mu.Unlock()
-		}
-		if len(r.pending) > 0 && r.pending[0].id == ent.ID {
+		r.noteOwnEntry(idx, ents)
+		if len(r.pending) > 0 && r.pending[0].carries(ents) {
 			p := r.pending[0]
 			r.pending = r.pending[1:]
-			p.p.Resolve(idx, nil)
+			for _, x := range p.ps {
+				x.Resolve(idx, nil)
+			}
 			r.b.NoteCommitted(idx)
 			break
 		}
@@ -794,7 +920,7 @@ func (r *Raft) apply(e *pb.Entry) error {
 				return err
 			}
 		}
-		if err := r.b.ApplyReplicated(idx, ent.Now, ent.Records); err != nil {
+		if err := r.applyReplicated(idx, ents); err != nil {
 			return fmt.Errorf("entry %d: %w", idx, err)
 		}
 	}
@@ -810,6 +936,29 @@ func (r *Raft) apply(e *pb.Entry) error {
 		r.b.Lead()
 	}
 	return nil
+}
+
+// carries says whether ents, the commands of a committed entry, are those of p.
+func (p pending) carries(ents []*replica.Entry) bool {
+	return len(ents) == len(p.ps) && ents[0].ID == p.first
+}
+
+// applyReplicated hands the broker the commands of the committed entry at idx, which
+// it did not run: their records in order, as one group under the entry's index, at the
+// last one's time (each record carries its own).
+func (r *Raft) applyReplicated(idx uint64, ents []*replica.Entry) error {
+	recs := ents[0].Records
+	if len(ents) > 1 {
+		n := 0
+		for _, ent := range ents {
+			n += len(ent.Records)
+		}
+		recs = make([][]byte, 0, n)
+		for _, ent := range ents {
+			recs = append(recs, ent.Records...)
+		}
+	}
+	return r.b.ApplyReplicated(idx, ents[len(ents)-1].Now, recs)
 }
 
 // rebuild fails everything pending and queued, and has the broker drop what it ran
@@ -839,11 +988,11 @@ func (r *Raft) rebuild(why string) error {
 				r.b.NoteCommitted(e.GetIndex())
 				continue
 			}
-			ent, err := replica.DecodeEntry(e.GetData())
+			ents, err := replica.DecodeEntries(e.GetData())
 			if err != nil {
 				return fmt.Errorf("rebuild: entry %d: %w", e.GetIndex(), err)
 			}
-			if err := r.b.ApplyReplicated(e.GetIndex(), ent.Now, ent.Records); err != nil {
+			if err := r.applyReplicated(e.GetIndex(), ents); err != nil {
 				return fmt.Errorf("rebuild: entry %d: %w", e.GetIndex(), err)
 			}
 		}
@@ -854,7 +1003,9 @@ func (r *Raft) rebuild(why string) error {
 
 func (r *Raft) failPending(err error) {
 	for _, p := range r.pending {
-		p.p.Resolve(0, err)
+		for _, x := range p.ps {
+			x.Resolve(0, err)
+		}
 	}
 	r.pending = nil
 }
@@ -874,7 +1025,7 @@ func (r *Raft) noteStatus() {
 	s := Status{Node: r.cfg.Name, Term: st.GetTerm(), Leader: r.nameOf(st.Lead), Leading: r.term.Load() != 0,
 		Commit: st.GetCommit(), Applied: r.applied, Rebuilds: r.rebuilds,
 		Snapshot: r.snapIndex, Compactions: r.compactions, Installs: r.installs, SnapshotsSent: r.snapsSent,
-		SnapshotResumes: r.xfer.resumes.Load()}
+		SnapshotResumes: r.xfer.resumes.Load(), Proposed: r.proposed, Commands: r.commands}
 	s.Members = r.memberNames()
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()

@@ -2,6 +2,8 @@ package replica_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -181,4 +183,55 @@ func TestReceiptsSurviveFailover(t *testing.T) {
 		t.Fatalf("acking the stale and the fresh receipt: %s; want %s", r.text, want)
 	}
 	s.finish()
+}
+
+// Commands proposed between two Process calls of a coalescing leader share one entry:
+// each is answered with its own result at that entry's index. Cut off with such an
+// entry pending, the leader fails every command of it, and none is in the log.
+func TestCoalescedCommandsShareAnEntryAndFailTogether(t *testing.T) {
+	s := newSim(t, simConfig{nodes: 3, seed: 31, coalesce: true})
+	l := s.readyLeader()
+	s.do(l, opPutQueue{name: "orders"})
+	send := func(body string) op {
+		return opSend{queue: "orders", msgs: []queue.SendInput{{Payload: queue.Payload{Body: []byte(body)}}}}
+	}
+	var calls []*call
+	for i := range 4 {
+		calls = append(calls, s.propose(l, send(fmt.Sprintf("m%d", i))))
+	}
+	s.until("the four sends answered", func() bool {
+		return !slices.ContainsFunc(calls, func(c *call) bool { return !c.acked && c.failed == nil })
+	})
+	idx := calls[0].index
+	for i, c := range calls {
+		if !c.acked || c.index != idx {
+			t.Fatalf("send %d: acked %v at %d, failed %v; want acked at %d with the others", i, c.acked, c.index, c.failed, idx)
+		}
+		if want := fmt.Sprintf("/%d dup=false ok", i+1); !strings.HasSuffix(c.res.text, want) {
+			t.Fatalf("send %d answered %q, want its own seq %s", i, c.res.text, want)
+		}
+	}
+	ents, err := replica.DecodeEntries(s.log[idx].data)
+	if err != nil || len(ents) != 4 {
+		t.Fatalf("entry %d: %d commands, %v; want the four sends", idx, len(ents), err)
+	}
+
+	s.isolate(l.id)
+	var lost []*call
+	for i := range 3 {
+		lost = append(lost, s.propose(l, send(fmt.Sprintf("x%d", i))))
+	}
+	s.step()
+	if st := l.r.Status(); st.Pending != 3 {
+		t.Fatalf("the cut-off leader has %d proposals pending, want 3", st.Pending)
+	}
+	s.readyLeader(l.id)
+	s.until("the old leader steps down", func() bool { return l.r.Status().Lead != l.id })
+	for _, c := range lost {
+		if c.acked || !errors.Is(c.failed, replica.ErrUnavailable) {
+			t.Fatalf("%s on the deposed leader: acked %v, failed %v; want ErrUnavailable", c.op, c.acked, c.failed)
+		}
+	}
+	s.heal()
+	s.finish() // every entry replayed on the reference: none of the lost sends is in the log
 }

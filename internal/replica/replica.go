@@ -62,6 +62,11 @@ type Config struct {
 	MaxUncommittedBytes uint64
 	// Logger is raft's logger. Defaults to one that drops everything but panics.
 	Logger raft.Logger
+	// Coalesce makes Propose leave the entry to Process, which puts the commands proposed
+	// since the last Process into as few entries as fit MaxSizePerMsg/2 bytes each — as a
+	// cluster node's driver does (internal/cluster). Off, each command is an entry of its
+	// own, proposed by Propose.
+	Coalesce bool
 }
 
 func (c *Config) withDefaults() error {
@@ -104,8 +109,9 @@ func (c *Config) withDefaults() error {
 // the node's Storage, and the Machines that the committed entries build.
 //
 // The leader evaluates a command at once on its machines (Propose): the command's
-// records are applied as it emits them, as on a single node, and proposed as one entry;
-// its answer is held until the entry comes back committed (an Outcome of Process). Its
+// records are applied as it emits them, as on a single node, and proposed as one entry
+// (with Config.Coalesce, in one with the others proposed before the next Process); its
+// answer is held until the entry comes back committed (an Outcome of Process). Its
 // machines are therefore speculative — the committed state and, after it, its own
 // proposals in order — which is sound because, while it leads, the entries committed
 // after its first one are exactly its proposals, in the order it made them. Followers
@@ -145,6 +151,7 @@ type Replica struct {
 	ready      bool
 	seq        uint64      // proposals made in leaderTerm
 	pending    []*proposal // proposed in leaderTerm, applied to machines, not yet committed
+	unsent     int         // the last of pending, not yet given to raft (Coalesce)
 
 	broken   error // a failure Process cannot recover from; every call returns it
 	rebuilds int
@@ -259,7 +266,8 @@ func (r *Replica) leading(st raft.BasicStatus) bool {
 }
 
 // Propose evaluates cmd on the leader's machines at max(now, the latest entry time) and
-// proposes what it emitted as one entry. The command's answer comes from Process as an
+// proposes what it emitted as one entry (with Config.Coalesce, Process proposes it, and
+// raft's refusal comes as its Outcome). The command's answer comes from Process as an
 // Outcome with the returned id, once the entry is committed (or fails with
 // ErrUnavailable if the replica loses its leadership first). A replica that does not
 // lead refuses with a *NotLeaderError; a leader whose first entry of its term is not yet
@@ -279,6 +287,11 @@ func (r *Replica) Propose(now int64, cmd Command) (ProposalID, error) {
 	recs, ans := r.machines.Run(now, cmd)
 	r.seq++
 	id := ProposalID{Node: r.cfg.ID, Term: r.leaderTerm, Seq: r.seq}
+	if r.cfg.Coalesce {
+		r.pending = append(r.pending, &proposal{id: id, now: now, recs: recs, answer: ans})
+		r.unsent++
+		return id, nil
+	}
 	if err := r.rn.Propose(AppendEntry(nil, &Entry{Now: now, ID: id, Records: recs})); err != nil {
 		// Not in the log: take the command's effects back out of the machines, keeping
 		// the proposals before it, which are.
@@ -333,6 +346,9 @@ func (r *Replica) Process() (Output, error) {
 	if r.broken != nil {
 		return out, r.broken
 	}
+	if err := r.flush(&out); err != nil {
+		return out, r.fail(err)
+	}
 	for r.rn.HasReady() {
 		rd := r.rn.Ready()
 		if err := r.storage.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
@@ -358,6 +374,41 @@ func (r *Replica) Process() (Output, error) {
 		}
 	}
 	return out, nil
+}
+
+// flush gives raft the proposals Propose left unsent (Coalesce), coalesced: a run of
+// them in one entry, up to MaxSizePerMsg/2 bytes of commands (a larger one alone). An
+// entry raft refuses is not in the log: its commands and every one after it, which ran
+// on the machines after them, are taken back out (the pending ones before them applied
+// again) and fail with ErrUnavailable.
+func (r *Replica) flush(out *Output) error {
+	q := r.pending[len(r.pending)-r.unsent:]
+	r.unsent = 0
+	limit := int(min(r.cfg.MaxSizePerMsg/2, math.MaxInt32))
+	for len(q) > 0 {
+		ents := []*Entry{{Now: q[0].now, ID: q[0].id, Records: q[0].recs}}
+		size := EntrySize(ents[0])
+		for _, p := range q[1:] {
+			e := &Entry{Now: p.now, ID: p.id, Records: p.recs}
+			if s := EntrySize(e); size+s <= limit && e.ID.Follows(ents[len(ents)-1].ID) {
+				ents, size = append(ents, e), size+s
+				continue
+			}
+			break
+		}
+		if err := r.rn.Propose(AppendEntries(nil, ents)); err != nil {
+			r.pending = r.pending[:len(r.pending)-len(q)]
+			if rerr := r.rebuild(true); rerr != nil {
+				return rerr
+			}
+			for _, p := range q {
+				out.Done = append(out.Done, Outcome{ID: p.id, Err: fmt.Errorf("%w: raft refused the entry of %d commands from %v: %w", ErrUnavailable, len(ents), ents[0].ID, err)})
+			}
+			return nil
+		}
+		q = q[len(ents):]
+	}
+	return nil
 }
 
 func (r *Replica) fail(err error) error {
@@ -391,7 +442,7 @@ func (r *Replica) failPending(out *Output, why string) {
 		out.Done = append(out.Done, Outcome{ID: p.id,
 			Err: fmt.Errorf("%w: %s before the command's entry was known to be committed; it may or may not take effect", ErrUnavailable, why)})
 	}
-	r.pending = nil
+	r.pending, r.unsent = nil, 0
 }
 
 // install replaces the machines with a snapshot the leader sent.
@@ -438,17 +489,18 @@ func (r *Replica) apply(e *pb.Entry, out *Output) error {
 		if len(e.GetData()) == 0 {
 			break // a new leader's first entry
 		}
-		ent, err := DecodeEntry(e.GetData())
+		ents, err := DecodeEntries(e.GetData())
 		if err != nil {
 			return fmt.Errorf("replica: entry %d: %w", idx, err)
 		}
-		if ent.ID.Term != e.GetTerm() {
-			return fmt.Errorf("replica: entry %d of term %d: %w: proposed in term %d", idx, e.GetTerm(), ErrCorruptEntry, ent.ID.Term)
+		if t := ents[0].ID.Term; t != e.GetTerm() {
+			return fmt.Errorf("replica: entry %d of term %d: %w: proposed in term %d", idx, e.GetTerm(), ErrCorruptEntry, t)
 		}
-		if len(r.pending) > 0 && r.pending[0].id == ent.ID {
-			p := r.pending[0]
-			r.pending = r.pending[1:]
-			out.Done = append(out.Done, Outcome{ID: p.id, Index: idx, Answer: p.answer})
+		if r.ownNext(ents) {
+			for _, p := range r.pending[:len(ents)] {
+				out.Done = append(out.Done, Outcome{ID: p.id, Index: idx, Answer: p.answer})
+			}
+			r.pending = r.pending[len(ents):]
 			break
 		}
 		if len(r.pending) > 0 {
@@ -461,8 +513,10 @@ func (r *Replica) apply(e *pb.Entry, out *Output) error {
 			}
 			r.failPending(out, "another entry was committed")
 		}
-		if err := r.machines.ApplyEntry(ent); err != nil {
-			return fmt.Errorf("replica: entry %d: %w", idx, err)
+		for _, ent := range ents {
+			if err := r.machines.ApplyEntry(ent); err != nil {
+				return fmt.Errorf("replica: entry %d: %w", idx, err)
+			}
 		}
 	default:
 		return fmt.Errorf("replica: entry %d: unknown type %v", idx, e.GetType())
@@ -473,6 +527,20 @@ func (r *Replica) apply(e *pb.Entry, out *Output) error {
 	}
 	out.Applied = append(out.Applied, e)
 	return nil
+}
+
+// ownNext says whether ents, the commands of one committed entry, are this leader's
+// next pending proposals, in order: they are on its machines already.
+func (r *Replica) ownNext(ents []*Entry) bool {
+	if len(r.pending) < len(ents) {
+		return false
+	}
+	for i, ent := range ents {
+		if r.pending[i].id != ent.ID {
+			return false
+		}
+	}
+	return true
 }
 
 // rebuild replaces the machines with the committed state: the storage's snapshot and
@@ -503,9 +571,9 @@ func (r *Replica) rebuild(keepPending bool) error {
 			if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
 				continue
 			}
-			ent, err := DecodeEntry(e.GetData())
-			if err == nil {
-				err = m.ApplyEntry(ent)
+			ents, err := DecodeEntries(e.GetData())
+			for i := 0; err == nil && i < len(ents); i++ {
+				err = m.ApplyEntry(ents[i])
 			}
 			if err != nil {
 				return fmt.Errorf("replica: rebuild: entry %d: %w", e.GetIndex(), err)

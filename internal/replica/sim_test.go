@@ -56,6 +56,8 @@ type simConfig struct {
 	// MemFS, where a crash is a power loss (MemFS.Crash) and a reopen; the others use
 	// Memory.
 	wal int
+	// coalesce makes every replica coalesce (Config.Coalesce), whatever the seed says.
+	coalesce bool
 }
 
 // TestSimulation runs the default seeds: three and five replicas. OKIBA_REPLICA_SEED
@@ -119,6 +121,7 @@ func (st simStats) covers(t *testing.T) {
 		"not-leader refusals": st.refusedNotLeader, "proposals raft dropped": st.dropped,
 		"crashes": st.crashes, "partitions": st.partitions, "snapshots installed": st.installed,
 		"rebuilds": st.rebuilds, "power losses under a WALStorage": st.powerLosses,
+		"committed entries of several commands": st.coalesced,
 	} {
 		if n == 0 {
 			t.Errorf("the default seeds had no %s: the simulation no longer exercises them", what)
@@ -139,6 +142,7 @@ func (st *simStats) add(o simStats) {
 	st.rebuilds += o.rebuilds
 	st.dropped += o.dropped
 	st.powerLosses += o.powerLosses
+	st.coalesced += o.coalesced
 }
 
 // TestSimulationIsDeterministic runs one seed twice: a run is a function of its seed,
@@ -167,6 +171,9 @@ type sim struct {
 	side    map[uint64]int // the side of the partition each node is on
 	maxUnc  uint64         // raft's bound on a leader's uncommitted bytes, per run
 	snapEvr uint64
+	// coalesce: the replicas coalesce the commands proposed between two Process calls
+	// into entries (Config.Coalesce), as a cluster node's driver does; half the runs.
+	coalesce bool
 
 	clients  *clients
 	calls    []*call
@@ -183,6 +190,7 @@ type simStats struct {
 	refusedNotLeader, refusedUnavailable, acked, indeterminate, lost int
 	crashes, partitions, snapshotsSent, installed, rebuilds, dropped int
 	powerLosses                                                      int // crashes of a WALStorage's replica
+	coalesced                                                        int // committed entries of several commands
 }
 
 type node struct {
@@ -273,6 +281,8 @@ func newSim(t testing.TB, cfg simConfig) *sim {
 	s.clients = &clients{rng: rand.New(rand.NewPCG(cfg.seed, 0xc11e)), leases: map[string][]queue.Lease{}}
 	s.maxUnc = []uint64{0, 600}[s.rng.IntN(2)]
 	s.snapEvr = 10 + s.rng.Uint64N(40)
+	// From a source of its own, so that every other draw of a seed stays what it was.
+	s.coalesce = cfg.coalesce || rand.New(rand.NewPCG(cfg.seed, 0xc0a1)).IntN(2) == 1
 	var ids []uint64
 	for i := range cfg.nodes {
 		ids = append(ids, uint64(i+1))
@@ -312,7 +322,7 @@ func (s *sim) node(id uint64) *node { return s.nodes[id-1] }
 
 func (s *sim) start(n *node) {
 	r, err := replica.New(replica.Config{ID: n.id, Storage: n.store, ElectionTick: electionTick,
-		SnapshotEntries: s.snapEvr, MaxUncommittedBytes: s.maxUnc, MaxSizePerMsg: 4096})
+		SnapshotEntries: s.snapEvr, MaxUncommittedBytes: s.maxUnc, MaxSizePerMsg: 4096, Coalesce: s.coalesce})
 	if err != nil {
 		s.fatalf("start node %d: %v", n.id, err)
 	}
@@ -606,6 +616,9 @@ func (s *sim) process(n *node) {
 			}
 			c.failed = o.Err
 			s.stats.indeterminate++
+			if errors.Is(o.Err, raft.ErrProposalDropped) {
+				s.stats.dropped++ // a coalesced entry raft refused in Process
+			}
 			continue
 		}
 		c.acked, c.answered, c.index = true, s.event, o.Index
@@ -790,14 +803,24 @@ func (s *sim) check() {
 	}
 }
 
-// replay runs entry i's command on the reference and compares.
+// replay runs entry i's commands on the reference and compares.
 func (s *sim) replay(ref *replica.Machines, i uint64, e logged, last *int64) {
-	ent, err := replica.DecodeEntry(e.data)
+	ents, err := replica.DecodeEntries(e.data)
 	if err != nil {
 		s.fatalf("entry %d: %v", i, err)
 	}
+	if len(ents) > 1 {
+		s.stats.coalesced++
+	}
+	for _, ent := range ents {
+		s.replayCommand(ref, i, ent, last)
+	}
+}
+
+// replayCommand runs one command of entry i on the reference and compares.
+func (s *sim) replayCommand(ref *replica.Machines, i uint64, ent *replica.Entry, last *int64) {
 	if ent.Now < *last {
-		s.fatalf("entry %d's time %d is before the previous entry's %d", i, ent.Now, *last)
+		s.fatalf("entry %d's time %d is before the previous command's %d", i, ent.Now, *last)
 	}
 	*last = ent.Now
 	c := s.byID[ent.ID]
@@ -856,8 +879,8 @@ func (s *sim) checkStored(n *node) {
 
 func (s *sim) summary() string {
 	st := s.stats
-	return fmt.Sprintf("%d rounds, %d entries committed, %d calls: %d acknowledged, %d indeterminate, %d lost in crashes, refused %d not-leader and %d unavailable (%d dropped by raft); %d crashes, %d partitions, %d snapshots sent, %d installed, %d rebuilds",
-		s.round, s.commit, len(s.calls), st.acked, st.indeterminate, st.lost, st.refusedNotLeader, st.refusedUnavailable, st.dropped, st.crashes, st.partitions, st.snapshotsSent, st.installed, st.rebuilds)
+	return fmt.Sprintf("%d rounds, %d entries committed, %d calls: %d acknowledged, %d indeterminate, %d lost in crashes, refused %d not-leader and %d unavailable (%d dropped by raft); %d crashes, %d partitions, %d snapshots sent, %d installed, %d rebuilds; %d entries of several commands (coalescing %v)",
+		s.round, s.commit, len(s.calls), st.acked, st.indeterminate, st.lost, st.refusedNotLeader, st.refusedUnavailable, st.dropped, st.crashes, st.partitions, st.snapshotsSent, st.installed, st.rebuilds, st.coalesced, s.coalesce)
 }
 
 func (s *sim) digest() string {
