@@ -95,6 +95,17 @@ func TestClusterBinary(t *testing.T) {
 	if m := scrape(l); !strings.Contains(m, "okiba_cluster_leader 1") || !strings.Contains(m, `okiba_cluster_replication_lag_entries{peer="n`) {
 		t.Fatalf("the leader's metrics lack its role or its followers' lag:\n%s", grepLines(m, "okiba_cluster_"))
 	}
+	// The 100 sends, one at a time, and the queue: at least 101 commands, in at most as
+	// many entries, counted by the nodes that led meanwhile (summed: a slow machine may
+	// have held an election).
+	var cmds, ents float64
+	for i := range addrs {
+		cmds += metric(t, http.DefaultClient, "http://"+addrs[i], "okiba_cluster_proposed_commands_total")
+		ents += metric(t, http.DefaultClient, "http://"+addrs[i], "okiba_cluster_proposed_entries_total")
+	}
+	if cmds < 101 || ents < 1 || ents > cmds {
+		t.Fatalf("the nodes count %v commands proposed in %v entries after 101 commands", cmds, ents)
+	}
 	if m := scrape(follower); !strings.Contains(m, "okiba_cluster_leader 0") || !strings.Contains(m, "okiba_cluster_has_leader 1") {
 		t.Fatalf("a follower's metrics:\n%s", grepLines(m, "okiba_cluster_"))
 	}

@@ -18,13 +18,16 @@ type ClusterStats struct {
 	Snapshot, Compactions, Installs, SnapshotsSent uint64
 	// SnapshotResumes counts the transfers of a state this node resumed after a break.
 	SnapshotResumes uint64
+	// Entries counts the raft entries of commands this node proposed as leader, Commands
+	// the commands they carried (Commands ÷ Entries: how many an entry coalesced).
+	Entries, Commands uint64
 }
 
 type clusterCollector struct {
 	read                                            func() ClusterStats
 	term, leading, hasLeader, commit, applied, lag  *prometheus.Desc
 	rebuilds, snapshot, compactions, installs, sent *prometheus.Desc
-	resumes                                         *prometheus.Desc
+	resumes, entries, commands                      *prometheus.Desc
 }
 
 // WatchCluster adds the cluster's series, read from read at every scrape.
@@ -48,13 +51,17 @@ func (m *Metrics) WatchCluster(read func() ClusterStats) {
 			"Snapshots this node sent as leader to followers behind its raft log.", nil, nil),
 		resumes: prometheus.NewDesc("okiba_cluster_snapshot_resumes_total",
 			"Transfers of another member's state this node resumed where they broke, rather than starting over.", nil, nil),
+		entries: prometheus.NewDesc("okiba_cluster_proposed_entries_total",
+			"Raft entries of commands this node proposed as leader (several commands may share one).", nil, nil),
+		commands: prometheus.NewDesc("okiba_cluster_proposed_commands_total",
+			"Commands this node proposed as leader; divided by okiba_cluster_proposed_entries_total, the commands an entry carried.", nil, nil),
 	}
 	m.reg.MustRegister(c)
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.term, c.leading, c.hasLeader, c.commit, c.applied, c.lag, c.rebuilds,
-		c.snapshot, c.compactions, c.installs, c.sent, c.resumes} {
+		c.snapshot, c.compactions, c.installs, c.sent, c.resumes, c.entries, c.commands} {
 		ch <- d
 	}
 }
@@ -78,6 +85,8 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.installs, prometheus.CounterValue, float64(s.Installs))
 	ch <- prometheus.MustNewConstMetric(c.sent, prometheus.CounterValue, float64(s.SnapshotsSent))
 	ch <- prometheus.MustNewConstMetric(c.resumes, prometheus.CounterValue, float64(s.SnapshotResumes))
+	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.CounterValue, float64(s.Entries))
+	ch <- prometheus.MustNewConstMetric(c.commands, prometheus.CounterValue, float64(s.Commands))
 	for peer, lag := range s.Lag {
 		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(lag), peer)
 	}

@@ -256,7 +256,7 @@ func (n *Node) clusterStats() metrics.ClusterStats {
 	return metrics.ClusterStats{Term: st.Term, Leading: st.Leading, HasLeader: st.Leader != "", Commit: st.Commit,
 		Applied: st.Applied, Lag: st.Lag, Rebuilds: st.Rebuilds,
 		Snapshot: st.Snapshot, Compactions: st.Compactions, Installs: st.Installs, SnapshotsSent: st.SnapshotsSent,
-		SnapshotResumes: st.SnapshotResumes}
+		SnapshotResumes: st.SnapshotResumes, Entries: st.Proposed, Commands: st.Commands}
 }
 
 // readBarrier makes a read on the leader linearizable: raft confirms the lead after the
