@@ -278,27 +278,9 @@ func (b *Broker) ApplyReplicated(index uint64, now int64, recs [][]byte) error {
 	if err := b.log.Err(); err != nil {
 		return fmt.Errorf("%w (%v)", ErrStorageFailed, err)
 	}
-	if len(recs) > 0 {
-		marker := binary.AppendUvarint([]byte{frameGroupApplied}, index)
-		if _, _, err := b.log.Append(marker); err != nil {
-			return err
-		}
-	}
-	topics := false
-	for i, raw := range recs {
-		pos, t, err := b.log.Append(raw)
-		if err != nil {
-			return err
-		}
-		b.sink.last, b.sink.lastPos = t, pos
-		b.sink.n++
-		b.sink.total++
-		if err := b.replay(pos, raw); err != nil {
-			return fmt.Errorf("broker: committed entry %d, record %d: %w", index, i, err)
-		}
-		if raw[0] >= 64 && raw[0] < 128 {
-			topics = true
-		}
+	topics, err := b.appendGroupLocked(binary.AppendUvarint([]byte{frameGroupApplied}, index), recs)
+	if err != nil {
+		return fmt.Errorf("broker: committed entry %d: %w", index, err)
 	}
 	if topics {
 		kick(b.kickMove)
@@ -365,23 +347,11 @@ func (b *Broker) CompleteEntry(index uint64, cmds []OwnCommand) error {
 		}
 		marker := binary.AppendUvarint([]byte{frameGroupOwn}, c.Term)
 		marker = binary.AppendUvarint(marker, c.Seq)
-		if _, _, err := b.log.Append(marker); err != nil {
-			return err
+		t, err := b.appendGroupLocked(marker, c.Records)
+		if err != nil {
+			return fmt.Errorf("broker: complete entry %d, proposal %d/%d: %w", index, c.Term, c.Seq, err)
 		}
-		for i, raw := range c.Records {
-			pos, t, err := b.log.Append(raw)
-			if err != nil {
-				return err
-			}
-			b.sink.last, b.sink.lastPos = t, pos
-			b.sink.n++
-			b.sink.total++
-			if err := b.replay(pos, raw); err != nil {
-				return fmt.Errorf("broker: complete entry %d, proposal %d/%d, record %d: %w", index, c.Term, c.Seq, i, err)
-			}
-			topics = topics || (raw[0] >= 64 && raw[0] < 128)
-			any = true
-		}
+		topics, any = topics || t, true
 	}
 	b.replayedOwn = last
 	if topics {
@@ -394,6 +364,33 @@ func (b *Broker) CompleteEntry(index uint64, cmds []OwnCommand) error {
 	b.afterLocked()
 	b.sink.n = 0
 	return nil
+}
+
+// appendGroupLocked writes one group of replicated records into this node's log behind
+// its marker (none when there are no records), tells the payload store where each went
+// and has the machines apply them as a replay does. topics reports a topic record among
+// them (the mover has work).
+func (b *Broker) appendGroupLocked(marker []byte, recs [][]byte) (topics bool, err error) {
+	if len(recs) == 0 {
+		return false, nil
+	}
+	if _, _, err := b.log.Append(marker); err != nil {
+		return false, err
+	}
+	for i, raw := range recs {
+		pos, t, err := b.log.Append(raw)
+		if err != nil {
+			return topics, err
+		}
+		b.sink.last, b.sink.lastPos = t, pos
+		b.sink.n++
+		b.sink.total++
+		if err := b.replay(pos, raw); err != nil {
+			return topics, fmt.Errorf("record %d: %w", i, err)
+		}
+		topics = topics || (raw[0] >= 64 && raw[0] < 128)
+	}
+	return topics, nil
 }
 
 // Fence stops the broker from running or answering anything: its machines hold effects
