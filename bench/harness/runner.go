@@ -672,6 +672,15 @@ func (r *Runner) backlog(ctx context.Context, sys System, q Queue, c Cell, res *
 	defer cancel()
 	var wg sync.WaitGroup
 	var cerrs atomic.Int64
+	var errMu sync.Mutex
+	var firstErr error // the first drain error, for the note
+	noteErr := func(err error) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
 	for i := 0; i < c.Consumers; i++ {
 		cons, err := q.NewConsumer(dctx, ConsumerOptions{Prefetch: c.Prefetch})
 		if err != nil {
@@ -688,6 +697,7 @@ func (r *Runner) backlog(ctx context.Context, sys System, q Queue, c Cell, res *
 				if err != nil {
 					if dctx.Err() == nil {
 						cerrs.Add(1)
+						noteErr(fmt.Errorf("receive: %w", err))
 					}
 					time.Sleep(10 * time.Millisecond)
 					continue
@@ -702,6 +712,7 @@ func (r *Runner) backlog(ctx context.Context, sys System, q Queue, c Cell, res *
 				if err := cons.Ack(dctx, ds); err != nil {
 					if dctx.Err() == nil {
 						cerrs.Add(1)
+						noteErr(fmt.Errorf("ack of %d: %w", len(ds), err))
 					}
 					continue
 				}
@@ -739,6 +750,9 @@ loop:
 	res.Extra["drain_errors"] = float64(cerrs.Load())
 	if acked.Load() < n {
 		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" drain stopped with %d of %d acked", acked.Load(), n))
+	}
+	if firstErr != nil {
+		res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" (%d drain errors, the first: %v)", cerrs.Load(), firstErr))
 	}
 }
 
