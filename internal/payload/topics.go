@@ -86,6 +86,10 @@ type topicState struct {
 	unsynced  int64
 	syncBytes int64 // moveSyncBytes unless a test sets it
 	stats     moveCounters
+	// stepBuf is the mover's write buffer, lent to each partition for its step (Lend):
+	// one for all of them while records keep coming, none once the mover caught up and
+	// synced everything.
+	stepBuf []byte
 }
 
 // moveCounters count the mover's work since the store was made (MoveStats).
@@ -269,6 +273,10 @@ func (s *Store) fail(err error) {
 // moveBatch bounds the records one partition moves in one step.
 const moveBatch = 4096
 
+// maxStepBuf bounds the mover's write buffer that it keeps between steps (stepBuf); a
+// larger one, for a step of large records, goes after its step.
+const maxStepBuf = 4 << 20
+
 // moveSyncBytes is how much WriteTopics leaves written and not synced across partitions
 // before it syncs them: each fsync of a partition file cost as much CPU as a few hundred
 // records' writes (in a publish benchmark the files' fsyncs, two a step, were a tenth of
@@ -293,7 +301,14 @@ type moveWork struct {
 // how many records it moved; more reports whether tails remain (the caller calls again).
 // Once it returns with more false, no tail holds a record the files hold durably.
 func (s *Store) MoveTopics(ctx context.Context) (moved int, more bool, err error) {
-	return s.moveTopics(ctx, true)
+	moved, more, err = s.moveTopics(ctx, true)
+	if !more {
+		// Caught up and synced: at rest the mover keeps no write buffer.
+		s.mu.Lock()
+		s.topics.stepBuf = nil
+		s.mu.Unlock()
+	}
+	return moved, more, err
 }
 
 // WriteTopics is MoveTopics that leaves the sync of the files for later, for a caller
@@ -473,7 +488,23 @@ func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 			return 0, 0, fmt.Errorf("payload: partition %d/%d: %w", w.k.topic, w.k.part, err)
 		}
 	}
-	// One buffer for the step's frames (16 bytes of header each), not one grown by steps.
+	// One buffer for the step's frames (16 bytes of header each), not one grown by steps:
+	// the mover's, lent to the files for the step and taken back once they wrote it.
+	s.mu.Lock()
+	buf := s.topics.stepBuf
+	s.topics.stepBuf = nil
+	s.mu.Unlock()
+	w.files.Lend(buf)
+	giveBack := func() { // once written; again, a no-op, on the way out
+		if buf := w.files.Return(); cap(buf) <= maxStepBuf {
+			s.mu.Lock()
+			if cap(buf) > cap(s.topics.stepBuf) {
+				s.topics.stepBuf = buf
+			}
+			s.mu.Unlock()
+		}
+	}
+	defer giveBack()
 	w.files.Reserve(int(w.bytes) + 80*len(w.ents))
 	before := w.files.Fsyncs()
 	off := w.base
@@ -504,12 +535,12 @@ func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 		}
 		off++
 	}
-	var end uint64
-	var err error
-	if w.sync {
+	// Written first, then synced: the write empties the buffer, taken back before the
+	// Sync, which lets go of its partition's.
+	end, err := w.files.Flush()
+	giveBack()
+	if err == nil && w.sync {
 		end, err = w.files.Sync()
-	} else {
-		end, err = w.files.Flush()
 	}
 	s.countStep(w, w.files.Fsyncs()-before)
 	return end, len(w.ents), err
