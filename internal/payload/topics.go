@@ -49,8 +49,23 @@ type tpart struct {
 	removeBelow uint64
 	deleted     bool // the topic is gone: the mover removes the directory
 	moving      bool // the mover is writing to the files
-	// arena is the chunk the tail cache's next encodings go into (tailChunk).
-	arena []byte
+	// arena is the chunk the tail cache's next encodings go into (tailChunk), and
+	// arenaLast the offset of the last record it took.
+	arena     []byte
+	arenaLast uint64
+	// full are the chunks before arena that still hold records of the tail, oldest
+	// first, each with the offset of its last record: once the tail has dropped that one
+	// and nobody reads the tail's bytes outside the lock, a chunk is used again
+	// (topicState.free).
+	full []usedChunk
+	// readers counts reads of the tail's bytes outside the store's lock (reads of
+	// fresh records); the mover's step (moving) is one too.
+	readers int
+}
+
+type usedChunk struct {
+	buf  []byte
+	last uint64
 }
 
 type tailEnt struct {
@@ -75,6 +90,10 @@ const tailCacheBytes = 32 << 20
 // counts), and none once its tail is empty.
 const tailChunk = 64 << 10
 
+// maxFreeChunks bounds the chunks kept for reuse (topicState.free): the ones a few
+// partitions' moves release between two records' publishes.
+const maxFreeChunks = 16
+
 // topicState is the store's part for topics, under the store's mutex.
 type topicState struct {
 	fs     vfs.FS
@@ -86,6 +105,10 @@ type topicState struct {
 	unsynced  int64
 	syncBytes int64 // moveSyncBytes unless a test sets it
 	stats     moveCounters
+	// free are chunks of the tail cache no record uses any more, for the next ones
+	// (at most maxFreeChunks): a fresh chunk is zeroed memory, and making one every
+	// 64 KiB of records was most of what keeping them cost beyond the copy itself.
+	free [][]byte
 	// stepBuf is the mover's write buffer, lent to each partition for its step (Lend):
 	// one for all of them while records keep coming, none once the mover caught up and
 	// synced everything.
@@ -168,10 +191,16 @@ func (s *Store) dropTailBelow(p *tpart, off uint64) {
 		p.tail = p.tail[1:]
 		p.tailBase++
 	}
+	for len(p.full) > 0 && (len(p.tail) == 0 || p.full[0].last < p.tailBase) {
+		s.releaseChunk(p, p.full[0].buf)
+		p.full[0] = usedChunk{}
+		p.full = p.full[1:]
+	}
 	switch {
 	case len(p.tail) == 0:
 		p.tail = nil
-		p.arena = nil // an idle partition keeps no chunk
+		s.releaseChunk(p, p.arena)
+		p.arena, p.full = nil, nil // an idle partition keeps no chunk
 		p.tailBase = max(p.tailBase, off)
 	case len(p.tail) < cap(p.tail)/4 && cap(p.tail) > 1024:
 		// Slicing from the front keeps the whole array: once most of it is behind, the
@@ -179,6 +208,27 @@ func (s *Store) dropTailBelow(p *tpart, off uint64) {
 		// and not the largest it ever was.
 		p.tail = append(make([]tailEnt, 0, 2*len(p.tail)), p.tail...)
 	}
+}
+
+// releaseChunk keeps buf, none of whose records is in p's tail any more, for reuse —
+// unless someone may still read it: a reader of p's fresh records or the mover's step
+// of p, which copied tail entries under the lock and read their bytes without it.
+func (s *Store) releaseChunk(p *tpart, buf []byte) {
+	if cap(buf) != tailChunk || p.readers > 0 || p.moving || len(s.topics.free) >= maxFreeChunks {
+		return
+	}
+	s.topics.free = append(s.topics.free, buf[:0])
+}
+
+// newChunk is a chunk for the tail cache's next records: one no record uses, if any.
+func (s *Store) newChunk(size int) []byte {
+	if n := len(s.topics.free); n > 0 && size <= tailChunk {
+		buf := s.topics.free[n-1]
+		s.topics.free[n-1] = nil
+		s.topics.free = s.topics.free[:n-1]
+		return buf
+	}
+	return make([]byte, 0, max(tailChunk, size))
 }
 
 // writeFrom is the first offset the mover has yet to write into p's files.
@@ -215,13 +265,17 @@ func (s *Store) Published(topicID uint64, part int, offset uint64, newSeg bool, 
 	e := tailEnt{pos: s.cur, size: size, newSeg: newSeg}
 	if s.topics.cached+int64(size)+64 <= tailCacheBytes {
 		if cap(p.arena)-len(p.arena) < int(size)+64 {
-			p.arena = make([]byte, 0, max(tailChunk, int(size)+64))
+			if len(p.arena) > 0 {
+				p.full = append(p.full, usedChunk{buf: p.arena, last: p.arenaLast})
+			}
+			p.arena = s.newChunk(int(size) + 64)
 		}
 		// Should the estimate fall short, AppendTo moves the chunk, and the record is
 		// still the new array's own bytes.
 		at := len(p.arena)
 		p.arena = r.AppendTo(p.arena)
 		e.raw = p.arena[at:len(p.arena):len(p.arena)]
+		p.arenaLast = offset
 		s.topics.cached += int64(len(e.raw))
 	}
 	p.tail = append(p.tail, e)
@@ -677,9 +731,11 @@ func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, m
 		bytes += int(e.size)
 		s.pins[e.pos.Segment()]++
 	}
+	p.readers++ // the entries' bytes are read below without the lock: no chunk of p is reused meanwhile
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
+		p.readers--
 		for _, e := range ents {
 			if s.pins[e.pos.Segment()]--; s.pins[e.pos.Segment()] <= 0 {
 				delete(s.pins, e.pos.Segment())
