@@ -106,12 +106,12 @@ type topicState struct {
 	syncBytes int64 // moveSyncBytes unless a test sets it
 	stats     moveCounters
 	// free are chunks of the tail cache no record uses any more, for the next ones
-	// (at most maxFreeChunks): a fresh chunk is zeroed memory, and making one every
-	// 64 KiB of records was most of what keeping them cost beyond the copy itself.
+	// (at most maxFreeChunks; none once the mover is at rest, Rest): a fresh chunk
+	// is zeroed memory, and making one every 64 KiB of records was most of what keeping
+	// them cost beyond the copy itself.
 	free [][]byte
 	// stepBuf is the mover's write buffer, lent to each partition for its step (Lend):
-	// one for all of them while records keep coming, none once the mover caught up and
-	// synced everything.
+	// one for all of them while records keep coming, none once the mover rests (Rest).
 	stepBuf []byte
 }
 
@@ -355,14 +355,28 @@ type moveWork struct {
 // how many records it moved; more reports whether tails remain (the caller calls again).
 // Once it returns with more false, no tail holds a record the files hold durably.
 func (s *Store) MoveTopics(ctx context.Context) (moved int, more bool, err error) {
-	moved, more, err = s.moveTopics(ctx, true)
-	if !more {
-		// Caught up and synced: at rest the mover keeps no write buffer.
-		s.mu.Lock()
-		s.topics.stepBuf = nil
-		s.mu.Unlock()
+	return s.moveTopics(ctx, true)
+}
+
+// Kept is the bytes the store keeps for the next records — the mover's write buffer and
+// the tail cache's free chunks — until Rest.
+func (s *Store) Kept() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := int64(cap(s.topics.stepBuf))
+	for _, c := range s.topics.free {
+		n += int64(cap(c))
 	}
-	return moved, more, err
+	return n
+}
+
+// Rest lets go of the memory kept for the next records — the mover's write buffer and
+// the tail cache's free chunks — once none have come for a while (the broker's mover
+// calls it; a pause between two bursts of publishes keeps them).
+func (s *Store) Rest() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.topics.stepBuf, s.topics.free = nil, nil
 }
 
 // WriteTopics is MoveTopics that leaves the sync of the files for later, for a caller

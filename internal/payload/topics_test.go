@@ -474,6 +474,22 @@ func TestTailChunksAreReusedOnlyOnceNobodyReadsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	ti, _ := e.m.Topic("t")
+	// Records keep coming: the mover writes and syncs a step at a time (WriteTopics,
+	// every step over the sync bound) and never comes to rest, which lets the free
+	// chunks go.
+	e.s.topics.syncBytes = 1
+	write := func() {
+		t.Helper()
+		for {
+			_, more, err := e.s.WriteTopics(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !more {
+				return
+			}
+		}
+	}
 	partEnd := func(part int) uint64 {
 		x, err := e.m.Topic("t")
 		if err != nil {
@@ -531,7 +547,7 @@ func TestTailChunksAreReusedOnlyOnceNobodyReadsThem(t *testing.T) {
 		}
 	}
 	publish(300) // 5 chunks a partition
-	e.move()
+	write()
 	unshared()
 	if n := len(e.s.topics.free); n == 0 || n > maxFreeChunks {
 		t.Fatalf("%d chunks free after the tails were moved, want some, at most %d", n, maxFreeChunks)
@@ -544,14 +560,14 @@ func TestTailChunksAreReusedOnlyOnceNobodyReadsThem(t *testing.T) {
 	check(1000)
 
 	// A reader of partition 0's tail is out: its chunks stay out of reuse; 1's do not.
-	e.move()
+	write()
 	e.s.topics.free = nil
 	publish(300)
 	e.s.mu.Lock()
 	p0 := e.s.topics.parts[partKey{ti.ID, 0}]
 	p0.readers++
 	e.s.mu.Unlock()
-	e.move()
+	write()
 	e.s.mu.Lock()
 	p0.readers--
 	got := len(e.s.topics.free)
@@ -564,17 +580,23 @@ func TestTailChunksAreReusedOnlyOnceNobodyReadsThem(t *testing.T) {
 
 	// A step moves at most moveBatch records: the tail drops part of a chunk, which
 	// stays out of reuse until the rest of its records go.
-	e.move()
+	write()
 	publish(moveBatch + 100)
 	e.s.topics.free = nil // room for what the partial move frees
-	if _, more, err := e.s.MoveTopics(context.Background()); err != nil || !more {
-		t.Fatalf("MoveTopics: more %v, %v; want a partial move", more, err)
+	if _, more, err := e.s.WriteTopics(context.Background()); err != nil || !more {
+		t.Fatalf("WriteTopics: more %v, %v; want a partial move", more, err)
 	}
 	unshared()
 	publish(300)
 	check(1000)
-	e.move()
+	write()
 	check(1000)
+
+	// At rest the store keeps no free chunk, nor the mover's buffer.
+	e.s.Rest()
+	if n, b := len(e.s.topics.free), cap(e.s.topics.stepBuf); n != 0 || b != 0 {
+		t.Fatalf("%d chunks free and a write buffer of %d bytes at rest, want none", n, b)
+	}
 
 	// The cut in the middle of a chunk, as retention makes it: the chunks wholly below
 	// it are free, the one it cuts is not. (The records below are gone: nothing reads
