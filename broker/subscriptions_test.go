@@ -182,3 +182,37 @@ func TestSubscriptionPausesAtAFullQueueAndNeverRefusesAPublish(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishKeepsNoReferenceToTheCallersBodies: the service hands a binary publish's
+// bodies over as slices of the request, uncopied, so what the broker keeps of a publish —
+// the tail cache's record, the read-back, a fan-out's message — must be its own bytes.
+// The caller's buffer is overwritten once Publish has returned, and nothing changes.
+func TestPublishKeepsNoReferenceToTheCallersBodies(t *testing.T) {
+	t.Parallel()
+	// The payload cache on (its default): it keeps messages' bodies as they were applied.
+	b := start(t, Config{Dir: "/data", FS: vfs.NewMemFS(), MinFreeBytes: -1})
+	mustTopic(t, b, "t", func(c *topic.Config) { c.Partitions = 1 })
+	mustQueue(t, b, "q", func(c *queue.Config) { c.OrderedGroups = false })
+	subscribe(t, b, "s", "q", `{"type":["kept"]}`, SubStart{}) // the first record passes, the second not
+	buf := []byte("first-body|second-body")
+	in := []topic.PublishInput{
+		{Partition: topic.AnyPartition, Headers: []topic.Header{{Name: "type", Value: "kept"}}, Body: buf[:10]},
+		{Partition: topic.AnyPartition, Headers: []topic.Header{{Name: "type", Value: "other"}}, Body: buf[11:]},
+	}
+	if _, err := b.Publish(ctx, "t", in); err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] = '#'
+	}
+	r, err := b.ReadTopic(ctx, "t", ReadOptions{Partition: 0, Offset: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Records) != 2 || string(r.Records[0].Body) != "first-body" || string(r.Records[1].Body) != "second-body" {
+		t.Fatalf("read back %+v, want first-body and second-body", r.Records)
+	}
+	if got := bodies(drain(t, b, "q")); len(got) != 1 || got[0] != "first-body" {
+		t.Fatalf("the subscription's queue holds %q, want [first-body]", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/okiba/okiba/clock"
 	"github.com/okiba/okiba/internal/names"
 	"github.com/okiba/okiba/internal/payload"
 	"github.com/okiba/okiba/queue"
@@ -240,15 +241,35 @@ func CheckRead(o ReadOptions) error {
 // still syncs once enough is unsynced): one fsync then covers several steps' records.
 // Once the mover has caught up and publishes have stopped (publishesStopped), it syncs
 // what it wrote (Store.MoveTopics), so that an idle broker holds nothing unsynced and
-// its log segments go.
+// its log segments go. Once nothing has come for moverRestAfter after that, the store
+// lets go of the buffers it keeps for the next records (Store.Rest): a pause between
+// bursts of publishes keeps them.
 func (b *Broker) moveLoop(ctx context.Context) {
 	backoff := time.Duration(0)
+	var rest clock.Timer // armed once caught up and synced; nil when at rest or busy
+	defer func() {
+		if rest != nil {
+			rest.Stop()
+		}
+	}()
 	for {
 		if backoff == 0 {
+			var restC <-chan time.Time
+			if rest != nil {
+				restC = rest.C()
+			}
 			select {
 			case <-ctx.Done():
 				return
+			case <-restC:
+				rest = nil
+				b.store.Rest()
+				continue
 			case <-b.kickMove:
+			}
+			if rest != nil {
+				rest.Stop()
+				rest = nil
 			}
 		} else {
 			t := b.clock.NewTimer(backoff)
@@ -266,6 +287,9 @@ func (b *Broker) moveLoop(ctx context.Context) {
 					break // the next step writes what the kick brings, and syncs later
 				}
 				_, more, err = b.store.MoveTopics(ctx)
+				if err == nil && !more && rest == nil {
+					rest = b.clock.NewTimer(moverRestAfter)
+				}
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -282,6 +306,10 @@ func (b *Broker) moveLoop(ctx context.Context) {
 		}
 	}
 }
+
+// moverRestAfter is how long the mover waits, caught up and synced, before the store
+// lets go of its buffers for the next records (Store.Rest).
+const moverRestAfter = time.Second
 
 // publishesStopped reports whether the mover, caught up, should sync now: no publish was
 // applied since its last step, nor while the log made durable what it held (at most two

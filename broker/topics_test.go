@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"testing"
@@ -222,4 +223,33 @@ func TestTopicRetentionDeletesOnScheduleAndDiscardNewRefuses(t *testing.T) {
 	if ti, _ := b.Topic("full"); ti.Records != 2 {
 		t.Fatalf("a refused publish changed the topic: %d records", ti.Records)
 	}
+}
+
+// TestTheMoverLetsGoOfItsBuffersOnceAtRest: after the records are moved and synced, the
+// store keeps its write buffer and free chunks for the next ones, and lets go of them
+// once the mover has rested moverRestAfter on the broker's clock.
+func TestTheMoverLetsGoOfItsBuffersOnceAtRest(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	b := start(t, Config{Dir: t.TempDir(), Clock: clk, MinFreeBytes: -1})
+	defer b.Close()
+	mustTopic(t, b, "t", func(c *topic.Config) { c.Partitions = 1 })
+	in := make([]topic.PublishInput, 200)
+	for i := range in {
+		in[i] = topic.PublishInput{Partition: topic.AnyPartition, Body: bytes.Repeat([]byte{'x'}, 1000)}
+	}
+	if _, err := b.Publish(ctx, "t", in); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		recs, _ := b.store.TopicBacklog()
+		return recs == 0 && b.store.MoveStats().Syncs > 0
+	}, "the mover to move and sync the records")
+	if k := b.store.Kept(); k == 0 {
+		t.Fatal("the store kept nothing for the next records right after the move")
+	}
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		clk.Advance(moverRestAfter / 4)
+		return b.store.Kept() == 0
+	}, "the store to let go of its buffers at rest")
 }

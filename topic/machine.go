@@ -265,8 +265,13 @@ type PublishInput struct {
 	// Partition places the record explicitly, or AnyPartition.
 	Partition int
 	Headers   []Header
-	Body      []byte
-	DedupID   string
+	// Body may be the caller's bytes, a slice of a whole request's even: the machine
+	// keeps no reference to it once Publish returns (the log and the tail cache take
+	// copies of the record's encoding), but for the messages a fan-out puts into queues,
+	// which share a copy of their own (fanOut). So a publish need not copy its bodies
+	// before it hands them over, as a send to a queue must.
+	Body    []byte
+	DedupID string
 }
 
 // Size is what counts against max_record_size and retention: body, key and header names

@@ -1,6 +1,7 @@
 package topic
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -274,6 +275,9 @@ func (m *Machine) fanOut(now int64, t *topicState, r *PublishRecord) (targets []
 			continue
 		}
 		if p.Body == nil {
+			// The queues keep their messages' bodies: the record's from here on is a copy,
+			// not the caller's bytes, which may be a whole request's (PublishInput.Body).
+			r.Body = bytes.Clone(r.Body)
 			p = MessagePayload(t.name, r)
 		}
 		imp, err := m.queues.PrepareImport(now, s.queue, &p, false, prepared)

@@ -431,6 +431,32 @@ func (p *Partition) Reserve(n int) {
 	p.pending = slices.Grow(p.pending, n)
 }
 
+// Lend gives the partition buf (its length ignored) to append the next records' frames
+// into, if it has none pending; Return takes it back once they are written. A writer of
+// many partitions in turn (the topic mover) so keeps one buffer for all of them, where
+// each step of each partition made one of its own: every fresh buffer is zeroed memory,
+// and the mover's were 2–4 % of a publish benchmark's CPU.
+func (p *Partition) Lend(buf []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.pending) == 0 && cap(buf) > cap(p.pending) {
+		p.pending = buf[:0]
+	}
+}
+
+// Return hands back the write buffer, empty, once what was appended is written (nil
+// while anything is pending, which keeps it for the next Flush or Sync).
+func (p *Partition) Return() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.pending) > 0 {
+		return nil
+	}
+	buf := p.pending[:0]
+	p.pending = nil
+	return buf
+}
+
 // Written is the offset after the last record appended: Flush or Sync writes up to it.
 func (p *Partition) Written() uint64 {
 	p.mu.Lock()

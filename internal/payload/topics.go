@@ -49,8 +49,23 @@ type tpart struct {
 	removeBelow uint64
 	deleted     bool // the topic is gone: the mover removes the directory
 	moving      bool // the mover is writing to the files
-	// arena is the chunk the tail cache's next encodings go into (tailChunk).
-	arena []byte
+	// arena is the chunk the tail cache's next encodings go into (tailChunk), and
+	// arenaLast the offset of the last record it took.
+	arena     []byte
+	arenaLast uint64
+	// full are the chunks before arena that still hold records of the tail, oldest
+	// first, each with the offset of its last record: once the tail has dropped that one
+	// and nobody reads the tail's bytes outside the lock, a chunk is used again
+	// (topicState.free).
+	full []usedChunk
+	// readers counts reads of the tail's bytes outside the store's lock (reads of
+	// fresh records); the mover's step (moving) is one too.
+	readers int
+}
+
+type usedChunk struct {
+	buf  []byte
+	last uint64
 }
 
 type tailEnt struct {
@@ -75,6 +90,10 @@ const tailCacheBytes = 32 << 20
 // counts), and none once its tail is empty.
 const tailChunk = 64 << 10
 
+// maxFreeChunks bounds the chunks kept for reuse (topicState.free): the ones a few
+// partitions' moves release between two records' publishes.
+const maxFreeChunks = 16
+
 // topicState is the store's part for topics, under the store's mutex.
 type topicState struct {
 	fs     vfs.FS
@@ -86,6 +105,14 @@ type topicState struct {
 	unsynced  int64
 	syncBytes int64 // moveSyncBytes unless a test sets it
 	stats     moveCounters
+	// free are chunks of the tail cache no record uses any more, for the next ones
+	// (at most maxFreeChunks; none once the mover is at rest, Rest): a fresh chunk
+	// is zeroed memory, and making one every 64 KiB of records was most of what keeping
+	// them cost beyond the copy itself.
+	free [][]byte
+	// stepBuf is the mover's write buffer, lent to each partition for its step (Lend):
+	// one for all of them while records keep coming, none once the mover rests (Rest).
+	stepBuf []byte
 }
 
 // moveCounters count the mover's work since the store was made (MoveStats).
@@ -164,10 +191,16 @@ func (s *Store) dropTailBelow(p *tpart, off uint64) {
 		p.tail = p.tail[1:]
 		p.tailBase++
 	}
+	for len(p.full) > 0 && (len(p.tail) == 0 || p.full[0].last < p.tailBase) {
+		s.releaseChunk(p, p.full[0].buf)
+		p.full[0] = usedChunk{}
+		p.full = p.full[1:]
+	}
 	switch {
 	case len(p.tail) == 0:
 		p.tail = nil
-		p.arena = nil // an idle partition keeps no chunk
+		s.releaseChunk(p, p.arena)
+		p.arena, p.full = nil, nil // an idle partition keeps no chunk
 		p.tailBase = max(p.tailBase, off)
 	case len(p.tail) < cap(p.tail)/4 && cap(p.tail) > 1024:
 		// Slicing from the front keeps the whole array: once most of it is behind, the
@@ -175,6 +208,27 @@ func (s *Store) dropTailBelow(p *tpart, off uint64) {
 		// and not the largest it ever was.
 		p.tail = append(make([]tailEnt, 0, 2*len(p.tail)), p.tail...)
 	}
+}
+
+// releaseChunk keeps buf, none of whose records is in p's tail any more, for reuse —
+// unless someone may still read it: a reader of p's fresh records or the mover's step
+// of p, which copied tail entries under the lock and read their bytes without it.
+func (s *Store) releaseChunk(p *tpart, buf []byte) {
+	if cap(buf) != tailChunk || p.readers > 0 || p.moving || len(s.topics.free) >= maxFreeChunks {
+		return
+	}
+	s.topics.free = append(s.topics.free, buf[:0])
+}
+
+// newChunk is a chunk for the tail cache's next records: one no record uses, if any.
+func (s *Store) newChunk(size int) []byte {
+	if n := len(s.topics.free); n > 0 && size <= tailChunk {
+		buf := s.topics.free[n-1]
+		s.topics.free[n-1] = nil
+		s.topics.free = s.topics.free[:n-1]
+		return buf
+	}
+	return make([]byte, 0, max(tailChunk, size))
 }
 
 // writeFrom is the first offset the mover has yet to write into p's files.
@@ -211,13 +265,17 @@ func (s *Store) Published(topicID uint64, part int, offset uint64, newSeg bool, 
 	e := tailEnt{pos: s.cur, size: size, newSeg: newSeg}
 	if s.topics.cached+int64(size)+64 <= tailCacheBytes {
 		if cap(p.arena)-len(p.arena) < int(size)+64 {
-			p.arena = make([]byte, 0, max(tailChunk, int(size)+64))
+			if len(p.arena) > 0 {
+				p.full = append(p.full, usedChunk{buf: p.arena, last: p.arenaLast})
+			}
+			p.arena = s.newChunk(int(size) + 64)
 		}
 		// Should the estimate fall short, AppendTo moves the chunk, and the record is
 		// still the new array's own bytes.
 		at := len(p.arena)
 		p.arena = r.AppendTo(p.arena)
 		e.raw = p.arena[at:len(p.arena):len(p.arena)]
+		p.arenaLast = offset
 		s.topics.cached += int64(len(e.raw))
 	}
 	p.tail = append(p.tail, e)
@@ -269,6 +327,10 @@ func (s *Store) fail(err error) {
 // moveBatch bounds the records one partition moves in one step.
 const moveBatch = 4096
 
+// maxStepBuf bounds the mover's write buffer that it keeps between steps (stepBuf); a
+// larger one, for a step of large records, goes after its step.
+const maxStepBuf = 4 << 20
+
 // moveSyncBytes is how much WriteTopics leaves written and not synced across partitions
 // before it syncs them: each fsync of a partition file cost as much CPU as a few hundred
 // records' writes (in a publish benchmark the files' fsyncs, two a step, were a tenth of
@@ -294,6 +356,27 @@ type moveWork struct {
 // Once it returns with more false, no tail holds a record the files hold durably.
 func (s *Store) MoveTopics(ctx context.Context) (moved int, more bool, err error) {
 	return s.moveTopics(ctx, true)
+}
+
+// Kept is the bytes the store keeps for the next records — the mover's write buffer and
+// the tail cache's free chunks — until Rest.
+func (s *Store) Kept() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := int64(cap(s.topics.stepBuf))
+	for _, c := range s.topics.free {
+		n += int64(cap(c))
+	}
+	return n
+}
+
+// Rest lets go of the memory kept for the next records — the mover's write buffer and
+// the tail cache's free chunks — once none have come for a while (the broker's mover
+// calls it; a pause between two bursts of publishes keeps them).
+func (s *Store) Rest() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.topics.stepBuf, s.topics.free = nil, nil
 }
 
 // WriteTopics is MoveTopics that leaves the sync of the files for later, for a caller
@@ -473,7 +556,23 @@ func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 			return 0, 0, fmt.Errorf("payload: partition %d/%d: %w", w.k.topic, w.k.part, err)
 		}
 	}
-	// One buffer for the step's frames (16 bytes of header each), not one grown by steps.
+	// One buffer for the step's frames (16 bytes of header each), not one grown by steps:
+	// the mover's, lent to the files for the step and taken back once they wrote it.
+	s.mu.Lock()
+	buf := s.topics.stepBuf
+	s.topics.stepBuf = nil
+	s.mu.Unlock()
+	w.files.Lend(buf)
+	giveBack := func() { // once written; again, a no-op, on the way out
+		if buf := w.files.Return(); cap(buf) <= maxStepBuf {
+			s.mu.Lock()
+			if cap(buf) > cap(s.topics.stepBuf) {
+				s.topics.stepBuf = buf
+			}
+			s.mu.Unlock()
+		}
+	}
+	defer giveBack()
 	w.files.Reserve(int(w.bytes) + 80*len(w.ents))
 	before := w.files.Fsyncs()
 	off := w.base
@@ -504,12 +603,12 @@ func (s *Store) moveOne(ctx context.Context, w *moveWork) (uint64, int, error) {
 		}
 		off++
 	}
-	var end uint64
-	var err error
-	if w.sync {
+	// Written first, then synced: the write empties the buffer, taken back before the
+	// Sync, which lets go of its partition's.
+	end, err := w.files.Flush()
+	giveBack()
+	if err == nil && w.sync {
 		end, err = w.files.Sync()
-	} else {
-		end, err = w.files.Flush()
 	}
 	s.countStep(w, w.files.Fsyncs()-before)
 	return end, len(w.ents), err
@@ -646,9 +745,11 @@ func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, m
 		bytes += int(e.size)
 		s.pins[e.pos.Segment()]++
 	}
+	p.readers++ // the entries' bytes are read below without the lock: no chunk of p is reused meanwhile
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
+		p.readers--
 		for _, e := range ents {
 			if s.pins[e.pos.Segment()]--; s.pins[e.pos.Segment()] <= 0 {
 				delete(s.pins, e.pos.Segment())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/topic"
@@ -458,4 +459,156 @@ func TestTopicRetentionOfRecordsWrittenNotSyncedThenACrash(t *testing.T) {
 	if got := r.readAll("t", 0); got != 5 {
 		t.Fatalf("read %d records after the crash and 5 publishes", got)
 	}
+}
+
+// TestTailChunksAreReusedOnlyOnceNobodyReadsThem: the tail cache's chunks go back to the
+// store once the tail dropped their records and are taken for the next records, which
+// read back as published; while a read of the partition's fresh records is out (it reads
+// their bytes without the lock), the chunks its partition releases are not reused.
+func TestTailChunksAreReusedOnlyOnceNobodyReadsThem(t *testing.T) {
+	t.Parallel()
+	e := newTenv(t)
+	cfg := topic.DefaultConfig()
+	cfg.Partitions = 2
+	if _, err := e.m.PutTopic(e.now, e, "t", cfg); err != nil {
+		t.Fatal(err)
+	}
+	ti, _ := e.m.Topic("t")
+	// Records keep coming: the mover writes and syncs a step at a time (WriteTopics,
+	// every step over the sync bound) and never comes to rest, which lets the free
+	// chunks go.
+	e.s.topics.syncBytes = 1
+	write := func() {
+		t.Helper()
+		for {
+			_, more, err := e.s.WriteTopics(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !more {
+				return
+			}
+		}
+	}
+	partEnd := func(part int) uint64 {
+		x, err := e.m.Topic("t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x.Partitions[part].End
+	}
+	body := func(off uint64, part int) []byte {
+		return fmt.Appendf(nil, "%d/%d %0900d", part, off, off) // ~a thousand bytes: 60-odd a chunk
+	}
+	publish := func(n int) {
+		for part := range 2 {
+			end := partEnd(part)
+			in := make([]topic.PublishInput, n)
+			for i := range in {
+				in[i] = topic.PublishInput{Partition: part, Body: body(end+uint64(i), part)}
+			}
+			if _, err := e.m.Publish(e.now, e, "t", in); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(last int) { // the last records of each partition
+		t.Helper()
+		for part := range 2 {
+			end := partEnd(part)
+			for off := end - min(end, uint64(last)); off < end; {
+				rs, err := e.s.ReadTopic(ti.ID, part, off, end, 100, 1<<20)
+				if err != nil || len(rs) == 0 {
+					t.Fatalf("ReadTopic %d/%d: %d records, %v", part, off, len(rs), err)
+				}
+				for _, r := range rs {
+					if want := body(off, part); string(r.Body) != string(want) {
+						t.Fatalf("record %d/%d: %.20q…, want %.20q…", part, off, r.Body, want)
+					}
+					off++
+				}
+			}
+		}
+	}
+	// No free chunk holds a record the tail still has.
+	unshared := func() {
+		t.Helper()
+		e.s.mu.Lock()
+		defer e.s.mu.Unlock()
+		for _, buf := range e.s.topics.free {
+			lo := uintptr(unsafe.Pointer(unsafe.SliceData(buf[:1])))
+			for k, p := range e.s.topics.parts {
+				for i, x := range p.tail {
+					if at := uintptr(unsafe.Pointer(unsafe.SliceData(x.raw))); x.raw != nil && at >= lo && at < lo+uintptr(cap(buf)) {
+						t.Fatalf("a free chunk holds record %d of partition %d's tail", p.tailBase+uint64(i), k.part)
+					}
+				}
+			}
+		}
+	}
+	publish(300) // 5 chunks a partition
+	write()
+	unshared()
+	if n := len(e.s.topics.free); n == 0 || n > maxFreeChunks {
+		t.Fatalf("%d chunks free after the tails were moved, want some, at most %d", n, maxFreeChunks)
+	}
+	free := len(e.s.topics.free)
+	publish(100)
+	if len(e.s.topics.free) >= free {
+		t.Fatalf("the next records took no free chunk: %d free, %d before", len(e.s.topics.free), free)
+	}
+	check(1000)
+
+	// A reader of partition 0's tail is out: its chunks stay out of reuse; 1's do not.
+	write()
+	e.s.topics.free = nil
+	publish(300)
+	e.s.mu.Lock()
+	p0 := e.s.topics.parts[partKey{ti.ID, 0}]
+	p0.readers++
+	e.s.mu.Unlock()
+	write()
+	e.s.mu.Lock()
+	p0.readers--
+	got := len(e.s.topics.free)
+	e.s.mu.Unlock()
+	if got == 0 || got > 6 {
+		t.Fatalf("%d chunks free, want only partition 1's (5 or 6)", got)
+	}
+	publish(300)
+	check(1000)
+
+	// A step moves at most moveBatch records: the tail drops part of a chunk, which
+	// stays out of reuse until the rest of its records go.
+	write()
+	publish(moveBatch + 100)
+	e.s.topics.free = nil // room for what the partial move frees
+	if _, more, err := e.s.WriteTopics(context.Background()); err != nil || !more {
+		t.Fatalf("WriteTopics: more %v, %v; want a partial move", more, err)
+	}
+	unshared()
+	publish(300)
+	check(1000)
+	write()
+	check(1000)
+
+	// At rest the store keeps no free chunk, nor the mover's buffer.
+	e.s.Rest()
+	if n, b := len(e.s.topics.free), cap(e.s.topics.stepBuf); n != 0 || b != 0 {
+		t.Fatalf("%d chunks free and a write buffer of %d bytes at rest, want none", n, b)
+	}
+
+	// The cut in the middle of a chunk, as retention makes it: the chunks wholly below
+	// it are free, the one it cuts is not. (The records below are gone: nothing reads
+	// them after this.)
+	publish(300)
+	e.s.mu.Lock()
+	e.s.topics.free = nil
+	e.s.dropTailBelow(p0, p0.tailBase+100)
+	free = len(e.s.topics.free)
+	e.s.mu.Unlock()
+	if free != 1 {
+		t.Fatalf("%d chunks free after 100 records of a partition's tail went, want the first one", free)
+	}
+	unshared()
 }
