@@ -23,7 +23,7 @@ import (
 // the partition's segment files has settled, the live heap after a collection is
 // compared with the live heap before the first publish. The design keeps one entry per
 // segment and nothing per record, so the growth should follow the segment count.
-// A warm-up topic of 200,000 records, published the same way, is filled and moved
+// A warm-up topic of 1M records, published the same way, is filled and moved
 // before the first reading, so that the buffers a loaded broker holds whatever its
 // topics (the log's, sized by the load) are not counted as the measured topic's. OKIBA_TOPIC_MEMORY_HEAPPROFILE=FILE writes a heap profile at the end, before the
 // broker closes.
@@ -68,8 +68,9 @@ func topicHeap(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 	}
-	publishN(b, br, "warm", 200_000)
+	publishN(b, br, "warm", 1_000_000)
 	waitMoved(b, br)
+	waitRested(b, br)
 	heap0, inuse0 := liveHeap()
 	b.StartTimer()
 	start := time.Now()
@@ -80,6 +81,7 @@ func topicHeap(b *testing.B, n int) {
 	// in-process publisher; what it has not moved yet is held in the log's tail), then
 	// read the live heap until two readings a second apart agree within 1 %.
 	waitMoved(b, br)
+	waitRested(b, br)
 	var heap1, inuse1 uint64
 	prev := uint64(0)
 	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); {
@@ -186,4 +188,10 @@ func publishN(b *testing.B, br *Broker, name string, n int) {
 		}()
 	}
 	wg.Wait()
+}
+
+// waitRested waits until the mover, caught up, has let go of the buffers it keeps for
+// the next records between bursts (payload.Store.Rest): what a broker at rest holds.
+func waitRested(b *testing.B, br *Broker) {
+	testkit.Eventually(b, time.Minute, func() bool { return br.store.Kept() == 0 }, "the mover to rest")
 }
