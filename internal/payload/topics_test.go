@@ -245,26 +245,7 @@ func TestTopicStoreSurvivesACrash(t *testing.T) {
 	e.s.MoveTopics(context.Background())
 	e.publish("t", 100)
 
-	crashed := e.fs.Crash()
-	r := &tenv{t: t, fs: crashed, now: e.now}
-	r.s = New(Config{FS: crashed, TopicsDir: "/topics"})
-	m, err := topic.Restore(snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.m = m
-	m.SetBodies(r.s)
-	if err := r.s.RestoreTopics(sect); err != nil {
-		t.Fatal(err)
-	}
-	r.openLog(ckpt, func(p wal.Pos, raw []byte) error {
-		rec, err := topic.DecodeRecordShared(raw)
-		if err != nil {
-			return err
-		}
-		r.s.At(p, true)
-		return m.Apply(rec)
-	})
+	r := recoverTenv(t, e.fs.Crash(), e.now, snap, sect, ckpt)
 	total := 0
 	for p := 0; p < 3; p++ {
 		total += r.readAll("t", p)
