@@ -58,6 +58,24 @@ func (c *testCluster) checkpointAll() {
 	}
 }
 
+// compactLeader checkpoints every node and waits for the leader l's raft log to drop
+// what its checkpoint holds, which must be past the first 40 entries; it returns the
+// checkpoint's applied index. Concurrent sends share entries: the log is as long as the
+// leader made it.
+func (c *testCluster) compactLeader(l *member) uint64 {
+	c.t.Helper()
+	c.checkpointAll()
+	hi := l.b.CheckpointedApplied()
+	if hi < 2+40 {
+		c.t.Fatalf("the leader's checkpoint holds entries up to %d only", hi)
+	}
+	testkit.Eventually(c.t, 10*time.Second, func() bool {
+		st := l.raft.Status()
+		return st.Compactions > 0 && st.Snapshot >= hi
+	}, "the leader's raft log to be compacted to %d: %+v", hi, l.raft.Status())
+	return hi
+}
+
 // The raft logs drop what the brokers' checkpoints hold; a follower that was down while
 // they did, and a member that joins after, install another node's state (messages,
 // receipts' leases, topic records) from a snapshot, carry on from the log after it, and
@@ -86,16 +104,7 @@ func TestCompactedLogsInstallSnapshots(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("receive: %v %d", err, len(got))
 	}
-	c.checkpointAll()
-	// Concurrent sends share entries: the log is as long as the leader made it.
-	hi := l.b.CheckpointedApplied()
-	if hi < 2+40 {
-		t.Fatalf("the leader's checkpoint holds entries up to %d only", hi)
-	}
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		st := l.raft.Status()
-		return st.Compactions > 0 && st.Snapshot >= hi
-	}, "the leader's raft log to be compacted to %d: %+v", hi, l.raft.Status())
+	hi := c.compactLeader(l)
 	first, _ := l.raft.storage.FirstIndex()
 	if first <= 2 {
 		t.Fatalf("the leader's log starts at %d after compaction", first)

@@ -164,16 +164,7 @@ func TestStateTransfersResume(t *testing.T) {
 	for i := 0; i < 150; i += 3 {
 		sendN(t, l.b, "jobs", i, 3)
 	}
-	c.checkpointAll()
-	// Concurrent sends share entries: the log is as long as the leader made it.
-	hi := l.b.CheckpointedApplied()
-	if hi < 2+40 {
-		t.Fatalf("the leader's checkpoint holds entries up to %d only", hi)
-	}
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		st := l.raft.Status()
-		return st.Compactions > 0 && st.Snapshot >= hi
-	}, "the leader's raft log to be compacted to %d: %+v", hi, l.raft.Status())
+	c.compactLeader(l)
 
 	taps := map[string]*stateTap{f.name: {armed: true}, "n4": {armed: true}}
 	c.config = tapping(taps)
