@@ -70,13 +70,9 @@ func (m *Machine) Defer(now int64, sink Sink, queue string, leases []Lease) ([]e
 	if err != nil {
 		return nil, err
 	}
-	m.advance(sink, q, now)
-	out, seqs := q.leasedSeqs(leases, now)
-	if len(seqs) > 0 {
+	return m.settleLeases(sink, q, now, leases, func(seqs []uint64) {
 		m.emit(sink, &DeferRecord{Now: now, QueueID: q.id, Seqs: seqs})
-	}
-	m.reschedule(q)
-	return out, nil
+	}), nil
 }
 
 // deferredMsg returns the deferred message id of q, nil if it has none in StateDeferred.

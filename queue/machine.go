@@ -1116,13 +1116,23 @@ func (m *Machine) Ack(now int64, sink Sink, queue string, leases []Lease) ([]err
 	if err != nil {
 		return nil, err
 	}
+	return m.settleLeases(sink, q, now, leases, func(seqs []uint64) {
+		m.emit(sink, &AckRecord{Now: now, QueueID: q.id, Seqs: seqs})
+	}), nil
+}
+
+// settleLeases is what ending leases by receipt shares (Ack, Defer, DeadLetter): the
+// queue brought up to now, each lease resolved (nil or ErrReceiptStale, leasedSeqs),
+// settle given the seqs of the valid ones when there are any, then the next event
+// rescheduled.
+func (m *Machine) settleLeases(sink Sink, q *queueState, now int64, leases []Lease, settle func(seqs []uint64)) []error {
 	m.advance(sink, q, now)
 	out, seqs := q.leasedSeqs(leases, now)
 	if len(seqs) > 0 {
-		m.emit(sink, &AckRecord{Now: now, QueueID: q.id, Seqs: seqs})
+		settle(seqs)
 	}
 	m.reschedule(q)
-	return out, nil
+	return out
 }
 
 // Backoff returns the retry delay for a message nacked after its deliveries-th delivery:
@@ -1248,14 +1258,10 @@ func (m *Machine) DeadLetter(now int64, sink Sink, queue string, leases []Lease,
 		return nil, err
 	}
 	q := m.queues[queue]
-	m.advance(sink, q, now)
-	out, seqs := q.leasedSeqs(leases, now)
-	if len(seqs) > 0 {
+	return m.settleLeases(sink, q, now, leases, func(seqs []uint64) {
 		slices.Sort(seqs)
 		m.deadLetter(sink, q, now, seqs, reason, desc)
-	}
-	m.reschedule(q)
-	return out, nil
+	}), nil
 }
 
 // CheckDeadLetter validates a dead-letter request's queue, reason and description,
