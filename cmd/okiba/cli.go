@@ -446,6 +446,24 @@ func short(s string) string {
 	return s[:20] + "…"
 }
 
+// readIDs is the ids of a command's arguments, where "-" stands for those read from
+// stdin, one per line (okiba fetch, okiba dlq delete).
+func readIDs(args []string, stdin io.Reader) ([]string, error) {
+	var ids []string
+	for _, v := range args {
+		if v != "-" {
+			ids = append(ids, v)
+			continue
+		}
+		lines, err := readLines(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("read ids from stdin: %w", err)
+		}
+		ids = append(ids, lines...)
+	}
+	return ids, nil
+}
+
 // readLines reads non-empty, trimmed lines (receipts piped from another command).
 func readLines(r io.Reader) ([]string, error) {
 	var out []string

@@ -437,17 +437,9 @@ okiba dlq list orders --json | jq -r 'select(.dead_letter.reason=="invalid-card"
 	if err != nil {
 		return err
 	}
-	var ids []string
-	for _, id := range pos[1:] {
-		if id != "-" {
-			ids = append(ids, id)
-			continue
-		}
-		lines, err := readLines(a.Stdin)
-		if err != nil {
-			return fmt.Errorf("read ids from stdin: %w", err)
-		}
-		ids = append(ids, lines...)
+	ids, err := readIDs(pos[1:], a.Stdin)
+	if err != nil {
+		return err
 	}
 	if len(ids) == 0 {
 		return f.fail("no ids given (stdin was empty)")

@@ -32,17 +32,9 @@ okiba peek orders --deferred --json | jq -r .id | okiba fetch orders - --json`)
 	if err != nil {
 		return err
 	}
-	var ids []string
-	for _, v := range pos[1:] {
-		if v != "-" {
-			ids = append(ids, v)
-			continue
-		}
-		lines, err := readLines(a.Stdin)
-		if err != nil {
-			return fmt.Errorf("read ids from stdin: %w", err)
-		}
-		ids = append(ids, lines...)
+	ids, err := readIDs(pos[1:], a.Stdin)
+	if err != nil {
+		return err
 	}
 	if len(ids) == 0 {
 		return f.fail("no ids given (stdin was empty)")
