@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -164,25 +163,13 @@ func (j *JetStreamR3) stop() {
 	if nc != nil {
 		nc.Close()
 	}
-	var wg sync.WaitGroup
-	for _, p := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = p.Stop(syscall.SIGTERM, 30*time.Second)
-		}()
-	}
-	wg.Wait()
+	stopAll(procs)
 }
 
 func (j *JetStreamR3) Pids() []int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	var pids []int
-	for _, p := range j.procs {
-		pids = append(pids, p.Pid())
-	}
-	return pids
+	return pidsOf(j.procs)
 }
 
 func (j *JetStreamR3) DataDirs() []string {

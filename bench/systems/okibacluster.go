@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/okiba/okiba/api"
@@ -173,25 +172,13 @@ func (o *OkibaCluster3) stop() {
 	o.mu.Lock()
 	procs := o.procs
 	o.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, p := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = p.Stop(syscall.SIGTERM, 30*time.Second)
-		}()
-	}
-	wg.Wait()
+	stopAll(procs)
 }
 
 func (o *OkibaCluster3) Pids() []int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var pids []int
-	for _, p := range o.procs {
-		pids = append(pids, p.Pid())
-	}
-	return pids
+	return pidsOf(o.procs)
 }
 
 func (o *OkibaCluster3) DataDirs() []string {

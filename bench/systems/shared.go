@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/okiba/okiba/bench/harness"
@@ -166,4 +167,24 @@ func syncMode(full bool) string {
 		return "FULL"
 	}
 	return "NORMAL"
+}
+
+// stopAll stops the processes of a cluster at once, each with SIGTERM and up to 30 s
+// before SIGKILL, so that no node waits for an election it cannot win; it returns when
+// all have exited.
+func stopAll(procs []*harness.Proc) {
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() { _ = p.Stop(syscall.SIGTERM, 30*time.Second) })
+	}
+	wg.Wait()
+}
+
+// pidsOf is the pids of a cluster's processes.
+func pidsOf(procs []*harness.Proc) []int {
+	pids := make([]int, 0, len(procs))
+	for _, p := range procs {
+		pids = append(pids, p.Pid())
+	}
+	return pids
 }
