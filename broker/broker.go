@@ -569,10 +569,7 @@ func (b *Broker) open(start time.Time, held bool) error {
 		// ones are applied, in order (replication.go).
 		groups = &groupReplay{repl: b.repl, applied: b.applied}
 	}
-	b.log, err = wal.Open(wal.Options{
-		FS: b.fs, Dir: filepath.Join(b.cfg.Dir, "wal"), SegmentSize: b.cfg.SegmentSize,
-		Logger: b.logger, NoPrecreate: b.cfg.NoPrecreate, Observer: b.cfg.Observer, Room: b.segmentRoom,
-	}, pos, func(p wal.Pos, raw []byte) error {
+	own := func(p wal.Pos, raw []byte) error {
 		records++
 		if groups != nil {
 			if isGroupFrame(raw) {
@@ -581,13 +578,54 @@ func (b *Broker) open(start time.Time, held bool) error {
 			if groups.skip && !payload.IsFrame(raw) {
 				return nil
 			}
-		} else if isGroupFrame(raw) {
+		} else if isGroupFrame(raw) || IsSharedRecord(raw) {
 			return fmt.Errorf("record at %v: the log is a cluster node's: open it as one (--node and --peers)", p)
 		}
 		return b.replay(p, raw)
-	})
+	}
+	walDir := filepath.Join(b.cfg.Dir, "wal")
+	replay, at := own, pos
+	shared, _ := b.repl.(SharedLog)
+	if shared != nil {
+		// One log holds the broker's records and the replication's (raft's): it opens
+		// where the segments both need begin, the replication's records replayed now, the
+		// broker's once the replication is attached and can say what is committed.
+		cs, err := wal.ContiguousStart(b.fs, walDir)
+		if err != nil {
+			return fmt.Errorf("recover log: %w", err)
+		}
+		if pos == 0 || cs < pos {
+			at = cs
+		}
+		theirs := shared.Replayer()
+		replay = func(p wal.Pos, raw []byte) error {
+			if IsSharedRecord(raw) {
+				return theirs(p, raw)
+			}
+			return nil
+		}
+	}
+	b.log, err = wal.Open(wal.Options{
+		FS: b.fs, Dir: walDir, SegmentSize: b.cfg.SegmentSize,
+		Logger: b.logger, NoPrecreate: b.cfg.NoPrecreate, Observer: b.cfg.Observer, Room: b.segmentRoom,
+	}, at, replay)
 	if err != nil {
 		return fmt.Errorf("recover log: %w", err)
+	}
+	if shared != nil {
+		mine, theirs := b.log.Hold(), b.log.Hold()
+		b.store.SetRemover(mine)
+		if err := shared.Attach(b.log, theirs); err != nil {
+			return fmt.Errorf("recover log: %w", err)
+		}
+		if err := b.log.Scan(pos, func(p wal.Pos, raw []byte) error {
+			if IsSharedRecord(raw) {
+				return nil
+			}
+			return own(p, raw)
+		}); err != nil {
+			return fmt.Errorf("recover log: %w", err)
+		}
 	}
 	b.store.FinishReplay()
 	b.store.SetLog(b.log)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/internal/vfs"
+	"github.com/okiba/okiba/wal"
 )
 
 // A node of a cluster whose raft log no longer holds the entries it lacks (the others
@@ -55,6 +56,9 @@ func (b *Broker) Install(r io.Reader, atLeast uint64) (BackupInfo, error) {
 	if err == nil && info.Applied < atLeast {
 		err = fmt.Errorf("%w: it holds entry %d, the snapshot %d", errInstallBehind, info.Applied, atLeast)
 	}
+	if shared, ok := b.repl.(SharedLog); ok && err == nil {
+		err = carryInto(cfg, filepath.Join(tmp, "wal"), shared)
+	}
 	if err != nil {
 		_ = removeAll(fs, tmp)
 		return info, fmt.Errorf("install: %w", err)
@@ -74,6 +78,23 @@ func (b *Broker) Install(r io.Reader, atLeast uint64) (BackupInfo, error) {
 	b.logger.Info("installed another node's state", "applied", info.Applied, "messages", info.Messages,
 		"topic_records", info.TopicRecords, "bytes", info.Bytes)
 	return info, nil
+}
+
+// carryInto has the replication write what it must keep (raft's term and vote, the
+// snapshot being installed) into the restored log in dir, which the swap makes the
+// broker's: it is the replication's storage too (SharedLog).
+func carryInto(cfg Config, dir string, shared SharedLog) error {
+	at, err := wal.ContiguousStart(cfg.FS, dir)
+	if err != nil {
+		return err
+	}
+	l, err := wal.Open(wal.Options{FS: cfg.FS, Dir: dir, SegmentSize: cfg.SegmentSize, Logger: cfg.Logger,
+		NoPrecreate: cfg.NoPrecreate}, at, func(wal.Pos, []byte) error { return nil })
+	if err != nil {
+		return fmt.Errorf("open the restored log: %w", err)
+	}
+	err = shared.Carry(l)
+	return errors.Join(err, l.Close())
 }
 
 // reopen stops the broker, runs swap on its closed data directory, and opens it again

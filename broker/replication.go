@@ -55,6 +55,27 @@ type Replication interface {
 	Committed(term, seq uint64) (index uint64, ok bool)
 }
 
+// SharedLog is a Replication that keeps its own storage (a cluster node's raft log) in
+// the broker's log, so that one fsync per commit cycle makes both durable. Its records
+// are those of kinds 0xD0..0xDF (IsSharedRecord), which the broker's own replay skips.
+//
+// When the broker opens its log (at Open, and again at Rebuild and Install), it hands
+// every such record, in log order, to the function Replayer returned while the log
+// replays, then calls Attach with the open log and the Hold through which the
+// replication releases the segments it no longer needs (the broker's payload store has
+// another: a segment goes once both released it), and only then replays its own records
+// from its checkpoint — Committed must answer from the attached storage by then. Install
+// calls Carry with the log of the state it is about to swap in, before the swap, so that
+// the replication's durable state (raft's term and vote) survives a crash after it.
+type SharedLog interface {
+	Replayer() func(pos wal.Pos, raw []byte) error
+	Attach(log *wal.Log, hold *wal.Hold) error
+	Carry(log *wal.Log) error
+}
+
+// IsSharedRecord reports whether a record of the log is a SharedLog's (0xD0..0xDF).
+func IsSharedRecord(raw []byte) bool { return len(raw) > 0 && raw[0]&0xF0 == 0xD0 }
+
 // ErrNotLeader: this node of a cluster does not lead (or has just been elected and has
 // not yet applied an entry of its term): nothing ran. Send the call to the leader.
 var ErrNotLeader = errors.New("this node does not lead the cluster: send the call to the leader")

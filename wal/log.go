@@ -117,6 +117,7 @@ type Log struct {
 	spare    []byte              // a written batch's buffer, for reuse
 	failed   error               // sticky; wraps ErrFailed
 	closed   bool
+	holds    []*Hold // the owners' claims, for a log with several (share.go)
 
 	// The frames in end's segment since its last trailer start at sealed, and
 	// open of them are records; the next trailer written there closes them.

@@ -47,6 +47,7 @@ import (
 	"github.com/okiba/okiba/broker"
 	"github.com/okiba/okiba/internal/replica"
 	"github.com/okiba/okiba/internal/vfs"
+	"github.com/okiba/okiba/wal"
 )
 
 // Peer is one founding member: its name (--node) and the URL of its port.
@@ -133,12 +134,17 @@ type Raft struct {
 	log     *slog.Logger
 	id      uint64
 	peersMu sync.RWMutex
-	peers   map[uint64]Member // every member, this one too: by raft id
-	storage *replica.WALStorage
-	rn      *raft.RawNode
-	b       *broker.Broker
-	net     *transport
-	xfer    transfers // the state's spool and download (transfer.go)
+	peers   map[uint64]Member   // every member, this one too: by raft id
+	storage *replica.WALStorage // in the broker's log, once attached (Attach)
+	replay  *replica.WALReplay  // what the broker's log replay gathers for the next Attach
+	boot    *boot               // what the first Attach bootstraps the raft log with
+	// installing is the snapshot installSnapshot is installing, and the hard state of its
+	// Ready, for Carry.
+	installing *installing
+	rn         *raft.RawNode
+	b          *broker.Broker
+	net        *transport
+	xfer       transfers // the state's spool and download (transfer.go)
 
 	// term is the term this node leads and takes commands in (Term), 0 when it does
 	// not; lead the leader it knows of. Read by the broker and the node without a lock.
@@ -327,42 +333,90 @@ func Open(cfg Config) (*Raft, error) {
 			return nil, err
 		}
 	}
-	if r.storage, err = replica.OpenWAL(replica.WALOptions{FS: cfg.FS, Dir: dir, Logger: cfg.Logger,
+	if _, err := cfg.FS.Stat(filepath.Join(dir, "wal")); err == nil {
+		return nil, fmt.Errorf("cluster: %s holds a raft log of its own, which okiba before format %d kept beside the broker's log; "+
+			"this okiba keeps raft's records in the broker's log and cannot open it: start the node again from an empty data directory, "+
+			"and it takes the cluster's state from the others (docs/cluster.md, \"Replace a node\")", filepath.Join(dir, "wal"), broker.FormatVersion)
+	}
+	// The raft log lives in the broker's log (broker.SharedLog): the broker opens it and
+	// attaches the storage, and the first Attach bootstraps it if it is new.
+	if r.storage, err = replica.NewWAL(replica.WALOptions{FS: cfg.FS, Dir: dir, Logger: cfg.Logger,
 		Keep: uint64(cfg.CatchUpEntries)}); err != nil {
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
-	snap, err := r.storage.Snapshot()
-	if err != nil {
-		r.storage.Close()
-		return nil, err
+	r.boot = &boot{members: members, founders: founders, stored: stored}
+	return r, nil
+}
+
+type installing struct {
+	snap *pb.Snapshot
+	hs   *pb.HardState
+}
+
+// boot is what Open learnt of the members for the first Attach: a new node's raft log
+// starts with them.
+type boot struct {
+	members  []Member
+	founders []uint64 // a joining node's: the founders' voters
+	stored   bool     // the members file was there: the raft log is not new
+}
+
+// Replayer implements broker.SharedLog: the raft records of the broker's log, as it
+// replays, go into a new WALReplay for the Attach that follows.
+func (r *Raft) Replayer() func(pos wal.Pos, raw []byte) error {
+	r.replay = &replica.WALReplay{}
+	return r.replay.Record
+}
+
+// Attach implements broker.SharedLog: the raft log is the broker's log, with the state
+// its replay gathered. The first one bootstraps a new node's raft log; every one (the
+// broker opens its log again at a rebuild and an install) learns which of this node's
+// proposals the log holds committed.
+func (r *Raft) Attach(log *wal.Log, hold *wal.Hold) error {
+	rp := r.replay
+	r.replay = nil
+	if rp == nil {
+		rp = &replica.WALReplay{}
 	}
-	last, _ := r.storage.LastIndex()
-	if snap.GetMetadata().GetIndex() == 0 && last == 0 && founders != nil {
-		if err := replica.BootstrapLearner(r.storage, founders, r.id); err != nil {
-			r.storage.Close()
-			return nil, fmt.Errorf("cluster: join: %w", err)
+	if err := r.storage.Attach(log, hold, rp); err != nil {
+		return fmt.Errorf("cluster: raft log: %w", err)
+	}
+	if bt := r.boot; bt != nil {
+		r.boot = nil
+		snap, err := r.storage.Snapshot()
+		if err != nil {
+			return err
 		}
-	} else if snap.GetMetadata().GetIndex() == 0 && last == 0 && !stored {
-		voters := make([]uint64, 0, len(members))
-		for _, m := range members {
-			voters = append(voters, m.ID)
+		last, _ := r.storage.LastIndex()
+		if snap.GetMetadata().GetIndex() == 0 && last == 0 && bt.founders != nil {
+			if err := replica.BootstrapLearner(r.storage, bt.founders, r.id); err != nil {
+				return fmt.Errorf("cluster: join: %w", err)
+			}
+		} else if snap.GetMetadata().GetIndex() == 0 && last == 0 && !bt.stored {
+			voters := make([]uint64, 0, len(bt.members))
+			for _, m := range bt.members {
+				voters = append(voters, m.ID)
+			}
+			slices.Sort(voters)
+			if err := replica.Bootstrap(r.storage, voters); err != nil {
+				return fmt.Errorf("cluster: bootstrap: %w", err)
+			}
+			r.log.Info("cluster bootstrapped", "node", r.cfg.Name, "members", len(voters))
 		}
-		slices.Sort(voters)
-		if err := replica.Bootstrap(r.storage, voters); err != nil {
-			r.storage.Close()
-			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
-		}
-		r.log.Info("cluster bootstrapped", "node", cfg.Name, "members", len(voters))
 	}
 	if err := r.indexOwn(); err != nil {
-		r.storage.Close()
-		return nil, err
+		return err
 	}
-	if err := r.loadFounders(); err != nil {
-		r.storage.Close()
-		return nil, err
+	return r.loadFounders()
+}
+
+// Carry implements broker.SharedLog: the snapshot being installed (installSnapshot)
+// and the hard state go into the log of the state that replaces the broker's.
+func (r *Raft) Carry(log *wal.Log) error {
+	if r.installing == nil {
+		return errors.New("cluster: an install with no snapshot being installed")
 	}
-	return r, nil
+	return r.storage.Carry(log, r.installing.snap, r.installing.hs)
 }
 
 // loadFounders learns the founders' voters from the raft log's snapshot: the founding
@@ -373,15 +427,17 @@ func (r *Raft) loadFounders() error {
 		return err
 	}
 	r.snapIndex = snap.GetMetadata().GetIndex()
-	if r.snapIndex <= 1 {
-		r.founders = snap.GetMetadata().GetConfState().GetVoters()
-		return nil
+	founders := snap.GetMetadata().GetConfState().GetVoters()
+	if r.snapIndex > 1 {
+		var sd snapData
+		if err := json.Unmarshal(snap.GetData(), &sd); err != nil {
+			return fmt.Errorf("cluster: the raft log's snapshot at %d: %w", r.snapIndex, err)
+		}
+		founders = sd.Founders
 	}
-	var sd snapData
-	if err := json.Unmarshal(snap.GetData(), &sd); err != nil {
-		return fmt.Errorf("cluster: the raft log's snapshot at %d: %w", r.snapIndex, err)
-	}
-	r.founders = sd.Founders
+	r.mu.Lock()
+	r.founders = founders
+	r.mu.Unlock()
 	return nil
 }
 
@@ -736,7 +792,7 @@ func (r *Raft) process(ctx context.Context) error {
 			// The leader's log no longer reaches this node's: the broker takes the state
 			// before the raft log takes the snapshot, so that a crash in between leaves
 			// the log as it was (and the snapshot sent again).
-			if err := r.installSnapshot(ctx, rd.Snapshot); err != nil {
+			if err := r.installSnapshot(ctx, rd.Snapshot, rd.HardState); err != nil {
 				return err
 			}
 		}

@@ -224,8 +224,10 @@ func (r *Raft) forgetBefore(first uint64) {
 // leader (or, failing that, any other member) and has the broker install it, trying
 // again every second until one succeeds or the node stops. The members and the
 // configuration come from the snapshot.
-func (r *Raft) installSnapshot(ctx context.Context, snap *pb.Snapshot) error {
+func (r *Raft) installSnapshot(ctx context.Context, snap *pb.Snapshot, hs *pb.HardState) error {
 	idx := snap.GetMetadata().GetIndex()
+	r.installing = &installing{snap: snap, hs: hs}
+	defer func() { r.installing = nil }()
 	var sd snapData
 	if idx > 1 {
 		if err := json.Unmarshal(snap.GetData(), &sd); err != nil || sd.Version != 1 {

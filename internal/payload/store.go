@@ -83,9 +83,10 @@ type Usage struct {
 
 // Store maps messages to their bodies on this node. The zero value is not usable; see New.
 type Store struct {
-	log    *wal.Log
-	gate   func(ctx context.Context, pos wal.Pos) error // SetGate; nil: durable is enough
-	budget int64
+	log     *wal.Log
+	remover interface{ Remove(idx uint32) error }        // nil: log
+	gate    func(ctx context.Context, pos wal.Pos) error // SetGate; nil: durable is enough
+	budget  int64
 
 	// cur is the position of the record being applied, and shared whether its payload
 	// aliases a buffer the caller reuses. At sets them and Added reads them, both inside
@@ -132,6 +133,11 @@ func New(cfg Config) *Store {
 
 // SetLog names the log the bodies lie in, if Config.Log did not.
 func (s *Store) SetLog(l *wal.Log) { s.log = l }
+
+// SetRemover makes Collect release the segments it no longer needs through rm rather
+// than remove them: a log with another owner (a cluster node's raft records) keeps a
+// segment until that owner released it too (wal.Hold). Set with SetLog.
+func (s *Store) SetRemover(rm interface{ Remove(idx uint32) error }) { s.remover = rm }
 
 // SetGate makes the topic mover wait, beyond durability, until gate lets a position
 // through before it moves records up to it into partition files: in a cluster, until
@@ -527,7 +533,11 @@ func (s *Store) Collect(ckpt wal.Pos, usage map[uint32]Usage) (int, error) {
 		if pinned {
 			continue
 		}
-		if err := s.log.Remove(seg.Index); err != nil {
+		rm := s.remover
+		if rm == nil {
+			rm = s.log
+		}
+		if err := rm.Remove(seg.Index); err != nil {
 			return removed, err
 		}
 		removed++

@@ -89,10 +89,13 @@ type WALStorage struct {
 	snapDir    string
 	keep       uint64
 	cacheBytes int
-	log        *wal.Log
+	ownLog     bool // OpenWAL's: the storage's own log, closed with it
 
-	mu     sync.Mutex
-	failed error // sticky: a Save whose records may not be durable leaves the storage unusable
+	mu      sync.Mutex
+	log     *wal.Log
+	remover Remover
+	closed  bool
+	failed  error // sticky: a Save whose records may not be durable leaves the storage unusable
 
 	hs        *pb.HardState // nil until one is saved
 	snap      *pb.SnapshotMetadata
@@ -113,10 +116,43 @@ type slot struct {
 	ent  *pb.Entry // nil once out of the cache
 }
 
-// OpenWAL opens (creating if needed) the storage in opts.Dir: it replays the log,
-// repairing a torn tail as wal.Open does, and rebuilds the entries' index, the hard
-// state and the snapshot.
+// Remover removes a segment of the log that the storage no longer needs: the log
+// itself when the storage is its only owner, the storage's wal.Hold when it shares the
+// log (a cluster node's broker writes its own records into it).
+type Remover interface {
+	Remove(idx uint32) error
+}
+
+// errNotAttached: the storage has no log yet (NewWAL, before Attach).
+var errNotAttached = errors.New("replica: the storage has no log yet")
+
+// OpenWAL opens (creating if needed) the storage in opts.Dir, on a log of its own in
+// Dir/wal: it replays the log, repairing a torn tail as wal.Open does, and rebuilds the
+// entries' index, the hard state and the snapshot.
 func OpenWAL(opts WALOptions) (*WALStorage, error) {
+	s, err := NewWAL(opts)
+	if err != nil {
+		return nil, err
+	}
+	var r WALReplay
+	l, err := wal.Open(wal.Options{FS: s.fs, Dir: filepath.Join(opts.Dir, "wal"),
+		SegmentSize: opts.SegmentSize, Logger: opts.Logger}, 0, r.Record)
+	if err != nil {
+		return nil, fmt.Errorf("replica: open storage: %w", err)
+	}
+	s.ownLog = true
+	if err := s.Attach(l, l, &r); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("replica: open storage in %s: %w", opts.Dir, err)
+	}
+	return s, nil
+}
+
+// NewWAL returns a storage with its snapshots in opts.Dir/snap and no log yet: its
+// owner opens a log it shares with other records (a cluster node's broker log), hands
+// the storage's records to a WALReplay as the log replays, and attaches it. Until then
+// every call fails.
+func NewWAL(opts WALOptions) (*WALStorage, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("replica: WALOptions.Dir is required")
 	}
@@ -130,22 +166,74 @@ func OpenWAL(opts WALOptions) (*WALStorage, error) {
 		opts.CacheBytes = 0
 	}
 	s := &WALStorage{fs: opts.FS, snapDir: filepath.Join(opts.Dir, "snap"), keep: opts.Keep,
-		cacheBytes: opts.CacheBytes, snap: &pb.SnapshotMetadata{ConfState: &pb.ConfState{}}}
+		cacheBytes: opts.CacheBytes, snap: &pb.SnapshotMetadata{ConfState: &pb.ConfState{}}, failed: errNotAttached}
 	if err := s.fs.MkdirAll(s.snapDir, vfs.DirMode); err != nil {
 		return nil, fmt.Errorf("replica: open storage: %w", err)
 	}
-	var r replayer
-	l, err := wal.Open(wal.Options{FS: opts.FS, Dir: filepath.Join(opts.Dir, "wal"),
-		SegmentSize: opts.SegmentSize, Logger: opts.Logger}, 0, r.record)
-	if err != nil {
-		return nil, fmt.Errorf("replica: open storage: %w", err)
-	}
-	s.log = l
-	if err := s.rebuild(&r); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("replica: open storage in %s: %w", opts.Dir, err)
-	}
 	return s, nil
+}
+
+// WALReplay gathers a WALStorage's state from the raft records (IsRecord) of a log as
+// it replays, in log order, for Attach.
+type WALReplay struct{ r replayer }
+
+// Record takes one raft record of the log at pos.
+func (w *WALReplay) Record(pos wal.Pos, p []byte) error { return w.r.record(pos, p) }
+
+// IsRecord reports whether a log record is one of a WALStorage's (0xD0..0xDF).
+func IsRecord(p []byte) bool { return len(p) > 0 && p[0]&0xF0 == 0xD0 }
+
+// Attach makes l the storage's log, with the state rp gathered from its replay, and rm
+// what removes the segments the storage no longer needs. Whatever state the storage had
+// is replaced: a node whose log was closed and opened again (a rebuild) or replaced (an
+// installed state, see Carry) attaches the new one, while raft keeps the storage.
+func (s *WALStorage) Attach(l *wal.Log, rm Remover, rp *WALReplay) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("replica: storage closed")
+	}
+	s.log, s.remover, s.failed = l, rm, nil
+	s.hs, s.snap, s.snapPos, s.durSnap = nil, &pb.SnapshotMetadata{ConfState: &pb.ConfState{}}, 0, 0
+	s.offset, s.offTerm, s.ents, s.cacheFrom, s.cached = 0, 0, nil, 0, 0
+	if err := s.rebuild(&rp.r); err != nil {
+		s.failed = fmt.Errorf("replica: storage failed: %w", err)
+		return err
+	}
+	return nil
+}
+
+// Carry writes into l, the log of a state about to replace the one the storage's log
+// belongs to (a node installing another's state for snap), what the storage must find
+// there once it is attached to it: snap's file and marker, and the hard state hs (or
+// the storage's, when hs is empty) with its commit raised to snap's index. A crash after
+// the swap then leaves the storage as the Save of snap would, its term and vote kept.
+func (s *WALStorage) Carry(l *wal.Log, snap *pb.Snapshot, hs *pb.HardState) error {
+	s.mu.Lock()
+	if s.failed != nil {
+		s.mu.Unlock()
+		return s.failed
+	}
+	if raft.IsEmptyHardState(hs) {
+		hs = s.hs
+	}
+	s.mu.Unlock()
+	m := snap.GetMetadata()
+	_, t, err := s.writeSnapshot(l, recInstalled, snap, m.GetIndex(), m.GetTerm())
+	if err != nil {
+		return err
+	}
+	if hs != nil {
+		hs = proto.Clone(hs).(*pb.HardState)
+		hs.Commit = new(max(hs.GetCommit(), m.GetIndex()))
+		if _, t, err = l.AppendFunc(func(b []byte) []byte {
+			b, _ = proto.MarshalOptions{}.MarshalAppend(append(b, recHardState), hs)
+			return b
+		}); err != nil {
+			return fmt.Errorf("replica: carry the hard state: %w", err)
+		}
+	}
+	return t.Wait(context.Background())
 }
 
 // replayer gathers the state while the log replays. Its entries start at base, which
@@ -232,18 +320,28 @@ func (s *WALStorage) rebuild(r *replayer) error {
 	return s.removeStaleSnapshots(true)
 }
 
-// Close closes the log. The storage is unusable afterwards.
+// Close closes the log, if it is the storage's own (OpenWAL). The storage is unusable
+// afterwards.
 func (s *WALStorage) Close() error {
 	s.mu.Lock()
-	if s.failed == nil {
+	s.closed = true
+	if s.failed == nil || s.failed == errNotAttached {
 		s.failed = errors.New("replica: storage closed")
 	}
+	l := s.log
 	s.mu.Unlock()
-	return s.log.Close()
+	if !s.ownLog || l == nil {
+		return nil
+	}
+	return l.Close()
 }
 
 // Log is the storage's write-ahead log, for its statistics.
-func (s *WALStorage) Log() *wal.Log { return s.log }
+func (s *WALStorage) Log() *wal.Log {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log
+}
 
 // InitialState implements raft.Storage.
 func (s *WALStorage) InitialState() (*pb.HardState, *pb.ConfState, error) {
@@ -379,13 +477,18 @@ func (s *WALStorage) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot)
 	installed := !raft.IsEmptySnap(snap)
 	if installed {
 		m := snap.GetMetadata()
-		if s.snap.GetIndex() != 0 && s.snap.GetIndex() >= m.GetIndex() {
+		switch {
+		case s.snap.GetIndex() == m.GetIndex() && s.snap.GetTerm() == m.GetTerm() && s.offset == m.GetIndex() && len(s.ents) == 0:
+			// Carried into the log this storage was attached to since: it holds it.
+			installed = false
+		case s.snap.GetIndex() != 0 && s.snap.GetIndex() >= m.GetIndex():
 			s.mu.Unlock()
 			return raft.ErrSnapOutOfDate
-		}
-		if t, err = s.newSnapshotLocked(recInstalled, snap, m.GetIndex(), m.GetTerm()); err != nil {
-			s.mu.Unlock()
-			return err
+		default:
+			if t, err = s.newSnapshotLocked(recInstalled, snap, m.GetIndex(), m.GetTerm()); err != nil {
+				s.mu.Unlock()
+				return err
+			}
 		}
 	}
 	if len(ents) > 0 && ents[0].GetIndex() <= s.offset { // compacted already, as Memory
@@ -474,30 +577,13 @@ func (s *WALStorage) newSnapshotLocked(kind byte, snap *pb.Snapshot, ci, ct uint
 		ci = i - s.keep
 		ct, _ = s.termLocked(ci)
 	}
-	body, err := proto.Marshal(snap)
-	if err != nil {
-		return wal.Ticket{}, fmt.Errorf("replica: save snapshot %d: %w", i, err)
+	pos, t, err := s.writeSnapshot(s.log, kind, snap, ci, ct)
+	if errors.Is(err, errAppend) && s.failed == nil {
+		// Sticky, as failLocked, but the caller unlocks.
+		s.failed = fmt.Errorf("replica: storage failed: %w", err)
 	}
-	var hdr [8]byte
-	copy(hdr[:], snapMagic)
-	binary.LittleEndian.PutUint32(hdr[4:], crc32.Checksum(body, castagnoli))
-	if err := vfs.WriteFile(s.fs, filepath.Join(s.snapDir, snapName(i, m.GetTerm())), vfs.FileMode, hdr[:], body); err != nil {
-		return wal.Ticket{}, fmt.Errorf("replica: save snapshot %d: %w", i, err)
-	}
-	cs, err := proto.Marshal(pb.EnsureConfState(m.GetConfState()))
 	if err != nil {
-		return wal.Ticket{}, fmt.Errorf("replica: save snapshot %d: %w", i, err)
-	}
-	pos, t, err := s.log.AppendFunc(func(b []byte) []byte {
-		b = append(b, kind)
-		b = binary.LittleEndian.AppendUint64(b, i)
-		b = binary.LittleEndian.AppendUint64(b, m.GetTerm())
-		b = binary.LittleEndian.AppendUint64(b, ci)
-		b = binary.LittleEndian.AppendUint64(b, ct)
-		return append(b, cs...)
-	})
-	if err != nil {
-		return wal.Ticket{}, s.failLocked(err)
+		return wal.Ticket{}, err
 	}
 	s.snap = &pb.SnapshotMetadata{Index: new(i), Term: new(m.GetTerm()),
 		ConfState: proto.Clone(pb.EnsureConfState(m.GetConfState())).(*pb.ConfState)}
@@ -514,6 +600,42 @@ func (s *WALStorage) newSnapshotLocked(kind byte, snap *pb.Snapshot, ci, ct uint
 	}
 	s.offset, s.offTerm = ci, ct
 	return t, nil
+}
+
+// errAppend: the log took no record (it failed, or closed).
+var errAppend = errors.New("append to the log")
+
+// writeSnapshot writes snap's file, synced, then appends its marker of kind to l (the
+// compaction index ci of term ct); an error from the append wraps errAppend.
+func (s *WALStorage) writeSnapshot(l *wal.Log, kind byte, snap *pb.Snapshot, ci, ct uint64) (wal.Pos, wal.Ticket, error) {
+	m := snap.GetMetadata()
+	i := m.GetIndex()
+	body, err := proto.Marshal(snap)
+	if err != nil {
+		return 0, wal.Ticket{}, fmt.Errorf("replica: save snapshot %d: %w", i, err)
+	}
+	var hdr [8]byte
+	copy(hdr[:], snapMagic)
+	binary.LittleEndian.PutUint32(hdr[4:], crc32.Checksum(body, castagnoli))
+	if err := vfs.WriteFile(s.fs, filepath.Join(s.snapDir, snapName(i, m.GetTerm())), vfs.FileMode, hdr[:], body); err != nil {
+		return 0, wal.Ticket{}, fmt.Errorf("replica: save snapshot %d: %w", i, err)
+	}
+	cs, err := proto.Marshal(pb.EnsureConfState(m.GetConfState()))
+	if err != nil {
+		return 0, wal.Ticket{}, fmt.Errorf("replica: save snapshot %d: %w", i, err)
+	}
+	pos, t, err := l.AppendFunc(func(b []byte) []byte {
+		b = append(b, kind)
+		b = binary.LittleEndian.AppendUint64(b, i)
+		b = binary.LittleEndian.AppendUint64(b, m.GetTerm())
+		b = binary.LittleEndian.AppendUint64(b, ci)
+		b = binary.LittleEndian.AppendUint64(b, ct)
+		return append(b, cs...)
+	})
+	if err != nil {
+		return 0, wal.Ticket{}, fmt.Errorf("replica: save snapshot %d: %w: %w", i, errAppend, err)
+	}
+	return pos, t, nil
 }
 
 func decodeMarker(p []byte) (m *pb.SnapshotMetadata, ci, ct uint64, err error) {
@@ -603,7 +725,7 @@ func (s *WALStorage) collect(i uint64) error {
 		if seg.Index >= keep.Segment() {
 			break
 		}
-		if err := s.log.Remove(seg.Index); err != nil {
+		if err := s.remover.Remove(seg.Index); err != nil {
 			return fmt.Errorf("replica: %w", err)
 		}
 	}

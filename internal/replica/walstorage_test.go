@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/okiba/okiba/internal/replica"
 	"github.com/okiba/okiba/internal/vfs"
+	"github.com/okiba/okiba/wal"
 )
 
 // walModel drives a WALStorage and a Memory (the reference) with the same random
@@ -32,43 +34,146 @@ type walModel struct {
 	term   uint64
 	commit uint64
 	saves  int
+	// shared puts the storage in a log with another owner's records (a cluster node's
+	// broker log): log, and the other owner's hold, which releases every segment at once.
+	shared  bool
+	log     *wal.Log
+	other   *wal.Hold
+	foreign int // the other owner's records appended, and replayed at the last open
+	seen    int
+	carried int    // installs through a new log
+	dir     string // the shared log's directory
 }
 
-func newWALModel(t *testing.T, seed uint64, opts replica.WALOptions) *walModel {
+func newWALModel(t *testing.T, seed uint64, opts replica.WALOptions, shared ...bool) *walModel {
 	t.Helper()
-	m := &walModel{t: t, rng: rand.New(rand.NewPCG(seed, 0x3a1)), fs: vfs.NewMemFS(), opts: opts, term: 1}
+	m := &walModel{t: t, rng: rand.New(rand.NewPCG(seed, 0x3a1)), fs: vfs.NewMemFS(), opts: opts, term: 1,
+		shared: len(shared) > 0 && shared[0], dir: "/data/wal"}
 	m.opts.FS, m.opts.Dir = m.fs, "/data"
 	m.ref = replica.NewMemory()
 	m.ref.Keep = opts.Keep
 	m.open()
-	t.Cleanup(func() { m.w.Close() })
+	t.Cleanup(func() { m.closeLog() })
 	return m
 }
 
 func (m *walModel) open() {
 	m.t.Helper()
-	w, err := replica.OpenWAL(m.opts)
-	if err != nil {
-		m.t.Fatalf("open: %v", err)
+	if !m.shared {
+		w, err := replica.OpenWAL(m.opts)
+		if err != nil {
+			m.t.Fatalf("open: %v", err)
+		}
+		m.w = w
+		return
 	}
-	m.w = w
+	w := m.w
+	if w == nil {
+		var err error
+		if w, err = replica.NewWAL(m.opts); err != nil {
+			m.t.Fatal(err)
+		}
+	}
+	at, err := wal.ContiguousStart(m.fs, m.dir)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	var rp replica.WALReplay
+	m.seen = 0
+	l, err := wal.Open(wal.Options{FS: m.fs, Dir: m.dir, SegmentSize: m.opts.SegmentSize}, at, func(pos wal.Pos, p []byte) error {
+		if replica.IsRecord(p) {
+			return rp.Record(pos, p)
+		}
+		if string(p) != "foreign" {
+			return fmt.Errorf("record %v is neither the storage's nor the other owner's: %q", pos, p)
+		}
+		m.seen++
+		return nil
+	})
+	if err != nil {
+		m.t.Fatalf("open the shared log: %v", err)
+	}
+	m.other = l.Hold()
+	if err := w.Attach(l, l.Hold(), &rp); err != nil {
+		m.t.Fatalf("attach: %v", err)
+	}
+	m.log, m.w = l, w
+}
+
+// closeLog closes the storage, and the shared log after it.
+func (m *walModel) closeLog() error {
+	err := m.w.Close()
+	if m.shared {
+		err = errors.Join(err, m.log.Close())
+		m.w = nil
+	}
+	return err
 }
 
 // restart closes the storage cleanly and opens it again.
 func (m *walModel) restart() {
 	m.t.Helper()
-	if err := m.w.Close(); err != nil {
+	if err := m.closeLog(); err != nil {
 		m.t.Fatal(err)
 	}
 	m.open()
+	if m.shared && m.seen == 0 && m.foreign > 0 && len(m.log.Segments()) > 1 {
+		m.t.Logf("no foreign record replayed (all in segments released)")
+	}
 }
 
 // powerLoss reopens the storage on what a power loss leaves of its file system.
 func (m *walModel) powerLoss() {
 	m.t.Helper()
 	m.fs = m.fs.Crash()
-	m.w.Close() // writes to the old file system, which is gone
+	m.closeLog() // writes to the old file system, which is gone
 	m.opts.FS = m.fs
+	m.open()
+}
+
+// foreignRecords appends the other owner's records to the shared log, which it needs
+// for no longer than that: it releases every segment before the durable end.
+func (m *walModel) foreignRecords() {
+	m.t.Helper()
+	var t wal.Ticket
+	for range 1 + m.rng.IntN(8) {
+		var err error
+		if _, t, err = m.log.Append([]byte("foreign")); err != nil {
+			m.t.Fatal(err)
+		}
+		m.foreign++
+	}
+	if err := t.Wait(context.Background()); err != nil {
+		m.t.Fatal(err)
+	}
+	d := m.log.Durable().Segment()
+	for _, seg := range m.log.Segments() {
+		if seg.Index < d {
+			if err := m.other.Remove(seg.Index); err != nil {
+				m.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// carry installs the leader's snapshot sn as a node's broker install does: the storage
+// carries it and the hard state into a new log, the new log replaces the old one, and
+// the storage is attached to it; the Save of sn that follows finds it there.
+func (m *walModel) carry(sn *pb.Snapshot, h *pb.HardState) {
+	m.t.Helper()
+	next := fmt.Sprintf("/data/wal%d", m.carried+1) // the swap, as a new name (MemFS renames no directories)
+	l, err := wal.Open(wal.Options{FS: m.fs, Dir: next, SegmentSize: m.opts.SegmentSize}, 0, func(wal.Pos, []byte) error { return nil })
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	if err := m.w.Carry(l, sn, h); err != nil {
+		m.t.Fatalf("carry: %v", err)
+	}
+	if err := errors.Join(l.Close(), m.log.Close()); err != nil {
+		m.t.Fatal(err)
+	}
+	m.carried++
+	m.dir = next
 	m.open()
 }
 
@@ -145,7 +250,13 @@ func (m *walModel) step() {
 		sn := &pb.Snapshot{Data: fmt.Appendf(nil, "leader's machines at %d", i), Metadata: &pb.SnapshotMetadata{
 			Index: new(i), Term: new(m.term), ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}}}
 		ents, h := m.entries(i+1, m.rng.IntN(3)), hs()
+		if m.shared && m.rng.IntN(2) == 0 {
+			m.carry(sn, h)
+		}
 		m.both(fmt.Sprintf("install %d", i), func(s replica.Storage) error { return s.Save(h, ents, sn) })
+	}
+	if m.shared && m.rng.IntN(3) == 0 {
+		m.foreignRecords()
 	}
 }
 
@@ -199,12 +310,18 @@ func (m *walModel) check() {
 // TestWALStorageMatchesMemory checks the raft.Storage contract on random sequences
 // against Memory, with clean restarts and power losses between Saves: every Save that
 // returned is kept.
+//
+// With shared, the storage lives in a log with another owner's records, as on a
+// cluster's node: the log opens from the segments both need, the storage is attached to
+// it, segments go once both released them, and a snapshot from the leader is now and
+// then installed through a new log that the storage carried it into (Carry).
 func TestWALStorageMatchesMemory(t *testing.T) {
-	for seed := range uint64(6) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+	for seed := range uint64(12) {
+		shared := seed >= 6
+		t.Run(fmt.Sprintf("%d/shared=%v", seed, shared), func(t *testing.T) {
 			t.Parallel()
 			opts := replica.WALOptions{Keep: seed % 4, SegmentSize: 16 << 10, CacheBytes: []int{-1, 3000, 0}[seed%3]}
-			m := newWALModel(t, seed, opts)
+			m := newWALModel(t, seed, opts, shared)
 			restarts, losses := 0, 0
 			for range 300 {
 				m.step()
@@ -220,7 +337,8 @@ func TestWALStorageMatchesMemory(t *testing.T) {
 					m.check()
 				}
 			}
-			t.Logf("%d saves, %d restarts, %d power losses, %d segments", m.saves, restarts, losses, len(m.w.Log().Segments()))
+			t.Logf("%d saves, %d restarts, %d power losses, %d segments, %d installs carried, %d foreign records", m.saves, restarts, losses,
+				len(m.w.Log().Segments()), m.carried, m.foreign)
 		})
 	}
 }
