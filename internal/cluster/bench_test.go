@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
@@ -62,13 +63,35 @@ func BenchmarkSendSingleNode(b *testing.B) {
 // BenchmarkSendCluster3: the leader of three brokers in this process, each with its own
 // data directory, raft between them over loopback HTTP; each answer waits for a
 // majority's fsync.
+//
+// Beside the rate it reports the fsyncs and the log bytes of the three nodes per
+// message: every log a node writes (its broker's, and a raft log of its own where the
+// node keeps one in raft/wal).
 func BenchmarkSendCluster3(b *testing.B) {
-	l := newClusterTB(b, 3).leader()
+	c := newClusterTB(b, 3)
+	l := c.leader()
 	before := l.raft.Status()
+	s0, w0 := c.logWork()
 	benchSends(b, l.b)
 	// The status is noted at the end of run's round: the last answers' may still be due.
 	after := l.raft.Status()
 	if p := after.Proposed - before.Proposed; p > 0 {
 		b.ReportMetric(float64(after.Commands-before.Commands)/float64(p), "cmds/entry")
 	}
+	s1, w1 := c.logWork()
+	b.ReportMetric(float64(s1-s0)/float64(b.N), "fsyncs/msg")
+	b.ReportMetric(float64(w1-w0)/float64(b.N), "log-B/msg")
+}
+
+// logWork sums the fsyncs and the bytes of every node's logs.
+func (c *testCluster) logWork() (syncs, bytes uint64) {
+	for _, m := range c.nodes {
+		st := m.b.LogStats()
+		syncs, bytes = syncs+st.Syncs, bytes+st.Bytes
+		if _, err := os.Stat(filepath.Join(m.dir, "raft", "wal")); err == nil {
+			st := m.raft.storage.Log().Stats()
+			syncs, bytes = syncs+st.Syncs, bytes+st.Bytes
+		}
+	}
+	return syncs, bytes
 }
