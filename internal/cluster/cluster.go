@@ -334,9 +334,10 @@ func Open(cfg Config) (*Raft, error) {
 		}
 	}
 	if _, err := cfg.FS.Stat(filepath.Join(dir, "wal")); err == nil {
-		return nil, fmt.Errorf("cluster: %s holds a raft log of its own, which okiba before format %d kept beside the broker's log; "+
-			"this okiba keeps raft's records in the broker's log and cannot open it: start the node again from an empty data directory, "+
-			"and it takes the cluster's state from the others (docs/cluster.md, \"Replace a node\")", filepath.Join(dir, "wal"), broker.FormatVersion)
+		return nil, fmt.Errorf("cluster: %s holds a raft log of its own, which development builds of okiba kept beside the broker's log; "+
+			"this okiba keeps raft's records in the broker's log and cannot open it: remove the member (okiba cluster remove) and have it "+
+			"join again on an empty data directory, and it takes the cluster's state from the others (docs/cluster.md, runbook \"A node's disk is gone\")",
+			filepath.Join(dir, "wal"))
 	}
 	// The raft log lives in the broker's log (broker.SharedLog): the broker opens it and
 	// attaches the storage, and the first Attach bootstraps it if it is new.
