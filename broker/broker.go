@@ -594,10 +594,18 @@ func (b *Broker) open(start time.Time, held bool) error {
 		if err != nil {
 			return fmt.Errorf("recover log: %w", err)
 		}
-		if pos == 0 || cs < pos {
-			at = cs
+		from, theirs := shared.Replayer(walDir)
+		switch {
+		case pos == 0:
+			at = cs // no checkpoint: the broker replays everything there is
+		case from == 0:
+			at = min(pos, cs)
+		default:
+			// Not from the oldest segment kept: before its checkpoint the broker needs
+			// only bodies (read by position), and the replication says where its own
+			// records begin.
+			at = max(cs, min(pos, from))
 		}
-		theirs := shared.Replayer()
 		replay = func(p wal.Pos, raw []byte) error {
 			if IsSharedRecord(raw) {
 				return theirs(p, raw)

@@ -59,16 +59,18 @@ type Replication interface {
 // the broker's log, so that one fsync per commit cycle makes both durable. Its records
 // are those of kinds 0xD0..0xDF (IsSharedRecord), which the broker's own replay skips.
 //
-// When the broker opens its log (at Open, and again at Rebuild and Install), it hands
-// every such record, in log order, to the function Replayer returned while the log
-// replays, then calls Attach with the open log and the Hold through which the
+// When the broker opens its log (at Open, and again at Rebuild and Install), it asks
+// Replayer, with the log's directory, where the replication's records begin (0: it does
+// not know) and opens the log from there or its checkpoint, whichever comes first; it
+// hands every such record, in log order, to the function Replayer returned while the
+// log replays, then calls Attach with the open log and the Hold through which the
 // replication releases the segments it no longer needs (the broker's payload store has
 // another: a segment goes once both released it), and only then replays its own records
 // from its checkpoint — Committed must answer from the attached storage by then. Install
 // calls Carry with the log of the state it is about to swap in, before the swap, so that
 // the replication's durable state (raft's term and vote) survives a crash after it.
 type SharedLog interface {
-	Replayer() func(pos wal.Pos, raw []byte) error
+	Replayer(dir string) (from wal.Pos, replay func(pos wal.Pos, raw []byte) error)
 	Attach(log *wal.Log, hold *wal.Hold) error
 	Carry(log *wal.Log) error
 }

@@ -283,6 +283,9 @@ func Open(opts Options, start Pos, replay func(pos Pos, payload []byte) error) (
 // its batch's trailer fill an empty segment of Options.SegmentSize.
 func (l *Log) MaxRecordSize() int { return l.maxRecord }
 
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
 func (l *Log) newBatchLocked() *batch {
 	b := &batch{buf: l.spare, done: make(chan struct{})}
 	l.spare = nil

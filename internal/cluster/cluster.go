@@ -362,11 +362,12 @@ type boot struct {
 	stored   bool     // the members file was there: the raft log is not new
 }
 
-// Replayer implements broker.SharedLog: the raft records of the broker's log, as it
-// replays, go into a new WALReplay for the Attach that follows.
-func (r *Raft) Replayer() func(pos wal.Pos, raw []byte) error {
+// Replayer implements broker.SharedLog: the raft records of the broker's log in dir, as
+// it replays from where the storage last said they begin, go into a new WALReplay for
+// the Attach that follows.
+func (r *Raft) Replayer(dir string) (wal.Pos, func(pos wal.Pos, raw []byte) error) {
 	r.replay = &replica.WALReplay{}
-	return r.replay.Record
+	return replica.ReadStart(r.cfg.FS, dir), r.replay.Record
 }
 
 // Attach implements broker.SharedLog: the raft log is the broker's log, with the state

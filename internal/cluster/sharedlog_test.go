@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/okiba/okiba/broker"
+	"github.com/okiba/okiba/internal/replica"
 	"github.com/okiba/okiba/internal/testkit"
+	"github.com/okiba/okiba/internal/vfs"
 	"github.com/okiba/okiba/queue"
 )
 
@@ -39,6 +41,13 @@ func TestOneLogPerNode(t *testing.T) {
 	c := newClusterWith(t, 3, 4, 2)
 	l := c.leader()
 	mustQueue(t, l.b, "jobs")
+	// A message kept throughout: the broker moves its body out of the first segment
+	// (compaction) so that the segment can go; a node reopened from where raft's records
+	// begin still reads it.
+	mustQueue(t, l.b, "keep")
+	if res, err := l.b.Send(context.Background(), "keep", []queue.SendInput{{Payload: queue.Payload{Body: []byte("kept")}, Delay: -1}}); err != nil || res[0].Err != nil {
+		t.Fatalf("send to keep: %v %v", err, res)
+	}
 	body := make([]byte, 8<<10)
 	// One send of ten at a time: a burst of megabytes would hold the followers' raft
 	// loops for longer than an election timeout under the race detector.
@@ -80,7 +89,11 @@ func TestOneLogPerNode(t *testing.T) {
 	for _, m := range c.nodes {
 		testkit.Eventually(t, 10*time.Second, func() bool { return ready(m.b, "jobs") == 3 }, "%s to purge", m.name)
 	}
-	for range 2 { // the broker releases at its checkpoint, raft once it compacted after it
+	mustQueue(t, l.b, "pad")
+	for round := range 2 { // the broker releases at its checkpoint, raft once it compacted after it
+		for i := range 5 { // entries enough beyond the last snapshot for raft to compact again
+			sendN(t, l.b, "pad", round*5+i, 1)
+		}
 		c.checkpointAll()
 		for _, m := range c.nodes {
 			hi := m.b.CheckpointedApplied()
@@ -91,8 +104,11 @@ func TestOneLogPerNode(t *testing.T) {
 	for _, m := range c.nodes {
 		testkit.Eventually(t, 10*time.Second, func() bool {
 			segs := walSegments(t, m)
-			return len(segs) <= 2 && segs[0] != before[m.name][0]
+			return len(segs) <= 3 && segs[0] != before[m.name][0]
 		}, "%s's old segments to go (before %v, now %v)", m.name, before[m.name], walSegments(t, m))
+		if from := replica.ReadStart(vfs.OS, filepath.Join(m.dir, "wal")); from.Segment() <= 1 {
+			t.Fatalf("%s: raft's records begin at %v by its start file, want past the first segment", m.name, from)
+		}
 	}
 
 	// A follower restarted opens the log from the run of segments left; it catches up.
@@ -107,10 +123,27 @@ func TestOneLogPerNode(t *testing.T) {
 	sendN(t, l.b, "jobs", 3, 5)
 	c.start(f)
 	testkit.Eventually(t, 10*time.Second, func() bool { return ready(f.b, "jobs") == 8 }, "the restarted follower to catch up")
+	if n := ready(f.b, "keep"); n != 1 {
+		t.Fatalf("the restarted follower holds %d kept messages, want 1", n)
+	}
+	// The other follower restarts too; then the leader goes, and whichever of the two
+	// restarted nodes leads reads the kept body from its reopened log.
+	for _, m := range c.nodes {
+		if m != l && m != f {
+			c.stop(m)
+			c.start(m)
+			testkit.Eventually(t, 10*time.Second, func() bool { return ready(m.b, "jobs") == 8 }, "%s to catch up", m.name)
+		}
+	}
+	c.stop(l)
+	nl := c.leader()
+	if got, err := nl.b.Peek(context.Background(), "keep", 0, 10); err != nil || len(got) != 1 || string(got[0].Payload.Body) != "kept" {
+		t.Fatalf("%s, leading after its restart: the kept message %+v, %v", nl.name, got, err)
+	}
 	if st := f.raft.Status(); st.Installs != 0 {
 		t.Fatalf("the restarted follower installed a snapshot, want it to catch up from the log: %+v", st)
 	}
-	msgs, err := l.b.Receive(context.Background(), "jobs", broker.ReceiveOptions{Max: 10, Visibility: time.Minute})
+	msgs, err := nl.b.Receive(context.Background(), "jobs", broker.ReceiveOptions{Max: 10, Visibility: time.Minute})
 	if err != nil || len(msgs) != 8 {
 		t.Fatalf("receive on the leader: %d, %v", len(msgs), err)
 	}

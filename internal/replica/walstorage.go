@@ -91,11 +91,12 @@ type WALStorage struct {
 	cacheBytes int
 	ownLog     bool // OpenWAL's: the storage's own log, closed with it
 
-	mu      sync.Mutex
-	log     *wal.Log
-	remover Remover
-	closed  bool
-	failed  error // sticky: a Save whose records may not be durable leaves the storage unusable
+	mu        sync.Mutex
+	log       *wal.Log
+	remover   Remover
+	startPath string // in a shared log's directory: where the storage's records begin (StartFile)
+	closed    bool
+	failed    error // sticky: a Save whose records may not be durable leaves the storage unusable
 
 	hs        *pb.HardState // nil until one is saved
 	snap      *pb.SnapshotMetadata
@@ -194,6 +195,9 @@ func (s *WALStorage) Attach(l *wal.Log, rm Remover, rp *WALReplay) error {
 		return errors.New("replica: storage closed")
 	}
 	s.log, s.remover, s.failed = l, rm, nil
+	if !s.ownLog {
+		s.startPath = filepath.Join(l.Dir(), StartFile)
+	}
 	s.hs, s.snap, s.snapPos, s.durSnap = nil, &pb.SnapshotMetadata{ConfState: &pb.ConfState{}}, 0, 0
 	s.offset, s.offTerm, s.ents, s.cacheFrom, s.cached = 0, 0, nil, 0, 0
 	if err := s.rebuild(&rp.r); err != nil {
@@ -219,8 +223,11 @@ func (s *WALStorage) Carry(l *wal.Log, snap *pb.Snapshot, hs *pb.HardState) erro
 	}
 	s.mu.Unlock()
 	m := snap.GetMetadata()
-	_, t, err := s.writeSnapshot(l, recInstalled, snap, m.GetIndex(), m.GetTerm())
+	pos, t, err := s.writeSnapshot(l, recInstalled, snap, m.GetIndex(), m.GetTerm())
 	if err != nil {
+		return err
+	}
+	if err := writeStart(s.fs, filepath.Join(l.Dir(), StartFile), pos); err != nil {
 		return err
 	}
 	if hs != nil {
@@ -721,6 +728,12 @@ func (s *WALStorage) collect(i uint64) error {
 	if len(s.ents) > 0 {
 		keep = min(keep, s.ents[0].pos)
 	}
+	if s.startPath != "" && keep != 0 {
+		// Before any segment goes: the log's next open may start here (ReadStart).
+		if err := writeStart(s.fs, s.startPath, keep); err != nil {
+			return err
+		}
+	}
 	for _, seg := range s.log.Segments() {
 		if seg.Index >= keep.Segment() {
 			break
@@ -730,6 +743,34 @@ func (s *WALStorage) collect(i uint64) error {
 		}
 	}
 	return nil
+}
+
+// StartFile is the file, in the directory of a log the storage shares, that holds the
+// position of the storage's first record the log still needs — a lower bound, written
+// before the segments before it may go — so that the log's next open replays from there,
+// not from the oldest segment kept for the other owner (a backlog's bodies).
+const StartFile = "raft.start"
+
+// writeStart writes pos to the start file at path: 8 bytes little-endian, then their
+// CRC-32C.
+func writeStart(fsys vfs.FS, path string, pos wal.Pos) error {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(pos))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	if err := vfs.WriteFile(fsys, path, vfs.FileMode, b); err != nil {
+		return fmt.Errorf("replica: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadStart returns the position a shared log in dir may open from for this storage's
+// records (StartFile), or 0 when it does not say (no file yet, or a damaged one): open
+// from the oldest segment then.
+func ReadStart(fsys vfs.FS, dir string) wal.Pos {
+	b, err := vfs.ReadFile(fsys, filepath.Join(dir, StartFile))
+	if err != nil || len(b) != 12 || binary.LittleEndian.Uint32(b[8:]) != crc32.Checksum(b[:8], castagnoli) {
+		return 0
+	}
+	return wal.Pos(binary.LittleEndian.Uint64(b))
 }
 
 // removeStaleSnapshots removes the snapshot files older than the latest durable
