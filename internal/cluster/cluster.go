@@ -93,6 +93,10 @@ type Config struct {
 	// many of them it keeps for followers a little behind. Default
 	// DefaultSnapshotEntries and DefaultCatchUpEntries.
 	SnapshotEntries, CatchUpEntries int
+	// SnapshotBytes drops them too once they are that many bytes (raft's size of the
+	// entries), whatever their count; CatchUpBytes bounds the bytes of those kept. Default
+	// DefaultSnapshotBytes and DefaultCatchUpBytes.
+	SnapshotBytes, CatchUpBytes int64
 	// SnapshotRate bounds, in bytes a second, how fast this node sends its state to a
 	// member installing a snapshot. Defaults to DefaultSnapshotRate; negative: unbounded.
 	SnapshotRate int64
@@ -277,6 +281,12 @@ func Open(cfg Config) (*Raft, error) {
 	if cfg.SnapshotEntries <= 0 {
 		cfg.SnapshotEntries = DefaultSnapshotEntries
 	}
+	if cfg.SnapshotBytes <= 0 {
+		cfg.SnapshotBytes = DefaultSnapshotBytes
+	}
+	if cfg.CatchUpBytes <= 0 {
+		cfg.CatchUpBytes = DefaultCatchUpBytes
+	}
 	if cfg.CatchUpEntries <= 0 {
 		cfg.CatchUpEntries = DefaultCatchUpEntries
 	}
@@ -342,7 +352,7 @@ func Open(cfg Config) (*Raft, error) {
 	// The raft log lives in the broker's log (broker.SharedLog): the broker opens it and
 	// attaches the storage, and the first Attach bootstraps it if it is new.
 	if r.storage, err = replica.NewWAL(replica.WALOptions{FS: cfg.FS, Dir: dir, Logger: cfg.Logger,
-		Keep: uint64(cfg.CatchUpEntries)}); err != nil {
+		Keep: uint64(cfg.CatchUpEntries), KeepBytes: uint64(cfg.CatchUpBytes)}); err != nil {
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
 	r.boot = &boot{members: members, founders: founders, stored: stored}

@@ -45,6 +45,11 @@ const resumeAtOnce = 1 << 20
 const (
 	DefaultSnapshotEntries = 10000
 	DefaultCatchUpEntries  = 5000
+	// The byte bounds beside the counts: raft's records share the broker's log, whose
+	// segments go only once raft is done with them, so a log of few large entries (many
+	// commands each) must be compacted by its size too, or it keeps every segment.
+	DefaultSnapshotBytes = 64 << 20
+	DefaultCatchUpBytes  = 64 << 20
 )
 
 // snapData is a raft snapshot's data: who the members were, so that a node that
@@ -143,7 +148,7 @@ func (r *Raft) maybeCompact() error {
 			}
 		}()
 	}
-	if !forced && (upto <= snap || upto-snap < uint64(r.cfg.SnapshotEntries)) {
+	if !forced && (upto <= snap || (upto-snap < uint64(r.cfg.SnapshotEntries) && r.storage.Size(snap, upto) < uint64(r.cfg.SnapshotBytes))) {
 		return nil
 	}
 	cs := r.confAt(upto)

@@ -63,6 +63,9 @@ type WALOptions struct {
 	// Keep is how many entries before a snapshot's index SaveSnapshot keeps, as
 	// Memory.Keep. Defaults to 0.
 	Keep uint64
+	// KeepBytes, if not 0, keeps fewer of them: no more than fit in KeepBytes (by raft's
+	// size of each), so that a few large entries do not hold the log's segments.
+	KeepBytes uint64
 	// CacheBytes bounds the entries (by raft's size) kept decoded in memory, the
 	// newest first; older ones are read back from the log. Defaults to
 	// DefaultCacheBytes; negative keeps none.
@@ -88,6 +91,7 @@ type WALStorage struct {
 	fs         vfs.FS
 	snapDir    string
 	keep       uint64
+	keepBytes  uint64
 	cacheBytes int
 	ownLog     bool // OpenWAL's: the storage's own log, closed with it
 
@@ -166,7 +170,7 @@ func NewWAL(opts WALOptions) (*WALStorage, error) {
 	case opts.CacheBytes < 0:
 		opts.CacheBytes = 0
 	}
-	s := &WALStorage{fs: opts.FS, snapDir: filepath.Join(opts.Dir, "snap"), keep: opts.Keep,
+	s := &WALStorage{fs: opts.FS, snapDir: filepath.Join(opts.Dir, "snap"), keep: opts.Keep, keepBytes: opts.KeepBytes,
 		cacheBytes: opts.CacheBytes, snap: &pb.SnapshotMetadata{ConfState: &pb.ConfState{}}, failed: errNotAttached}
 	if err := s.fs.MkdirAll(s.snapDir, vfs.DirMode); err != nil {
 		return nil, fmt.Errorf("replica: open storage: %w", err)
@@ -458,6 +462,18 @@ func (s *WALStorage) FirstIndex() (uint64, error) {
 	return s.offset + 1, s.failed
 }
 
+// Size returns raft's size of the entries after lo up to hi that the storage holds: what
+// compacting up to hi would drop.
+func (s *WALStorage) Size(lo, hi uint64) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n uint64
+	for j := max(lo, s.offset) + 1; j <= min(hi, s.lastLocked()); j++ {
+		n += uint64(s.ents[j-s.offset-1].size)
+	}
+	return n
+}
+
 // Snapshot implements raft.Storage: it reads the snapshot's file.
 func (s *WALStorage) Snapshot() (*pb.Snapshot, error) {
 	s.mu.Lock()
@@ -580,9 +596,25 @@ func (s *WALStorage) SaveSnapshot(i uint64, cs *pb.ConfState, data []byte) error
 func (s *WALStorage) newSnapshotLocked(kind byte, snap *pb.Snapshot, ci, ct uint64) (wal.Ticket, error) {
 	m := snap.GetMetadata()
 	i := m.GetIndex()
-	if kind == recCompacted && i > s.keep && i-s.keep > s.offset {
-		ci = i - s.keep
-		ct, _ = s.termLocked(ci)
+	if kind == recCompacted {
+		lo := s.offset // the entries lo+1..i are kept
+		if i > s.keep {
+			lo = max(lo, i-s.keep)
+		}
+		if s.keepBytes > 0 {
+			// Only the newest of them that fit in keepBytes.
+			kept := uint64(0)
+			for j := i; j > lo; j-- {
+				if kept += uint64(s.ents[j-s.offset-1].size); kept > s.keepBytes {
+					lo = j
+					break
+				}
+			}
+		}
+		if lo > s.offset {
+			ci = lo
+			ct, _ = s.termLocked(ci)
+		}
 	}
 	pos, t, err := s.writeSnapshot(s.log, kind, snap, ci, ct)
 	if errors.Is(err, errAppend) && s.failed == nil {

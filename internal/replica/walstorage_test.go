@@ -499,3 +499,35 @@ func TestWALStoragePowerLossInSave(t *testing.T) {
 		t.Fatalf("hard state commits %d beyond the last index %d", hs.GetCommit(), last)
 	}
 }
+
+// KeepBytes bounds what a compaction keeps by size as well as by count, and Size says
+// how many bytes of entries a compaction would drop.
+func TestWALStorageKeepBytes(t *testing.T) {
+	t.Parallel()
+	w, err := replica.OpenWAL(replica.WALOptions{FS: vfs.NewMemFS(), Dir: "/data", Keep: 100, KeepBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var ents []*pb.Entry
+	for i := uint64(1); i <= 50; i++ {
+		ents = append(ents, &pb.Entry{Index: new(i), Term: new(uint64(1)), Data: bytes.Repeat([]byte{'x'}, 90)})
+	}
+	if err := w.Save(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(50))}, ents, nil); err != nil {
+		t.Fatal(err)
+	}
+	size := uint64(proto.Size(ents[0]))
+	if got := w.Size(0, 50); got != 50*size {
+		t.Fatalf("Size(0, 50) = %d, want %d", got, 50*size)
+	}
+	if got := w.Size(10, 20); got != 10*size {
+		t.Fatalf("Size(10, 20) = %d, want %d", got, 10*size)
+	}
+	if err := w.SaveSnapshot(50, &pb.ConfState{Voters: []uint64{1}}, []byte("machines")); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := w.FirstIndex()
+	if kept := 51 - first; kept != 1000/size {
+		t.Fatalf("kept %d entries of %d bytes (first index %d), want the %d that fit in 1000 bytes, not Keep's 100", kept, size, first, 1000/size)
+	}
+}
