@@ -232,6 +232,18 @@ func sendN(t *testing.T, b *broker.Broker, q string, from, n int) {
 	}
 }
 
+// follower returns a running member other than l.
+func (c *testCluster) follower(l *member) *member {
+	c.t.Helper()
+	for _, m := range c.nodes {
+		if m != l && m.srv != nil {
+			return m
+		}
+	}
+	c.t.Fatal("no follower")
+	return nil
+}
+
 func ready(b *broker.Broker, q string) int64 {
 	qi, err := b.Queue(q)
 	if err != nil {

@@ -112,13 +112,7 @@ func TestOneLogPerNode(t *testing.T) {
 	}
 
 	// A follower restarted opens the log from the run of segments left; it catches up.
-	var f *member
-	for _, m := range c.nodes {
-		if m != l {
-			f = m
-			break
-		}
-	}
+	f := c.follower(l)
 	c.stop(f)
 	sendN(t, l.b, "jobs", 3, 5)
 	c.start(f)

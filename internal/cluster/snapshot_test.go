@@ -88,13 +88,7 @@ func TestCompactedLogsInstallSnapshots(t *testing.T) {
 	if _, _, err := l.b.PutTopic(context.Background(), "events", func(*topic.Config, bool) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	var f *member
-	for _, m := range c.nodes {
-		if m != l {
-			f = m
-			break
-		}
-	}
+	f := c.follower(l)
 	c.stop(f)
 	sendN(t, l.b, "jobs", 0, 150)
 	publishN(t, l.b, "events", 0, 60)
@@ -169,13 +163,7 @@ func TestLostDataDirectoryIsNotBootstrappedAgain(t *testing.T) {
 		}
 		return true
 	}, "every member to be recorded as started: %+v", l.raft.Members())
-	var f *member
-	for _, m := range c.nodes {
-		if m != l {
-			f = m
-			break
-		}
-	}
+	f := c.follower(l)
 	c.stop(f)
 	if err := os.RemoveAll(f.dir); err != nil {
 		t.Fatal(err)

@@ -151,13 +151,7 @@ func TestStateTransfersResume(t *testing.T) {
 	c := newClusterWith(t, 3, 40, 5)
 	l := c.leader()
 	mustQueue(t, l.b, "jobs")
-	var f *member
-	for _, m := range c.nodes {
-		if m != l {
-			f = m
-			break
-		}
-	}
+	f := c.follower(l)
 	c.stop(f)
 	// Three at a time, at least an entry each three: the log must outgrow SnapshotEntries
 	// (150 concurrent sends may share a few entries).
