@@ -178,15 +178,13 @@ func NewWAL(opts WALOptions) (*WALStorage, error) {
 	return s, nil
 }
 
-// WALReplay gathers a WALStorage's state from the raft records (IsRecord) of a log as
-// it replays, in log order, for Attach.
+// WALReplay gathers a WALStorage's state from the raft records (0xD0..0xDF; a shared
+// log's other owner tells them apart, broker.IsSharedRecord) of a log as it replays, in
+// log order, for Attach.
 type WALReplay struct{ r replayer }
 
 // Record takes one raft record of the log at pos.
 func (w *WALReplay) Record(pos wal.Pos, p []byte) error { return w.r.record(pos, p) }
-
-// IsRecord reports whether a log record is one of a WALStorage's (0xD0..0xDF).
-func IsRecord(p []byte) bool { return len(p) > 0 && p[0]&0xF0 == 0xD0 }
 
 // Attach makes l the storage's log, with the state rp gathered from its replay, and rm
 // what removes the segments the storage no longer needs. Whatever state the storage had
