@@ -595,16 +595,12 @@ func (b *Broker) open(start time.Time, held bool) error {
 			return fmt.Errorf("recover log: %w", err)
 		}
 		from, theirs := shared.Replayer(walDir)
-		switch {
-		case pos == 0:
-			at = cs // no checkpoint: the broker replays everything there is
-		case from == 0:
-			at = min(pos, cs)
-		default:
-			// Not from the oldest segment kept: before its checkpoint the broker needs
-			// only bodies (read by position), and the replication says where its own
-			// records begin.
-			at = max(cs, min(pos, from))
+		// Without a checkpoint the broker replays everything there is. With one, before
+		// it the broker needs only bodies (read by position), and the replication may say
+		// where its own records begin: the log opens at whichever comes first.
+		at = cs
+		if pos != 0 {
+			at = min(pos, max(cs, from))
 		}
 		replay = func(p wal.Pos, raw []byte) error {
 			if IsSharedRecord(raw) {
