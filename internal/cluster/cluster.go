@@ -388,7 +388,8 @@ func (r *Raft) Attach(log *wal.Log, hold *wal.Hold) error {
 	rp := r.replay
 	r.replay = nil
 	if rp == nil {
-		rp = &replica.WALReplay{}
+		// An empty replay would look like a new node's log, and bootstrap it.
+		return errors.New("cluster: the raft log is attached without its records replayed (Replayer)")
 	}
 	if err := r.storage.Attach(log, hold, rp); err != nil {
 		return fmt.Errorf("cluster: raft log: %w", err)
