@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -207,7 +206,7 @@ func TestClusterTorture(t *testing.T) {
 				}
 				if tries > 200 {
 					h, _ := pc.health(i)
-					t.Fatalf("cycle %d: node %d does not rejoin (health %+v); its log:\n%s", cycle, i+1, h.Cluster, tail(pc.procs[i].log.String(), 60))
+					t.Fatalf("cycle %d: node %d does not rejoin (health %+v); its log:\n%s", cycle, i+1, h.Cluster, lastLines(pc.procs[i].log.String(), 60))
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
@@ -261,9 +260,3 @@ func TestClusterTorture(t *testing.T) {
 }
 
 func head(s []string) []string { return s[:min(len(s), 10)] }
-
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
