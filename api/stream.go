@@ -65,6 +65,17 @@ type Frame struct {
 
 // AppendFrame appends f, length prefix included, to b.
 func AppendFrame(b []byte, f *Frame) []byte {
+	b = AppendFrameHead(b, f, len(f.Body))
+	if f.Kind != FrameCancel {
+		b = append(b, f.Body...)
+	}
+	return b
+}
+
+// AppendFrameHead appends f without its body, its length prefix counting bodyLen bytes
+// of body, which the caller sends right after it: a large answer then goes out as it
+// lies, without being copied into the stream's buffer first. f.Body is ignored.
+func AppendFrameHead(b []byte, f *Frame, bodyLen int) []byte {
 	start := len(b)
 	b = append(b, 0, 0, 0, 0, f.Kind)
 	b = binary.AppendUvarint(b, f.ID)
@@ -75,15 +86,16 @@ func AppendFrame(b []byte, f *Frame) []byte {
 	case FrameAnswer:
 		b = binary.AppendUvarint(b, uint64(f.Status))
 	}
-	if f.Kind != FrameCancel {
+	if f.Kind == FrameCancel {
+		bodyLen = 0
+	} else {
 		b = binary.AppendUvarint(b, uint64(len(f.Header)))
 		for _, h := range f.Header {
 			b = putString(b, h.Name)
 			b = putString(b, h.Value)
 		}
-		b = append(b, f.Body...)
 	}
-	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
+	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4+bodyLen))
 	return b
 }
 
@@ -91,6 +103,19 @@ func AppendFrame(b []byte, f *Frame) []byte {
 // and the returned buffer alias buf, grown as needed, which the caller passes back to
 // reuse it once it no longer needs the frame. io.EOF means r ended between frames.
 func ReadFrame(r *bufio.Reader, buf []byte, max int) (Frame, []byte, error) {
+	return readFrame(r, buf, max, eagerRead)
+}
+
+// ReadTrustedFrame is ReadFrame into a fresh buffer for a reader that trusts the
+// lengths its peer announces (a client reading its server's answers): the buffer is
+// made at the frame's size at once, where ReadFrame grows it as the bytes arrive, which
+// for a pull's answer of 10 MB was four allocations and 15 MB of copying.
+func ReadTrustedFrame(r *bufio.Reader, max int) (Frame, error) {
+	f, _, err := readFrame(r, nil, max, max)
+	return f, err
+}
+
+func readFrame(r *bufio.Reader, buf []byte, max, eager int) (Frame, []byte, error) {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
 		if err == io.ErrUnexpectedEOF {
@@ -102,7 +127,7 @@ func ReadFrame(r *bufio.Reader, buf []byte, max int) (Frame, []byte, error) {
 	if size > max {
 		return Frame{}, buf, fmt.Errorf("%w: frame of %d bytes; the limit is %d", ErrFrameTooLarge, size, max)
 	}
-	buf, err := readFull(r, buf, size)
+	buf, err := readFull(r, buf, size, eager)
 	if err != nil {
 		return Frame{}, buf, fmt.Errorf("%w: connection ended inside a frame (%v)", ErrBinary, err)
 	}
@@ -114,15 +139,16 @@ func ReadFrame(r *bufio.Reader, buf []byte, max int) (Frame, []byte, error) {
 // length a peer announced: up to 1 MiB is allocated at once, and beyond that the buffer
 // doubles as the bytes come in, to exactly n, so that a peer cannot make a server hold
 // 16 MiB by announcing it. The server reads request bodies and stream frames with it.
-func ReadFull(r io.Reader, n int) ([]byte, error) { return readFull(r, nil, n) }
+func ReadFull(r io.Reader, n int) ([]byte, error) { return readFull(r, nil, n, eagerRead) }
 
 // eagerRead is the most ReadFull allocates before the bytes arrive.
 const eagerRead = 1 << 20
 
-// readFull is ReadFull into buf, reused when large enough.
-func readFull(r io.Reader, buf []byte, n int) ([]byte, error) {
-	if cap(buf) < min(n, eagerRead) {
-		buf = make([]byte, 0, min(n, eagerRead))
+// readFull is ReadFull into buf, reused when large enough, allocating up to eager
+// bytes before they arrive.
+func readFull(r io.Reader, buf []byte, n, eager int) ([]byte, error) {
+	if cap(buf) < min(n, eager) {
+		buf = make([]byte, 0, min(n, eager))
 	}
 	buf = buf[:0]
 	for len(buf) < n {

@@ -277,7 +277,7 @@ func (st *stream) fail(err error) {
 // readLoop hands each answer to its call until the connection ends.
 func (st *stream) readLoop(br *bufio.Reader) {
 	for {
-		f, _, err := api.ReadFrame(br, nil, maxAnswer)
+		f, err := api.ReadTrustedFrame(br, maxAnswer)
 		if err != nil {
 			st.fail(fmt.Errorf("%w: %w", errStreamBroken, err))
 			return

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,5 +94,68 @@ func TestAnErrorSticks(t *testing.T) {
 	}
 	if f.n != 1 {
 		t.Fatalf("%d writes reached a broken writer, want 1", f.n)
+	}
+}
+
+// vectored records each WriteBuffers call as one write.
+type vectored struct {
+	slowBuffer
+	vectors int
+}
+
+func (v *vectored) WriteBuffers(bufs *net.Buffers) (int64, error) {
+	v.mu.Lock()
+	v.vectors++
+	v.mu.Unlock()
+	var n int64
+	for _, b := range *bufs {
+		m, err := v.slowBuffer.Write(b)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func TestLargeBodiesKeepTheirPlaceAndAreNotCopied(t *testing.T) {
+	t.Parallel()
+	for _, vec := range []bool{false, true} {
+		sb := &vectored{slowBuffer: slowBuffer{hold: make(chan struct{}), entered: make(chan struct{}, 8)}}
+		var w *Writer
+		if vec {
+			w = New(sb)
+		} else {
+			w = New(&sb.slowBuffer)
+		}
+		large := bytes.Repeat([]byte("L"), LargeBody)
+		var first sync.WaitGroup
+		first.Go(func() {
+			if err := w.Write(func(b []byte) []byte { return append(b, "<first>"...) }); err != nil {
+				t.Error(err)
+			}
+		})
+		<-sb.entered // held: what follows queues behind the running write
+		if err := w.WriteBody(func(b []byte) []byte { return append(b, "<head>"...) }, large); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteBody(func(b []byte) []byte { return append(b, "<small>"...) }, []byte("s")); err != nil {
+			t.Fatal(err)
+		}
+		large[0] = 'X' // handed over: the writer sends what it holds, which is this slice
+		go func() {
+			for range sb.entered {
+			}
+		}()
+		close(sb.hold)
+		first.Wait()
+		close(sb.entered)
+		want := "<first><head>X" + strings.Repeat("L", LargeBody-1) + "<small>s"
+		if got := sb.buf.String(); got != want {
+			t.Fatalf("vectored %v: output of %d bytes is not the pieces in order (%d bytes)", vec, len(got), len(want))
+		}
+		if vec && sb.vectors != 1 {
+			t.Errorf("%d vectored writes after the first, want 1", sb.vectors)
+		}
 	}
 }

@@ -89,7 +89,7 @@ func writeBinaryReceive(w http.ResponseWriter, got service.Received) {
 	}
 	w.Header().Set("Content-Type", api.ContentTypeBinary)
 	w.WriteHeader(http.StatusOK)
-	w.Write(api.AppendReceiveAnswer(make([]byte, 0, size), out))
+	reply.WriteOwned(w, api.AppendReceiveAnswer(make([]byte, 0, size), out))
 }
 
 // binaryPublishRequest decodes a publish in the binary encoding.
@@ -129,5 +129,5 @@ func writeBinaryPull(w http.ResponseWriter, out *api.BinaryPull) {
 	}
 	w.Header().Set("Content-Type", api.ContentTypeBinary)
 	w.WriteHeader(http.StatusOK)
-	w.Write(api.AppendPullAnswer(make([]byte, 0, size), out))
+	reply.WriteOwned(w, api.AppendPullAnswer(make([]byte, 0, size), out))
 }

@@ -426,8 +426,8 @@ func (sc *streamConn) answer(fw *frameWriter, id uint64) error {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	ans := api.Frame{Kind: api.FrameAnswer, ID: id, Status: status, Header: api.FrameHeader(fw.header), Body: fw.body}
-	return sc.w.Write(func(b []byte) []byte { return api.AppendFrame(b, &ans) })
+	ans := api.Frame{Kind: api.FrameAnswer, ID: id, Status: status, Header: api.FrameHeader(fw.header)}
+	return sc.w.WriteBody(func(b []byte) []byte { return api.AppendFrameHead(b, &ans, len(fw.body)) }, fw.body)
 }
 
 // handle runs r's handler. A handler that panics answers 500 and the stream goes on,
@@ -533,6 +533,13 @@ func (d deadlineWriter) Write(p []byte) (int, error) {
 	return d.c.Write(p)
 }
 
+// WriteBuffers sends bufs in one vectored write (a large answer as it lies, after its
+// frame's head), under the same bound.
+func (d deadlineWriter) WriteBuffers(bufs *net.Buffers) (int64, error) {
+	_ = d.c.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	return bufs.WriteTo(d.c)
+}
+
 func newFrameWriter() *frameWriter { return &frameWriter{header: make(http.Header)} }
 
 // frameWriter collects a handler's answer for a frame.
@@ -556,6 +563,19 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 	}
 	w.body = append(w.body, p...)
 	return len(p), nil
+}
+
+// TakeBody is reply.WriteOwned's way in: a handler's whole answer, taken as it is
+// rather than copied (the stream then sends it without a copy either).
+func (w *frameWriter) TakeBody(b []byte) {
+	if w.body != nil {
+		w.Write(b)
+		return
+	}
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.body = b
 }
 
 // alone reports whether call, just registered, may be served by the reader itself: it

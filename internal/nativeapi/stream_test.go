@@ -569,3 +569,64 @@ func TestStreamBoundsTheBytesItHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamLargeAnswersArriveWhole: answers larger than coalesce.LargeBody leave as
+// they lie, behind their frame's head, while other answers are being written; each
+// arrives whole, in a frame of its own, among small answers to requests in flight with
+// them.
+func TestStreamLargeAnswersArriveWhole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, okibatest.Options{})
+	s := e.openStream()
+	if f := s.call(1, "PUT", "/v1/queues/big", `{"visibility_timeout":"5m"}`); f.Status != 201 {
+		t.Fatalf("PUT queue: HTTP %d %s", f.Status, f.Body)
+	}
+	const n, size, per = 40, 32 << 10, 5 // 8 receives of 5 × 32 KiB: 160 KiB answers
+	var msgs []api.BinaryMessage
+	for i := range n {
+		body := bytes.Repeat([]byte{byte(i)}, size)
+		binary.BigEndian.PutUint32(body, uint32(i))
+		msgs = append(msgs, api.BinaryMessage{Body: body, Delay: -1})
+	}
+	bin := api.AppendSendRequest(nil, msgs)
+	bf := api.Frame{Kind: api.FrameRequest, ID: 2, Method: "POST", Target: "/v1/queues/big/messages", Body: bin,
+		Header: []api.Header{{Name: "Content-Type", Value: api.ContentTypeBinary}, {Name: "Accept", Value: api.ContentTypeBinary}}}
+	s.write(api.AppendFrame(nil, &bf))
+	if a := s.next(); a.Status != 200 {
+		t.Fatalf("send: HTTP %d %s", a.Status, a.Body)
+	}
+	for i := range n / per {
+		s.request(uint64(100+i), "POST", "/v1/queues/big/receive", fmt.Sprintf(`{"max":%d}`, per), "Accept", api.ContentTypeBinary)
+		s.request(uint64(200+i), "GET", "/v1/queues/big", "")
+	}
+	seen := map[uint32]bool{}
+	for range 2 * (n / per) {
+		f := s.next()
+		if f.Status != 200 {
+			t.Fatalf("answer %d: HTTP %d %s", f.ID, f.Status, f.Body)
+		}
+		if f.ID >= 200 {
+			var q api.Queue
+			if err := json.Unmarshal(f.Body, &q); err != nil || q.Name != "big" {
+				t.Fatalf("queue answer %d: %v %.80q", f.ID, err, f.Body)
+			}
+			continue
+		}
+		got, err := api.DecodeReceiveAnswer(f.Body)
+		if err != nil || len(got) != per {
+			t.Fatalf("receive answer %d: %d messages, %v", f.ID, len(got), err)
+		}
+		for _, m := range got {
+			i := binary.BigEndian.Uint32(m.Body)
+			want := bytes.Repeat([]byte{byte(i)}, size)
+			binary.BigEndian.PutUint32(want, i)
+			if seen[i] || !bytes.Equal(m.Body, want) {
+				t.Fatalf("message %d received twice or damaged", i)
+			}
+			seen[i] = true
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d of %d messages received", len(seen), n)
+	}
+}

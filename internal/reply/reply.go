@@ -84,6 +84,14 @@ func (w *Recorder) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// TakeBody hands b on as WriteOwned does.
+func (w *Recorder) TakeBody(b []byte) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
+	}
+	WriteOwned(w.ResponseWriter, b)
+}
+
 func (w *Recorder) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
@@ -99,4 +107,21 @@ func (w *Recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		w.Status = http.StatusSwitchingProtocols
 	}
 	return conn, brw, err
+}
+
+// BodyTaker is a ResponseWriter that can keep a body's bytes instead of copying them:
+// a stream's answer, collected whole before it is sent.
+type BodyTaker interface {
+	TakeBody(b []byte)
+}
+
+// WriteOwned writes b, a whole answer body that the caller hands over: it must not
+// change it afterwards. A BodyTaker keeps it as it is; any other writer gets a Write. A
+// pull's answer of megabytes is thus not copied on its way into a stream's frame.
+func WriteOwned(w http.ResponseWriter, b []byte) {
+	if t, ok := w.(BodyTaker); ok {
+		t.TakeBody(b)
+		return
+	}
+	w.Write(b)
 }
