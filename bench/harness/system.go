@@ -133,6 +133,11 @@ type Producer interface {
 // ConsumerOptions shape a consumer.
 type ConsumerOptions struct {
 	Prefetch int // most messages leased to this consumer at once
+	// PullAhead asks a log's member to keep its next pull in flight while the records
+	// of the last are handled, as a Kafka consumer fetches ahead and okiba's
+	// ConsumeGroup pulls again at half its records. Only t4 (okiba alone) sets it, so
+	// that the group drains of t2 stay one pull at a time, like the peers' adapters.
+	PullAhead bool
 }
 
 // Delivery is a received message; Handle is the system's own token for the ack.

@@ -583,7 +583,7 @@ func (r *Runner) coldRead(ctx context.Context, sys System, lg Log, c Cell, res *
 		res.FirstError = "new group: " + err.Error()
 		return
 	}
-	m, err := lg.NewMember(ctx, "cold", 0, ConsumerOptions{Prefetch: c.Prefetch})
+	m, err := lg.NewMember(ctx, "cold", 0, ConsumerOptions{Prefetch: c.Prefetch, PullAhead: true})
 	if err != nil {
 		res.FirstError = "new member: " + err.Error()
 		return

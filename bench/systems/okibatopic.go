@@ -130,7 +130,40 @@ func (l *okibaLog) NewMember(ctx context.Context, group string, i int, opts harn
 	}
 	m.take(hb)
 	go m.committer()
+	if opts.PullAhead {
+		m.ahead = make(chan pulled, 1)
+		m.stop = make(chan struct{})
+		m.pulling = make(chan struct{})
+		go m.puller(opts.Prefetch)
+	}
 	return m, nil
+}
+
+// pulled is one pull's outcome, for a member that pulls ahead.
+type pulled struct {
+	ds  []harness.Delivery
+	err error
+}
+
+// puller pulls continuously, one pull ahead of Receive: the next pull is on its way
+// while the harness handles the last one's records.
+func (m *okibaMember) puller(max int) {
+	defer close(m.pulling)
+	for {
+		ds, err := m.pull(context.Background(), max)
+		select {
+		case m.ahead <- pulled{ds, err}:
+		case <-m.stop:
+			return
+		}
+		if err != nil {
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-m.stop:
+				return
+			}
+		}
+	}
 }
 
 type okibaMember struct {
@@ -143,6 +176,10 @@ type okibaMember struct {
 
 	commits chan map[int]uint64 // partition → offset to commit
 	done    chan struct{}
+	// ahead, stop and pulling are the pull-ahead goroutine's (nil without PullAhead).
+	ahead   chan pulled
+	stop    chan struct{}
+	pulling chan struct{}
 	errMu   sync.Mutex
 	err     error
 }
@@ -163,6 +200,18 @@ func (m *okibaMember) member() client.Member {
 }
 
 func (m *okibaMember) Receive(ctx context.Context, max int) ([]harness.Delivery, error) {
+	if m.ahead == nil {
+		return m.pull(ctx, max)
+	}
+	select {
+	case p := <-m.ahead:
+		return p.ds, p.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (m *okibaMember) pull(ctx context.Context, max int) ([]harness.Delivery, error) {
 	p, err := m.l.o.c.Pull(ctx, m.l.name, m.group, m.member(), client.PullOptions{Max: min(max, api.MaxReadRecords), Wait: 500 * time.Millisecond})
 	if err != nil {
 		return nil, err
@@ -238,6 +287,10 @@ func (m *okibaMember) committer() {
 }
 
 func (m *okibaMember) Close() error {
+	if m.stop != nil {
+		close(m.stop)
+		<-m.pulling
+	}
 	close(m.commits)
 	<-m.done
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
