@@ -146,7 +146,9 @@ type pulled struct {
 }
 
 // puller pulls continuously, one pull ahead of Receive: the next pull is on its way
-// while the harness handles the last one's records.
+// while the harness handles the last one's records. A failed pull is handed on like
+// records: the harness's pause after a failed Receive paces the retries, since the
+// puller is never more than one pull ahead of Receive.
 func (m *okibaMember) puller(max int) {
 	defer close(m.pulling)
 	for {
@@ -155,13 +157,6 @@ func (m *okibaMember) puller(max int) {
 		case m.ahead <- pulled{ds, err}:
 		case <-m.stop:
 			return
-		}
-		if err != nil {
-			select {
-			case <-time.After(10 * time.Millisecond):
-			case <-m.stop:
-				return
-			}
 		}
 	}
 }
