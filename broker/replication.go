@@ -86,6 +86,12 @@ var ErrNotLeader = errors.New("this node does not lead the cluster: send the cal
 // committed, and is rebuilding its state from what is: nothing ran; retry.
 var ErrRebuilding = errors.New("this node is rebuilding its state after losing the cluster's leadership: retry")
 
+// ErrLeadLost: the command ran, and the node lost the cluster's leadership before its
+// entry was known to be committed: it may or may not take effect, as when an answer is
+// lost on the way. A retry is safe wherever a duplicate is (a send at least once, an
+// idempotent producer's, a dedup id's).
+var ErrLeadLost = errors.New("the leader lost its lead before the command was committed: it may or may not have taken effect; retry")
+
 // Proposal is one command's entry on its way to being committed.
 type Proposal struct {
 	done  chan struct{}

@@ -170,6 +170,9 @@ func TestClusterPartitionBinary(t *testing.T) {
 	}
 	if out, err := inside("send", "jobs", "stale-write", "--server", urls[l]); err == nil {
 		t.Fatalf("the cut-off leader acknowledged a send:\n%s", out)
+	} else if !strings.Contains(out, "unavailable") {
+		// Quorum lost: a 503 with Retry-After, which clients and SDKs retry.
+		t.Fatalf("the cut-off leader refused a send other than as unavailable: %v:\n%s", err, out)
 	} else {
 		t.Logf("send on the cut-off leader: %v: %s", err, strings.TrimSpace(out))
 	}

@@ -119,7 +119,7 @@ var (
 	ErrNoLeader = errors.New("the cluster has no leader: an election is under way or a quorum of nodes is unreachable")
 	// ErrLost: the command ran, and the node lost its lead before its entry was known
 	// to be committed: it may or may not take effect, as a lost answer.
-	ErrLost = errors.New("the leader lost its lead before the command was committed: it may or may not have taken effect; retry")
+	ErrLost = broker.ErrLeadLost
 )
 
 // DataSecret is the data directory secret of every member of the cluster whose secret

@@ -114,6 +114,9 @@ var table = []Row{
 	// A node of a cluster that does not lead, or rebuilds after losing the lead, ran
 	// nothing: the node forwards calls to the leader, and clients retry.
 	{match: errs(is(broker.ErrNotLeader), is(broker.ErrRebuilding)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
+	// A leader cut off by a partition, or deposed meanwhile, ran the command and cannot
+	// know whether it commits: like a lost answer, the client retries (at least once).
+	{match: errs(is(broker.ErrLeadLost)), Code: api.CodeUnavailable, RetryAfter: time.Second, SQS: "ServiceUnavailable"},
 	{match: errs(is(broker.ErrClosed), is(context.Canceled), is(context.DeadlineExceeded)), Code: api.CodeUnavailable, SQS: "ServiceUnavailable",
 		SQSMessage: "the server is shutting down or the request was cancelled; retry"},
 
