@@ -309,6 +309,19 @@ func TestClusterBinary(t *testing.T) {
 		t.Fatalf("%d acknowledged messages lost %v; %d delivered that were settled or never sent %v", len(lost), lost, len(extra), extra)
 	}
 	t.Logf("%d acknowledged messages all delivered after two leader kills, a paused leader and a member joining and leaving; failover (kill to first acknowledged send): %v", len(acked), failovers)
+
+	// A graceful stop of the leader hands the lead over and ends the other members' raft
+	// streams into it at once: it does not wait out its 30 s grace period on them.
+	l = pc.leader([]int{0, 1, 2})
+	stopAt := time.Now()
+	if code, log := pc.procs[l].stop(t); code != 0 {
+		t.Fatalf("the leader's graceful stop exited %d:\n%s", code, log)
+	}
+	if d := time.Since(stopAt); d > 10*time.Second {
+		t.Fatalf("the leader's graceful stop took %v", d)
+	} else {
+		t.Logf("the leader's graceful stop took %v", d.Round(time.Millisecond))
+	}
 }
 
 func grepLines(s, sub string) string {

@@ -18,8 +18,8 @@
 // applied; proposal forwarding is off (an entry is computed by the leader that proposes
 // it); pre-vote and the quorum check are on.
 //
-// Node-to-node messages travel over the nodes' ordinary port (transport.go), POSTed to
-// RaftPath with the cluster secret.
+// Node-to-node messages travel over the nodes' ordinary port (transport.go), in one
+// long POST to RaftStreamPath per pair of nodes, with the cluster secret.
 package cluster
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,6 +33,9 @@ type member struct {
 	raft *Raft
 	b    *broker.Broker
 	cut  atomic.Bool
+	// noStream makes the member's server answer the raft stream 404, as a node from
+	// before it does (transport_test.go).
+	noStream atomic.Bool
 	// replayed is what the broker applied from its own log when it opened.
 	replayed uint64
 	join     string // the URL of a member to join through, for a node added later
@@ -56,18 +60,46 @@ type cutTransport struct {
 }
 
 func (c cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if c.from.cut.Load() {
+	if c.isCut(req.URL.Host) {
 		return nil, errors.New("cut off")
+	}
+	if req.Body != nil {
+		// A stream opened before the cut carries nothing across it: it fails at its
+		// first bytes after.
+		req = req.Clone(req.Context())
+		req.Body = cutBody{ReadCloser: req.Body, c: c, host: req.URL.Host}
+	}
+	return c.rt.RoundTrip(req)
+}
+
+// isCut says whether a request from c's member to host is cut off.
+func (c cutTransport) isCut(host string) bool {
+	if c.from.cut.Load() {
+		return true
 	}
 	c.c.mu.Lock()
 	nodes, peers := slices.Clone(c.c.nodes), slices.Clone(c.c.peers)
 	c.c.mu.Unlock()
 	for i, n := range nodes {
-		if peers[i].URL == "http://"+req.URL.Host && n.cut.Load() {
-			return nil, errors.New("cut off")
+		if peers[i].URL == "http://"+host && n.cut.Load() {
+			return true
 		}
 	}
-	return c.rt.RoundTrip(req)
+	return false
+}
+
+type cutBody struct {
+	io.ReadCloser
+	c    cutTransport
+	host string
+}
+
+func (b cutBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.c.isCut(b.host) {
+		return 0, errors.New("cut off")
+	}
+	return n, err
 }
 
 func newCluster(t *testing.T, n int) *testCluster { return newClusterTB(t, n) }
@@ -136,7 +168,7 @@ func (c *testCluster) start(m *member) {
 		t.Fatal(err)
 	}
 	m.raft, m.b = r, b
-	h, jh, sh, ph := r.Handler(), r.JoinHandler(), r.SnapshotHandler(), r.PeersHandler()
+	h, st, jh, sh, ph := r.Handler(), r.StreamHandler(), r.JoinHandler(), r.SnapshotHandler(), r.PeersHandler()
 	m.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if m.cut.Load() {
 			http.Error(w, "cut off", http.StatusServiceUnavailable)
@@ -152,6 +184,14 @@ func (c *testCluster) start(m *member) {
 		}
 		if req.URL.Path == PeersPath {
 			ph.ServeHTTP(w, req)
+			return
+		}
+		if req.URL.Path == RaftStreamPath {
+			if m.noStream.Load() {
+				http.NotFound(w, req)
+				return
+			}
+			st.ServeHTTP(w, req)
 			return
 		}
 		h.ServeHTTP(w, req)

@@ -508,12 +508,14 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // endLongPolls answers waiting receives (with no messages) as soon as shutdown begins,
-// so that a long poll does not hold the shutdown for up to a minute; every other request
-// runs to its end within the grace period. A receive cancelled while its delivery record
-// is being committed answers 503 unavailable; its lease then simply expires.
+// so that a long poll does not hold the shutdown for up to a minute, and ends the other
+// members' raft streams into this node, which last until their sender ends them; every
+// other request runs to its end within the grace period. A receive cancelled while its
+// delivery record is being committed answers 503 unavailable; its lease then simply
+// expires.
 func endLongPolls(shutdown context.Context, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if nativeapi.LongPoll(r.Method, r.URL.Path) || sqs.LongPoll(r) {
+		if nativeapi.LongPoll(r.Method, r.URL.Path) || sqs.LongPoll(r) || r.URL.Path == cluster.RaftStreamPath {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			defer context.AfterFunc(shutdown, cancel)()
@@ -539,7 +541,7 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 // dispatch serves r and returns its route for metrics ("" when the native API, which
 // counts and audits its own routes and its stream's frames, served it).
 func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
-	if n.raft != nil && slices.Contains([]string{cluster.RaftPath, cluster.JoinPath, cluster.SnapshotPath, cluster.PeersPath}, r.URL.Path) {
+	if n.raft != nil && slices.Contains([]string{cluster.RaftPath, cluster.RaftStreamPath, cluster.JoinPath, cluster.SnapshotPath, cluster.PeersPath}, r.URL.Path) {
 		// The members' own paths: with the cluster's authority, only over a member's
 		// certificate (and always with the cluster secret's proof, which each checks).
 		if err := n.clusterPeer(r); err != nil {
@@ -549,6 +551,10 @@ func (n *Node) dispatch(w *reply.Recorder, r *http.Request) string {
 	}
 	if n.raft != nil && r.URL.Path == cluster.RaftPath {
 		n.raft.Handler().ServeHTTP(w, r) // the nodes prove the cluster secret instead
+		return "cluster"
+	}
+	if n.raft != nil && r.URL.Path == cluster.RaftStreamPath {
+		n.raft.StreamHandler().ServeHTTP(w, r) // the other nodes' streams of messages
 		return "cluster"
 	}
 	if n.raft != nil && r.URL.Path == cluster.PeersPath {
