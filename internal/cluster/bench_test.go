@@ -50,6 +50,36 @@ func benchSends(b *testing.B, br *broker.Broker) {
 	b.ReportMetric(float64(c.Microseconds())/float64(n.Load()), "cpu-µs/msg")
 }
 
+// benchBatches sends b.N requests of 64 messages of 1 KiB from 16 goroutines (the load
+// of okibabench's publish cell, without HTTP) and reports messages a second and the CPU
+// each took.
+func benchBatches(b *testing.B, br *broker.Broker) {
+	if _, _, err := br.PutQueue(context.Background(), "bench", func(*queue.Config, bool) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+	in := make([]queue.SendInput, 64)
+	for i := range in {
+		in[i] = queue.SendInput{Payload: queue.Payload{Body: make([]byte, 1024)}, Delay: -1}
+	}
+	var n atomic.Int64
+	b.SetParallelism(8)
+	c0, t0 := cpu(), time.Now()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := br.Send(context.Background(), "bench", in); err != nil {
+				b.Error(err)
+				return
+			}
+			n.Add(int64(len(in)))
+		}
+	})
+	b.StopTimer()
+	el, c := time.Since(t0), cpu()-c0
+	b.ReportMetric(float64(n.Load())/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64(c.Microseconds())/float64(n.Load()), "cpu-µs/msg")
+}
+
 // BenchmarkSendSingleNode: one broker, its own log.
 func BenchmarkSendSingleNode(b *testing.B) {
 	br, err := broker.Open(broker.Config{Dir: filepath.Join(b.TempDir(), "single")})
@@ -81,6 +111,27 @@ func BenchmarkSendCluster3(b *testing.B) {
 	s1, w1 := c.logWork()
 	b.ReportMetric(float64(s1-s0)/float64(b.N), "fsyncs/msg")
 	b.ReportMetric(float64(w1-w0)/float64(b.N), "log-B/msg")
+}
+
+// BenchmarkSendBatchesSingleNode and BenchmarkSendBatchesCluster3: benchBatches on one
+// broker, and on the leader of three (as BenchmarkSendCluster3), which also reports the
+// log bytes the three nodes wrote per message.
+func BenchmarkSendBatchesSingleNode(b *testing.B) {
+	br, err := broker.Open(broker.Config{Dir: filepath.Join(b.TempDir(), "single")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	benchBatches(b, br)
+}
+
+func BenchmarkSendBatchesCluster3(b *testing.B) {
+	c := newClusterTB(b, 3)
+	l := c.leader()
+	_, w0 := c.logWork()
+	benchBatches(b, l.b)
+	_, w1 := c.logWork()
+	b.ReportMetric(float64(w1-w0)/float64(b.N*64), "log-B/msg")
 }
 
 // logWork sums the fsyncs and the bytes of every node's logs.
