@@ -23,51 +23,43 @@ func cpu() time.Duration {
 // benchSends sends b.N one-message requests from 64 goroutines and reports messages a
 // second and the CPU each took (of this process: for the cluster, all three brokers).
 func benchSends(b *testing.B, br *broker.Broker) {
-	if _, _, err := br.PutQueue(context.Background(), "bench", func(*queue.Config, bool) error { return nil }); err != nil {
-		b.Fatal(err)
-	}
 	body := make([]byte, 256)
-	var n atomic.Int64
-	b.SetParallelism(32) // × GOMAXPROCS senders, as many clients would
-	c0, t0 := cpu(), time.Now()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			res, err := br.Send(context.Background(), "bench", []queue.SendInput{{Payload: queue.Payload{Body: body}, Delay: -1}})
-			if err == nil {
-				err = res[0].Err
-			}
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			n.Add(1)
-		}
-	})
-	b.StopTimer()
-	el, c := time.Since(t0), cpu()-c0
-	b.ReportMetric(float64(n.Load())/el.Seconds(), "msgs/s")
-	b.ReportMetric(float64(c.Microseconds())/float64(n.Load()), "cpu-µs/msg")
+	in := []queue.SendInput{{Payload: queue.Payload{Body: body}, Delay: -1}}
+	benchRequests(b, br, 32, in) // × GOMAXPROCS senders, as many clients would
 }
 
 // benchBatches sends b.N requests of 64 messages of 1 KiB from 16 goroutines (the load
-// of okibabench's publish cell, without HTTP) and reports messages a second and the CPU
-// each took.
+// of okibabench's publish cell, without HTTP), reporting as benchSends does.
 func benchBatches(b *testing.B, br *broker.Broker) {
-	if _, _, err := br.PutQueue(context.Background(), "bench", func(*queue.Config, bool) error { return nil }); err != nil {
-		b.Fatal(err)
-	}
 	in := make([]queue.SendInput, 64)
 	for i := range in {
 		in[i] = queue.SendInput{Payload: queue.Payload{Body: make([]byte, 1024)}, Delay: -1}
 	}
+	benchRequests(b, br, 8, in)
+}
+
+// benchRequests sends b.N requests of in from parallelism × GOMAXPROCS goroutines into
+// a queue of its own and reports messages a second and the CPU each took.
+func benchRequests(b *testing.B, br *broker.Broker, parallelism int, in []queue.SendInput) {
+	if _, _, err := br.PutQueue(context.Background(), "bench", func(*queue.Config, bool) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
 	var n atomic.Int64
-	b.SetParallelism(8)
+	b.SetParallelism(parallelism)
 	c0, t0 := cpu(), time.Now()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := br.Send(context.Background(), "bench", in); err != nil {
+			res, err := br.Send(context.Background(), "bench", in)
+			if err == nil {
+				for _, r := range res {
+					if r.Err != nil {
+						err = r.Err
+						break
+					}
+				}
+			}
+			if err != nil {
 				b.Error(err)
 				return
 			}
@@ -81,13 +73,16 @@ func benchBatches(b *testing.B, br *broker.Broker) {
 }
 
 // BenchmarkSendSingleNode: one broker, its own log.
-func BenchmarkSendSingleNode(b *testing.B) {
+func BenchmarkSendSingleNode(b *testing.B) { benchSends(b, singleNode(b)) }
+
+// singleNode opens a broker of its own log, closed when b ends.
+func singleNode(b *testing.B) *broker.Broker {
 	br, err := broker.Open(broker.Config{Dir: filepath.Join(b.TempDir(), "single")})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer br.Close()
-	benchSends(b, br)
+	b.Cleanup(func() { br.Close() })
+	return br
 }
 
 // BenchmarkSendCluster3: the leader of three brokers in this process, each with its own
@@ -116,14 +111,7 @@ func BenchmarkSendCluster3(b *testing.B) {
 // BenchmarkSendBatchesSingleNode and BenchmarkSendBatchesCluster3: benchBatches on one
 // broker, and on the leader of three (as BenchmarkSendCluster3), which also reports the
 // log bytes the three nodes wrote per message.
-func BenchmarkSendBatchesSingleNode(b *testing.B) {
-	br, err := broker.Open(broker.Config{Dir: filepath.Join(b.TempDir(), "single")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer br.Close()
-	benchBatches(b, br)
-}
+func BenchmarkSendBatchesSingleNode(b *testing.B) { benchBatches(b, singleNode(b)) }
 
 func BenchmarkSendBatchesCluster3(b *testing.B) {
 	c := newClusterTB(b, 3)

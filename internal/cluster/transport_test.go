@@ -44,6 +44,27 @@ func TestStreamFallsBackToPostsForAMemberWithoutIt(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, func() bool { return ready(old.b, "jobs") == 20 }, "n3 to hold the 20 messages")
 }
 
+// followerOf boots a cluster of three and returns its leader, a follower and the
+// follower's URL.
+func followerOf(t *testing.T) (c *testCluster, l, f *member, url string) {
+	t.Helper()
+	c = newCluster(t, 3)
+	l = c.leader()
+	f = c.follower(l)
+	return c, l, f, c.peers[slices.Index(c.nodes, f)].URL
+}
+
+// heartbeatFrame is a heartbeat between two members that do not exist, in the
+// transport's framing: well formed, and nothing to the member that steps it.
+func heartbeatFrame(t *testing.T) []byte {
+	t.Helper()
+	b, err := proto.Marshal(&pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), To: proto.Uint64(99), From: proto.Uint64(98)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(binary.AppendUvarint(nil, uint64(len(b))), b...)
+}
+
 // postStream sends body as one raft stream to m and returns the answer's status and text.
 func postStream(t *testing.T, url string, body []byte, proofed bool) (int, string) {
 	t.Helper()
@@ -67,17 +88,11 @@ func postStream(t *testing.T, url string, body []byte, proofed bool) (int, strin
 // member goes on as before; a well-formed stream that ends is answered 204.
 func TestStreamRefusesWhatIsNotAStreamOfMessages(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 3)
-	l := c.leader()
-	f := c.follower(l)
-	url := c.peers[slices.Index(c.nodes, f)].URL
+	_, l, f, url := followerOf(t)
 	mustQueue(t, l.b, "jobs")
 	sendN(t, l.b, "jobs", 0, 5)
 
-	heartbeat, err := proto.Marshal(&pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), To: proto.Uint64(99), From: proto.Uint64(98)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hb := heartbeatFrame(t)
 	frame := func(b []byte) []byte { return append(binary.AppendUvarint(nil, uint64(len(b))), b...) }
 	for _, tc := range []struct {
 		name    string
@@ -86,13 +101,13 @@ func TestStreamRefusesWhatIsNotAStreamOfMessages(t *testing.T) {
 		status  int
 		says    string
 	}{
-		{"without the cluster's proof", frame(heartbeat), false, http.StatusUnauthorized, "prove they know its secret"},
+		{"without the cluster's proof", hb, false, http.StatusUnauthorized, "prove they know its secret"},
 		{"a message over 64 MiB", binary.AppendUvarint(nil, maxBatch+1), true, http.StatusBadRequest, "more than 64 MiB"},
-		{"a frame cut short", append(binary.AppendUvarint(nil, 40), heartbeat...), true, http.StatusBadRequest, "ended inside a frame"},
+		{"a frame cut short", append(binary.AppendUvarint(nil, 40), hb[1:]...), true, http.StatusBadRequest, "ended inside a frame"},
 		{"a length cut short", []byte{0x80}, true, http.StatusBadRequest, "ended inside a frame"},
 		{"bytes that are no message", frame([]byte{0xff, 0xff, 0xff}), true, http.StatusBadRequest, "malformed message"},
 		{"an empty stream", nil, true, http.StatusNoContent, ""},
-		{"messages, then the end", append(frame(heartbeat), frame(heartbeat)...), true, http.StatusNoContent, ""},
+		{"messages, then the end", append(slices.Clone(hb), hb...), true, http.StatusNoContent, ""},
 	} {
 		status, text := postStream(t, url, tc.body, tc.proofed)
 		if status != tc.status || !strings.Contains(text, tc.says) {
@@ -112,10 +127,7 @@ func TestStreamRefusesWhatIsNotAStreamOfMessages(t *testing.T) {
 // ended it: a node's shutdown does not wait on the others' streams.
 func TestStreamEndsWhenTheRaftCloses(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 3)
-	l := c.leader()
-	f := c.follower(l)
-	url := c.peers[slices.Index(c.nodes, f)].URL
+	_, _, f, url := followerOf(t)
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -133,8 +145,7 @@ func TestStreamEndsWhenTheRaftCloses(t *testing.T) {
 		}
 		answered <- err
 	}()
-	heartbeat, _ := proto.Marshal(&pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), To: proto.Uint64(99), From: proto.Uint64(98)})
-	if _, err := pw.Write(append(binary.AppendUvarint(nil, uint64(len(heartbeat))), heartbeat...)); err != nil {
+	if _, err := pw.Write(heartbeatFrame(t)); err != nil {
 		t.Fatal(err) // the handler reads: the stream is open
 	}
 	select {
