@@ -260,7 +260,8 @@ func (b *Broker) readRanges(plan topic.PullPlan, maxBytes int) (map[int][]TopicR
 		}
 		from := r.From
 		for from < r.To && (left > 0 || from == r.From && len(got) == 0) {
-			recs, err := b.store.ReadTopic(plan.TopicID, r.Partition, from, r.To, int(r.To-from), max(left, 1))
+			// The records go into the pull's answer and no further.
+			recs, err := b.store.ReadTopicShared(plan.TopicID, r.Partition, from, r.To, int(r.To-from), max(left, 1))
 			if err != nil {
 				if errors.Is(err, payload.ErrRecordGone) {
 					break // retention got there first: hand out what was read

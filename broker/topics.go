@@ -199,7 +199,8 @@ func (b *Broker) ReadTopic(ctx context.Context, name string, opts ReadOptions) (
 			}
 			return Read{}, fmt.Errorf("%w (%v)", ErrStorageFailed, err)
 		}
-		recs, err := b.store.ReadTopic(rg.TopicID, rg.Partition, rg.From, rg.End, opts.Max, opts.MaxBytes)
+		// The records go into the read's answer (ReadTopic's callers keep no bytes of it).
+		recs, err := b.store.ReadTopicShared(rg.TopicID, rg.Partition, rg.From, rg.End, opts.Max, opts.MaxBytes)
 		out := Read{Start: start, End: rg.End, Records: make([]TopicRecord, len(recs))}
 		for i, r := range recs {
 			out.Records[i] = TopicRecord{Partition: r.Partition, Offset: r.Offset, Time: r.Now, HasKey: r.HasKey,

@@ -617,8 +617,23 @@ type Record struct {
 // Read returns durable records from offset on, at most max of them and about maxBytes
 // (at least one if any is durable), from the one segment file that holds offset: a
 // reader continues with the next call. An offset the files do not hold is
-// ErrNotRetained.
+// ErrNotRetained. Each record's bytes are its own.
 func (p *Partition) Read(offset uint64, max int, maxBytes int) ([]Record, error) {
+	return p.read(offset, max, maxBytes, false)
+}
+
+// ReadShared is Read for a caller that lets go of the records soon (a read's answer):
+// their bytes share buffers of up to slabBytes, one allocation for many records rather
+// than one each, so that keeping one record keeps its whole buffer.
+func (p *Partition) ReadShared(offset uint64, max int, maxBytes int) ([]Record, error) {
+	return p.read(offset, max, maxBytes, true)
+}
+
+// slabBytes is the most one of ReadShared's buffers holds (a larger record gets one of
+// its own size).
+const slabBytes = 1 << 20
+
+func (p *Partition) read(offset uint64, max int, maxBytes int, shared bool) ([]Record, error) {
 	p.mu.Lock()
 	i := sort.Search(len(p.segs), func(i int) bool { return p.segs[i].end > offset })
 	if i == len(p.segs) || p.segs[i].base > offset || offset >= p.end {
@@ -656,7 +671,8 @@ func (p *Partition) Read(offset uint64, max int, maxBytes int) ([]Record, error)
 	chunk := *bufp
 	first := int64(-1) // file position of the first record returned
 	out := make([]Record, 0, min(uint64(max), end-offset, 4096))
-	var buf []byte // file bytes from pos on, read but not parsed yet
+	var buf []byte  // file bytes from pos on, read but not parsed yet
+	var slab []byte // with shared: where the records' bytes go
 	read := 0
 	for next < end && len(out) < max && (read < maxBytes || len(out) == 0) {
 		if len(buf) < frameHeader {
@@ -689,8 +705,24 @@ func (p *Partition) Read(offset uint64, max int, maxBytes int) ([]Record, error)
 				first = pos
 			}
 			// The read buffer is reused: each record gets bytes of its own, which the
-			// caller may keep (and alias) for as long as it likes.
-			out = append(out, Record{Offset: next, Data: append([]byte(nil), fr[16:]...)})
+			// caller may keep (and alias) for as long as it likes, or with shared bytes
+			// of a buffer it shares with the records read before and after it.
+			data := fr[16:]
+			if !shared {
+				data = append([]byte(nil), data...)
+			} else {
+				if cap(slab)-len(slab) < len(data) {
+					size := min(slabBytes, maxBytes-read) // what this call may still read, bounded
+					if size < len(data) {
+						size = len(data)
+					}
+					slab = make([]byte, 0, size)
+				}
+				at := len(slab)
+				slab = append(slab, data...)
+				data = slab[at:len(slab):len(slab)]
+			}
+			out = append(out, Record{Offset: next, Data: data})
 			read += n - 8
 		}
 		next++

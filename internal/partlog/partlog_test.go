@@ -205,22 +205,63 @@ func TestReadInChunksAcrossBoundaries(t *testing.T) {
 	if _, err := p.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ max, maxBytes int }{{1, 1}, {7, 1 << 30}, {10_000, 100 << 10}, {10_000, 16 << 20}} {
-		var all []Record
-		for from := uint64(0); from < n; {
-			rs, err := p.Read(from, c.max, c.maxBytes)
-			if err != nil || len(rs) == 0 {
-				t.Fatalf("max %d maxBytes %d: Read %d: %d records, %v", c.max, c.maxBytes, from, len(rs), err)
+	for name, read := range map[string]func(uint64, int, int) ([]Record, error){"Read": p.Read, "ReadShared": p.ReadShared} {
+		for _, c := range []struct{ max, maxBytes int }{{1, 1}, {7, 1 << 30}, {10_000, 100 << 10}, {10_000, 16 << 20}} {
+			var all []Record
+			for from := uint64(0); from < n; {
+				rs, err := read(from, c.max, c.maxBytes)
+				if err != nil || len(rs) == 0 {
+					t.Fatalf("%s max %d maxBytes %d: %d: %d records, %v", name, c.max, c.maxBytes, from, len(rs), err)
+				}
+				// A record grown by its reader never spills into the next one's bytes.
+				for i := range rs[:len(rs)-1] {
+					_ = append(rs[i].Data, 'x')
+				}
+				all = append(all, rs...)
+				from = rs[len(rs)-1].Offset + 1
 			}
-			all = append(all, rs...)
-			from = rs[len(rs)-1].Offset + 1
-		}
-		for i, r := range all {
-			if r.Offset != uint64(i) || !bytes.Equal(r.Data, bigRec(r.Offset)) {
-				t.Fatalf("max %d maxBytes %d: record %d: offset %d, data %.20q", c.max, c.maxBytes, i, r.Offset, r.Data)
+			for i, r := range all {
+				if r.Offset != uint64(i) || !bytes.Equal(r.Data, bigRec(r.Offset)) {
+					t.Fatalf("%s max %d maxBytes %d: record %d: offset %d, data %.20q", name, c.max, c.maxBytes, i, r.Offset, r.Data)
+				}
 			}
 		}
 	}
+}
+
+// ReadShared puts the records of one call into a few buffers, not one each: 1,000
+// records of about 3 KiB, read in one call, make at most ten allocations in all.
+func TestReadSharedAllocatesBuffersNotRecords(t *testing.T) { // not parallel: AllocsPerRun
+	p := mustOpen(t, vfs.NewMemFS())
+	const n = 1000
+	for o := uint64(0); o < n; o++ {
+		if err := p.Append(o, o == 0, bigRec(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ReadShared(0, n, 16<<20); err != nil { // the index, the pooled chunk
+		t.Fatal(err)
+	}
+	for name, read := range map[string]func(uint64, int, int) ([]Record, error){"Read": p.Read, "ReadShared": p.ReadShared} {
+		allocs := testing.AllocsPerRun(5, func() {
+			if rs, err := read(0, n, 16<<20); err != nil || len(rs) != n {
+				t.Fatalf("%s: %d records, %v", name, len(rs), err)
+			}
+		})
+		if shared := name == "ReadShared"; shared != (allocs <= 10) {
+			t.Errorf("%s of %d records made %.0f allocations", name, n, allocs)
+		}
+	}
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 // TestReadRecordLargerThanTheChunk: a record larger than the read buffer is read whole,
@@ -239,10 +280,14 @@ func TestReadRecordLargerThanTheChunk(t *testing.T) {
 	if _, err := p.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	for _, max := range []int{1, 10} {
+	for _, max := range []int{1, 10, -10} { // -10: ReadShared, 10 at a time
 		var got []Record
 		for from := uint64(0); from < uint64(len(recs)); {
-			rs, err := p.Read(from, max, 1<<30)
+			read := p.Read
+			if max < 0 {
+				read = p.ReadShared
+			}
+			rs, err := read(from, abs(max), 1<<30)
 			if err != nil {
 				t.Fatalf("Read %d: %v", from, err)
 			}

@@ -665,6 +665,17 @@ var ErrRecordGone = errors.New("payload: record no longer retained")
 // a node moved its records to does not change what one read returns (every node of a
 // cluster answers the same read alike): it stops only at max, maxBytes or end.
 func (s *Store) ReadTopic(topicID uint64, part int, from, end uint64, max, maxBytes int) ([]*topic.PublishRecord, error) {
+	return s.readTopic(topicID, part, from, end, max, maxBytes, false)
+}
+
+// ReadTopicShared is ReadTopic for a caller that lets go of the records soon (a read's
+// or a pull's answer): the bytes of records read from the files share buffers (one
+// allocation for many records), so that keeping one keeps many.
+func (s *Store) ReadTopicShared(topicID uint64, part int, from, end uint64, max, maxBytes int) ([]*topic.PublishRecord, error) {
+	return s.readTopic(topicID, part, from, end, max, maxBytes, true)
+}
+
+func (s *Store) readTopic(topicID uint64, part int, from, end uint64, max, maxBytes int, shared bool) ([]*topic.PublishRecord, error) {
 	var out []*topic.PublishRecord
 	size := 0
 	for from < end && len(out) < max && (size < maxBytes || len(out) == 0) {
@@ -672,7 +683,7 @@ func (s *Store) ReadTopic(topicID uint64, part int, from, end uint64, max, maxBy
 		if budget < 1 {
 			budget = 1 // the first record is returned whatever its size
 		}
-		rs, fromFiles, err := s.readTopicOnce(topicID, part, from, end, max-len(out), budget)
+		rs, fromFiles, err := s.readTopicOnce(topicID, part, from, end, max-len(out), budget, shared)
 		out = append(out, rs...)
 		if err != nil || len(rs) == 0 {
 			return out, err
@@ -690,7 +701,7 @@ func (s *Store) ReadTopic(topicID uint64, part int, from, end uint64, max, maxBy
 
 // readTopicOnce reads from one place: the files while from lies there (saying so), or
 // the tail.
-func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, maxBytes int) (_ []*topic.PublishRecord, fromFiles bool, _ error) {
+func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, maxBytes int, shared bool) (_ []*topic.PublishRecord, fromFiles bool, _ error) {
 	if from >= end || max <= 0 {
 		return nil, false, nil
 	}
@@ -713,14 +724,19 @@ func (s *Store) readTopicOnce(topicID uint64, part int, from, end uint64, max, m
 		files := p.files
 		limit := int(min(uint64(max), p.moved-from, end-from))
 		s.mu.Unlock()
-		rs, err := files.Read(from, limit, maxBytes)
+		read := files.Read
+		if shared {
+			read = files.ReadShared
+		}
+		rs, err := read(from, limit, maxBytes)
 		if errors.Is(err, partlog.ErrNotRetained) {
 			return nil, true, fmt.Errorf("%w: %v", ErrRecordGone, err)
 		}
 		out := make([]*topic.PublishRecord, 0, len(rs))
 		for _, r := range rs {
 			// Each record's bytes are its own (partlog copies them out of its read
-			// buffer), so the record may alias them rather than be copied again.
+			// buffer), or shared as the caller asked, so the record may alias them rather
+			// than be copied again.
 			pr, derr := decodePublish(r.Data, true, k, r.Offset)
 			if derr != nil {
 				return out, true, derr
