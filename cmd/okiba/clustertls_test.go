@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,15 +84,19 @@ func TestClusterMutualTLSBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		resp, err := plain.Get("https://" + pc.addrs[follower] + "/v1/queues/jobs?stale=true")
-		if err != nil {
-			return false
+	// holds says whether the follower holds n ready messages (read on it: stale).
+	holds := func(n int64) func() bool {
+		return func() bool {
+			resp, err := plain.Get("https://" + pc.addrs[follower] + "/v1/queues/jobs?stale=true")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			var q api.Queue
+			return json.NewDecoder(resp.Body).Decode(&q) == nil && q.Stats.Ready == n
 		}
-		defer resp.Body.Close()
-		var q api.Queue
-		return json.NewDecoder(resp.Body).Decode(&q) == nil && q.Stats.Ready == 5
-	}, "the follower to hold the five messages")
+	}
+	testkit.Eventually(t, 10*time.Second, holds(5), "the follower to hold the five messages")
 
 	// The members' paths: the proof of the secret alone is not enough.
 	secret := "binary-cluster-secret-0123456789"
@@ -113,6 +119,21 @@ func TestClusterMutualTLSBinary(t *testing.T) {
 	if code, err := post(https(ca.Certificate(t, "member", "127.0.0.1"))); err != nil || code != http.StatusNoContent {
 		t.Fatalf("a raft POST with a member's certificate and the proof: %d, %v (want 204)", code, err)
 	}
+
+	// A SIGHUP reloads the leader's certificates and has its raft streams reconnect with
+	// them: replication goes on over the new connections.
+	if err := pc.procs[leader].cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(pc.procs[leader].log.String(), "TLS certificates reloaded")
+	}, "the leader to reload its certificates")
+	for i := 5; i < 10; i++ {
+		if _, err := c.Send(ctx, "jobs", client.Message{Body: fmt.Appendf(nil, "m%d", i)}); err != nil {
+			t.Fatalf("a send after the leader's reload: %v", err)
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, holds(10), "the follower to hold the ten messages after the leader's reload")
 }
 
 // clusterProof is the Okiba-Cluster-Proof of a secret (internal/cluster's transport).

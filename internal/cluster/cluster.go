@@ -630,6 +630,15 @@ func (r *Raft) Close() error {
 	return r.storage.Close()
 }
 
+// RenewStreams has this node's raft streams to the others end and open again with their
+// next message: after a TLS reload, so that they show the new certificate rather than
+// keep, for as long as they last, the one they were opened with.
+func (r *Raft) RenewStreams() {
+	if r.net != nil {
+		r.net.renewStreams()
+	}
+}
+
 // Step hands the Raft messages another node sent.
 func (r *Raft) Step(msgs []*pb.Message) bool {
 	select {

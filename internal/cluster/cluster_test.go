@@ -36,6 +36,8 @@ type member struct {
 	// noStream makes the member's server answer the raft stream 404, as a node from
 	// before it does (transport_test.go).
 	noStream atomic.Bool
+	// streams counts the raft streams the member's server has taken.
+	streams atomic.Int64
 	// replayed is what the broker applied from its own log when it opened.
 	replayed uint64
 	join     string // the URL of a member to join through, for a node added later
@@ -191,6 +193,7 @@ func (c *testCluster) start(m *member) {
 				http.NotFound(w, req)
 				return
 			}
+			m.streams.Add(1)
 			st.ServeHTTP(w, req)
 			return
 		}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -90,6 +91,8 @@ type peerQueue struct {
 	wake chan struct{}
 	stop chan struct{} // closed when the member is removed
 
+	renew atomic.Bool // the open stream ends before the next write (renewStreams)
+
 	// The sender goroutine's own:
 	st          *peerStream // the open stream, if any
 	legacyUntil time.Time   // until then, POSTs: the peer refused the stream
@@ -138,6 +141,16 @@ func (t *transport) removePeer(id uint64) {
 	if q := t.peers[id]; q != nil {
 		close(q.stop)
 		delete(t.peers, id)
+	}
+}
+
+// renewStreams has every peer's stream end before its next write, so that the next
+// opens a new connection: one with the certificate this node now shows.
+func (t *transport) renewStreams() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, q := range t.peers {
+		q.renew.Store(true)
 	}
 }
 
@@ -249,6 +262,10 @@ func (t *transport) deliver(id uint64, q *peerQueue, frames []byte, post bool) e
 // that fails is ended; one the peer refused (a node from before the stream) turns the
 // peer to POSTs for legacyRetry, beginning with these frames.
 func (t *transport) write(q *peerQueue, frames []byte) error {
+	if q.renew.Swap(false) && q.st != nil {
+		q.st.end()
+		q.st = nil
+	}
 	if q.st != nil && q.st.ended() {
 		q.st.end()
 		q.st = nil

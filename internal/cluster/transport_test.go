@@ -163,3 +163,18 @@ func TestStreamEndsWhenTheRaftCloses(t *testing.T) {
 		t.Fatal("the stream outlived its receiver's Raft")
 	}
 }
+
+// RenewStreams (a TLS reload) has the leader's streams open again, on new connections,
+// with its next messages: its heartbeats reach a follower by a stream the follower had
+// not taken before.
+func TestRenewStreamsOpensThemAgain(t *testing.T) {
+	t.Parallel()
+	_, l, f, _ := followerOf(t)
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.streams.Load() > 0 }, "the leader's stream to the follower")
+	before := f.streams.Load()
+	l.raft.RenewStreams()
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.streams.Load() > before }, "a new stream after the renewal")
+	mustQueue(t, l.b, "jobs")
+	sendN(t, l.b, "jobs", 0, 5)
+	testkit.Eventually(t, 10*time.Second, func() bool { return ready(f.b, "jobs") == 5 }, "the follower to hold the 5 messages")
+}

@@ -263,6 +263,9 @@ func (n *Node) ReloadTLS() error {
 		return err
 	}
 	n.tls.Store(st)
+	if n.raft != nil {
+		n.raft.RenewStreams() // the raft streams to the other members reconnect with it
+	}
 	n.log.Info("TLS certificates reloaded: new connections use them", st.logAttrs(time.Now())...)
 	return nil
 }
