@@ -262,11 +262,7 @@ func (t *transport) deliver(id uint64, q *peerQueue, frames []byte, post bool) e
 // that fails is ended; one the peer refused (a node from before the stream) turns the
 // peer to POSTs for legacyRetry, beginning with these frames.
 func (t *transport) write(q *peerQueue, frames []byte) error {
-	if q.renew.Swap(false) && q.st != nil {
-		q.st.end()
-		q.st = nil
-	}
-	if q.st != nil && q.st.ended() {
+	if renew := q.renew.Swap(false); q.st != nil && (renew || q.st.ended()) {
 		q.st.end()
 		q.st = nil
 	}
@@ -313,12 +309,12 @@ type peerStream struct {
 	pw     *io.PipeWriter
 	cancel context.CancelFunc
 	timer  *time.Timer   // cancels a write that takes longer than streamWriteTimeout
-	done   chan struct{} // closed once the POST has returned; then status and err hold
+	done   chan struct{} // closed once the POST has returned; then status holds
 	status int           // the peer's answer, 0 if none came
-	err    error
 }
 
-// errStreamEnded is what a write into a stream whose POST has returned gets.
+// errStreamEnded is what a write into a stream whose POST the peer answered gets (one
+// whose POST failed gets that error).
 var errStreamEnded = errors.New("cluster: the peer ended the raft stream")
 
 func (t *transport) openStream(url string) *peerStream {
@@ -328,7 +324,6 @@ func (t *transport) openStream(url string) *peerStream {
 	s.timer.Stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+RaftStreamPath, pr)
 	if err != nil {
-		s.err = err
 		pr.CloseWithError(err)
 		close(s.done)
 		return s
@@ -348,9 +343,9 @@ func (t *transport) openStream(url string) *peerStream {
 			s.status = resp.StatusCode
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 			resp.Body.Close()
+			err = errStreamEnded
 		}
-		s.err = err
-		pr.CloseWithError(errStreamEnded) // the next write fails at once
+		pr.CloseWithError(err) // the next write fails at once, saying why
 		cancel()
 	}()
 	return s
@@ -466,8 +461,9 @@ func (r *Raft) Handler() http.Handler {
 func (r *Raft) StreamHandler() http.Handler {
 	return r.nodesOnly(http.MethodPost, func(w http.ResponseWriter, req *http.Request) {
 		rc := http.NewResponseController(w)
-		var mu sync.Mutex // orders ending against the loop's deadline extensions
-		ending := false
+		// The watcher marks the end, then moves the deadline to now; the loop moves it
+		// on, then looks for the mark: whichever runs last, a marked stream stops.
+		var ending atomic.Bool
 		stop := make(chan struct{})
 		defer close(stop)
 		go func() {
@@ -477,10 +473,8 @@ func (r *Raft) StreamHandler() http.Handler {
 			case <-req.Context().Done():
 			case <-r.done:
 			}
-			mu.Lock()
-			ending = true
+			ending.Store(true)
 			rc.SetReadDeadline(time.Now()) // wakes the read
-			mu.Unlock()
 		}()
 		br := bufio.NewReaderSize(req.Body, 64<<10)
 		var msgs []*pb.Message
@@ -491,11 +485,10 @@ func (r *Raft) StreamHandler() http.Handler {
 					r.Step(msgs) // a full inbox drops them: raft retransmits
 					msgs = nil
 				}
-				mu.Lock()
-				if !ending {
-					rc.SetReadDeadline(time.Now().Add(streamIdle))
+				rc.SetReadDeadline(time.Now().Add(streamIdle))
+				if ending.Load() {
+					rc.SetReadDeadline(time.Now())
 				}
-				mu.Unlock()
 			}
 			m, err := readFrame(br, &frame)
 			if err != nil {
@@ -549,19 +542,19 @@ func readFrame(br *bufio.Reader, buf *[]byte) (*pb.Message, error) {
 	return m, nil
 }
 
+// decodeBatch decodes a POSTed batch: frames as readFrame reads them, to its end.
 func decodeBatch(b []byte) ([]*pb.Message, error) {
+	br := bufio.NewReader(bytes.NewReader(b))
 	var out []*pb.Message
-	for len(b) > 0 {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return nil, errors.New("cluster: a malformed batch of messages")
+	var frame []byte
+	for {
+		m, err := readFrame(br, &frame)
+		if errors.Is(err, io.EOF) {
+			return out, nil
 		}
-		m := &pb.Message{}
-		if err := proto.Unmarshal(b[k:k+int(n)], m); err != nil {
-			return nil, fmt.Errorf("cluster: a malformed message: %w", err)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, m)
-		b = b[k+int(n):]
 	}
-	return out, nil
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -23,7 +24,7 @@ func TestStreamConnectionsHaveAUserTimeout(t *testing.T) {
 			if err != nil {
 				return
 			}
-			defer c.Close()
+			go func() { io.Copy(io.Discard, c); c.Close() }() // until the dialer closes it
 		}
 	}()
 	for name, base := range map[string]*http.Client{
