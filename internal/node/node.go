@@ -504,16 +504,16 @@ func (n *Node) close(ctx context.Context) error {
 
 // ServeHTTP is the node's one router: guard, authentication, interface.
 func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	endLongPolls(n.shutdown, http.HandlerFunc(n.serve)).ServeHTTP(w, r)
+	endWaitsAtShutdown(n.shutdown, http.HandlerFunc(n.serve)).ServeHTTP(w, r)
 }
 
-// endLongPolls answers waiting receives (with no messages) as soon as shutdown begins,
-// so that a long poll does not hold the shutdown for up to a minute, and ends the other
-// members' raft streams into this node, which last until their sender ends them; every
-// other request runs to its end within the grace period. A receive cancelled while its
-// delivery record is being committed answers 503 unavailable; its lease then simply
-// expires.
-func endLongPolls(shutdown context.Context, h http.Handler) http.Handler {
+// endWaitsAtShutdown cancels, as soon as shutdown begins, the requests that wait
+// rather than work: long polls, answered with no messages, so that one does not hold the
+// shutdown for up to a minute, and the other members' raft streams into this node,
+// which last until their sender ends them. Every other request runs to its end within
+// the grace period. A receive cancelled while its delivery record is being committed
+// answers 503 unavailable; its lease then simply expires.
+func endWaitsAtShutdown(shutdown context.Context, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if nativeapi.LongPoll(r.Method, r.URL.Path) || sqs.LongPoll(r) || r.URL.Path == cluster.RaftStreamPath {
 			ctx, cancel := context.WithCancel(r.Context())

@@ -45,7 +45,7 @@ func TestEndLongPollsOnShutdown(t *testing.T) {
 	t.Parallel()
 	shutdown, begin := context.WithCancel(context.Background())
 	ended := make(chan string, 2)
-	h := endLongPolls(shutdown, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := endWaitsAtShutdown(shutdown, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/receive") {
 			<-r.Context().Done() // a long poll: ends when its context does
 			ended <- "receive"
