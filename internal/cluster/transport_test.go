@@ -36,9 +36,6 @@ func TestStreamFallsBackToPostsForAMemberWithoutIt(t *testing.T) {
 			m.cut.Store(true) // the majority is now the leader and n3
 		}
 	}
-	if l.cut.Load() {
-		t.Fatal("the leader was cut")
-	}
 	mustQueue(t, l.b, "jobs")
 	sendN(t, l.b, "jobs", 0, 20)
 	testkit.Eventually(t, 10*time.Second, func() bool { return ready(old.b, "jobs") == 20 }, "n3 to hold the 20 messages")

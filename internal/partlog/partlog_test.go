@@ -205,7 +205,7 @@ func TestReadInChunksAcrossBoundaries(t *testing.T) {
 	if _, err := p.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	for name, read := range map[string]func(uint64, int, int) ([]Record, error){"Read": p.Read, "ReadShared": p.ReadShared} {
+	for name, read := range readers(p) {
 		for _, c := range []struct{ max, maxBytes int }{{1, 1}, {7, 1 << 30}, {10_000, 100 << 10}, {10_000, 16 << 20}} {
 			var all []Record
 			for from := uint64(0); from < n; {
@@ -245,7 +245,7 @@ func TestReadSharedAllocatesBuffersNotRecords(t *testing.T) { // not parallel: A
 	if _, err := p.ReadShared(0, n, 16<<20); err != nil { // the index, the pooled chunk
 		t.Fatal(err)
 	}
-	for name, read := range map[string]func(uint64, int, int) ([]Record, error){"Read": p.Read, "ReadShared": p.ReadShared} {
+	for name, read := range readers(p) {
 		allocs := testing.AllocsPerRun(5, func() {
 			if rs, err := read(0, n, 16<<20); err != nil || len(rs) != n {
 				t.Fatalf("%s: %d records, %v", name, len(rs), err)
@@ -257,11 +257,9 @@ func TestReadSharedAllocatesBuffersNotRecords(t *testing.T) { // not parallel: A
 	}
 }
 
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
+// readers are a partition's two ways to read, by name.
+func readers(p *Partition) map[string]func(uint64, int, int) ([]Record, error) {
+	return map[string]func(uint64, int, int) ([]Record, error){"Read": p.Read, "ReadShared": p.ReadShared}
 }
 
 // TestReadRecordLargerThanTheChunk: a record larger than the read buffer is read whole,
@@ -280,23 +278,21 @@ func TestReadRecordLargerThanTheChunk(t *testing.T) {
 	if _, err := p.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	for _, max := range []int{1, 10, -10} { // -10: ReadShared, 10 at a time
-		var got []Record
-		for from := uint64(0); from < uint64(len(recs)); {
-			read := p.Read
-			if max < 0 {
-				read = p.ReadShared
+	for name, read := range readers(p) {
+		for _, max := range []int{1, 10} {
+			var got []Record
+			for from := uint64(0); from < uint64(len(recs)); {
+				rs, err := read(from, max, 1<<30)
+				if err != nil {
+					t.Fatalf("%s %d: %v", name, from, err)
+				}
+				got = append(got, rs...)
+				from = rs[len(rs)-1].Offset + 1
 			}
-			rs, err := read(from, abs(max), 1<<30)
-			if err != nil {
-				t.Fatalf("Read %d: %v", from, err)
-			}
-			got = append(got, rs...)
-			from = rs[len(rs)-1].Offset + 1
-		}
-		for i, r := range got {
-			if !bytes.Equal(r.Data, recs[i]) {
-				t.Fatalf("max %d: record %d differs (%d bytes, want %d)", max, i, len(r.Data), len(recs[i]))
+			for i, r := range got {
+				if !bytes.Equal(r.Data, recs[i]) {
+					t.Fatalf("%s max %d: record %d differs (%d bytes, want %d)", name, max, i, len(r.Data), len(recs[i]))
+				}
 			}
 		}
 	}
