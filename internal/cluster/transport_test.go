@@ -72,6 +72,9 @@ func postStream(t *testing.T, url string, body []byte, proofed bool) (int, strin
 	if proofed {
 		req.Header.Set(SecretHeader, proof(testSecret))
 	}
+	// A connection of its own, as a sender's stream has: a refusal ends its connection
+	// (the handler's deadline), and one kept alive for the next case would race that.
+	req.Close = true
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
